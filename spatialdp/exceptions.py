@@ -9,16 +9,16 @@ The classes also derive from the matching builtin (``ValueError``,
 from __future__ import annotations
 
 __all__ = [
-    "SpatialDPError",
-    "InvalidInput",
-    "CRSError",
-    "InvalidCells",
-    "PartitionMismatch",
-    "InvalidSpec",
     "BudgetExceeded",
-    "CohortTooSmall",
+    "CRSError",
     "ClippingFailure",
+    "CohortTooSmall",
+    "InvalidCells",
+    "InvalidInput",
+    "InvalidSpec",
     "LedgerError",
+    "PartitionMismatch",
+    "SpatialDPError",
 ]
 
 

@@ -1,0 +1,44 @@
+"""The ``spatialdp`` command."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+__all__ = ["main"]
+
+
+def _info(_: argparse.Namespace) -> int:
+    from spatialdp.datasets import load_us_cities, us_states_partition
+
+    partition = us_states_partition()
+    print(partition.summary())
+    adjacency = partition.adjacency()
+    cities = load_us_cities()
+    print(f"  neighbour pairs {int(adjacency.sum()) // 2} (shared borders)")
+    print(f"  cities          {len(cities):,} with 15,000+ inhabitants, "
+          f"{int(cities.population.sum()):,} people")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``spatialdp`` command."""
+    parser = argparse.ArgumentParser(
+        prog="spatialdp",
+        description="Differential privacy for federated spatial models.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    info = sub.add_parser("info", help="load the shipped partition and print its summary")
+    info.set_defaults(run=_info)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``spatialdp`` console script."""
+    args = build_parser().parse_args(argv)
+    return int(args.run(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

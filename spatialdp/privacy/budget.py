@@ -1,0 +1,393 @@
+"""Budget vocabulary: accounting units, the training/evaluation split, release structures.
+
+A :class:`~spatialdp.privacy.ledger.PrivacyLedger` keeps one accounting unit:
+
+* ``"pure"`` — losses are pure epsilon and add up (basic sequential composition);
+* ``"zcdp"`` — losses are zero-concentrated DP rho and add up; a pure-epsilon
+  release is counted as ``rho = epsilon**2 / 2`` (Bun & Steinke 2016, Prop. 1.4).
+
+The per-epoch budget is split into three line items (:class:`LineItem`):
+training, and evaluation divided into a global and a regional share
+(:class:`BudgetSplit`). Shares are fractions *of the ledger's unit*: in a zCDP
+ledger a 30% evaluation share is 30% of rho, which is about 55% of the
+epsilon a lone evaluation item could have spent (epsilon grows like sqrt(rho)).
+
+What a release costs depends on the structure it releases over, which the
+caller states instead of a number of cells (:class:`Single`, :class:`Disjoint`,
+:class:`Overlapping`). Nothing here divides a budget by a count of parts.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Literal
+
+from spatialdp.exceptions import InvalidInput
+
+__all__ = [
+    "Accounting",
+    "BudgetSplit",
+    "BudgetSplitWarning",
+    "Disjoint",
+    "LineItem",
+    "Overlapping",
+    "Single",
+    "Structure",
+    "epsilon_to_rho",
+    "rho_to_epsilon",
+    "rho_to_epsilon_classic",
+]
+
+Accounting = Literal["pure", "zcdp"]
+
+#: Evaluation shares outside this closed interval trigger a BudgetSplitWarning.
+EVALUATION_SHARE_RANGE = (0.10, 0.40)
+
+
+class BudgetSplitWarning(UserWarning):
+    """The training/evaluation split is outside the range that usually works (10%-40%)."""
+
+
+class LineItem(StrEnum):
+    """The per-epoch line items of a ledger."""
+
+    TRAINING = "training"
+    EVALUATION_GLOBAL = "evaluation.global"
+    EVALUATION_REGIONAL = "evaluation.regional"
+
+    @classmethod
+    def parse(cls, value: str | LineItem) -> LineItem:
+        """Return the line item named ``value``, or raise :class:`InvalidInput`.
+
+        Examples
+        --------
+        >>> LineItem.parse("evaluation.regional") is LineItem.EVALUATION_REGIONAL
+        True
+        """
+        try:
+            return cls(value)
+        except ValueError:
+            allowed = ", ".join(repr(m.value) for m in cls)
+            raise InvalidInput(
+                f"line item {value!r} is not one of the ledger's line items ({allowed}); "
+                "pass one of those (or a LineItem member)."
+            ) from None
+
+    @property
+    def is_evaluation(self) -> bool:
+        """Whether this item belongs to the evaluation allocation."""
+        return self is not LineItem.TRAINING
+
+
+def _check_fraction(name: str, value: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not (0.0 <= value <= 1.0):
+        raise InvalidInput(
+            f"{name}={value!r} is not a fraction in [0, 1]; pass a share such as 0.3 (=30%)."
+        )
+    return float(value)
+
+
+@dataclass(frozen=True)
+class BudgetSplit:
+    """How each epoch's budget is divided between training and evaluation.
+
+    Parameters
+    ----------
+    evaluation_share : float, default 0.3
+        Fraction of the epoch budget reserved for evaluation (the rest trains).
+        Outside 10%-40% a :class:`BudgetSplitWarning` is issued: below 10% the
+        error bars swallow the signal, above 40% training slows for monitoring.
+    global_share : float, default 0.2
+        Fraction of the *evaluation* allocation for global metrics; the rest
+        goes to regional metrics. A global metric averages over the whole
+        cohort, so it needs little epsilon for a narrow error bar.
+
+    Examples
+    --------
+    >>> split = BudgetSplit(evaluation_share=0.3, global_share=0.2)
+    >>> {k: round(v, 6) for k, v in split.allocate(1.0).items()}
+    {'training': 0.7, 'evaluation.global': 0.06, 'evaluation.regional': 0.24}
+    """
+
+    evaluation_share: float = 0.3
+    global_share: float = 0.2
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "evaluation_share", _check_fraction("evaluation_share", self.evaluation_share)
+        )
+        object.__setattr__(self, "global_share", _check_fraction("global_share", self.global_share))
+        lo, hi = EVALUATION_SHARE_RANGE
+        if self.evaluation_share < lo:
+            warnings.warn(
+                f"evaluation_share={self.evaluation_share:g} is below {lo:.0%} of the epoch "
+                "budget: regional error bars will likely be wider than the regressions you "
+                f"need to see; use a share in [{lo:.0%}, {hi:.0%}] (default 30%).",
+                BudgetSplitWarning,
+                stacklevel=3,
+            )
+        elif self.evaluation_share > hi:
+            warnings.warn(
+                f"evaluation_share={self.evaluation_share:g} is above {hi:.0%} of the epoch "
+                "budget: training gets markedly less budget for monitoring precision that is "
+                f"rarely read; use a share in [{lo:.0%}, {hi:.0%}] (default 30%).",
+                BudgetSplitWarning,
+                stacklevel=3,
+            )
+
+    def allocate(self, epoch_budget: float) -> dict[str, float]:
+        """Split ``epoch_budget`` into the three line-item caps (floats, for display)."""
+        evaluation = epoch_budget * self.evaluation_share
+        glob = evaluation * self.global_share
+        return {
+            LineItem.TRAINING.value: epoch_budget - evaluation,
+            LineItem.EVALUATION_GLOBAL.value: glob,
+            LineItem.EVALUATION_REGIONAL.value: evaluation - glob,
+        }
+
+
+# --------------------------------------------------------------------------------------
+# Release structures
+# --------------------------------------------------------------------------------------
+
+
+def _check_name(name: object) -> str:
+    if not isinstance(name, str) or not name.strip():
+        raise InvalidInput(
+            f"structure name {name!r} is empty; name the partition or histogram released "
+            "over, with its version, e.g. 'partition:us48@ab12cd'."
+        )
+    return name
+
+
+def _check_count(label: str, value: object, low: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise InvalidInput(f"{label}={value!r} must be an integer >= {low}.")
+    return value
+
+
+@dataclass(frozen=True)
+class Single:
+    """One value computed over everyone who contributes (e.g. a global loss).
+
+    Examples
+    --------
+    >>> Single("global_loss").multiplier
+    1
+    """
+
+    name: str
+
+    kind = "single"
+
+    def __post_init__(self) -> None:
+        _check_name(self.name)
+
+    @property
+    def multiplier(self) -> int:
+        """How many times the per-release loss is charged."""
+        return 1
+
+    @property
+    def parts(self) -> int:
+        """Number of values released."""
+        return 1
+
+    @property
+    def max_parts_per_client(self) -> int:
+        """The most parts one client can influence."""
+        return 1
+
+    @property
+    def calibrated(self) -> bool:
+        """Whether the loss already accounts for multi-part contributions."""
+        return False
+
+    def describe(self) -> str:
+        """A one-line description for the audit trail."""
+        return f"single {self.name!r}"
+
+
+@dataclass(frozen=True)
+class Disjoint:
+    """Values over disjoint parts (regions, cells, histogram buckets); a client is in one.
+
+    Parallel composition: the release costs the per-release loss once, whatever
+    ``parts`` is. ``parts`` is recorded in the audit trail, never divided by.
+
+    Examples
+    --------
+    >>> Disjoint(name="partition:us48@ab12cd", parts=48).multiplier
+    1
+    """
+
+    name: str
+    parts: int
+
+    kind = "disjoint"
+
+    def __post_init__(self) -> None:
+        _check_name(self.name)
+        _check_count("parts", self.parts)
+
+    @property
+    def multiplier(self) -> int:
+        """How many times the per-release loss is charged (always 1)."""
+        return 1
+
+    @property
+    def max_parts_per_client(self) -> int:
+        """The most parts one client can influence (always 1)."""
+        return 1
+
+    @property
+    def calibrated(self) -> bool:
+        """Whether the loss already accounts for multi-part contributions."""
+        return False
+
+    def describe(self) -> str:
+        """A one-line description for the audit trail."""
+        return f"disjoint {self.name!r}, {self.parts} parts, charged once"
+
+
+@dataclass(frozen=True)
+class Overlapping:
+    """Values over parts where one client can touch up to ``max_parts_per_client``.
+
+    Parameters
+    ----------
+    name : str
+        The partition / histogram released over, with its version.
+    parts : int
+        Number of parts released (recorded only).
+    max_parts_per_client : int
+        The bound k on the parts one client contributes to (enforced on device).
+    calibrated : bool, default False
+        ``False``: the loss passed to the ledger is the loss of each part's
+        value, and the release is charged ``k`` times that (basic composition;
+        in a zCDP ledger each part's rho, times k). ``True``: the caller
+        calibrated the noise to a sensitivity covering all k contributions, so
+        the loss passed is already that of the whole release and is charged once.
+
+    Examples
+    --------
+    >>> Overlapping(name="h3:res7@v2", parts=900, max_parts_per_client=3).multiplier
+    3
+    >>> Overlapping("h3:res7@v2", 900, 3, calibrated=True).multiplier
+    1
+    """
+
+    name: str
+    parts: int
+    max_parts_per_client: int
+    calibrated: bool = False
+
+    kind = "overlapping"
+
+    def __post_init__(self) -> None:
+        _check_name(self.name)
+        _check_count("parts", self.parts)
+        _check_count("max_parts_per_client", self.max_parts_per_client)
+        if self.max_parts_per_client > self.parts:
+            raise InvalidInput(
+                f"max_parts_per_client={self.max_parts_per_client} exceeds parts={self.parts}; "
+                "a client cannot touch more parts than are released. Lower the bound."
+            )
+
+    @property
+    def multiplier(self) -> int:
+        """How many times the per-release loss is charged (k, or 1 when calibrated)."""
+        return 1 if self.calibrated else self.max_parts_per_client
+
+    def describe(self) -> str:
+        """A one-line description for the audit trail."""
+        how = "sensitivity calibrated to k" if self.calibrated else "basic composition x k"
+        return (
+            f"overlapping {self.name!r}, {self.parts} parts, "
+            f"k={self.max_parts_per_client} per client, {how}"
+        )
+
+
+Structure = Single | Disjoint | Overlapping
+
+
+# --------------------------------------------------------------------------------------
+# Unit conversions
+# --------------------------------------------------------------------------------------
+
+
+def _check_nonneg(name: str, value: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InvalidInput(f"{name}={value!r} is not a finite number; pass a value >= 0.")
+    if value < 0:
+        raise InvalidInput(f"{name}={value!r} is negative; privacy losses are >= 0.")
+    return float(value)
+
+
+def _check_delta(delta: float) -> float:
+    if isinstance(delta, bool) or not isinstance(delta, int | float) or not 0.0 < delta < 1.0:
+        raise InvalidInput(
+            f"delta={delta!r} is not in (0, 1); pass a small failure probability "
+            "such as 1e-6 (well below 1/population)."
+        )
+    return float(delta)
+
+
+def epsilon_to_rho(epsilon: float) -> float:
+    """The zCDP rho of a pure epsilon-DP release: ``epsilon**2 / 2``.
+
+    Examples
+    --------
+    >>> epsilon_to_rho(1.0)
+    0.5
+    """
+    eps = _check_nonneg("epsilon", epsilon)
+    return eps * eps / 2.0
+
+
+def rho_to_epsilon_classic(rho: float, delta: float) -> float:
+    """The classic bound ``rho + 2 sqrt(rho ln(1/delta))`` (Bun & Steinke 2016, Prop. 1.3).
+
+    Looser than :func:`rho_to_epsilon`; kept for comparison.
+
+    Examples
+    --------
+    >>> round(rho_to_epsilon_classic(0.5, 1e-6), 4)
+    5.7565
+    """
+    r = _check_nonneg("rho", rho)
+    d = _check_delta(delta)
+    return r + 2.0 * math.sqrt(r * math.log(1.0 / d))
+
+
+def rho_to_epsilon(rho: float, delta: float) -> float:
+    """The smallest epsilon such that rho-zCDP implies (epsilon, delta)-DP.
+
+    Uses OpenDP's ``make_zCDP_to_approxDP``, which implements the exact
+    conversion of Canonne, Kamath & Steinke (2020, Prop. 12) with conservative
+    (upward) rounding. The measurement handed to OpenDP is a Gaussian mechanism
+    whose privacy map at the chosen input distance is at least ``rho``.
+
+    Examples
+    --------
+    >>> eps = rho_to_epsilon(0.5, 1e-6)
+    >>> round(eps, 3), eps < rho_to_epsilon_classic(0.5, 1e-6)
+    (5.222, True)
+    """
+    r = _check_nonneg("rho", rho)
+    d = _check_delta(delta)
+    if r == 0.0:
+        return 0.0
+    import opendp.prelude as dp
+
+    dp.enable_features("contrib")
+    # Gaussian with scale 1 has rho = d_in**2 / 2; nudge d_in up so the map is >= rho.
+    d_in = math.nextafter(math.sqrt(2.0 * r), math.inf)
+    gauss = dp.m.make_gaussian(
+        dp.atom_domain(T=float, nan=False), dp.absolute_distance(T=float), scale=1.0
+    )
+    curve = dp.c.make_zCDP_to_approxDP(gauss).map(d_in)
+    return float(curve.epsilon(d))

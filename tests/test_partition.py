@@ -1,0 +1,280 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import geopandas as gpd
+import h3
+import numpy as np
+import pandas as pd
+import pytest
+import shapely
+
+from spatialdp.exceptions import CRSError, InvalidCells, InvalidInput, PartitionMismatch
+from spatialdp.geo.partition import Partition
+
+# --------------------------------------------------------------------------- building
+
+
+def test_from_h3_cells_sorted_and_versioned() -> None:
+    cells = [h3.latlng_to_cell(40.0 + i * 0.1, -105.0, 6) for i in range(5)]
+    part = Partition.from_h3_cells(cells[::-1], name="five")
+    assert part.kind == "h3" and part.resolution == 6 and part.n_regions == 5
+    assert list(part.region_ids) == sorted(cells)
+    assert Partition.from_h3_cells(cells).version == part.version  # order-free, name-free
+    assert Partition.from_h3_cells(cells[:4]).version != part.version
+
+
+def test_from_h3_cells_refuses_mixed_resolution_and_duplicates() -> None:
+    a = h3.latlng_to_cell(40.0, -105.0, 6)
+    with pytest.raises(InvalidCells, match="mix resolutions"):
+        Partition.from_h3_cells([a, h3.latlng_to_cell(40.0, -105.0, 7)])
+    with pytest.raises(InvalidInput, match="1 duplicate H3 cells"):
+        Partition.from_h3_cells([a, a])
+    with pytest.raises(InvalidCells, match="not valid H3 cells"):
+        Partition.from_h3_cells(["8a2a1072b59fff0"])
+
+
+def test_from_h3_cover_refuses_crs_problems(states: gpd.GeoDataFrame) -> None:
+    with pytest.raises(CRSError, match=r"has no CRS.*set_crs\(4326\)"):
+        Partition.from_h3_cover(states.set_crs(None, allow_override=True), 4)
+    with pytest.raises(CRSError, match=r"projected CRS.*to_crs\(4326\)"):
+        Partition.from_h3_cover(states.to_crs(5070), 4)
+
+
+def test_from_h3_cover_empty_cover_refused() -> None:
+    tiny = gpd.GeoSeries([shapely.box(-100, 40, -99.9999, 40.0001)], crs=4326)
+    with pytest.raises(InvalidInput, match="covers no H3 cell at resolution 3"):
+        Partition.from_h3_cover(tiny, 3)
+
+
+def test_from_geodataframe_refusals(states: gpd.GeoDataFrame) -> None:
+    dup = pd.concat([states.iloc[:2], states.iloc[:1]])
+    with pytest.raises(InvalidInput, match=r"duplicate region ids \['AL'\]"):
+        Partition.from_geodataframe(dup, "state")
+    with pytest.raises(InvalidInput, match="id_column 'nope' is not a column"):
+        Partition.from_geodataframe(states, "nope")
+    empty = states.iloc[:2].copy()
+    empty.loc[empty.index[1], "geometry"] = shapely.Polygon()
+    with pytest.raises(InvalidInput, match="1 geometries are empty"):
+        Partition.from_geodataframe(empty, "state")
+    bowtie = gpd.GeoDataFrame(
+        {"id": ["x"]}, geometry=[shapely.Polygon([(0, 0), (1, 1), (1, 0), (0, 1)])], crs=4326
+    )
+    with pytest.raises(InvalidInput, match=r"invalid .*make_valid\(\)"):
+        Partition.from_geodataframe(bowtie, "id")
+    points = gpd.GeoDataFrame({"id": ["x"]}, geometry=[shapely.Point(0, 0)], crs=4326)
+    with pytest.raises(InvalidInput, match="is not a \\(Multi\\)Polygon"):
+        Partition.from_geodataframe(points, "id")
+    with pytest.raises(CRSError, match="to_crs"):
+        Partition.from_geodataframe(states.to_crs(3857), "state")
+
+
+# --------------------------------------------------------------------------- assigning points
+
+
+def test_h3_assign_matches_h3_per_point(colorado_h3: Partition) -> None:
+    rng = np.random.default_rng(1)
+    lat = rng.uniform(36.0, 42.0, 5000)
+    lon = rng.uniform(-110.0, -101.0, 5000)
+    result = colorado_h3.assign(lon=lon, lat=lat)
+    expected = np.array([h3.latlng_to_cell(a, b, 5) for a, b in zip(lat, lon, strict=True)])
+    inside = np.isin(expected, np.asarray(colorado_h3.region_ids))
+    np.testing.assert_array_equal(result.assigned, inside)
+    np.testing.assert_array_equal(result.ids()[inside], expected[inside])
+    assert result.n_unassigned == int((~inside).sum()) > 0
+    np.testing.assert_array_equal(result.unassigned_index, np.flatnonzero(~inside))
+    assert result.counts().sum() == inside.sum()
+
+
+def test_polygon_assign_matches_sjoin(
+    states_partition: Partition, states: gpd.GeoDataFrame
+) -> None:
+    rng = np.random.default_rng(2)
+    pts = gpd.GeoDataFrame(
+        geometry=gpd.points_from_xy(rng.uniform(-125, -66, 4000), rng.uniform(24, 50, 4000)),
+        crs=4326,
+    )
+    result = states_partition.assign(pts)
+    joined = gpd.sjoin(pts, states[["state", "geometry"]], how="left", predicate="intersects")
+    joined = joined[~joined.index.duplicated()]
+    expected = joined.state.to_numpy(dtype=object)
+    got = result.ids()
+    both = pd.notna(expected)
+    assert (pd.isna(got) == ~both).all()
+    assert (got[both] == expected[both]).all()
+    assert result.n_unassigned == int((~both).sum())
+
+
+def test_border_point_goes_to_first_region() -> None:
+    frame = gpd.GeoDataFrame(
+        {"id": ["b", "a"]}, geometry=[shapely.box(1, 0, 2, 1), shapely.box(0, 0, 1, 1)], crs=4326
+    )
+    part = Partition.from_geodataframe(frame, "id")
+    assert part.assign(lon=[1.0], lat=[0.5]).ids().tolist() == ["a"]
+
+
+@pytest.mark.parametrize(
+    ("lon", "lat", "message"),
+    [
+        ([0.0, np.nan], [0.0, 1.0], "1 lon values are NaN or infinite"),
+        ([0.0], [np.inf], "1 lat values are NaN or infinite"),
+        ([0.0], [91.0], r"latitude 91.0 .* outside \[-90, 90\]"),
+        ([500000.0], [4000000.0], r"latitude 4000000.0"),
+        ([200.0], [0.0], r"longitude 200.0 .* outside \[-180, 180\]"),
+        ([0.0, 1.0], [0.0], "lon has 2 values but lat has 1"),
+    ],
+)
+def test_assign_refuses_bad_coordinates(
+    colorado_h3: Partition, lon: list[float], lat: list[float], message: str
+) -> None:
+    with pytest.raises(InvalidInput, match=message):
+        colorado_h3.assign(lon=lon, lat=lat)
+
+
+def test_assign_refuses_points_without_crs(colorado_h3: Partition) -> None:
+    pts = gpd.GeoSeries([shapely.Point(-105, 39)])
+    with pytest.raises(CRSError, match="has no CRS"):
+        colorado_h3.assign(pts)
+    with pytest.raises(CRSError, match="to_crs"):
+        colorado_h3.assign(gpd.GeoSeries([shapely.Point(-105, 39)], crs=4326).to_crs(26913))
+    lines = gpd.GeoSeries([shapely.LineString([(0, 0), (1, 1)])], crs=4326)
+    with pytest.raises(InvalidInput, match="Point geometries only"):
+        colorado_h3.assign(lines)
+    with pytest.raises(InvalidInput, match="give a point GeoDataFrame"):
+        colorado_h3.assign()
+
+
+# --------------------------------------------------------------------------- polygons -> cells
+
+
+def test_polygons_to_cells_csr(colorado_h3: Partition) -> None:
+    queries = gpd.GeoDataFrame(
+        geometry=[
+            shapely.box(-106, 39, -105, 40),           # inside Colorado
+            shapely.box(-105.0, 39.0, -104.999, 39.001),  # too small for any centre
+            shapely.box(-104, 40, -100, 41),            # straddles the eastern border
+        ],
+        crs=4326,
+    )
+    inc = colorado_h3.polygons_to_cells(queries)
+    assert inc.matrix.shape == (3, colorado_h3.n_regions)
+    m = inc.cells_per_query
+    assert m[0] > 20 and m[1] == 0 and m[2] > 0
+    assert inc.uncovered.tolist() == [1]
+    assert inc.cells_outside[0] == 0 and inc.cells_outside[2] > 0
+    expected = set(h3.h3shape_to_cells_experimental(h3.geo_to_h3shape(queries.geometry[0]), 5))
+    got = set(np.asarray(colorado_h3.region_ids)[inc.cell_indices(0)])
+    assert got == expected
+    counts = np.arange(colorado_h3.n_regions, dtype=float)
+    np.testing.assert_allclose(inc.answer(counts)[0], counts[inc.cell_indices(0)].sum())
+    with pytest.raises(InvalidInput, match="give one value per cell"):
+        inc.answer(np.ones(3))
+    overlap = colorado_h3.polygons_to_cells(queries, containment="overlap")
+    full = colorado_h3.polygons_to_cells(queries, containment="full")
+    assert (full.cells_per_query <= m).all() and (m <= overlap.cells_per_query).all()
+
+
+def test_polygons_to_cells_needs_h3(states_partition: Partition, states: gpd.GeoDataFrame) -> None:
+    with pytest.raises(InvalidInput, match="needs an H3 partition"):
+        states_partition.polygons_to_cells(states)
+
+
+# --------------------------------------------------------------------------- hierarchy
+
+
+def test_rollup_and_coarsen(colorado_h3: Partition) -> None:
+    values = np.arange(colorado_h3.n_regions)
+    rolled = colorado_h3.rollup(values, 3)
+    expected = pd.Series(values, index=[h3.cell_to_parent(c, 3) for c in colorado_h3.region_ids])
+    expected = expected.groupby(level=0).sum()
+    pd.testing.assert_series_equal(rolled, expected, check_names=False, check_dtype=False)
+    coarse, parent_pos = colorado_h3.coarsen(3)
+    assert coarse.resolution == 3
+    assert np.bincount(parent_pos, weights=values).tolist() == rolled.tolist()
+    with pytest.raises(InvalidInput, match="the partition has"):
+        colorado_h3.rollup(values[:-1], 3)
+
+
+# --------------------------------------------------------------------------- neighbours
+
+
+def test_h3_adjacency_matches_are_neighbor_cells(colorado_h3: Partition) -> None:
+    adj = colorado_h3.adjacency()
+    ids = np.asarray(colorado_h3.region_ids)
+    assert (adj != adj.T).nnz == 0 and adj.diagonal().sum() == 0
+    rng = np.random.default_rng(0)
+    for i in rng.choice(ids.size, 30, replace=False):
+        row = set(ids[adj.indices[adj.indptr[i]:adj.indptr[i + 1]]])
+        ring = set(h3.grid_ring(ids[i], 1)) & set(ids)
+        assert row == ring
+        assert all(h3.are_neighbor_cells(ids[i], j) for j in row)
+
+
+def test_state_neighbours_share_borders(states_partition: Partition) -> None:
+    # Four Corners: AZ and CO touch only at a point, so they are not neighbours.
+    assert states_partition.neighbours("CO") == ["KS", "NE", "NM", "OK", "UT", "WY"]
+    assert states_partition.neighbours("AZ") == ["CA", "NM", "NV", "UT"]
+    assert states_partition.neighbours("ME") == ["NH"]
+    with pytest.raises(InvalidInput, match="region 'XX' is not in partition"):
+        states_partition.neighbours("XX")
+
+
+# --------------------------------------------------------------------------- join
+
+
+def test_join_onto_geometries(colorado_h3: Partition, states_partition: Partition) -> None:
+    some = colorado_h3.region_ids[:3]
+    joined = colorado_h3.join(pd.Series([1.0, 2.0, 3.0], index=some, name="metric"))
+    assert isinstance(joined, gpd.GeoDataFrame) and len(joined) == colorado_h3.n_regions
+    assert joined.metric.notna().sum() == 3
+    assert (joined.geometry.geom_type == "Polygon").all()
+    assert joined.attrs["partition_version"] == colorado_h3.version
+    frame = pd.DataFrame({"region_id": ["CO", "UT"], "value": [1, 2]})
+    states = states_partition.join(frame)
+    assert states.loc["CO", "value"] == 1 and np.isnan(states.loc["TX", "value"])
+    assert states_partition.join({"CO": 5}).loc["CO", "value"] == 5
+    with pytest.raises(InvalidInput, match="are not regions of"):
+        states_partition.join({"ZZ": 1})
+
+
+# --------------------------------------------------------------------------- save / load
+
+
+def test_save_load_roundtrip(tmp_path: Path, colorado_h3: Partition,
+                             states_partition: Partition) -> None:
+    for part in (colorado_h3, states_partition):
+        path = tmp_path / f"{part.name}.parquet"
+        part.to_file(str(path))
+        loaded = Partition.read_file(str(path), expected_version=part.version)
+        assert loaded == part and loaded.kind == part.kind and loaded.name == part.name
+    assert list(tmp_path.glob("*.tmp")) == []
+
+
+def test_load_refuses_wrong_version_and_foreign_files(tmp_path: Path,
+                                                      colorado_h3: Partition) -> None:
+    path = tmp_path / "p.parquet"
+    colorado_h3.to_file(str(path))
+    with pytest.raises(PartitionMismatch, match="cannot be compared or mixed"):
+        Partition.read_file(str(path), expected_version="0000")
+    plain = tmp_path / "plain.parquet"
+    colorado_h3.regions.reset_index().to_parquet(plain)
+    with pytest.raises(InvalidInput, match="not a spatialdp partition file"):
+        Partition.read_file(str(plain))
+
+
+def test_load_detects_edited_content(tmp_path: Path, colorado_h3: Partition) -> None:
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "p.parquet"
+    colorado_h3.to_file(str(path))
+    table = pq.read_table(path)
+    pq.write_table(table.slice(1), path)  # drop a region, keep the metadata
+    with pytest.raises(PartitionMismatch, match="edited or corrupted"):
+        Partition.read_file(str(path))
+
+
+def test_require_version(colorado_h3: Partition, states_partition: Partition) -> None:
+    colorado_h3.require_version(colorado_h3.version)
+    with pytest.raises(PartitionMismatch, match="the report was computed on partition version"):
+        states_partition.require_version(colorado_h3.version, what="the report")
+    assert colorado_h3 != states_partition

