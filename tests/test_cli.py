@@ -13,6 +13,7 @@ def test_info_prints_partition_summary(capsys) -> None:  # type: ignore[no-untyp
 
 
 def test_console_script_runs() -> None:
-    result = subprocess.run([sys.executable, "-m", "spatialdp.cli", "info"],
-                            capture_output=True, text=True, check=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "spatialdp.cli", "info"], capture_output=True, text=True, check=True
+    )
     assert "us48-states" in result.stdout

@@ -34,8 +34,10 @@ def test_single_resolution_refuses_mix() -> None:
 
 @settings(max_examples=60, deadline=None)
 @given(
-    lat=st.floats(-85, 85), lon=st.floats(-179.9, 179.9),
-    fine=st.integers(1, 15), data=st.data(),
+    lat=st.floats(-85, 85),
+    lon=st.floats(-179.9, 179.9),
+    fine=st.integers(1, 15),
+    data=st.data(),
 )
 def test_parents_match_h3(lat: float, lon: float, fine: int, data: st.DataObject) -> None:
     coarse = data.draw(st.integers(0, fine))
@@ -74,8 +76,9 @@ def test_rollup_from_cells_not_points() -> None:
     direct = np.array([h3.latlng_to_cell(a, b, 4) for a, b in zip(lat, lon, strict=True)]) == parent
     # The parent's own area and the union of its children disagree for some points.
     assert (in_children != direct).sum() > 0
-    _, sums = h3cells.rollup_counts(h3cells.parse_cells(fine[in_children]),
-                                    np.ones(int(in_children.sum()), dtype=int), 4)
+    _, sums = h3cells.rollup_counts(
+        h3cells.parse_cells(fine[in_children]), np.ones(int(in_children.sum()), dtype=int), 4
+    )
     assert sums.tolist() == [int(in_children.sum())]
 
 

@@ -150,9 +150,9 @@ def test_assign_refuses_points_without_crs(colorado_h3: Partition) -> None:
 def test_polygons_to_cells_csr(colorado_h3: Partition) -> None:
     queries = gpd.GeoDataFrame(
         geometry=[
-            shapely.box(-106, 39, -105, 40),           # inside Colorado
+            shapely.box(-106, 39, -105, 40),  # inside Colorado
             shapely.box(-105.0, 39.0, -104.999, 39.001),  # too small for any centre
-            shapely.box(-104, 40, -100, 41),            # straddles the eastern border
+            shapely.box(-104, 40, -100, 41),  # straddles the eastern border
         ],
         crs=4326,
     )
@@ -204,7 +204,7 @@ def test_h3_adjacency_matches_are_neighbor_cells(colorado_h3: Partition) -> None
     assert (adj != adj.T).nnz == 0 and adj.diagonal().sum() == 0
     rng = np.random.default_rng(0)
     for i in rng.choice(ids.size, 30, replace=False):
-        row = set(ids[adj.indices[adj.indptr[i]:adj.indptr[i + 1]]])
+        row = set(ids[adj.indices[adj.indptr[i] : adj.indptr[i + 1]]])
         ring = set(h3.grid_ring(ids[i], 1)) & set(ids)
         assert row == ring
         assert all(h3.are_neighbor_cells(ids[i], j) for j in row)
@@ -240,8 +240,9 @@ def test_join_onto_geometries(colorado_h3: Partition, states_partition: Partitio
 # --------------------------------------------------------------------------- save / load
 
 
-def test_save_load_roundtrip(tmp_path: Path, colorado_h3: Partition,
-                             states_partition: Partition) -> None:
+def test_save_load_roundtrip(
+    tmp_path: Path, colorado_h3: Partition, states_partition: Partition
+) -> None:
     for part in (colorado_h3, states_partition):
         path = tmp_path / f"{part.name}.parquet"
         part.to_file(str(path))
@@ -250,8 +251,9 @@ def test_save_load_roundtrip(tmp_path: Path, colorado_h3: Partition,
     assert list(tmp_path.glob("*.tmp")) == []
 
 
-def test_load_refuses_wrong_version_and_foreign_files(tmp_path: Path,
-                                                      colorado_h3: Partition) -> None:
+def test_load_refuses_wrong_version_and_foreign_files(
+    tmp_path: Path, colorado_h3: Partition
+) -> None:
     path = tmp_path / "p.parquet"
     colorado_h3.to_file(str(path))
     with pytest.raises(PartitionMismatch, match="cannot be compared or mixed"):

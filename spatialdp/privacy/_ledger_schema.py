@@ -186,3 +186,10 @@ def add_to_total(conn: sqlite3.Connection, epoch: int, item: str, new_total: Dec
         "n_charges = n_charges + 1",
         (epoch, item, fmt(new_total)),
     )
+
+
+def insert_charge(conn: sqlite3.Connection, **row: object) -> None:
+    """Insert one audit row into ``charges`` (columns named by keyword)."""
+    cols = ", ".join(row)
+    marks = ", ".join(f":{c}" for c in row)
+    conn.execute(f"INSERT INTO charges ({cols}) VALUES ({marks})", row)

@@ -1,0 +1,812 @@
+"""Maps of a regional report that show the uncertainty on the map itself.
+
+A regional report (one row per region of a partition, indexed by ``region_id``)
+carries a value, its error bar, the cohort that produced it and a reliability
+class. A choropleth that colours only the value invites readers to compare
+numbers that the noise makes indistinguishable, so these maps encode the
+uncertainty in the same marks as the value:
+
+* the colour is the value;
+* the opacity is the reliability class (high: opaque, medium: faded, low: very
+  faded and dotted), read off a two-way legend (value across, reliability down);
+* suppressed regions are grey and hatched ``///``: nothing was published there.
+
+:func:`plot_uncertainty_choropleth` draws a static matplotlib map,
+:func:`explore_report` an interactive folium map (optional extra: ``folium``),
+and :func:`save_figure` writes a PNG atomically.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+import numpy as np
+import pandas as pd
+import shapely
+from numpy.typing import NDArray
+
+from spatialdp.exceptions import CRSError, InvalidInput
+
+if TYPE_CHECKING:
+    import folium
+    import geopandas as gpd
+    from matplotlib.axes import Axes
+    from matplotlib.collections import Collection
+    from matplotlib.colors import Colormap
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
+    from matplotlib.path import Path as MplPath
+    from matplotlib.transforms import Affine2DBase
+
+_A = TypeVar("_A", bound="Collection | Patch")
+
+__all__ = [
+    "RELIABILITY_ALPHA",
+    "RELIABILITY_CLASSES",
+    "REPORT_COLUMNS",
+    "explore_report",
+    "plot_uncertainty_choropleth",
+    "save_figure",
+]
+
+#: Columns every regional report must have (besides ``geometry``).
+REPORT_COLUMNS: tuple[str, ...] = ("value", "error_bar", "cohort", "reliability", "suppressed")
+
+#: The reliability classes in order (US Census ACS coefficient-of-variation classes).
+RELIABILITY_CLASSES: tuple[str, ...] = ("high", "medium", "low", "suppressed")
+
+#: Fill opacity of each published reliability class on the maps.
+RELIABILITY_ALPHA: Mapping[str, float] = {"high": 1.0, "medium": 0.5, "low": 0.22}
+
+_RELIABILITY_LABELS = {
+    "high": "high  (CV < 0.12)",
+    "medium": "medium  (0.12–0.40)",
+    "low": "low  (CV > 0.40)",
+}
+_LOW_HATCH = "...."
+_SUPPRESSED_HATCH = "///"
+_SUPPRESSED_STYLE: dict[str, Any] = {
+    "facecolor": "#e3e3e3",
+    "edgecolor": "#8a8a8a",
+    "hatch": _SUPPRESSED_HATCH,
+    "linewidth": 0.4,
+    "label": "suppressed",
+}
+_NO_DATA_STYLE: dict[str, Any] = {
+    "facecolor": "white",
+    "edgecolor": "#8a8a8a",
+    "linewidth": 0.4,
+    "label": "no data",
+}
+_EDGE = "white"
+# Lon/lat box of the contiguous US: maps inside it default to CONUS Albers.
+_CONUS_BOUNDS = (-130.0, 20.0, -60.0, 55.0)
+_CONUS_CRS = "EPSG:5070"
+
+
+# ---------------------------------------------------------------------------- checks
+def _require_columns(frame: Any, required: Iterable[str], what: str, fix: str) -> None:
+    if not isinstance(frame, pd.DataFrame):
+        raise InvalidInput(f"{what} must be a (Geo)DataFrame, got {type(frame).__name__}; {fix}")
+    missing = [c for c in required if c not in frame.columns]
+    if missing:
+        raise InvalidInput(
+            f"{what} is missing the required columns {missing} (it has "
+            f"{[str(c) for c in frame.columns]}); {fix}"
+        )
+
+
+def _check_report(report: Any, extra: Iterable[str] = ()) -> gpd.GeoDataFrame:
+    import geopandas as gpd
+
+    fix = ("pass the per-metric regional report (a GeoDataFrame indexed by region_id with "
+           f"columns {list(REPORT_COLUMNS)} and geometry)")
+    _require_columns(report, [*REPORT_COLUMNS, *extra], "the report", fix)
+    if not isinstance(report, gpd.GeoDataFrame) or report.geometry.name not in report.columns:
+        raise InvalidInput(f"the report has no geometry column; {fix}, e.g. "
+                           "partition.join(table)")
+    if len(report) == 0:
+        raise InvalidInput("the report has 0 regions; there is nothing to draw")
+    return report
+
+
+def _reliability(report: pd.DataFrame) -> NDArray[np.object_]:
+    """Reliability per row as plain strings (``None`` when unknown)."""
+    raw = report["reliability"]
+    values = np.asarray(raw.astype(object).where(raw.notna(), None), dtype=object)
+    known = pd.Series([v for v in values if v is not None], dtype=object)
+    bad = sorted(set(known.astype(str)) - set(RELIABILITY_CLASSES))
+    if bad:
+        raise InvalidInput(
+            f"reliability values {bad} are not classes of the report schema; the classes "
+            f"are {list(RELIABILITY_CLASSES)}"
+        )
+    return values
+
+
+def _suppressed(report: pd.DataFrame) -> NDArray[np.bool_]:
+    flags = report["suppressed"]
+    return np.asarray(flags.fillna(False).astype(bool), dtype=bool)
+
+
+def _meta(frame: pd.DataFrame) -> dict[str, Any]:
+    meta = frame.attrs.get("spatialdp", {})
+    return dict(meta) if isinstance(meta, Mapping) else {}
+
+
+def _epsilon_text(meta: Mapping[str, Any]) -> str:
+    """``ε = 0.5`` from the metadata (a per-metric dict is read at the metric)."""
+    eps = meta.get("epsilon")
+    if isinstance(eps, Mapping):
+        metric = meta.get("metric")
+        if metric in eps:
+            eps = eps[metric]
+        else:
+            return f"ε = {float(sum(eps.values())):g} (all metrics)" if eps else ""
+    try:
+        return f"ε = {float(eps):g}" if eps is not None else ""
+    except (TypeError, ValueError):
+        return f"ε = {eps}"
+
+
+def _cohort_text(cohort: Any, suppressed: bool, meta: Mapping[str, Any]) -> str | None:
+    """``n=1,234``; a suppressed region shows only that it is under the floor."""
+    if suppressed:
+        floor = meta.get("min_cohort")
+        return f"n<{int(floor):,}" if floor is not None else None
+    return None if pd.isna(cohort) else f"n={int(cohort):,}"
+
+
+def _title(meta: Mapping[str, Any], column: str, n_suppressed: int, n_regions: int) -> str:
+    metric = meta.get("metric")
+    head = str(metric) if metric is not None else column
+    if metric is not None and column != "value":
+        head = f"{metric}: {column}"
+    if meta.get("round") is not None:
+        head += f" · round {meta['round']}"
+    details = []
+    eps = _epsilon_text(meta)
+    if eps:
+        details.append(eps)
+    if meta.get("alpha") is not None:
+        details.append(f"{1 - float(meta['alpha']):.0%} error bars")
+    details.append(f"{n_suppressed} of {n_regions} regions suppressed")
+    return head + "\n" + " · ".join(details)
+
+
+# ---------------------------------------------------------------------------- geometry
+def _resolve_crs(report: gpd.GeoDataFrame, projection: Any) -> Any:
+    """The CRS to draw in (``None``: as the report is)."""
+    if projection is None:
+        return None
+    if isinstance(projection, str) and projection == "auto":
+        crs = report.crs
+        if crs is None or not crs.is_geographic:
+            return None
+        west, south, east, north = report.total_bounds
+        cw, cs, ce, cn = _CONUS_BOUNDS
+        inside = west > cw and south > cs and east < ce and north < cn
+        return _CONUS_CRS if inside else None
+    if report.crs is None:
+        raise CRSError(
+            f"the report has no CRS, so it cannot be drawn in projection={projection!r}; "
+            "set its CRS with .set_crs(4326) (reports are lon/lat) or pass projection=None"
+        )
+    return projection
+
+
+def _region_path(geom: Any) -> MplPath | None:
+    """One compound matplotlib path per (multi)polygon, holes oriented for filling."""
+    from matplotlib.path import Path as MplPath
+
+    if geom is None or geom.is_empty:
+        return None
+    geom = shapely.orient_polygons(geom)
+    parts = getattr(geom, "geoms", [geom])
+    vertices: list[NDArray[np.float64]] = []
+    codes: list[NDArray[np.uint8]] = []
+    for part in parts:
+        if part.geom_type != "Polygon":
+            raise InvalidInput(
+                f"the report holds a {part.geom_type} geometry; a regional report has "
+                "polygons only (build it with partition.join(table))"
+            )
+        for ring in (part.exterior, *part.interiors):
+            xy = np.asarray(ring.coords, dtype=np.float64)[:, :2]
+            ring_codes = np.full(len(xy), MplPath.LINETO, dtype=np.uint8)
+            ring_codes[0] = MplPath.MOVETO
+            ring_codes[-1] = MplPath.CLOSEPOLY
+            vertices.append(xy)
+            codes.append(ring_codes)
+    if not vertices:
+        return None
+    return MplPath(np.concatenate(vertices), np.concatenate(codes))
+
+
+# ---------------------------------------------------------------------------- drawing
+def plot_uncertainty_choropleth(
+    report: gpd.GeoDataFrame,
+    column: str = "value",
+    ax: Axes | None = None,
+    cmap: str | Colormap = "viridis",
+    legend: bool = True,
+    annotate_cohort: bool = False,
+    projection: Any = "auto",
+    *,
+    vmin: float | None = None,
+    vmax: float | None = None,
+    robust: bool = False,
+    show_reliability: bool | None = None,
+    missing_kwds: Mapping[str, Any] | None = None,
+    title: str | None = None,
+    figsize: tuple[float, float] = (10.0, 6.5),
+) -> Axes:
+    """Choropleth of a regional report with its uncertainty drawn on the map.
+
+    Colour is the value of ``column``; opacity is the reliability class (high:
+    opaque, medium: faded, low: very faded with a dotted fill); suppressed
+    regions are light grey, hatched ``///``. The legend is two-way: value across,
+    reliability down, so a faded colour reads as "this value, unreliable" and
+    not as another value. Nothing is saved (see :func:`save_figure`).
+
+    Parameters
+    ----------
+    report : GeoDataFrame
+        A regional report: indexed by ``region_id``, columns ``value``,
+        ``error_bar``, ``cohort``, ``reliability``, ``suppressed`` and
+        ``geometry``; ``attrs["spatialdp"]`` (``metric``, ``round``,
+        ``epsilon``, ``alpha``) makes the title.
+    column : str
+        Column to colour by (``"value"``, ``"ci_low"``, ``"error_bar"``, ``"cv"``...).
+    ax : matplotlib Axes, optional
+        Axes to draw on; a new figure of ``figsize`` by default.
+    cmap : str or Colormap
+        Colour map of the values.
+    legend : bool
+        Draw the value × reliability legend (below the map) and the
+        suppressed / no-data legend.
+    annotate_cohort : bool
+        Write the cohort size (``n=1,234``) at a representative point of each
+        region. A suppressed region never shows its exact cohort: it reads
+        ``n<50`` when ``attrs["spatialdp"]["min_cohort"]`` gives the floor, and
+        has no label otherwise. Labels that would overlap a label of a larger
+        region are left out, so small regions may go unlabelled.
+    projection : "auto", None, or a CRS
+        ``"auto"`` draws a lon/lat report that lies in the contiguous US in
+        CONUS Albers equal-area (EPSG:5070) and anything else as it is; ``None``
+        draws as it is; any CRS pyproj understands draws in that CRS.
+    vmin, vmax : float, optional
+        Colour range; default the range of the published (unsuppressed) values.
+        Values outside are drawn in the end colours and the key gets end triangles.
+    robust : bool
+        Default the colour range to the 2nd–98th percentiles of the published
+        values, so that one outlier region does not wash out the others (it is
+        drawn in the end colour).
+    show_reliability : bool, optional
+        Fade by reliability class; default ``True`` for ``value``, ``ci_low``
+        and ``ci_high`` (the noisy estimates) and ``False`` for other columns.
+    missing_kwds : dict, optional
+        Style of the suppressed regions (matplotlib patch keywords such as
+        ``color`` or ``facecolor``, ``edgecolor`` (also the hatch colour), ``hatch``,
+        ``label``); merged over the default light grey fill with a ``///`` hatch.
+    title : str, optional
+        Title; default from ``attrs["spatialdp"]``.
+    figsize : (float, float)
+        Size of the new figure when ``ax`` is not given.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        Each suppressed region is one ``PathPatch`` in ``ax.patches`` (hatched,
+        ``gid="suppressed:<region_id>"``); the published regions are one
+        ``PathCollection`` per reliability class (``gid="reliability:<class>"``).
+
+    Raises
+    ------
+    InvalidInput
+        The report misses a required column, has no rows, or an unknown
+        reliability class.
+    CRSError
+        A projection was asked for a report without a CRS.
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> import matplotlib.pyplot as plt
+    >>> import pandas as pd
+    >>> from spatialdp.datasets import us_states_partition
+    >>> part = us_states_partition()
+    >>> table = pd.DataFrame({"value": 0.31, "error_bar": 0.02, "cohort": 900,
+    ...                       "reliability": "high", "suppressed": False},
+    ...                      index=part.region_ids)
+    >>> table.loc[["WY", "VT"], ["value", "error_bar"]] = float("nan")
+    >>> table.loc[["WY", "VT"], ["reliability", "suppressed"]] = ["suppressed", True]
+    >>> ax = plot_uncertainty_choropleth(part.join(table))
+    >>> sorted(p.get_gid() for p in ax.patches if p.get_hatch() == "///")
+    ['suppressed:VT', 'suppressed:WY']
+    >>> plt.close(ax.figure)
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.collections import PathCollection
+    from matplotlib.colors import Normalize
+    from matplotlib.patches import Patch, PathPatch
+
+    report = _check_report(report, extra=[column])
+    if show_reliability is None:
+        show_reliability = column in ("value", "ci_low", "ci_high")
+    reliability = _reliability(report)
+    suppressed = _suppressed(report)
+    try:
+        values = np.asarray(pd.to_numeric(report[column]), dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InvalidInput(
+            f"column {column!r} is not numeric (dtype {report[column].dtype}); colour by a "
+            "numeric column such as 'value', 'error_bar' or 'cv'"
+        ) from None
+    values = np.where(np.isinf(values), np.nan, values)
+    published = ~suppressed & np.isfinite(values)
+
+    crs = _resolve_crs(report, projection)
+    frame = report.to_crs(crs) if crs is not None else report
+    paths: dict[int, MplPath] = {}
+    for i, geom in enumerate(frame.geometry.values):
+        path = _region_path(geom)
+        if path is not None:
+            paths[i] = path
+    ids = [str(i) for i in frame.index]
+
+    cmap_obj = plt.get_cmap(cmap) if isinstance(cmap, str) else cmap
+    shown = values[published]
+    q_lo, q_hi = (2.0, 98.0) if robust else (0.0, 100.0)
+    lo = float(np.percentile(shown, q_lo)) if shown.size else 0.0
+    hi = float(np.percentile(shown, q_hi)) if shown.size else 1.0
+    lo = lo if vmin is None else float(vmin)
+    hi = hi if vmax is None else float(vmax)
+    if not (math.isfinite(lo) and math.isfinite(hi)) or lo > hi:
+        raise InvalidInput(f"vmin={lo!r} and vmax={hi!r} do not make a colour range; "
+                           "give finite vmin <= vmax")
+    if hi == lo:
+        pad = abs(lo) * 0.05 or 0.5
+        lo, hi = lo - pad, hi + pad
+    norm = Normalize(vmin=lo, vmax=hi, clip=True)
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=figsize)
+    ax.set_facecolor("white")
+
+    # Published regions: one collection per reliability class, faded by class. A
+    # published value without a class is drawn as low: no reliability is claimed.
+    if show_reliability:
+        known = np.isin(reliability, ["high", "medium"])
+        classes = [
+            ("high", published & (reliability == "high")),
+            ("medium", published & (reliability == "medium")),
+            ("low", published & ~known),
+        ]
+    else:
+        classes = [("all", published)]
+    for name, mask in classes:
+        idx = [int(i) for i in np.flatnonzero(mask) if i in paths]
+        if not idx:
+            continue
+        faces = cmap_obj(norm(values[idx]))
+        faces[:, 3] = RELIABILITY_ALPHA.get(name, 1.0)
+        collection = PathCollection([paths[i] for i in idx], facecolors=faces,
+                                    edgecolors=_EDGE, linewidths=0.5, zorder=1)
+        if name == "low":
+            _dot(collection)
+        collection.set_gid(f"reliability:{name}")
+        ax.add_collection(collection, autolim=True)
+
+    handles: list[Patch] = []
+    # Regions with no value that are not suppressed: "no data".
+    nd_idx = [int(i) for i in np.flatnonzero(~suppressed & ~np.isfinite(values))
+              if i in paths]
+    if nd_idx:
+        style = dict(_NO_DATA_STYLE)
+        label = f"{style.pop('label')} ({len(nd_idx)})"
+        nd = PathCollection([paths[i] for i in nd_idx], **style, zorder=1)
+        nd.set_gid("no data")
+        ax.add_collection(nd, autolim=True)
+        handles.append(Patch(**style, label=label))
+
+    # Suppressed regions: one hatched patch each, so each is findable by its id.
+    user_style = dict(missing_kwds or {})
+    if "color" in user_style:  # geopandas' missing_kwds spelling: the fill colour here
+        user_style["facecolor"] = user_style.pop("color")
+    supp_style = {**_SUPPRESSED_STYLE, **user_style}
+    label = f"{supp_style.pop('label', 'suppressed')} ({int(suppressed.sum())})"
+    for i in map(int, np.flatnonzero(suppressed)):
+        if i not in paths:
+            continue
+        patch = PathPatch(paths[i], **supp_style, zorder=1.5)
+        patch.set_gid(f"suppressed:{ids[i]}")
+        ax.add_patch(patch)
+    if suppressed.any():
+        handles.append(Patch(**supp_style, label=label))
+
+    ax.margins(0.02)
+    ax.autoscale_view()
+    _set_map_aspect(ax, frame)
+    ax.set_title(title if title is not None else
+                 _title(_meta(report), column, int(suppressed.sum()), len(report)),
+                 fontsize=12, loc="left")
+
+    if annotate_cohort:
+        labels = [_cohort_text(c, bool(sp), _meta(report))
+                  for c, sp in zip(report["cohort"], suppressed, strict=True)]
+        _annotate_cohort(ax, frame, labels, np.isin(np.arange(len(frame)), list(paths)))
+
+    if legend:
+        _draw_legend(ax, cmap_obj, norm, column, _meta(report), show_reliability,
+                     extend=_extend(values[published], norm), handles=handles)
+    return ax
+
+
+def _dot(artist: _A) -> _A:
+    """The dotted fill that marks the low-reliability class (map and key alike)."""
+    artist.set_hatch(_LOW_HATCH)
+    artist.set_hatchcolor((0.25, 0.25, 0.25, 0.55))
+    artist.set_hatch_linewidth(0.6)
+    return artist
+
+
+def _set_map_aspect(ax: Axes, frame: gpd.GeoDataFrame) -> None:
+    from matplotlib.ticker import FuncFormatter
+
+    crs = frame.crs
+    if crs is not None and crs.is_geographic:
+        south, north = frame.total_bounds[1], frame.total_bounds[3]
+        mid = math.radians((south + north) / 2)
+        ax.set_aspect(1 / max(math.cos(mid), 1e-6))
+        ax.xaxis.set_major_formatter(FuncFormatter(_degrees("E", "W")))
+        ax.yaxis.set_major_formatter(FuncFormatter(_degrees("N", "S")))
+        ax.tick_params(labelsize=8)
+    else:
+        ax.set_aspect("equal")
+        ax.set_axis_off()
+
+
+def _degrees(positive: str, negative: str) -> Any:
+    def fmt(x: float, _pos: int | None = None) -> str:
+        hemisphere = positive if x > 0 else negative if x < 0 else ""
+        return f"{abs(x):g}°{hemisphere}"
+
+    return fmt
+
+
+def _extend(values: NDArray[np.float64], norm: Any) -> str:
+    below = bool(values.size and np.nanmin(values) < norm.vmin)
+    above = bool(values.size and np.nanmax(values) > norm.vmax)
+    return {(False, False): "neither", (True, False): "min",
+            (False, True): "max", (True, True): "both"}[(below, above)]
+
+
+def _annotate_cohort(
+    ax: Axes, frame: gpd.GeoDataFrame, labels: list[str | None], drawable: NDArray[np.bool_]
+) -> None:
+    """Cohort labels at representative points; larger regions win overlaps."""
+    import matplotlib.patheffects as pe
+
+    points = frame.geometry.representative_point()
+    area = np.asarray(frame.geometry.area, dtype=np.float64)
+    fig = ax.figure
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+    kept: list[Any] = []
+    for i in np.argsort(-area, kind="stable"):
+        label = labels[i]
+        if not drawable[i] or label is None:
+            continue
+        point = points.iloc[i]
+        text = ax.text(
+            point.x, point.y, label,
+            ha="center", va="center", fontsize=6.5, color="#202020", zorder=3,
+            path_effects=[pe.withStroke(linewidth=2.2, foreground="white")],
+        )
+        text.set_gid(f"cohort:{frame.index[i]}")
+        box = text.get_window_extent(renderer=renderer).expanded(1.05, 1.15)
+        if any(box.overlaps(other) for other in kept):
+            text.remove()
+            continue
+        kept.append(box)
+
+
+def _draw_legend(
+    ax: Axes,
+    cmap: Colormap,
+    norm: Any,
+    column: str,
+    meta: Mapping[str, Any],
+    show_reliability: bool,
+    extend: str,
+    handles: list[Patch],
+) -> None:
+    """Value × reliability key below the map, plus the suppressed / no-data key."""
+    from matplotlib.patches import Polygon, Rectangle
+    from matplotlib.transforms import ScaledTranslation, blended_transform_factory
+
+    fig = ax.figure
+    # x in axes fraction, y in inches from the bottom of the axes: the key keeps its
+    # size whatever the axes' size, and clears the tick labels of a lon/lat map.
+    axes_corner = ScaledTranslation(0, 0, cast("Affine2DBase", ax.transAxes))
+    inches_below = fig.dpi_scale_trans + axes_corner
+    where = blended_transform_factory(ax.transAxes, inches_below)
+    rows = ["high", "medium", "low"] if show_reliability else ["all"]
+    height = 0.16 * len(rows)
+    top = -0.45 if ax.axison else -0.3
+    key = ax.inset_axes((0.32, top - height, 0.38, height), transform=where)
+    key.set_gid("legend:value-reliability")
+
+    span = norm.vmax - norm.vmin
+    xs = np.linspace(norm.vmin, norm.vmax, 256)
+    image = np.ones((len(rows), xs.size, 4))
+    for r, name in enumerate(rows):
+        image[r] = cmap(norm(xs))
+        image[r, :, 3] = RELIABILITY_ALPHA.get(name, 1.0)
+    key.imshow(image, aspect="auto", extent=(norm.vmin, norm.vmax, len(rows), 0),
+               interpolation="nearest")
+    # Colour-bar style end triangles when values lie beyond the colour range.
+    tip = 0.035 * span
+    for r, name in enumerate(rows):
+        for side, edge, sign in (("min", norm.vmin, -1), ("max", norm.vmax, 1)):
+            if extend not in (side, "both"):
+                continue
+            colour = list(cmap(0.0 if side == "min" else 1.0))
+            colour[3] = RELIABILITY_ALPHA.get(name, 1.0)
+            key.add_patch(Polygon([(edge, r), (edge + sign * tip, r + 0.5), (edge, r + 1)],
+                                  closed=True, facecolor=colour, edgecolor="none",
+                                  clip_on=False))
+    key.set_xlim(norm.vmin, norm.vmax)
+    if show_reliability:
+        low_row = Rectangle((norm.vmin, 2), span, 1, fill=False, linewidth=0, zorder=2)
+        key.add_patch(_dot(low_row))
+        key.set_yticks([0.5, 1.5, 2.5], [_RELIABILITY_LABELS[n] for n in rows], fontsize=7.5)
+    else:
+        key.set_yticks([])
+    key.tick_params(axis="x", labelsize=7.5, length=2, pad=1.5)
+    key.tick_params(axis="y", length=0, pad=9 if extend in ("min", "both") else 3)
+    for spine in key.spines.values():
+        spine.set_linewidth(0.5)
+    metric = meta.get("metric")
+    name = str(metric) if metric is not None else column
+    if metric is not None and column != "value":
+        name = f"{metric}: {column}"
+    key.set_title(f"{name}, faded by reliability" if show_reliability else name,
+                  fontsize=8.5, loc="left", pad=3)
+
+    # Suppressed / no data: a patch legend to the right of the key.
+    if handles:
+        box = ax.legend(handles=handles, loc="upper left", frameon=False, fontsize=8,
+                        bbox_to_anchor=(0.74, top - 0.02), bbox_transform=where,
+                        handlelength=2.2, handleheight=1.4, borderaxespad=0)
+        box.set_gid("legend:missing")
+
+
+# ---------------------------------------------------------------------------- saving
+def save_figure(
+    figure: Figure | Axes,
+    path: str | os.PathLike[str],
+    *,
+    dpi: float = 150,
+    bbox_inches: str | None = "tight",
+    **savefig_kwargs: Any,
+) -> Path:
+    """Write a figure to ``path`` atomically: a temporary file, then a rename.
+
+    The image goes to a hidden temporary file in the target folder and is moved
+    into place with :func:`os.replace`, so a crash or a full disk never leaves a
+    half-written image under the final name (a reader sees the old file or the
+    new one). The format follows the suffix (``.png`` by default).
+
+    Parameters
+    ----------
+    figure : Figure or Axes
+        What to save (an Axes saves its whole figure).
+    path : str or path-like
+        Target file; its folder must exist.
+    dpi, bbox_inches, **savefig_kwargs
+        Passed to :meth:`matplotlib.figure.Figure.savefig`.
+
+    Returns
+    -------
+    pathlib.Path
+        The written file.
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> import matplotlib.pyplot as plt, tempfile, pathlib
+    >>> fig, ax = plt.subplots()
+    >>> out = save_figure(ax, pathlib.Path(tempfile.mkdtemp()) / "map.png")
+    >>> out.read_bytes()[:4] == b"\\x89PNG"
+    True
+    >>> plt.close(fig)
+    """
+    from matplotlib.figure import Figure as MplFigure
+
+    root = figure.get_figure(root=True) if not isinstance(figure, MplFigure) else figure
+    if not isinstance(root, MplFigure):
+        raise InvalidInput(f"cannot save {figure!r}: it is not on a figure")
+    fig = root
+    target = Path(path)
+    if not target.parent.is_dir():
+        raise InvalidInput(
+            f"cannot save to {str(target)!r}: the folder {str(target.parent)!r} does not "
+            "exist; create it first"
+        )
+    fmt = savefig_kwargs.pop("format", None) or (target.suffix.lstrip(".").lower() or "png")
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        fig.savefig(tmp, format=fmt, dpi=dpi, bbox_inches=bbox_inches, **savefig_kwargs)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target
+
+
+# ---------------------------------------------------------------------------- folium
+def _fmt(x: Any, digits: int = 4) -> str:
+    return "—" if x is None or pd.isna(x) else f"{float(x):.{digits}g}"
+
+
+def explore_report(
+    report: gpd.GeoDataFrame,
+    column: str = "value",
+    **kwargs: Any,
+) -> folium.Map:
+    """Interactive map of a regional report (``GeoDataFrame.explore``, needs folium).
+
+    The fill colour is ``column``; the fill opacity follows the reliability
+    class as on :func:`plot_uncertainty_choropleth`; suppressed regions are grey
+    with grey stripes. The tooltip shows the region, the value with its error
+    bar and interval, the cohort (for a suppressed region only that it is below
+    the floor, never its exact size), the coefficient of variation and the
+    reliability class.
+
+    Parameters
+    ----------
+    report : GeoDataFrame
+        A regional report (see :func:`plot_uncertainty_choropleth`).
+    column : str
+        Column to colour by.
+    **kwargs
+        Passed to :meth:`geopandas.GeoDataFrame.explore` (``cmap``, ``m``,
+        ``tiles``, ``vmin``, ``vmax``, ``tooltip``, ...); they override the
+        defaults set here, and the ``*_kwds`` dicts are merged over ours (so a
+        ``style_kwds`` of your own keeps the fading by reliability unless it
+        brings its own ``style_function``).
+
+    Returns
+    -------
+    folium.Map
+
+    Raises
+    ------
+    ImportError
+        folium (with mapclassify) is not installed.
+    InvalidInput
+        The report misses a required column.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from spatialdp.datasets import us_states_partition
+    >>> part = us_states_partition()
+    >>> table = pd.DataFrame({"value": 0.31, "error_bar": 0.02, "cohort": 900,
+    ...                       "reliability": "high", "suppressed": False},
+    ...                      index=part.region_ids)
+    >>> m = explore_report(part.join(table))  # doctest: +SKIP
+    """
+    report = _check_report(report, extra=[column])
+    try:
+        import folium  # noqa: F401
+        import mapclassify  # noqa: F401
+    except ImportError as err:
+        raise ImportError(
+            f"explore_report needs the optional packages folium and mapclassify ({err}); "
+            "install them with: pip install folium mapclassify  (or use "
+            "plot_uncertainty_choropleth for a static map)"
+        ) from err
+    reliability = _reliability(report)
+    suppressed = _suppressed(report)
+    meta = _meta(report)
+    alpha = meta.get("alpha")
+    level = f" ({1 - float(alpha):.0%})" if alpha is not None else ""
+
+    shown = report.copy()
+    shown.attrs = {}
+    values = pd.to_numeric(shown[column], errors="coerce").astype("float64")
+    values[suppressed] = np.nan
+    colour_col = "__value" if column == "value" else column
+    shown[colour_col] = values
+    estimate = []
+    for v, e, s in zip(report["value"], report["error_bar"], suppressed, strict=True):
+        estimate.append("suppressed" if s else f"{_fmt(v)} ± {_fmt(e, 3)}")
+    shown["estimate"] = estimate
+    if "ci_low" in report.columns and "ci_high" in report.columns:
+        shown["interval"] = [
+            "—" if s else f"[{_fmt(a)}, {_fmt(b)}]"
+            for a, b, s in zip(report["ci_low"], report["ci_high"], suppressed, strict=True)
+        ]
+    shown["cohort_n"] = [
+        (_cohort_text(n, bool(sp), meta) or "below the floor").removeprefix("n=")
+        for n, sp in zip(report["cohort"], suppressed, strict=True)
+    ]
+    if "cv" in report.columns:
+        shown["cv_text"] = ["—" if s else _fmt(c, 2) for c, s in
+                            zip(report["cv"], suppressed, strict=True)]
+    shown["reliability_class"] = [
+        "suppressed" if s else (r if r is not None else "unknown")
+        for r, s in zip(reliability, suppressed, strict=True)
+    ]
+    shown["region"] = [str(i) for i in report.index]
+    fields = ["region", "estimate", "interval", "cohort_n", "cv_text", "reliability_class"]
+    aliases = ["region", f"value ± error bar{level}", f"interval{level}", "cohort", "CV",
+               "reliability"]
+    if column not in ("value",):
+        fields.insert(1, colour_col)
+        aliases.insert(1, column)
+    keep = [(f, a) for f, a in zip(fields, aliases, strict=True) if f in shown.columns]
+    shown = shown[[*dict.fromkeys([colour_col, *[f for f, _ in keep]]), shown.geometry.name]]
+
+    # As on the static map: opacity by class; a value without a class counts as low.
+    opacity = {"high": 0.8, "medium": 0.45, "low": 0.2, "suppressed": 0.6, "unknown": 0.2}
+
+    def _style(feature: dict[str, Any]) -> dict[str, Any]:
+        cls = feature["properties"].get("reliability_class", "unknown")
+        style: dict[str, Any] = {"fillOpacity": opacity.get(cls, 0.2)}
+        if cls == "suppressed":
+            style.update({"fillColor": "#bdbdbd", "dashArray": "4 3"})
+        return style
+
+    caption_bits = [str(meta.get("metric", column))]
+    if meta.get("round") is not None:
+        caption_bits.append(f"round {meta['round']}")
+    if meta.get("epsilon") is not None:
+        caption_bits.append(f"ε={float(meta['epsilon']):g}")
+    options: dict[str, Any] = {
+        "column": colour_col,
+        "cmap": "viridis",
+        "tooltip": [f for f, _ in keep],
+        "tooltip_kwds": {"aliases": [a for _, a in keep], "localize": True},
+        "style_kwds": {"color": "#ffffff", "weight": 1, "style_function": _style},
+        "missing_kwds": {"color": "#bdbdbd", "label": "suppressed / no data"},
+        "legend_kwds": {"caption": " · ".join(caption_bits)},
+    }
+    if "tooltip" in kwargs and "tooltip_kwds" not in kwargs:
+        options.pop("tooltip_kwds")  # our aliases name our fields only
+    for merged in ("style_kwds", "tooltip_kwds", "legend_kwds", "missing_kwds"):
+        if merged in kwargs and merged in options:
+            kwargs[merged] = {**options[merged], **kwargs[merged]}
+    options.update(kwargs)
+    m = shown.explore(**options)
+    _add_suppressed_stripes(m, shown[suppressed])
+    return m
+
+
+def _add_suppressed_stripes(m: Any, frame: gpd.GeoDataFrame) -> None:
+    """Overlay grey stripes on the suppressed regions (folium's StripePattern)."""
+    if len(frame) == 0:
+        return
+    import folium
+    from folium.plugins import StripePattern
+
+    stripes = StripePattern(angle=-45, color="#6b6b6b", space_color="#d9d9d9",
+                            opacity=0.9, space_opacity=0.5, weight=2, space_weight=4)
+    stripes.add_to(m)
+    folium.GeoJson(
+        frame[[frame.geometry.name]].to_json(),
+        name="suppressed",
+        style_function=lambda _f: {"fillPattern": stripes, "color": "#8a8a8a", "weight": 1,
+                                   "fillOpacity": 1.0},
+        interactive=False,
+    ).add_to(m)

@@ -1,0 +1,100 @@
+from __future__ import annotations
+
+import math
+
+import matplotlib
+import numpy as np
+import pytest
+
+from spatialdp.exceptions import InvalidInput, InvalidSpec
+from spatialdp.federated.metrics import (
+    HistogramSpec,
+    MetricRegistry,
+    MetricSpec,
+    calibrate_clip,
+    clip_tradeoff,
+    min_cohort_for,
+    plot_clip_tradeoff,
+)
+from spatialdp.federated.release import predicted_error_bar
+
+matplotlib.use("Agg")
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "message"),
+    [
+        (0.0, math.inf, "clip_high=inf is not finite"),
+        (-math.inf, 1.0, "clip_low=-inf is not finite"),
+        (0.0, math.nan, "clip_high=nan is not finite"),
+        (1.0, 1.0, "clip_low=1.0 must be below clip_high=1.0"),
+        (0.0, None, "clip_high=None is not a number"),
+    ],
+)
+def test_metric_spec_refuses_unbounded(low: float, high: float, message: str) -> None:
+    with pytest.raises(InvalidSpec, match=message):
+        MetricSpec("loss", low, high)
+
+
+def test_histogram_spec_refuses_bad_edges() -> None:
+    with pytest.raises(InvalidSpec, match="unsorted edges 2.0 and 1.0"):
+        HistogramSpec("h", edges=(0.5, 2.0, 1.0))
+    with pytest.raises(InvalidSpec, match="duplicate edges 1.0 and 1.0"):
+        HistogramSpec("h", edges=(0.5, 1.0, 1.0))
+    with pytest.raises(InvalidSpec, match="edge=inf is not finite"):
+        HistogramSpec("h", edges=(0.5, math.inf))
+    with pytest.raises(InvalidSpec, match="at least one edge"):
+        HistogramSpec("h", edges=())
+    with pytest.raises(InvalidSpec, match="mass_cap=0.0 must be positive"):
+        HistogramSpec("h", edges=(1.0,), mass_cap=0)
+
+
+def test_histogram_buckets_and_key_version() -> None:
+    spec = HistogramSpec("err", edges=(0.5, 1, 2, 5, 10, 25))
+    assert spec.n_buckets == 7
+    assert spec.bucket_of([0.1, 0.5, 0.51, 30]).tolist() == [0, 0, 1, 6]
+    bumped = HistogramSpec("err", edges=(0.1, 0.5, 1, 2, 5, 10), version="2")
+    assert bumped.key != spec.key
+
+
+def test_registry_refuses_silent_change_and_non_specs() -> None:
+    reg = MetricRegistry([MetricSpec("loss", 0, 2.5)])
+    reg.register(MetricSpec("loss", 0, 3.0, version="2"))  # a version bump is fine
+    assert reg["loss"].version == "2"
+    with pytest.raises(InvalidSpec, match="already registered as loss@2 with other bounds"):
+        reg.register(MetricSpec("loss", 0, 4.0, version="2"))
+    with pytest.raises(InvalidSpec, match="give a MetricSpec or HistogramSpec"):
+        reg.register({"name": "loss", "clip_high": None})  # type: ignore[arg-type]
+    with pytest.raises(InvalidSpec, match="no metric named 'ratio'"):
+        reg["ratio"]
+
+
+def test_calibrate_clip_and_tradeoff() -> None:
+    rng = np.random.default_rng(0)
+    losses = rng.lognormal(-1.0, 1.5, 2000)
+    bound = calibrate_clip(losses)
+    assert abs((losses > bound).mean() - 0.01) < 0.002
+    table = clip_tradeoff(losses, epsilon=1.0, cohort=2000)
+    assert table.share_clipped.is_monotonic_decreasing
+    assert table.noise_half_width.is_monotonic_increasing
+    # Clipping at the maximum costs far more noise than at the 99th percentile.
+    p99, p100 = table.set_index("percentile").loc[[99.0, 100.0], "noise_half_width"]
+    assert p100 > 3 * p99
+    ax = plot_clip_tradeoff(table)
+    assert len(ax.patches) + len(ax.figure.axes[1].patches) == 2 * len(table)
+    with pytest.raises(InvalidInput, match="not finite|some not finite"):
+        calibrate_clip([1.0, np.nan])
+    with pytest.raises(InvalidInput, match=r"percentile=0 is outside \(0, 100\]"):
+        calibrate_clip([1.0], 0)
+
+
+def test_min_cohort_for_meets_target_exactly() -> None:
+    spec = MetricSpec("loss", 0.0, 2.5)
+    for target in (0.5, 0.05, 0.013):
+        n = min_cohort_for(target, spec, epsilon=0.7)
+        assert predicted_error_bar(spec.sensitivity, 0.7, n) <= target
+        assert n == 1 or predicted_error_bar(spec.sensitivity, 0.7, n - 1) > target
+    with pytest.raises(InvalidInput, match="target_error_bar=0 must be a positive"):
+        min_cohort_for(0, spec, 1.0)
+    with pytest.raises(InvalidInput, match="epsilon=-1 must be a positive"):
+        min_cohort_for(0.1, spec, -1)

@@ -1,0 +1,118 @@
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from spatialdp.exceptions import InvalidInput, PartitionMismatch
+from spatialdp.federated.aggregate import aggregate_metric, simulation_noise
+from spatialdp.federated.metrics import MetricSpec
+from spatialdp.federated.monitor import (
+    compare_releases,
+    compare_reports,
+    difference_threshold,
+    drift,
+)
+from spatialdp.federated.release import MetricRelease
+
+LOSS = MetricSpec("loss", 0.0, 2.5)
+
+
+@pytest.mark.parametrize(("a", "b"), [(1.0, 1.0), (1.0, 3.0), (0.2, 5.0)])
+def test_difference_threshold_is_exact_quantile(a: float, b: float) -> None:
+    rng = np.random.default_rng(7)
+    alpha = 0.01
+    t = float(difference_threshold(a, b, alpha))
+    draws = np.abs(rng.laplace(0, a, 400_000) - rng.laplace(0, b, 400_000))
+    rate = (draws > t).mean()
+    assert abs(rate - alpha) < 5 * np.sqrt(alpha * (1 - alpha) / draws.size)
+
+
+def test_false_alarm_rate_equals_alpha() -> None:
+    rng = np.random.default_rng(8)
+    noise = simulation_noise(rng)
+    values = LOSS.clip(rng.gamma(2, 0.3, 200))
+    trials = 10_000
+    fired = sum(
+        compare_releases(aggregate_metric(values, LOSS, epsilon=0.5, noise=noise),
+                         aggregate_metric(values, LOSS, epsilon=0.5, noise=noise),
+                         alpha=0.02).fired
+        for _ in range(trials)
+    )
+    assert abs(fired / trials - 0.02) < 5 * np.sqrt(0.02 * 0.98 / trials)
+
+
+def _release(value: float, scale: float, n: int = 100) -> MetricRelease:
+    return MetricRelease("loss@1", value, scale * np.log(20), 0.05, scale, n, 0.5, "v1")
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    value=st.floats(0, 2.5), scale_a=st.floats(1e-4, 1.0), scale_b=st.floats(1e-4, 1.0),
+    frac=st.floats(-1.0, 1.0),
+)
+def test_within_bar_movement_never_fires(value: float, scale_a: float, scale_b: float,
+                                         frac: float) -> None:
+    a = _release(value, scale_a)
+    bar = max(a.error_bar, _release(0, scale_b).error_bar)
+    b = _release(value + frac * bar, scale_b)
+    assert not compare_releases(b, a).fired
+
+
+def test_beyond_bar_movement_fires() -> None:
+    a, b = _release(1.0, 0.01), _release(1.2, 0.01)
+    result = compare_releases(b, a)
+    assert result.fired and result.difference == pytest.approx(0.2)
+
+
+def test_compare_refuses_mixed_baselines() -> None:
+    a = _release(1.0, 0.01)
+    other_partition = MetricRelease("loss@1", 1.0, 0.03, 0.05, 0.01, 100, 0.5, "v2")
+    with pytest.raises(PartitionMismatch, match="new partition starts a new comparison"):
+        compare_releases(a, other_partition)
+    other_spec = MetricRelease("loss@2", 1.0, 0.03, 0.05, 0.01, 100, 0.5, "v1")
+    with pytest.raises(PartitionMismatch, match="new spec version starts a new"):
+        compare_releases(a, other_spec)
+    with pytest.raises(InvalidInput, match=r"alpha=1.5 must lie in \(0, 1\)"):
+        difference_threshold(1.0, 1.0, 1.5)
+
+
+def test_compare_reports_per_region() -> None:
+    idx = pd.Index(["a", "b", "c"], name="region_id")
+    meta = {"partition_version": "v", "metric": "loss", "metrics": {"loss": "loss@1"}}
+    prev = pd.DataFrame({"value": [1.0, 1.0, 1.0], "noise_std": [0.01] * 3,
+                         "suppressed": [False, False, True]}, index=idx)
+    now = prev.assign(value=[1.0, 1.5, 9.0], suppressed=[False, False, False])
+    prev.attrs["spatialdp"] = meta
+    now.attrs["spatialdp"] = meta
+    out = compare_reports(now, prev)
+    assert out.fired.to_dict() == {"a": False, "b": True}
+    now.attrs["spatialdp"] = {**meta, "partition_version": "w"}
+    with pytest.raises(PartitionMismatch, match="differ in partition_version"):
+        compare_reports(now, prev)
+
+
+def _history(slopes: dict[str, float], rounds: int, rng: np.random.Generator,
+             scale: float = 0.02) -> pd.DataFrame:
+    rows = []
+    for region, slope in slopes.items():
+        for r in range(rounds):
+            rows.append({"region_id": region, "round": r,
+                         "value": 1.0 + slope * r + rng.laplace(0, scale),
+                         "noise_std": np.sqrt(2) * scale})
+    return pd.DataFrame(rows)
+
+
+def test_drift_detects_trend_and_controls_false_alarms() -> None:
+    rng = np.random.default_rng(9)
+    flagged = drift(_history({"steady": 0.0, "sliding": 0.03}, 10, rng), window=8)
+    assert flagged.loc["sliding", "drifting"] and not flagged.loc["steady", "drifting"]
+    null = _history({f"r{i}": 0.0 for i in range(3000)}, 8, rng)
+    rate = drift(null, window=8, alpha=0.01).drifting.mean()
+    assert rate < 0.01 + 5 * np.sqrt(0.01 * 0.99 / 3000)
+    with pytest.raises(InvalidInput, match="window=2 is too short"):
+        drift(null, window=2)
+    with pytest.raises(InvalidInput, match="lacks columns \\['noise_std'\\]"):
+        drift(null.drop(columns="noise_std"))
