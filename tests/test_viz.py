@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -75,7 +76,8 @@ def make_report(seed: int = 3, round_: int = 12) -> gpd.GeoDataFrame:
     table.loc[supp, "reliability"] = "suppressed"
     report = part.join(table)
     report.attrs["spatialdp"] = {"metric": "loss", "alpha": ALPHA, "epsilon": EPSILON,
-                                 "partition_version": part.version, "round": round_}
+                                 "partition_version": part.version, "round": round_,
+                                 "min_cohort": FLOOR}
     return report
 
 
@@ -227,13 +229,31 @@ def test_cohort_labels_do_not_overlap(report: gpd.GeoDataFrame) -> None:
     by_region = {t.get_gid().split(":", 1)[1]: t.get_text() for t in labels}
     assert by_region["TX"] == f"n={report.cohort['TX']:,}"
     assert by_region["IA"] == "n=20,356"  # thousands separator
-    assert by_region["WY"] == "n=4"  # suppressed regions show why: a tiny cohort
+    # A suppressed region says why, but never its exact cohort.
+    assert by_region["WY"] == f"n<{FLOOR}"
     assert len(labels) >= 35
     renderer = ax.figure.canvas.get_renderer()
     boxes = [t.get_window_extent(renderer) for t in labels]
     for i, a in enumerate(boxes):
         for b in boxes[i + 1:]:
             assert not a.overlaps(b)
+    # Without the floor in the metadata, suppressed regions get no label at all.
+    bare = report.copy()
+    bare.attrs["spatialdp"] = {k: v for k, v in report.attrs["spatialdp"].items()
+                               if k != "min_cohort"}
+    ax = plot_uncertainty_choropleth(bare, annotate_cohort=True)
+    gids = {t.get_gid() for t in ax.texts}
+    assert "cohort:TX" in gids and not {f"cohort:{r}" for r in SUPPRESSED} & gids
+
+
+def test_title_reads_a_per_metric_epsilon_dict(report: gpd.GeoDataFrame) -> None:
+    multi = report.copy()
+    multi.attrs["spatialdp"] = {**report.attrs["spatialdp"],
+                                "epsilon": {"loss": 0.25, "err": 0.5}}
+    assert "ε = 0.25 ·" in plot_uncertainty_choropleth(multi).get_title(loc="left")
+    del multi.attrs["spatialdp"]["metric"]
+    title = plot_uncertainty_choropleth(multi).get_title(loc="left")
+    assert title.startswith("value") and "ε = 0.75 (all metrics)" in title
 
 
 def test_other_columns_and_no_data(report: gpd.GeoDataFrame) -> None:
@@ -302,6 +322,9 @@ def test_save_figure_writes_a_png_atomically(report: gpd.GeoDataFrame, tmp_path:
     out = save_figure(ax, tmp_path / "map.png", dpi=60)
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["map.png"]
+    mask = os.umask(0)
+    os.umask(mask)
+    assert out.stat().st_mode & 0o777 == 0o666 & ~mask  # not mkstemp's 0600
 
 
 def test_save_figure_leaves_nothing_on_failure(tmp_path: Path, monkeypatch) -> None:
@@ -441,6 +464,9 @@ def test_explore_report_tooltip_and_styles(report: gpd.GeoDataFrame) -> None:
     assert tooltip.aliases == ["region", "value ± error bar (95%)", "interval (95%)",
                                "cohort", "CV", "reliability"]
     assert "20,356" in html and '"reliability_class": "suppressed"' in html
+    # Suppressed regions: "below the floor", never the exact cohort.
+    assert html.count(f'"cohort_n": "\\u003c{FLOOR}"') == len(SUPPRESSED)  # "<10", escaped
+    assert '"cohort_n": "4"' not in html
     assert "new L.StripePattern(" in html  # the suppressed regions' hatch
     assert r'.text("loss \u00b7 round 12 \u00b7 \u03b5=1")' in html  # the legend caption
     # The fade by reliability survives a style_kwds of the caller's.

@@ -106,8 +106,9 @@ def secure_sum(values: ArrayLike, groups: ArrayLike | None = None, n_groups: int
             f"{data.shape[0]} clients"
         )
     counts = np.bincount(idx, minlength=n_groups).astype(np.int64)
+    sums: NDArray[np.float64]
     if data.ndim == 1:
-        sums = np.bincount(idx, weights=data, minlength=n_groups)
+        sums = np.bincount(idx, weights=data, minlength=n_groups).astype(np.float64)
     else:
         sums = np.zeros((n_groups, data.shape[1]))
         for col in range(data.shape[1]):  # a handful of buckets, never a loop over clients

@@ -110,7 +110,7 @@ def round_health(
         raise InvalidInput(f"epsilon={epsilon!r} must be a positive number")
     if granularity < 1:
         raise InvalidInput(f"granularity={granularity} must be a positive integer")
-    pos = partition.region_ids.get_indexer(regions)
+    pos = partition.region_ids.get_indexer(pd.Index(regions))
     if (pos < 0).any():
         raise InvalidInput(
             f"regions {sorted(set(regions[pos < 0].tolist()))[:3]} are not in {partition.key!r}"

@@ -10,6 +10,7 @@ baseline.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -184,7 +185,7 @@ class HistogramSpec:
     def labels(self) -> list[str]:
         """Readable bucket labels, e.g. ``'<=0.5'``, ``'(0.5, 1]'``, ``'>25'``."""
         fmt = [f"{e:g}" for e in self.edges]
-        inner = [f"({a}, {b}]" for a, b in zip(fmt[:-1], fmt[1:], strict=True)]
+        inner = [f"({a}, {b}]" for a, b in itertools.pairwise(fmt)]
         return [f"<={fmt[0]}", *inner, f">{fmt[-1]}"]
 
     def bucket_of(self, values: ArrayLike) -> NDArray[np.int64]:
@@ -201,10 +202,10 @@ class MetricRegistry:
     >>> reg = MetricRegistry([MetricSpec("loss", 0, 2.5)])
     >>> reg["loss"].sensitivity
     2.5
-    >>> reg.register(MetricSpec("loss", 0, 3.0))
+    >>> reg.register(MetricSpec("loss", 0, 3.0))  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    spatialdp.exceptions.InvalidSpec: metric 'loss' is already registered as loss@1 with other bounds; bump its version to change them
+    spatialdp.exceptions.InvalidSpec: metric 'loss' is already registered as loss@1 ...
     """
 
     def __init__(self, specs: Sequence[MetricSpec | HistogramSpec] = ()) -> None:
@@ -340,8 +341,9 @@ def plot_clip_tradeoff(table: pd.DataFrame, ax: Axes | None = None) -> Axes:
                       zip(table.percentile, table.clip_high, strict=True)])
     ax.set_xlabel("candidate clip bound (percentile, value)")
     ax.set_title("Where to put the clip bound")
-    handles = ax.get_legend_handles_labels()[0] + twin.get_legend_handles_labels()[0]
-    ax.legend(handles, [h.get_label() for h in handles], loc="upper center")
+    handles, labels = ax.get_legend_handles_labels()
+    twin_handles, twin_labels = twin.get_legend_handles_labels()
+    ax.legend(handles + twin_handles, labels + twin_labels, loc="upper center")
     return ax
 
 

@@ -11,6 +11,7 @@ or ``.explore()``.
 
 from __future__ import annotations
 
+import itertools
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -55,13 +56,14 @@ def coarsen_count(count: int, edges: Sequence[int] = (1, 5, 10, 20)) -> str:
     """
     if count < edges[0]:
         return "0" if edges[0] == 1 else f"<{edges[0]}"
-    for low, high in zip(edges[:-1], edges[1:], strict=True):
+    for low, high in itertools.pairwise(edges):
         if low <= count < high:
             return f"{low}-{high - 1}"
     return f"{edges[-1]}+"
 
 
-def reliability_class(cv: NDArray[np.float64], suppressed: NDArray[np.bool_]) -> pd.Categorical:
+def reliability_class(cv: NDArray[np.float64], suppressed: NDArray[np.bool_]
+                      ) -> pd.Categorical[str]:
     """ACS-style reliability: high (cv < 0.12), medium (<= 0.40), low, or suppressed."""
     labels = np.where(cv < _CV_EDGES[0], "high", np.where(cv <= _CV_EDGES[1], "medium", "low"))
     labels = np.where(suppressed, "suppressed", labels)
@@ -189,7 +191,7 @@ def _client_positions(reports: pd.DataFrame, partition: Partition, region_column
             f"(columns are {list(reports.columns)[:8]})"
         )
     regions = reports[region_column].astype(str).to_numpy()
-    positions = partition.region_ids.get_indexer(regions)
+    positions = partition.region_ids.get_indexer(pd.Index(regions))
     if (positions < 0).any():
         bad = pd.unique(regions[positions < 0])[:3]
         raise InvalidInput(

@@ -117,7 +117,7 @@ def _as_counts(x: Any, name: str = "counts") -> NDArray[np.int64]:
         return arr.astype(np.int64)
     if np.issubdtype(arr.dtype, np.integer):
         if arr.size and (arr.max() > _MAX_COUNT or (arr.dtype.kind == "i" and arr.min() < -_MAX_COUNT)):
-            bad = arr.flat[int(np.argmax(np.abs(arr.astype(np.float64))))]
+            bad = int(arr.flat[int(np.argmax(np.abs(arr.astype(np.float64))))])
             raise InvalidInput(
                 f"{name} contains {bad}, beyond the supported magnitude 2**53; "
                 "rescale the counts (e.g. to thousands) before adding noise"
@@ -128,7 +128,7 @@ def _as_counts(x: Any, name: str = "counts") -> NDArray[np.int64]:
     if bad_mask.any():
         i = int(np.flatnonzero(bad_mask.ravel())[0])
         raise InvalidInput(
-            f"{name} must be finite integers for discrete noise, got {f.ravel()[i]!r} "
+            f"{name} must be finite integers for discrete noise, got {float(f.ravel()[i])!r} "
             f"at flat index {i} (limit |count| <= 2**53); round or aggregate to integer "
             "counts, or use the continuous (non-discrete) mechanism"
         )
@@ -142,7 +142,7 @@ def _as_values(x: Any, name: str = "values") -> NDArray[np.float64]:
     if bad.any():
         i = int(np.flatnonzero(bad.ravel())[0])
         raise InvalidInput(
-            f"{name} must be finite, got {arr.ravel()[i]!r} at flat index {i}; "
+            f"{name} must be finite, got {float(arr.ravel()[i])!r} at flat index {i}; "
             "drop or impute NaN/inf before release (a non-finite value has unbounded "
             "sensitivity)"
         )

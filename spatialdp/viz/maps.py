@@ -47,7 +47,6 @@ _A = TypeVar("_A", bound="Collection | Patch")
 
 __all__ = [
     "RELIABILITY_ALPHA",
-    "RELIABILITY_CLASSES",
     "REPORT_COLUMNS",
     "explore_report",
     "plot_uncertainty_choropleth",
@@ -57,8 +56,9 @@ __all__ = [
 #: Columns every regional report must have (besides ``geometry``).
 REPORT_COLUMNS: tuple[str, ...] = ("value", "error_bar", "cohort", "reliability", "suppressed")
 
-#: The reliability classes in order (US Census ACS coefficient-of-variation classes).
-RELIABILITY_CLASSES: tuple[str, ...] = ("high", "medium", "low", "suppressed")
+# The reliability classes in order (US Census ACS coefficient-of-variation classes),
+# as spatialdp.federated.regional writes them.
+_RELIABILITY_CLASSES: tuple[str, ...] = ("high", "medium", "low", "suppressed")
 
 #: Fill opacity of each published reliability class on the maps.
 RELIABILITY_ALPHA: Mapping[str, float] = {"high": 1.0, "medium": 0.5, "low": 0.22}
@@ -107,7 +107,8 @@ def _check_report(report: Any, extra: Iterable[str] = ()) -> gpd.GeoDataFrame:
     fix = ("pass the per-metric regional report (a GeoDataFrame indexed by region_id with "
            f"columns {list(REPORT_COLUMNS)} and geometry)")
     _require_columns(report, [*REPORT_COLUMNS, *extra], "the report", fix)
-    if not isinstance(report, gpd.GeoDataFrame) or report.geometry.name not in report.columns:
+    active = getattr(report, "_geometry_column_name", None)
+    if not isinstance(report, gpd.GeoDataFrame) or active not in report.columns:
         raise InvalidInput(f"the report has no geometry column; {fix}, e.g. "
                            "partition.join(table)")
     if len(report) == 0:
@@ -120,11 +121,11 @@ def _reliability(report: pd.DataFrame) -> NDArray[np.object_]:
     raw = report["reliability"]
     values = np.asarray(raw.astype(object).where(raw.notna(), None), dtype=object)
     known = pd.Series([v for v in values if v is not None], dtype=object)
-    bad = sorted(set(known.astype(str)) - set(RELIABILITY_CLASSES))
+    bad = sorted(set(known.astype(str)) - set(_RELIABILITY_CLASSES))
     if bad:
         raise InvalidInput(
             f"reliability values {bad} are not classes of the report schema; the classes "
-            f"are {list(RELIABILITY_CLASSES)}"
+            f"are {list(_RELIABILITY_CLASSES)}"
         )
     return values
 
@@ -496,8 +497,10 @@ def _annotate_cohort(
 
     points = frame.geometry.representative_point()
     area = np.asarray(frame.geometry.area, dtype=np.float64)
-    fig = ax.figure
-    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+    fig = ax.get_figure(root=True)
+    assert fig is not None
+    get_renderer = getattr(fig.canvas, "get_renderer", None)  # Agg-based canvases
+    renderer = get_renderer() if get_renderer is not None else fig._get_renderer()  # type: ignore[attr-defined]
     kept: list[Any] = []
     for i in np.argsort(-area, kind="stable"):
         label = labels[i]
@@ -589,6 +592,12 @@ def _draw_legend(
 
 
 # ---------------------------------------------------------------------------- saving
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def save_figure(
     figure: Figure | Axes,
     path: str | os.PathLike[str],
@@ -646,6 +655,7 @@ def save_figure(
     os.close(fd)
     try:
         fig.savefig(tmp, format=fmt, dpi=dpi, bbox_inches=bbox_inches, **savefig_kwargs)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give what open() would
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -738,7 +748,8 @@ def explore_report(
             for a, b, s in zip(report["ci_low"], report["ci_high"], suppressed, strict=True)
         ]
     shown["cohort_n"] = [
-        (_cohort_text(n, bool(sp), meta) or "below the floor").removeprefix("n=")
+        (_cohort_text(n, bool(sp), meta) or "below the floor").replace("n=", "")
+        .replace("n<", "<")
         for n, sp in zip(report["cohort"], suppressed, strict=True)
     ]
     if "cv" in report.columns:
