@@ -65,7 +65,7 @@ def lattice_sum_pmf(kind: str, scale: float, m: int) -> tuple[np.ndarray, np.nda
     reach = int(40 * math.sqrt(m * var) + 60 * scale + 60)
     size = 1 << int(math.ceil(math.log2(2 * reach + 2 * half1 + 1)))
     spec = np.fft.rfft(np.roll(np.pad(p1, (0, size - p1.size)), -half1))
-    pmf = np.fft.irfft(np.exp(m * np.log(spec.astype(complex))), size)
+    pmf = np.fft.irfft(np.power(spec, m), size)
     pmf = np.roll(pmf, size // 2)
     ks = np.arange(size) - size // 2
     return ks, np.clip(pmf, 0, None)
@@ -328,5 +328,8 @@ def test_refusals() -> None:
         scale_for_half_width("laplace", 3.0, [1, 2])  # type: ignore[arg-type]
     with pytest.raises(InvalidInput, match="target="):
         scale_for_half_width("laplace", 0.0)
-    with pytest.raises(InvalidInput, match="not reachable"):
-        scale_for_half_width("discrete_gaussian", 0.5, 10**6, 1e-9)
+
+def test_scale_for_sub_unit_target_gives_noise_free_half_width() -> None:
+    scale = scale_for_half_width("discrete_laplace", 0.5, 3, 0.05)
+    assert half_width("discrete_laplace", scale, 3, 0.05) == 0
+    assert half_width("discrete_laplace", scale * 1.01, 3, 0.05) >= 1

@@ -1,0 +1,23 @@
+"""The fixed, versioned geography every step of spatialdp is keyed by."""
+
+from __future__ import annotations
+
+from spatialdp.geo.h3cells import (
+    cell_parents,
+    cell_polygons,
+    cells_to_str,
+    parse_cells,
+    rollup_counts,
+)
+from spatialdp.geo.partition import Assignment, CellIncidence, Partition
+
+__all__ = [
+    "Assignment",
+    "CellIncidence",
+    "Partition",
+    "cell_parents",
+    "cell_polygons",
+    "cells_to_str",
+    "parse_cells",
+    "rollup_counts",
+]

@@ -267,7 +267,10 @@ def plot_uncertainty_choropleth(
     ax : matplotlib Axes, optional
         Axes to draw on; a new figure of ``figsize`` by default.
     cmap : str or Colormap
-        Colour map of the values.
+        Colour map of the values. Faded classes mix the colour with white, so
+        prefer maps without a near-black end (such as ``"magma"``, whose dark end
+        fades to a grey close to the suppressed regions'); ``"viridis"``,
+        ``"cividis"`` and ``"plasma"`` fade well.
     legend : bool
         Draw the value × reliability legend (below the map) and the
         suppressed / no-data legend.
@@ -573,7 +576,7 @@ def _draw_legend(
     else:
         key.set_yticks([])
     key.tick_params(axis="x", labelsize=7.5, length=2, pad=1.5)
-    key.tick_params(axis="y", length=0, pad=9 if extend in ("min", "both") else 3)
+    key.tick_params(axis="y", length=0, pad=13 if extend in ("min", "both") else 3)
     for spine in key.spines.values():
         spine.set_linewidth(0.5)
     metric = meta.get("metric")

@@ -1,0 +1,374 @@
+"""Along/across-track decomposition of position errors, vectorised (device side).
+
+True and predicted positions are projected to a metric CRS, and every projected
+vector (the error ``pred - true`` and a road's tangent) is mapped back into
+local east/north ground metres at the true position through the projection's
+Jacobian, estimated by finite differences. That correction makes the split
+independent of where the data lie in the projection: a single UTM zone over a
+continent has grid north several degrees (tens, far from its central meridian)
+away from true north, and a scale a few percent off, and a ``heading_deg``
+measured from true north would otherwise leak along-track error into the
+across-track component.
+
+The reference direction is either the direction of travel (``heading_deg``,
+clockwise from north) or the tangent of the nearest road at the point of the
+road nearest to the TRUE position (where the vehicle was). Across-track error is
+positive to the right of the reference direction; for roads the direction is the
+one the road is digitised in (the RMSEs do not depend on it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import geopandas as gpd
+import numpy as np
+import pandas as pd
+import pyproj
+import shapely
+from numpy.typing import ArrayLike, NDArray
+from pyproj.aoi import AreaOfInterest
+from pyproj.database import query_utm_crs_info
+
+from spatialdp.exceptions import CRSError, InvalidInput
+
+__all__ = [
+    "LONLAT_COLUMNS",
+    "POSITION_COLUMNS",
+    "TANGENT_HALF_WINDOW_M",
+    "decompose_errors",
+    "finite_column",
+    "has_positions",
+    "positions_from_frame",
+    "resolve_metric_crs",
+]
+
+FloatArray = NDArray[np.float64]
+
+#: Point geometry columns of the true and the predicted position.
+POSITION_COLUMNS = ("true_geometry", "pred_geometry")
+#: The same positions as lon/lat columns (EPSG:4326).
+LONLAT_COLUMNS = ("true_lon", "true_lat", "pred_lon", "pred_lat")
+#: The road tangent is the chord from 1 m before to 1 m after the nearest point:
+#: the segment's direction on a straight stretch, the bisector exactly at a bend.
+TANGENT_HALF_WINDOW_M = 1.0
+
+_LONLAT = pyproj.CRS.from_epsg(4326)
+_STEP_DEG = 1e-5  # finite-difference step of the Jacobian, about 1 m
+_WGS84_A = 6_378_137.0
+_WGS84_E2 = 0.0066943799901413165
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def has_positions(frame: pd.DataFrame) -> bool:
+    """Whether the frame holds true and predicted positions in either form."""
+    return set(POSITION_COLUMNS) <= set(frame.columns) or set(LONLAT_COLUMNS) <= set(
+        frame.columns
+    )
+
+
+def finite_column(values: ArrayLike, column: str) -> FloatArray:
+    """Values as float64; refuse non-numeric, NaN and infinite values, naming the column."""
+    try:
+        arr = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InvalidInput(f"column {column!r} is not numeric; give numbers") from None
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        raise InvalidInput(
+            f"column {column!r} has {int(bad.sum())} NaN or infinite values (first at row "
+            f"{int(np.flatnonzero(bad)[0])}); drop or repair those examples on the device"
+        )
+    return arr
+
+
+def _check_range(lon: FloatArray, lat: FloatArray, what: str) -> None:
+    for values, limit, name in ((lat, 90.0, "latitude"), (lon, 180.0, "longitude")):
+        out = np.abs(values) > limit
+        if out.any():
+            first = int(np.flatnonzero(out)[0])
+            raise CRSError(
+                f"{what}: {name} {values[first]} at row {first} is outside "
+                f"[-{limit:g}, {limit:g}]; the values look projected: give lon/lat "
+                "(EPSG:4326), or a GeoSeries carrying its CRS"
+            )
+
+
+def _points_lonlat(series: pd.Series, column: str) -> tuple[FloatArray, FloatArray]:
+    crs = getattr(series.array, "crs", None)
+    if crs is None:
+        raise CRSError(
+            f"column {column!r} has no CRS, so its coordinates cannot be put in metres; "
+            f"if they are lon/lat, set it with frame[{column!r}] = "
+            f"frame[{column!r}].set_crs(4326); otherwise set the CRS they are in"
+        )
+    geoms = np.asarray(series.array, dtype=object)
+    missing = shapely.is_missing(geoms) | shapely.is_empty(geoms)
+    if missing.any():
+        raise InvalidInput(
+            f"column {column!r} has {int(missing.sum())} missing or empty points (first at "
+            f"row {int(np.flatnonzero(missing)[0])}); drop those examples"
+        )
+    not_point = shapely.get_type_id(geoms) != shapely.GeometryType.POINT
+    if not_point.any():
+        raise InvalidInput(
+            f"column {column!r} must hold Point geometries; row "
+            f"{int(np.flatnonzero(not_point)[0])} is a {geoms[not_point][0].geom_type}: "
+            "use .centroid or .representative_point() for other shapes"
+        )
+    x = finite_column(shapely.get_x(geoms), column)
+    y = finite_column(shapely.get_y(geoms), column)
+    crs = pyproj.CRS.from_user_input(crs)
+    if crs.equals(_LONLAT) or crs.equals("OGC:CRS84"):
+        lon, lat = x, y
+    else:
+        lon, lat = pyproj.Transformer.from_crs(crs, _LONLAT, always_xy=True).transform(x, y)
+        lon, lat = np.asarray(lon, dtype=np.float64), np.asarray(lat, dtype=np.float64)
+    _check_range(lon, lat, f"column {column!r}")
+    return lon, lat
+
+
+def positions_from_frame(frame: pd.DataFrame) -> tuple[FloatArray, FloatArray, FloatArray,
+                                                       FloatArray]:
+    """``true_lon, true_lat, pred_lon, pred_lat`` from point columns or lon/lat columns.
+
+    Point columns (``true_geometry``, ``pred_geometry``) must carry a CRS (any;
+    they are converted to lon/lat); lon/lat columns are EPSG:4326 by name.
+
+    Raises
+    ------
+    CRSError
+        A point column without a CRS, or lon/lat values out of range.
+    InvalidInput
+        Neither form present, NaN/inf values, missing or non-point geometries.
+    """
+    if set(POSITION_COLUMNS) <= set(frame.columns):
+        tlon, tlat = _points_lonlat(frame[POSITION_COLUMNS[0]], POSITION_COLUMNS[0])
+        plon, plat = _points_lonlat(frame[POSITION_COLUMNS[1]], POSITION_COLUMNS[1])
+        return tlon, tlat, plon, plat
+    if set(LONLAT_COLUMNS) <= set(frame.columns):
+        tlon, tlat, plon, plat = (finite_column(frame[c], c) for c in LONLAT_COLUMNS)
+        _check_range(tlon, tlat, "columns 'true_lon'/'true_lat'")
+        _check_range(plon, plat, "columns 'pred_lon'/'pred_lat'")
+        return tlon, tlat, plon, plat
+    raise InvalidInput(
+        f"no positions: give point columns {list(POSITION_COLUMNS)} (with a CRS) or lon/lat "
+        f"columns {list(LONLAT_COLUMNS)}; the frame has {list(frame.columns)[:10]}"
+    )
+
+
+# --------------------------------------------------------------------------- metric CRS
+
+
+def resolve_metric_crs(metric_crs: Any, lon: FloatArray, lat: FloatArray) -> pyproj.CRS:
+    """The projected, metre-based CRS to work in; by default the data's UTM zone.
+
+    The default is the WGS 84 UTM zone at the centre of the data (circular mean
+    longitude, so data straddling the antimeridian are centred correctly), as
+    ``GeoSeries.estimate_utm_crs`` would pick it. UTM is conformal: it keeps
+    local angles, which is what an along/across split needs, and the Jacobian
+    correction removes its scale and grid-north offsets.
+    """
+    if metric_crs is None:
+        centre_lon = float(np.degrees(np.angle(np.exp(1j * np.radians(lon)).mean())))
+        centre_lat = float(lat.mean())
+        aoi = AreaOfInterest(centre_lon, centre_lat, centre_lon, centre_lat)
+        found = query_utm_crs_info(datum_name="WGS 84", area_of_interest=aoi)
+        if not found:
+            raise CRSError(
+                f"no UTM zone covers the data's centre ({centre_lon:.3f}, {centre_lat:.3f}); "
+                "pass metric_crs=, e.g. a polar stereographic CRS (EPSG:3413 or EPSG:3031)"
+            )
+        return pyproj.CRS.from_epsg(int(found[0].code))
+    try:
+        crs = pyproj.CRS.from_user_input(metric_crs)
+    except pyproj.exceptions.CRSError as err:
+        raise CRSError(f"metric_crs={metric_crs!r} is not a CRS pyproj knows: {err}") from None
+    units = {axis.unit_name for axis in crs.axis_info}
+    if not crs.is_projected or not units <= {"metre", "meter"}:
+        raise CRSError(
+            f"metric_crs={crs.to_string()!r} is not a projected CRS in metres (units "
+            f"{sorted(units)}); errors need metres: pass a UTM zone, or None to pick one"
+        )
+    return crs
+
+
+def _project(transformer: pyproj.Transformer, lon: FloatArray, lat: FloatArray
+             ) -> FloatArray:
+    x, y = transformer.transform(lon, lat)
+    xy = np.column_stack([x, y]).astype(np.float64)
+    bad = ~np.isfinite(xy).all(axis=1)
+    if bad.any():
+        first = int(np.flatnonzero(bad)[0])
+        raise CRSError(
+            f"{int(bad.sum())} positions cannot be projected to the metric CRS (first at row "
+            f"{first}: lon {lon[first]}, lat {lat[first]}); choose a metric_crs whose area "
+            "of use covers the data, or None for its UTM zone"
+        )
+    return xy
+
+
+def _enu_inverse_jacobian(transformer: pyproj.Transformer, lon: FloatArray, lat: FloatArray,
+                          xy: FloatArray) -> FloatArray:
+    """Per point, the 2x2 map from projected metres to local east/north metres."""
+    phi = np.radians(lat)
+    w = np.sqrt(1.0 - _WGS84_E2 * np.sin(phi) ** 2)
+    east_m = np.radians(_STEP_DEG) * _WGS84_A * np.cos(phi) / w  # prime-vertical radius
+    north_m = np.radians(_STEP_DEG) * _WGS84_A * (1.0 - _WGS84_E2) / w**3  # meridian radius
+    d_east = (_project(transformer, lon + _STEP_DEG, lat) - xy) / east_m[:, None]
+    d_north = (_project(transformer, lon, lat + _STEP_DEG) - xy) / north_m[:, None]
+    # J = [[dx/dE, dx/dN], [dy/dE, dy/dN]]; inverse of a 2x2 matrix.
+    a, b, c, d = d_east[:, 0], d_north[:, 0], d_east[:, 1], d_north[:, 1]
+    det = a * d - b * c
+    return np.stack([np.stack([d, -b], axis=-1), np.stack([-c, a], axis=-1)], axis=1) / det[
+        :, None, None
+    ]
+
+
+def _apply(inverse: FloatArray, vectors: FloatArray) -> FloatArray:
+    return np.einsum("nij,nj->ni", inverse, vectors)
+
+
+# --------------------------------------------------------------------------- roads
+
+
+def _roads_in(roads: Any, crs: pyproj.CRS) -> NDArray[np.object_]:
+    if isinstance(roads, gpd.GeoDataFrame):
+        roads = roads.geometry
+    if isinstance(roads, gpd.GeoSeries):
+        if roads.crs is None:
+            raise CRSError(
+                "the roads GeoSeries has no CRS; set it with roads.set_crs(4326) if the "
+                "coordinates are lon/lat, otherwise the CRS they are in"
+            )
+        geoms = np.asarray(roads.to_crs(crs).values, dtype=object)
+    else:
+        geoms = np.asarray(roads, dtype=object).ravel()
+        if geoms.size and not shapely.is_missing(geoms).any():
+            coords = shapely.get_coordinates(geoms)
+            _check_range(coords[:, 0], coords[:, 1], "roads (an array is taken as lon/lat)")
+        geoms = np.asarray(gpd.GeoSeries(geoms, crs=_LONLAT).to_crs(crs).values, dtype=object)
+    if geoms.size == 0:
+        raise InvalidInput("roads is empty; give at least one LineString")
+    bad = shapely.is_missing(geoms) | shapely.is_empty(geoms)
+    if bad.any():
+        raise InvalidInput(
+            f"{int(bad.sum())} roads are missing or empty (first at position "
+            f"{int(np.flatnonzero(bad)[0])}); drop them"
+        )
+    lines = np.isin(shapely.get_type_id(geoms),
+                    [shapely.GeometryType.LINESTRING, shapely.GeometryType.MULTILINESTRING])
+    if not lines.all():
+        raise InvalidInput(
+            f"road at position {int(np.flatnonzero(~lines)[0])} is not a (Multi)LineString; "
+            "roads must be lines"
+        )
+    flat = shapely.length(geoms) <= 0
+    if flat.any():
+        raise InvalidInput(
+            f"road at position {int(np.flatnonzero(flat)[0])} has zero length; a road "
+            "needs a direction: drop it"
+        )
+    return geoms
+
+
+def _road_tangents(xy: FloatArray, roads: NDArray[np.object_], max_distance: float
+                   ) -> FloatArray:
+    """Tangent (projected) of the road nearest to each point; NaN beyond max_distance.
+
+    Roads are cut into segments no longer than ``2 * max_distance``; an STRtree of
+    the segments' bounding boxes grown by ``max_distance`` yields every segment
+    within reach; the exact point-segment distances pick the nearest (ties: the
+    lower segment index, i.e. road order). The tangent is the chord between the
+    road points ``TANGENT_HALF_WINDOW_M`` before and after the nearest point,
+    located on the road's cumulative length (what ``line_locate_point`` and
+    ``line_interpolate_point`` compute, without creating geometries).
+    """
+    parts = shapely.segmentize(shapely.get_parts(roads), max(2.0 * max_distance, 1.0))
+    coords, part = shapely.get_coordinates(parts, return_index=True)
+    same = part[1:] == part[:-1]
+    a, b, seg_part = coords[:-1][same], coords[1:][same], part[:-1][same]
+    length = np.hypot(*(b - a).T)
+    keep = length > 0
+    a, b, seg_part, length = a[keep], b[keep], seg_part[keep], length[keep]
+    end = np.cumsum(length)
+    start = end - length
+    first = np.searchsorted(seg_part, seg_part, side="left")
+    last = np.searchsorted(seg_part, seg_part, side="right") - 1
+
+    low, high = np.minimum(a, b) - max_distance, np.maximum(a, b) + max_distance
+    tree = shapely.STRtree(shapely.box(low[:, 0], low[:, 1], high[:, 0], high[:, 1]))
+    point, seg = tree.query(shapely.points(xy))
+    direction = b[seg] - a[seg]
+    t = np.clip(np.einsum("ij,ij->i", xy[point] - a[seg], direction) / length[seg] ** 2, 0, 1)
+    gap = xy[point] - (a[seg] + t[:, None] * direction)
+    dist2 = np.einsum("ij,ij->i", gap, gap)
+    near = dist2 <= max_distance**2
+    point, seg, t, dist2 = point[near], seg[near], t[near], dist2[near]
+    order = np.lexsort((seg, dist2, point))
+    point, seg, t = point[order], seg[order], t[order]
+    best = np.r_[True, point[1:] != point[:-1]]
+    point, seg, t = point[best], seg[best], t[best]
+
+    along = start[seg] + t * length[seg]
+    lo, hi = start[first[seg]], end[last[seg]]
+
+    def at(distance: FloatArray) -> FloatArray:
+        k = np.clip(np.searchsorted(end, distance, side="left"), first[seg], last[seg])
+        frac = np.clip((distance - start[k]) / length[k], 0.0, 1.0)
+        return a[k] + frac[:, None] * (b[k] - a[k])
+
+    chord = (at(np.clip(along + TANGENT_HALF_WINDOW_M, lo, hi))
+             - at(np.clip(along - TANGENT_HALF_WINDOW_M, lo, hi)))
+    tiny = np.hypot(*chord.T) <= 1e-9 * np.maximum(1.0, hi - lo)  # a closed loop under 2 m
+    chord[tiny] = (b[seg] - a[seg])[tiny]
+    tangents = np.full_like(xy, np.nan)
+    tangents[point] = chord
+    return tangents
+
+
+# --------------------------------------------------------------------------- decomposition
+
+
+def decompose_errors(
+    true_lon: FloatArray,
+    true_lat: FloatArray,
+    pred_lon: FloatArray,
+    pred_lat: FloatArray,
+    *,
+    heading_deg: FloatArray | None = None,
+    roads: Any = None,
+    metric_crs: Any = None,
+    max_road_distance: float = 50.0,
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Signed along-track, across-track and total error of every example, in metres.
+
+    Give ``roads`` (then ``heading_deg`` is not used) or ``heading_deg``. With
+    roads, examples whose true position is farther than ``max_road_distance``
+    metres from every road get NaN along/across (they were not on a road); their
+    total error is still returned.
+    """
+    crs = resolve_metric_crs(metric_crs, true_lon, true_lat)
+    transformer = pyproj.Transformer.from_crs(_LONLAT, crs, always_xy=True)
+    true_xy = _project(transformer, true_lon, true_lat)
+    inverse = _enu_inverse_jacobian(transformer, true_lon, true_lat, true_xy)
+    error = _apply(inverse, _project(transformer, pred_lon, pred_lat) - true_xy)
+    distance = np.hypot(error[:, 0], error[:, 1])
+    if roads is not None:
+        if not (np.isfinite(max_road_distance) and max_road_distance > 0):
+            raise InvalidInput(
+                f"max_road_distance={max_road_distance!r} must be a positive number of metres"
+            )
+        tangent = _apply(inverse, _road_tangents(true_xy, _roads_in(roads, crs),
+                                                 float(max_road_distance)))
+        unit = tangent / np.hypot(tangent[:, 0], tangent[:, 1])[:, None]
+    elif heading_deg is not None:
+        rad = np.radians(heading_deg)
+        unit = np.column_stack([np.sin(rad), np.cos(rad)])  # (east, north)
+    else:
+        raise InvalidInput("give a heading_deg column or roads= to decompose the errors")
+    along = error[:, 0] * unit[:, 0] + error[:, 1] * unit[:, 1]
+    across = error[:, 0] * unit[:, 1] - error[:, 1] * unit[:, 0]  # right-hand normal
+    return along, across, distance
