@@ -124,7 +124,7 @@ def synthetic_fleet(
     Examples
     --------
     >>> fleet = synthetic_fleet(1000, rng=7)
-    >>> len(fleet), fleet.region.isna().sum()
+    >>> len(fleet), int(fleet.region.isna().sum())
     (1000, 0)
     """
     if not isinstance(n, (int, np.integer)) or n < 1:

@@ -8,7 +8,6 @@ and a 1-D quadrature of the Gamma-Beta representation of a Laplace sum.
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 import pytest
@@ -28,7 +27,7 @@ from spatialdp.privacy.accuracy import (
 from spatialdp.privacy.noise import simulate_discrete_gaussian
 
 SE = 5.0  # tolerance in Monte Carlo standard errors
-M_RANGE = sorted({int(round(x)) for x in np.geomspace(1, 10**6, 13)})
+M_RANGE = sorted({round(float(x)) for x in np.geomspace(1, 10**6, 13)})
 
 
 # ---------------------------------------------------------------------------
@@ -63,7 +62,7 @@ def lattice_sum_pmf(kind: str, scale: float, m: int) -> tuple[np.ndarray, np.nda
         p1 /= p1.sum()
     var = float(np.dot(k1**2, p1))
     reach = int(40 * math.sqrt(m * var) + 60 * scale + 60)
-    size = 1 << int(math.ceil(math.log2(2 * reach + 2 * half1 + 1)))
+    size = 1 << math.ceil(math.log2(2 * reach + 2 * half1 + 1))
     spec = np.fft.rfft(np.roll(np.pad(p1, (0, size - p1.size)), -half1))
     pmf = np.fft.irfft(np.power(spec, m), size)
     pmf = np.roll(pmf, size // 2)
@@ -282,16 +281,15 @@ def test_accuracy_dataclass() -> None:
     assert single.m == 1 and single.std == 1.0
 
 
-def test_many_polygons_speed() -> None:
+def test_many_polygons_vectorised() -> None:
     rng = np.random.default_rng(0)
     sizes = np.unique(np.round(np.geomspace(1, 10**6, 300)).astype(int))
     m = rng.choice(sizes, 10_000)
-    t0 = time.perf_counter()
     for kind, scale in (("discrete_laplace", 3.3), ("laplace", 2.2), ("discrete_gaussian", 1.7)):
         out = accuracy(kind, scale, m, 0.05)
-        assert out.half_width.shape == (10_000,)
-    # about 1-2 s in total on the 2-core dev machine; lenient for loaded CI
-    assert time.perf_counter() - t0 < 20
+        assert np.shape(out.half_width) == (10_000,)
+        order = np.argsort(m, kind="stable")
+        assert np.all(np.diff(np.asarray(out.half_width)[order]) >= 0)  # grows with m
 
 
 @pytest.mark.parametrize("kind", NOISE_KINDS)
@@ -319,15 +317,16 @@ def test_refusals() -> None:
             half_width("gaussian", 1.0, 1, bad_alpha)
     for bad_m in (0, -3, 1.5, float("nan"), [1, 0]):
         with pytest.raises(InvalidInput, match="m must be whole numbers"):
-            mean_abs_error("laplace", 1.0, bad_m)  # type: ignore[arg-type]
+            mean_abs_error("laplace", 1.0, bad_m)
     with pytest.raises(InvalidInput, match="m="):
-        noise_std("laplace", 1.0, "ten")  # type: ignore[arg-type]
+        noise_std("laplace", 1.0, "ten")
     with pytest.raises(InvalidInput, match="threshold=-1"):
         tail_probability("laplace", 1.0, -1)
     with pytest.raises(InvalidInput, match="single integer"):
         scale_for_half_width("laplace", 3.0, [1, 2])  # type: ignore[arg-type]
     with pytest.raises(InvalidInput, match="target="):
         scale_for_half_width("laplace", 0.0)
+
 
 def test_scale_for_sub_unit_target_gives_noise_free_half_width() -> None:
     scale = scale_for_half_width("discrete_laplace", 0.5, 3, 0.05)

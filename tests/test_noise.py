@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import inspect
 import math
-import time
 from fractions import Fraction
 
 import numpy as np
@@ -155,7 +154,9 @@ def test_release_accepts_integral_floats_and_bools() -> None:
 
 def test_two_release_calls_differ() -> None:
     zeros = np.zeros(1000, dtype=np.int64)
-    assert not np.array_equal(release_discrete_laplace(zeros, 1.0), release_discrete_laplace(zeros, 1.0))
+    assert not np.array_equal(
+        release_discrete_laplace(zeros, 1.0), release_discrete_laplace(zeros, 1.0)
+    )
     z = np.zeros(50)
     assert not np.array_equal(release_laplace(z, 1.0), release_laplace(z, 1.0))
     assert not np.array_equal(release_gaussian(z, 1.0), release_gaussian(z, 1.0))
@@ -176,13 +177,12 @@ def test_release_functions_take_no_seed(fn) -> None:
         assert list(inspect.signature(mech.release).parameters) == ["x"]
 
 
-def test_release_speed_one_million_cells() -> None:
-    counts = np.zeros(1_000_000, dtype=np.int64)
-    release_discrete_laplace(counts[:10], 1.0)
-    t0 = time.perf_counter()
-    release_discrete_laplace(counts, 1.0)
-    # the target is < 1 s (about 0.2 s measured); lenient here for loaded CI machines
-    assert time.perf_counter() - t0 < 4.0
+def test_release_one_million_cells() -> None:
+    # Speed is measured by benchmarks/bench_discrete_laplace.py, not asserted here.
+    noisy = release_discrete_laplace(np.zeros(1_000_000, dtype=np.int64), 1.0)
+    assert noisy.shape == (1_000_000,) and noisy.dtype == np.int64
+    var = 2 * math.exp(-1.0) / (1 - math.exp(-1.0)) ** 2
+    assert abs(noisy.mean()) < 5 * math.sqrt(var / noisy.size)
 
 
 # ---------------------------------------------------------------------------
@@ -285,8 +285,8 @@ def test_simulate_is_reproducible() -> None:
     x = np.arange(10)
     for fn in (simulate_discrete_laplace, simulate_discrete_gaussian):
         assert np.array_equal(fn(x, 2.0, rng=42), fn(x, 2.0, rng=42))
-    for fn in (simulate_laplace, simulate_gaussian):
-        assert np.array_equal(fn(x, 2.0, rng=42), fn(x, 2.0, rng=42))
+    for real_fn in (simulate_laplace, simulate_gaussian):
+        assert np.array_equal(real_fn(x, 2.0, rng=42), real_fn(x, 2.0, rng=42))
 
 
 # ---------------------------------------------------------------------------
@@ -414,7 +414,7 @@ def test_refuses_non_finite_values(bad: float) -> None:
 
 def test_refuses_bad_rng() -> None:
     with pytest.raises(InvalidInput, match="rng='seed'"):
-        simulate_laplace([0.0], 1.0, rng="seed")  # type: ignore[arg-type]
+        simulate_laplace([0.0], 1.0, rng="seed")  # type: ignore[call-overload]
 
 
 @pytest.mark.parametrize("bad", [0, -0.5, float("nan"), float("inf")])

@@ -35,20 +35,27 @@ from spatialdp.exceptions import CRSError, InvalidInput
 __all__ = [
     "LONLAT_COLUMNS",
     "POSITION_COLUMNS",
+    "RMSE_ATOL_M",
     "TANGENT_HALF_WINDOW_M",
+    "clipped_ratio",
     "decompose_errors",
     "finite_column",
     "has_positions",
     "positions_from_frame",
+    "positive_number",
     "resolve_metric_crs",
+    "track_errors",
 ]
 
 FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.int64]
 
 #: Point geometry columns of the true and the predicted position.
 POSITION_COLUMNS = ("true_geometry", "pred_geometry")
 #: The same positions as lon/lat columns (EPSG:4326).
 LONLAT_COLUMNS = ("true_lon", "true_lat", "pred_lon", "pred_lat")
+#: An RMSE at or below this many metres counts as zero in the ratio.
+RMSE_ATOL_M = 1e-9
 #: The road tangent is the chord from 1 m before to 1 m after the nearest point:
 #: the segment's direction on a straight stretch, the bisector exactly at a bend.
 TANGENT_HALF_WINDOW_M = 1.0
@@ -82,6 +89,17 @@ def finite_column(values: ArrayLike, column: str) -> FloatArray:
             f"{int(np.flatnonzero(bad)[0])}); drop or repair those examples on the device"
         )
     return arr
+
+
+def positive_number(value: Any, name: str) -> float:
+    """A positive, finite float, or InvalidInput naming the argument."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise InvalidInput(f"{name}={value!r} is not a number") from None
+    if not (np.isfinite(number) and number > 0):
+        raise InvalidInput(f"{name}={value!r} must be a positive, finite number")
+    return number
 
 
 def _check_range(lon: FloatArray, lat: FloatArray, what: str) -> None:
@@ -280,18 +298,18 @@ def _road_tangents(xy: FloatArray, roads: NDArray[np.object_], max_distance: flo
 
     Roads are cut into segments no longer than ``2 * max_distance``; an STRtree of
     the segments' bounding boxes grown by ``max_distance`` yields every segment
-    within reach; the exact point-segment distances pick the nearest (ties: the
+    within reach, and exact point-segment distances pick the nearest (ties: the
     lower segment index, i.e. road order). The tangent is the chord between the
     road points ``TANGENT_HALF_WINDOW_M`` before and after the nearest point,
-    located on the road's cumulative length (what ``line_locate_point`` and
-    ``line_interpolate_point`` compute, without creating geometries).
+    located on the road's cumulative length: what ``line_locate_point`` and
+    ``line_interpolate_point`` compute, without creating a geometry per example.
     """
     parts = shapely.segmentize(shapely.get_parts(roads), max(2.0 * max_distance, 1.0))
     coords, part = shapely.get_coordinates(parts, return_index=True)
     same = part[1:] == part[:-1]
     a, b, seg_part = coords[:-1][same], coords[1:][same], part[:-1][same]
     length = np.hypot(*(b - a).T)
-    keep = length > 0
+    keep = length > 0  # repeated vertices
     a, b, seg_part, length = a[keep], b[keep], seg_part[keep], length[keep]
     end = np.cumsum(length)
     start = end - length
@@ -300,17 +318,30 @@ def _road_tangents(xy: FloatArray, roads: NDArray[np.object_], max_distance: flo
 
     low, high = np.minimum(a, b) - max_distance, np.maximum(a, b) + max_distance
     tree = shapely.STRtree(shapely.box(low[:, 0], low[:, 1], high[:, 0], high[:, 1]))
-    point, seg = tree.query(shapely.points(xy))
-    direction = b[seg] - a[seg]
-    t = np.clip(np.einsum("ij,ij->i", xy[point] - a[seg], direction) / length[seg] ** 2, 0, 1)
-    gap = xy[point] - (a[seg] + t[:, None] * direction)
-    dist2 = np.einsum("ij,ij->i", gap, gap)
-    near = dist2 <= max_distance**2
-    point, seg, t, dist2 = point[near], seg[near], t[near], dist2[near]
-    order = np.lexsort((seg, dist2, point))
-    point, seg, t = point[order], seg[order], t[order]
-    best = np.r_[True, point[1:] != point[:-1]]
-    point, seg, t = point[best], seg[best], t[best]
+    point, seg = tree.query(shapely.points(xy))  # grouped by point, ascending
+    tangents = np.full_like(xy, np.nan)
+    if point.size == 0:
+        return tangents
+    direction = b - a
+    inv_len2 = 1.0 / length**2
+
+    def nearest_on_segment(p: IntArray, k: IntArray) -> tuple[FloatArray, FloatArray]:
+        gx, gy = xy[p, 0] - a[k, 0], xy[p, 1] - a[k, 1]
+        t = np.clip((gx * direction[k, 0] + gy * direction[k, 1]) * inv_len2[k], 0.0, 1.0)
+        gx -= t * direction[k, 0]
+        gy -= t * direction[k, 1]
+        return t, gx * gx + gy * gy
+
+    _, dist2 = nearest_on_segment(point, seg)
+    group = np.flatnonzero(np.r_[True, point[1:] != point[:-1]])
+    size = np.diff(np.r_[group, point.size])
+    nearest = np.minimum.reduceat(dist2, group)
+    tied = dist2 == np.repeat(nearest, size)
+    seg = np.minimum.reduceat(np.where(tied, seg, seg.max() + 1), group)
+    point = point[group]
+    near = nearest <= max_distance**2
+    point, seg = point[near], seg[near]
+    t, _ = nearest_on_segment(point, seg)
 
     along = start[seg] + t * length[seg]
     lo, hi = start[first[seg]], end[last[seg]]
@@ -318,13 +349,12 @@ def _road_tangents(xy: FloatArray, roads: NDArray[np.object_], max_distance: flo
     def at(distance: FloatArray) -> FloatArray:
         k = np.clip(np.searchsorted(end, distance, side="left"), first[seg], last[seg])
         frac = np.clip((distance - start[k]) / length[k], 0.0, 1.0)
-        return a[k] + frac[:, None] * (b[k] - a[k])
+        return a[k] + frac[:, None] * direction[k]
 
     chord = (at(np.clip(along + TANGENT_HALF_WINDOW_M, lo, hi))
              - at(np.clip(along - TANGENT_HALF_WINDOW_M, lo, hi)))
     tiny = np.hypot(*chord.T) <= 1e-9 * np.maximum(1.0, hi - lo)  # a closed loop under 2 m
-    chord[tiny] = (b[seg] - a[seg])[tiny]
-    tangents = np.full_like(xy, np.nan)
+    chord[tiny] = direction[seg][tiny]
     tangents[point] = chord
     return tangents
 
@@ -342,13 +372,13 @@ def decompose_errors(
     roads: Any = None,
     metric_crs: Any = None,
     max_road_distance: float = 50.0,
-) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """Signed along-track, across-track and total error of every example, in metres.
+) -> tuple[FloatArray | None, FloatArray | None, FloatArray]:
+    """Signed along-track and across-track error and total error of every example, in m.
 
-    Give ``roads`` (then ``heading_deg`` is not used) or ``heading_deg``. With
-    roads, examples whose true position is farther than ``max_road_distance``
-    metres from every road get NaN along/across (they were not on a road); their
-    total error is still returned.
+    With ``roads`` the reference is the nearest road (``heading_deg`` is not used);
+    examples whose true position is farther than ``max_road_distance`` metres from
+    every road get NaN along/across (they were not on a road). With neither,
+    along/across are None and only the total error (ground metres) is returned.
     """
     crs = resolve_metric_crs(metric_crs, true_lon, true_lat)
     transformer = pyproj.Transformer.from_crs(_LONLAT, crs, always_xy=True)
@@ -357,18 +387,113 @@ def decompose_errors(
     error = _apply(inverse, _project(transformer, pred_lon, pred_lat) - true_xy)
     distance = np.hypot(error[:, 0], error[:, 1])
     if roads is not None:
-        if not (np.isfinite(max_road_distance) and max_road_distance > 0):
-            raise InvalidInput(
-                f"max_road_distance={max_road_distance!r} must be a positive number of metres"
-            )
-        tangent = _apply(inverse, _road_tangents(true_xy, _roads_in(roads, crs),
-                                                 float(max_road_distance)))
+        reach = positive_number(max_road_distance, "max_road_distance")
+        tangent = _apply(inverse, _road_tangents(true_xy, _roads_in(roads, crs), reach))
         unit = tangent / np.hypot(tangent[:, 0], tangent[:, 1])[:, None]
     elif heading_deg is not None:
         rad = np.radians(heading_deg)
         unit = np.column_stack([np.sin(rad), np.cos(rad)])  # (east, north)
     else:
-        raise InvalidInput("give a heading_deg column or roads= to decompose the errors")
+        return None, None, distance
     along = error[:, 0] * unit[:, 0] + error[:, 1] * unit[:, 1]
     across = error[:, 0] * unit[:, 1] - error[:, 1] * unit[:, 0]  # right-hand normal
     return along, across, distance
+
+
+# --------------------------------------------------------------------------- public
+
+
+def track_errors(
+    frame: pd.DataFrame,
+    *,
+    roads: Any = None,
+    heading_column: str = "heading_deg",
+    metric_crs: Any = None,
+    max_road_distance: float = 50.0,
+) -> pd.DataFrame:
+    """Signed along-track and across-track error of every example, in metres.
+
+    The positions are projected to ``metric_crs`` (default: the data's UTM zone)
+    and the error ``pred - true`` is split relative to the direction of travel
+    (``heading_column``, degrees clockwise from north) or, when ``roads`` is
+    given, the tangent of the road nearest to the TRUE position. Projected
+    vectors are mapped back to local east/north ground metres through the
+    projection's Jacobian, so grid-north and scale offsets of the projection do
+    not leak into the split. Across-track is positive to the right of the
+    direction (for roads: of the direction they are digitised in).
+
+    Parameters
+    ----------
+    frame : DataFrame
+        Positions as ``true_geometry``/``pred_geometry`` Point columns carrying a
+        CRS, or ``true_lon``/``true_lat``/``pred_lon``/``pred_lat`` (EPSG:4326).
+    roads : GeoSeries, GeoDataFrame or array of (Multi)LineStrings, optional
+        A GeoSeries must carry a CRS; a plain array is taken as lon/lat.
+    heading_column : str
+    metric_crs : CRS-like, optional
+        A projected CRS in metres; prefer a conformal one (UTM).
+    max_road_distance : float
+        Metres. Examples farther from every road get NaN along/across: they were
+        not on a road.
+
+    Returns
+    -------
+    DataFrame
+        ``along``, ``across`` and ``distance`` (total error, m), on the frame's index.
+
+    Raises
+    ------
+    CRSError
+        A point column or roads without a CRS; a metric_crs that is not projected
+        in metres or does not cover the data.
+    InvalidInput
+        Missing columns, NaN/inf values, bad geometries.
+
+    Examples
+    --------
+    >>> import pyproj
+    >>> east_lon, east_lat, _ = pyproj.Geod(ellps="WGS84").fwd(-105.0, 40.0, 90.0, 3.0)
+    >>> frame = pd.DataFrame({"true_lon": [-105.0], "true_lat": [40.0], "pred_lon": [east_lon],
+    ...                       "pred_lat": [east_lat], "heading_deg": [0.0]})
+    >>> (track_errors(frame).round(6) + 0.0).iloc[0].to_dict()
+    {'along': 0.0, 'across': 3.0, 'distance': 3.0}
+    """
+    if not isinstance(frame, pd.DataFrame) or len(frame) == 0:
+        raise InvalidInput("track_errors needs a non-empty DataFrame of examples")
+    heading = None
+    if roads is None:
+        if heading_column not in frame.columns:
+            raise InvalidInput(
+                f"no {heading_column!r} column and no roads=: give the direction of travel "
+                "(degrees clockwise from north) or the roads to split the errors against"
+            )
+        heading = finite_column(frame[heading_column], heading_column)
+    along, across, distance = decompose_errors(
+        *positions_from_frame(frame), heading_deg=heading, roads=roads,
+        metric_crs=metric_crs, max_road_distance=max_road_distance,
+    )
+    return pd.DataFrame({"along": along, "across": across, "distance": distance},
+                        index=frame.index)
+
+
+def clipped_ratio(across_rmse: ArrayLike, along_rmse: ArrayLike, ratio_clip: float = 10.0
+                  ) -> FloatArray:
+    """``across / along`` clipped to ``[0, ratio_clip]``, defined for every client.
+
+    A client whose along-track RMSE is zero (at most :data:`RMSE_ATOL_M`) gets
+    ``ratio_clip``: it only drifts sideways. A client with no error in either
+    direction gets ``min(1, ratio_clip)``: it is not anisotropic, and pinning a
+    perfect client at the clip would raise the "drifting sideways" alarm.
+
+    Examples
+    --------
+    >>> clipped_ratio([1.0, 6.0, 500.0, 0.0], [1.0, 1.0, 0.0, 0.0]).tolist()
+    [1.0, 6.0, 10.0, 1.0]
+    """
+    clip = positive_number(ratio_clip, "ratio_clip")
+    across = np.asarray(across_rmse, dtype=np.float64)
+    along = np.asarray(along_rmse, dtype=np.float64)
+    moving = along > RMSE_ATOL_M
+    ratio = np.where(across > RMSE_ATOL_M, clip, min(1.0, clip))
+    np.divide(across, along, out=ratio, where=moving)
+    return np.clip(ratio, 0.0, clip)

@@ -154,7 +154,7 @@ class Partition:
     >>> square = gpd.GeoDataFrame(geometry=[shapely.box(-100, 40, -99, 41)], crs=4326)
     >>> part = Partition.from_h3_cover(square, resolution=5, name="square")
     >>> part.n_regions, part.resolution
-    (66, 5)
+    (35, 5)
     >>> part.assign(lon=[-99.5, 10.0], lat=[40.5, 10.0]).n_unassigned
     1
     """

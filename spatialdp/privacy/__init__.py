@@ -1,0 +1,77 @@
+"""The accountable core: release noise, error bars, and the privacy ledger.
+
+Two random paths never mix: ``release_*`` functions and ``Mechanism.release``
+draw from OS entropy and take no seed; ``simulate_*`` and ``Mechanism.simulate``
+take a numpy Generator or seed and are for measuring error only.
+"""
+
+from __future__ import annotations
+
+from spatialdp.privacy.accuracy import (
+    NOISE_KINDS,
+    Accuracy,
+    half_width,
+    mean_abs_error,
+    noise_std,
+    scale_for_half_width,
+    tail_probability,
+)
+from spatialdp.privacy.budget import (
+    BudgetSplit,
+    BudgetSplitWarning,
+    Disjoint,
+    LineItem,
+    Overlapping,
+    Single,
+    epsilon_to_rho,
+    rho_to_epsilon,
+)
+from spatialdp.privacy.cadence import CadencePlan, cadence_table, plan_cadence
+from spatialdp.privacy.ledger import Charge, PrivacyLedger
+from spatialdp.privacy.noise import (
+    GaussianMechanism,
+    LaplaceMechanism,
+    PrivacyLoss,
+    release_discrete_gaussian,
+    release_discrete_laplace,
+    release_gaussian,
+    release_laplace,
+    simulate_discrete_gaussian,
+    simulate_discrete_laplace,
+    simulate_gaussian,
+    simulate_laplace,
+)
+
+__all__ = [
+    "NOISE_KINDS",
+    "Accuracy",
+    "BudgetSplit",
+    "BudgetSplitWarning",
+    "CadencePlan",
+    "Charge",
+    "Disjoint",
+    "GaussianMechanism",
+    "LaplaceMechanism",
+    "LineItem",
+    "Overlapping",
+    "PrivacyLedger",
+    "PrivacyLoss",
+    "Single",
+    "cadence_table",
+    "epsilon_to_rho",
+    "half_width",
+    "mean_abs_error",
+    "noise_std",
+    "plan_cadence",
+    "release_discrete_gaussian",
+    "release_discrete_laplace",
+    "release_gaussian",
+    "release_laplace",
+    "rho_to_epsilon",
+    "scale_for_half_width",
+    "simulate_discrete_gaussian",
+    "simulate_discrete_laplace",
+    "simulate_gaussian",
+    "simulate_laplace",
+    "tail_probability",
+]

@@ -28,11 +28,12 @@ Methods - all exact up to quadrature/rounding error (relative error well below
   ``P(S >= j) = P(K1 + K2 <= m - 1)`` with ``K1 ~ NegBin(j - m, a)`` and
   ``K2 ~ NegBin(m, a / (1 + a))`` (residue of the rational generating
   function at its pole ``1/a``); for ``j < m`` the lattice inversion below.
-* Discrete Gaussian: lattice inversion on a circle through the saddle point,
+* Discrete Gaussian: lattice inversion on a circle through the saddle point ``t``,
   ``P(S >= j) = (1/pi) Re int_0^pi M(t+iu)**m e^{-(t+iu) j} / (1 - e^{-(t+iu)}) du``,
   with ``M`` the moment generating function (Poisson summation for
-  ``sigma > 8``), integrated by composite Gauss-Legendre on the range where
-  ``|M|**m`` is not negligible.
+  ``sigma >= 1``, a direct sum below), integrated by composite Gauss-Legendre
+  on the range where ``|M|**m`` is not negligible. The discrete Laplace uses
+  the same inversion for ``j < m``.
 * Mean absolute error of the lattice kinds:
   ``E|S| = (1/pi) int_0^pi (1 - phi(u)**m) / (1 - cos u) du``.
 
@@ -46,7 +47,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, overload
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -69,10 +70,11 @@ __all__ = [
 NoiseKind: TypeAlias = Literal["laplace", "gaussian", "discrete_laplace", "discrete_gaussian"]
 NOISE_KINDS: tuple[str, ...] = ("laplace", "gaussian", "discrete_laplace", "discrete_gaussian")
 FloatOrArray: TypeAlias = "float | NDArray[np.float64]"
+ScalarInt: TypeAlias = "int | np.integer[Any]"
 
 _GL_X, _GL_W = np.polynomial.legendre.leggauss(20)
 _LOG_NEGLIGIBLE = -80.0  # exp(-80) ~ 2e-35: integrand below this relative size is dropped
-_POISSON_SIGMA = 8.0  # discrete Gaussian: Poisson summation above this sigma
+_POISSON_SIGMA = 8.0  # discrete Gaussian: variance and phi by their sigma -> inf forms above
 _CACHE = 4096
 
 
@@ -127,7 +129,7 @@ def _check_m(m: ArrayLike) -> tuple[NDArray[np.int64], bool]:
             f"m must be whole numbers in [1, 1e12] (cells summed per polygon), got {v!r}; "
             "pass the number of noisy cells in the sum, e.g. m=1"
         )
-    return f.astype(np.int64), arr.ndim == 0
+    return f.astype(np.int64), arr.ndim == 0 and not isinstance(m, np.ndarray)
 
 
 def _per_m(m: ArrayLike, fn: Callable[[int], float]) -> FloatOrArray:
@@ -165,8 +167,10 @@ def _subdivide(breaks: NDArray[np.float64], rate: float) -> NDArray[np.float64]:
     return np.concatenate([start + offset * step, breaks[-1:]])
 
 
-def _cut_range(u_scale: float, logmod: Callable[[NDArray[np.float64]], NDArray[np.float64]]) -> NDArray[np.float64]:
-    """Geometric breakpoints from ``u_scale/256`` up to where ``logmod`` stays negligible (<= pi)."""
+def _cut_range(
+    u_scale: float, logmod: Callable[[NDArray[Any]], NDArray[Any]]
+) -> NDArray[np.float64]:
+    """Geometric breakpoints from ``u_scale/256`` to where ``logmod`` stays negligible (<= pi)."""
     grid = u_scale * 2.0 ** np.arange(-8, 64)
     grid = grid[grid < math.pi]
     if grid.size == 0:
@@ -183,7 +187,7 @@ def _cut_range(u_scale: float, logmod: Callable[[NDArray[np.float64]], NDArray[n
 
 def _lattice_mae(
     m: int,
-    one_minus_phi: Callable[[NDArray[np.float64]], NDArray[np.float64]],
+    one_minus_phi: Callable[[NDArray[Any]], NDArray[Any]],
     sd_total: float,
 ) -> float:
     """``E|S| = (1/pi) int_0^pi (1 - phi^m) / (1 - cos u) du`` for an integer symmetric S."""
@@ -192,7 +196,7 @@ def _lattice_mae(
         with np.errstate(divide="ignore"):
             return m * np.log1p(-np.minimum(one_minus_phi(u), 1.0))
 
-    breaks = _cut_range(min(1.0, 1.0 / sd_total), logphi_m)
+    breaks = _cut_range(min(1.0, 1.0 / sd_total) if sd_total > 0 else 1.0, logphi_m)
     u, w = _gl_nodes(breaks)
     vals = -np.expm1(logphi_m(u)) / (2.0 * np.sin(u / 2) ** 2)
     total = float(np.dot(w, vals))
@@ -208,7 +212,7 @@ def _contour_log_tail(
     theta: float,
     k_theta: float,
     k2_theta: float,
-    kc: Callable[[NDArray[np.complex128]], NDArray[np.complex128]],
+    kc: Callable[[NDArray[Any]], NDArray[Any]],
 ) -> float:
     """``log P(S >= j)`` for an integer S with cumulant function ``K`` (``m`` iid terms).
 
@@ -217,7 +221,7 @@ def _contour_log_tail(
     is the saddle point. ``kc`` evaluates ``K(t + iu) - K(t)`` at complex arguments.
     """
     sd_t = math.sqrt(m * k2_theta)
-    u_scale = min(theta, 1.0 / sd_t)
+    u_scale = min(theta, 1.0 / sd_t) if sd_t > 0 else theta
 
     def logmod(u: NDArray[np.float64]) -> NDArray[np.float64]:
         return m * kc(theta + 1j * u).real
@@ -245,10 +249,8 @@ def _inv_expm1(t: float) -> float:
     return 0.0 if t > 700 else 1.0 / math.expm1(t)
 
 
-def _saddle(
-    m: int, j: int, k1: Callable[[float], float], upper: float
-) -> float:
-    """Root in (0, upper) of ``m K'(t) - j - 1/(e^t - 1)`` (saddle including the 1/(1-e^-t) pole)."""
+def _saddle(m: int, j: int, k1: Callable[[float], float], upper: float) -> float:
+    """Root in (0, upper) of ``m K'(t) - j - 1/(e^t - 1)`` (saddle point incl. the pole term)."""
 
     def h(t: float) -> float:
         return m * k1(t) - j - _inv_expm1(t)
@@ -312,8 +314,10 @@ def _smallest_k(log_tail: Callable[[int], float], log_target: float, guess: floa
 
 def _lap_mae(m: int) -> float:
     """E|S| / b for S a sum of m Laplace(1): 2 m C(2m, m) / 4**m."""
-    return 2.0 * m * math.exp(
-        special.gammaln(2 * m + 1) - 2 * special.gammaln(m + 1) - 2 * m * math.log(2)
+    return (
+        2.0
+        * m
+        * math.exp(special.gammaln(2 * m + 1) - 2 * special.gammaln(m + 1) - 2 * m * math.log(2))
     )
 
 
@@ -370,7 +374,7 @@ def _dlap_var(b: float) -> float:
     return 2.0 * a / oma**2
 
 
-def _dlap_one_minus_phi(b: float) -> Callable[[NDArray[np.float64]], NDArray[np.float64]]:
+def _dlap_one_minus_phi(b: float) -> Callable[[NDArray[Any]], NDArray[Any]]:
     a, oma = _dlap_params(b)
 
     def fn(u: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -404,8 +408,11 @@ def _dlap_log_tail_nb(m: int, j: int, b: float) -> float:
     if k.size == 0:
         return -math.inf
     log_pmf = (
-        special.gammaln(k + r) - special.gammaln(r) - special.gammaln(k + 1)
-        - r / b + k * math.log(oma)
+        special.gammaln(k + r)
+        - special.gammaln(r)
+        - special.gammaln(k + 1)
+        - r / b
+        + k * math.log(oma)
     )
     with np.errstate(divide="ignore"):
         log_cdf = np.log(special.betainc(m, m - k, q))
@@ -414,7 +421,7 @@ def _dlap_log_tail_nb(m: int, j: int, b: float) -> float:
 
 def _dlap_log_tail_contour(m: int, j: int, b: float) -> float:
     """log P(S >= j) by lattice inversion through the saddle point."""
-    a, oma = _dlap_params(b)
+    _, oma = _dlap_params(b)
     inv_b = 1.0 / b
     log_norm = 2.0 * math.log(oma)
 
@@ -429,7 +436,7 @@ def _dlap_log_tail_contour(m: int, j: int, b: float) -> float:
     k_theta = log_norm - math.log(d1) - math.log(d2)
     k2_theta = x1 / d1**2 + x2 / d2**2
 
-    def kc(z: NDArray[np.complex128]) -> NDArray[np.complex128]:
+    def kc(z: NDArray[Any]) -> NDArray[Any]:
         return (
             np.log(d1) - np.log(-np.expm1(z - inv_b)) + np.log(d2) - np.log(-np.expm1(-z - inv_b))
         )
@@ -440,6 +447,9 @@ def _dlap_log_tail_contour(m: int, j: int, b: float) -> float:
 @lru_cache(maxsize=_CACHE * 8)
 def _dlap_log_tail(m: int, j: int, b: float) -> float:
     """log P(S >= j), S a sum of m discrete Laplace(b), integer j >= 1."""
+    # union bound: S >= j needs some |Z_i| >= ceil(j/m); below e^-800 report 0 (underflow)
+    if math.log(2.0 * m) - math.ceil(j / m) / b < -800:
+        return -math.inf
     if m == 1:
         a, _ = _dlap_params(b)
         return -j / b - math.log1p(a)
@@ -459,9 +469,7 @@ def _dlap_half_width(m: int, b: float, alpha: float) -> int:
             k += 1
         return k
     guess = special.ndtri(1 - alpha / 2) * math.sqrt(m * _dlap_var(b))
-    return _smallest_k(
-        lambda k: math.log(2) + _dlap_log_tail(m, k + 1, b), math.log(alpha), guess
-    )
+    return _smallest_k(lambda k: math.log(2) + _dlap_log_tail(m, k + 1, b), math.log(alpha), guess)
 
 
 # ---------------------------------------------------------------------------
@@ -486,7 +494,7 @@ def _dg_var(sigma: float) -> float:
     return float(2 * np.dot(k[1:] ** 2, p[1:]))
 
 
-def _dg_one_minus_phi(sigma: float) -> Callable[[NDArray[np.float64]], NDArray[np.float64]]:
+def _dg_one_minus_phi(sigma: float) -> Callable[[NDArray[Any]], NDArray[Any]]:
     if sigma > _POISSON_SIGMA:
         return lambda u: -np.expm1(-(sigma**2) * u**2 / 2)
     k, p = _dg_weights(sigma)
@@ -509,19 +517,20 @@ def _dg_log_tail(m: int, j: int, sigma: float) -> float:
     """log P(S >= j), S a sum of m discrete Gaussian(sigma), integer j >= 1."""
     s2 = sigma**2
     if sigma >= 1.0:
-        # Poisson summation: sum_k e^{wk - k^2/(2 s2)} = sigma sqrt(2 pi) sum_l e^{s2 (w - 2 pi i l)^2 / 2}
+        # Poisson summation:
+        # sum_k e^{wk - k^2/(2 s2)} = sigma sqrt(2 pi) sum_l e^{s2 (w - 2 pi i l)^2 / 2}
         ls = np.arange(-4, 5) if sigma < 3.0 else np.arange(-1, 3)  # aliases that matter
         shifts = 1j * 2 * math.pi * ls
         log_norm = float(_logsumexp_c(-2 * math.pi**2 * s2 * np.arange(-4, 5.0) ** 2))
         theta = _saddle(m, j, lambda t: s2 * t, (j + 1.0) / (m * s2) + 1.0)
         log_m_theta = float(_logsumexp_c(s2 * (theta - shifts) ** 2 / 2).real)
 
-        def kc(z: NDArray[np.complex128]) -> NDArray[np.complex128]:
+        def kc(z: NDArray[Any]) -> NDArray[Any]:
             return _logsumexp_c(s2 * (z[..., None] - shifts) ** 2 / 2) - log_m_theta
 
         return _contour_log_tail(m, j, theta, log_m_theta - log_norm, s2, kc)
 
-    kk, p = _dg_weights(sigma)
+    _, p = _dg_weights(sigma)
     log_z = math.log(p[0]) * -1.0  # log of the normaliser relative to weight 1 at k = 0
 
     def moments(t: float) -> tuple[NDArray[np.float64], NDArray[np.float64], float]:
@@ -547,20 +556,23 @@ def _dg_log_tail(m: int, j: int, sigma: float) -> float:
     k2 = float(np.dot((k - mean) ** 2, w))
     k_theta = log_mt - log_z
 
-    def kc(z: NDArray[np.complex128]) -> NDArray[np.complex128]:
+    def kc_direct(z: NDArray[Any]) -> NDArray[Any]:
         # only called on the contour Re z = theta: K(z) - K(theta) = log sum_k w_k e^{iuk}
         uk = np.outer(z.imag, k)
         with np.errstate(divide="ignore"):
             return np.log(np.cos(uk) @ w + 1j * (np.sin(uk) @ w))
 
-    return _contour_log_tail(m, j, theta, k_theta, max(k2, 1e-300), kc)
+    return _contour_log_tail(m, j, theta, k_theta, max(k2, 1e-300), kc_direct)
 
 
 @lru_cache(maxsize=_CACHE * 8)
 def _dg_log_tail_cached(m: int, j: int, sigma: float) -> float:
+    k = math.ceil(j / m)  # union bound as for the discrete Laplace
+    if math.log(2.0 * m) - k * k / (2 * sigma**2) - math.log(-math.expm1(-k / sigma**2)) < -800:
+        return -math.inf
     if m == 1 and sigma <= _POISSON_SIGMA:
-        k, p = _dg_weights(sigma)
-        tail = p[j:].sum() if j < k.size else 0.0
+        kk, p = _dg_weights(sigma)
+        tail = p[j:].sum() if j < kk.size else 0.0
         if tail > 0:
             return float(math.log(tail))
     return _dg_log_tail(m, j, sigma)
@@ -577,6 +589,12 @@ def _dg_half_width(m: int, sigma: float, alpha: float) -> int:
 # ---------------------------------------------------------------------------
 # public API
 # ---------------------------------------------------------------------------
+
+
+@overload
+def noise_std(kind: NoiseKind | str, scale: float, m: ScalarInt = 1) -> float: ...
+@overload
+def noise_std(kind: NoiseKind | str, scale: float, m: ArrayLike) -> NDArray[np.float64]: ...
 
 
 def noise_std(kind: NoiseKind | str, scale: float, m: ArrayLike = 1) -> FloatOrArray:
@@ -618,6 +636,12 @@ def noise_std(kind: NoiseKind | str, scale: float, m: ArrayLike = 1) -> FloatOrA
     return float(out) if scalar else out
 
 
+@overload
+def mean_abs_error(kind: NoiseKind | str, scale: float, m: ScalarInt = 1) -> float: ...
+@overload
+def mean_abs_error(kind: NoiseKind | str, scale: float, m: ArrayLike) -> NDArray[np.float64]: ...
+
+
 def mean_abs_error(kind: NoiseKind | str, scale: float, m: ArrayLike = 1) -> FloatOrArray:
     """Mean absolute error ``E|S|`` of the sum ``S`` of ``m`` iid noise draws.
 
@@ -655,6 +679,16 @@ def mean_abs_error(kind: NoiseKind | str, scale: float, m: ArrayLike = 1) -> Flo
     return _per_m(m, lambda k: _dg_mae(k, s))
 
 
+@overload
+def half_width(
+    kind: NoiseKind | str, scale: float, m: ScalarInt = 1, alpha: float = 0.05
+) -> float: ...
+@overload
+def half_width(
+    kind: NoiseKind | str, scale: float, m: ArrayLike, alpha: float = 0.05
+) -> NDArray[np.float64]: ...
+
+
 def half_width(
     kind: NoiseKind | str, scale: float, m: ArrayLike = 1, alpha: float = 0.05
 ) -> FloatOrArray:
@@ -685,7 +719,7 @@ def half_width(
     >>> round(half_width("laplace", 1.0, alpha=0.01), 6)  # b ln(1/alpha)
     4.60517
     >>> half_width("discrete_laplace", 1.0, [1, 1, 100])
-    array([ 3.,  3., 26.])
+    array([ 3.,  3., 27.])
     """
     kind = _check_kind(kind)
     s = _check_scale(scale)
@@ -698,6 +732,16 @@ def half_width(
     if kind == "discrete_laplace":
         return _per_m(m, lambda k: float(_dlap_half_width(k, s, a)))
     return _per_m(m, lambda k: float(_dg_half_width(k, s, a)))
+
+
+@overload
+def tail_probability(
+    kind: NoiseKind | str, scale: float, threshold: float, m: ScalarInt = 1
+) -> float: ...
+@overload
+def tail_probability(
+    kind: NoiseKind | str, scale: float, threshold: float, m: ArrayLike
+) -> NDArray[np.float64]: ...
 
 
 def tail_probability(
@@ -801,7 +845,7 @@ def accuracy(
     Examples
     --------
     >>> accuracy("discrete_laplace", 1.0, m=[1, 100]).half_width
-    array([ 3., 26.])
+    array([ 3., 27.])
     """
     arr, scalar = _check_m(m)
     return Accuracy(
@@ -849,9 +893,9 @@ def scale_for_half_width(
     --------
     >>> round(scale_for_half_width("laplace", 2.995732273553991, alpha=0.05), 9)
     1.0
-    >>> b = scale_for_half_width("discrete_laplace", 26, m=100)
+    >>> b = scale_for_half_width("discrete_laplace", 27, m=100)
     >>> half_width("discrete_laplace", b, m=100)
-    26.0
+    27.0
     """
     kind = _check_kind(kind)
     t = _check_scale(target, "target")

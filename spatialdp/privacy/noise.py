@@ -38,7 +38,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, overload
 
 import numpy as np
 import scipy.sparse
@@ -68,8 +68,9 @@ __all__ = [
 ]
 
 SeedLike: TypeAlias = "np.random.Generator | int | None"
-IntOut: TypeAlias = "NDArray[np.int64] | int"
-FloatOut: TypeAlias = "NDArray[np.float64] | float"
+Sparse: TypeAlias = "scipy.sparse.sparray | scipy.sparse.spmatrix"
+ScalarInt: TypeAlias = "int | np.integer[Any]"
+ScalarReal: TypeAlias = "float | int | np.floating[Any] | np.integer[Any]"
 
 _MAX_COUNT = 2**53  # |count| limit: int64 stays exact after adding noise
 _MAX_GAUSS_SIGMA = 1e15
@@ -98,9 +99,7 @@ def _dense(x: Any, name: str) -> NDArray[Any]:
     if scipy.sparse.issparse(x):
         return np.asarray(x.toarray())
     arr = np.asarray(x)
-    if arr.dtype == object or not (
-        np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_
-    ):
+    if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_):
         raise InvalidInput(
             f"{name} has dtype {arr.dtype}, not a numeric array; pass numbers "
             "(a numpy array, list, pandas Series or scipy.sparse vector)"
@@ -116,7 +115,9 @@ def _as_counts(x: Any, name: str = "counts") -> NDArray[np.int64]:
     if arr.dtype == np.bool_:
         return arr.astype(np.int64)
     if np.issubdtype(arr.dtype, np.integer):
-        if arr.size and (arr.max() > _MAX_COUNT or (arr.dtype.kind == "i" and arr.min() < -_MAX_COUNT)):
+        if arr.size and (
+            arr.max() > _MAX_COUNT or (arr.dtype.kind == "i" and arr.min() < -_MAX_COUNT)
+        ):
             bad = int(arr.flat[int(np.argmax(np.abs(arr.astype(np.float64))))])
             raise InvalidInput(
                 f"{name} contains {bad}, beyond the supported magnitude 2**53; "
@@ -149,12 +150,17 @@ def _as_values(x: Any, name: str = "values") -> NDArray[np.float64]:
     return arr
 
 
-def _int_out(arr: NDArray[np.int64]) -> IntOut:
-    return int(arr) if arr.ndim == 0 else arr
+def _is_scalar(x: Any) -> bool:
+    """Python/numpy scalars give scalar output; arrays (even 0-d) and sparse give arrays."""
+    return not isinstance(x, np.ndarray) and not scipy.sparse.issparse(x) and np.ndim(x) == 0
 
 
-def _float_out(arr: NDArray[np.float64]) -> FloatOut:
-    return float(arr) if arr.ndim == 0 else arr
+def _int_out(arr: NDArray[np.int64], x: Any) -> Any:
+    return int(arr) if _is_scalar(x) else arr
+
+
+def _float_out(arr: NDArray[np.float64], x: Any) -> Any:
+    return float(arr) if _is_scalar(x) else arr
 
 
 def _rng(rng: SeedLike) -> np.random.Generator:
@@ -177,7 +183,13 @@ _SIGMA_FIX = "use sigma = sensitivity / sqrt(2 * rho) (see GaussianMechanism)"
 # ---------------------------------------------------------------------------
 
 
-def release_discrete_laplace(counts: ArrayLike | scipy.sparse.sparray, scale: float) -> IntOut:
+@overload
+def release_discrete_laplace(counts: ScalarInt, scale: float) -> int: ...
+@overload
+def release_discrete_laplace(counts: ArrayLike | Sparse, scale: float) -> NDArray[np.int64]: ...
+
+
+def release_discrete_laplace(counts: Any, scale: float) -> Any:
     """Add exact discrete Laplace noise to integer counts, for publication.
 
     The noise has ``P(z) = (1 - a) / (1 + a) * a**|z|`` with ``a = exp(-1/scale)``
@@ -220,7 +232,7 @@ def release_discrete_laplace(counts: ArrayLike | scipy.sparse.sparray, scale: fl
     b = _check_positive(scale, "scale", _SCALE_FIX, MAX_DISCRETE_SCALE)
     arr = _as_counts(counts)
     noise = discrete_laplace_noise(arr.size, rational_scale(b)).reshape(arr.shape)
-    return _int_out(arr + noise)
+    return _int_out(arr + noise, counts)
 
 
 def _opendp() -> Any:
@@ -230,7 +242,13 @@ def _opendp() -> Any:
     return dp
 
 
-def release_laplace(values: ArrayLike | scipy.sparse.sparray, scale: float) -> FloatOut:
+@overload
+def release_laplace(values: ScalarReal, scale: float) -> float: ...
+@overload
+def release_laplace(values: ArrayLike | Sparse, scale: float) -> NDArray[np.float64]: ...
+
+
+def release_laplace(values: Any, scale: float) -> Any:
     """Add Laplace noise to real values, for publication (OpenDP, floating-point safe).
 
     Uses :func:`opendp.measurements.make_laplace` on a float vector domain
@@ -267,7 +285,7 @@ def release_laplace(values: ArrayLike | scipy.sparse.sparray, scale: float) -> F
     b = _check_positive(scale, "scale", _SCALE_FIX)
     arr = _as_values(values)
     dp = _opendp()
-    if arr.ndim == 0:
+    if _is_scalar(values):
         meas = dp.m.make_laplace(
             dp.atom_domain(T=float, nan=False), dp.absolute_distance(T=float), scale=b
         )
@@ -280,7 +298,13 @@ def release_laplace(values: ArrayLike | scipy.sparse.sparray, scale: float) -> F
     return np.asarray(meas(arr.ravel().tolist()), dtype=np.float64).reshape(arr.shape)
 
 
-def release_gaussian(values: ArrayLike | scipy.sparse.sparray, sigma: float) -> FloatOut:
+@overload
+def release_gaussian(values: ScalarReal, sigma: float) -> float: ...
+@overload
+def release_gaussian(values: ArrayLike | Sparse, sigma: float) -> NDArray[np.float64]: ...
+
+
+def release_gaussian(values: Any, sigma: float) -> Any:
     """Add Gaussian noise to real values, for publication (OpenDP, floating-point safe).
 
     Uses :func:`opendp.measurements.make_gaussian` on a float vector domain
@@ -311,7 +335,7 @@ def release_gaussian(values: ArrayLike | scipy.sparse.sparray, sigma: float) -> 
     s = _check_positive(sigma, "sigma", _SIGMA_FIX, _MAX_GAUSS_SIGMA)
     arr = _as_values(values)
     dp = _opendp()
-    if arr.ndim == 0:
+    if _is_scalar(values):
         meas = dp.m.make_gaussian(
             dp.atom_domain(T=float, nan=False), dp.absolute_distance(T=float), scale=s
         )
@@ -324,7 +348,13 @@ def release_gaussian(values: ArrayLike | scipy.sparse.sparray, sigma: float) -> 
     return np.asarray(meas(arr.ravel().tolist()), dtype=np.float64).reshape(arr.shape)
 
 
-def release_discrete_gaussian(counts: ArrayLike | scipy.sparse.sparray, sigma: float) -> IntOut:
+@overload
+def release_discrete_gaussian(counts: ScalarInt, sigma: float) -> int: ...
+@overload
+def release_discrete_gaussian(counts: ArrayLike | Sparse, sigma: float) -> NDArray[np.int64]: ...
+
+
+def release_discrete_gaussian(counts: Any, sigma: float) -> Any:
     """Add exact discrete Gaussian noise to integer counts, for publication (OpenDP).
 
     Noise ``P(z)`` proportional to ``exp(-z**2 / (2 sigma**2))``, sampled
@@ -358,10 +388,8 @@ def release_discrete_gaussian(counts: ArrayLike | scipy.sparse.sparray, sigma: f
     s = _check_positive(sigma, "sigma", _SIGMA_FIX, _MAX_GAUSS_SIGMA)
     arr = _as_counts(counts)
     dp = _opendp()
-    if arr.ndim == 0:
-        meas = dp.m.make_gaussian(
-            dp.atom_domain(T="i64"), dp.absolute_distance(T="i64"), scale=s
-        )
+    if _is_scalar(counts):
+        meas = dp.m.make_gaussian(dp.atom_domain(T="i64"), dp.absolute_distance(T="i64"), scale=s)
         return int(meas(int(arr)))
     if arr.size == 0:
         return arr.copy()
@@ -376,9 +404,15 @@ def release_discrete_gaussian(counts: ArrayLike | scipy.sparse.sparray, sigma: f
 # ---------------------------------------------------------------------------
 
 
+@overload
+def simulate_laplace(values: ScalarReal, scale: float, rng: SeedLike = None) -> float: ...
+@overload
 def simulate_laplace(
-    values: ArrayLike | scipy.sparse.sparray, scale: float, rng: SeedLike = None
-) -> FloatOut:
+    values: ArrayLike | Sparse, scale: float, rng: SeedLike = None
+) -> NDArray[np.float64]: ...
+
+
+def simulate_laplace(values: Any, scale: float, rng: SeedLike = None) -> Any:
     """Add Laplace(scale) noise with numpy - for simulation only, never publish.
 
     Parameters
@@ -402,12 +436,18 @@ def simulate_laplace(
     """
     b = _check_positive(scale, "scale", _SCALE_FIX)
     arr = _as_values(values)
-    return _float_out(arr + _rng(rng).laplace(0.0, b, size=arr.shape))
+    return _float_out(arr + _rng(rng).laplace(0.0, b, size=arr.shape), values)
 
 
+@overload
+def simulate_gaussian(values: ScalarReal, sigma: float, rng: SeedLike = None) -> float: ...
+@overload
 def simulate_gaussian(
-    values: ArrayLike | scipy.sparse.sparray, sigma: float, rng: SeedLike = None
-) -> FloatOut:
+    values: ArrayLike | Sparse, sigma: float, rng: SeedLike = None
+) -> NDArray[np.float64]: ...
+
+
+def simulate_gaussian(values: Any, sigma: float, rng: SeedLike = None) -> Any:
     """Add N(0, sigma**2) noise with numpy - for simulation only, never publish.
 
     Examples
@@ -417,7 +457,7 @@ def simulate_gaussian(
     """
     s = _check_positive(sigma, "sigma", _SIGMA_FIX)
     arr = _as_values(values)
-    return _float_out(arr + _rng(rng).normal(0.0, s, size=arr.shape))
+    return _float_out(arr + _rng(rng).normal(0.0, s, size=arr.shape), values)
 
 
 def _sim_dlap(gen: np.random.Generator, scale: float, size: int) -> NDArray[np.int64]:
@@ -428,9 +468,15 @@ def _sim_dlap(gen: np.random.Generator, scale: float, size: int) -> NDArray[np.i
     return (g1 - g2).astype(np.int64)
 
 
+@overload
+def simulate_discrete_laplace(counts: ScalarInt, scale: float, rng: SeedLike = None) -> int: ...
+@overload
 def simulate_discrete_laplace(
-    counts: ArrayLike | scipy.sparse.sparray, scale: float, rng: SeedLike = None
-) -> IntOut:
+    counts: ArrayLike | Sparse, scale: float, rng: SeedLike = None
+) -> NDArray[np.int64]: ...
+
+
+def simulate_discrete_laplace(counts: Any, scale: float, rng: SeedLike = None) -> Any:
     """Add discrete Laplace(scale) noise with numpy - for simulation only.
 
     The noise is the difference of two iid geometric variables with success
@@ -444,12 +490,18 @@ def simulate_discrete_laplace(
     """
     b = _check_positive(scale, "scale", _SCALE_FIX, MAX_DISCRETE_SCALE)
     arr = _as_counts(counts)
-    return _int_out(arr + _sim_dlap(_rng(rng), b, arr.size).reshape(arr.shape))
+    return _int_out(arr + _sim_dlap(_rng(rng), b, arr.size).reshape(arr.shape), counts)
 
 
+@overload
+def simulate_discrete_gaussian(counts: ScalarInt, sigma: float, rng: SeedLike = None) -> int: ...
+@overload
 def simulate_discrete_gaussian(
-    counts: ArrayLike | scipy.sparse.sparray, sigma: float, rng: SeedLike = None
-) -> IntOut:
+    counts: ArrayLike | Sparse, sigma: float, rng: SeedLike = None
+) -> NDArray[np.int64]: ...
+
+
+def simulate_discrete_gaussian(counts: Any, sigma: float, rng: SeedLike = None) -> Any:
     """Add discrete Gaussian(sigma) noise with numpy - for simulation only.
 
     Canonne-Kamath-Steinke Algorithm 3 in floating point, vectorised: draw
@@ -473,7 +525,7 @@ def simulate_discrete_gaussian(
         keep = gen.random(pending.size) < np.exp(-((np.abs(y) - shift) ** 2) / (2 * s * s))
         out[pending[keep]] = y[keep]
         pending = pending[~keep]
-    return _int_out(arr + out.reshape(arr.shape))
+    return _int_out(arr + out.reshape(arr.shape), counts)
 
 
 # ---------------------------------------------------------------------------
@@ -544,6 +596,10 @@ class _Mechanism:
     scale: float
     discrete: bool
 
+    @overload
+    def std(self, m: int | np.integer[Any] = 1) -> float: ...
+    @overload
+    def std(self, m: ArrayLike) -> NDArray[np.float64]: ...
     def std(self, m: ArrayLike = 1) -> float | NDArray[np.float64]:
         """Standard deviation of the sum of ``m`` noisy values.
 
@@ -551,10 +607,18 @@ class _Mechanism:
         """
         return _acc.noise_std(self.kind, self.scale, m)
 
+    @overload
+    def mean_abs_error(self, m: int | np.integer[Any] = 1) -> float: ...
+    @overload
+    def mean_abs_error(self, m: ArrayLike) -> NDArray[np.float64]: ...
     def mean_abs_error(self, m: ArrayLike = 1) -> float | NDArray[np.float64]:
         """Mean absolute error of the sum of ``m`` noisy values."""
         return _acc.mean_abs_error(self.kind, self.scale, m)
 
+    @overload
+    def error_bar(self, m: int | np.integer[Any] = 1, alpha: float = 0.05) -> float: ...
+    @overload
+    def error_bar(self, m: ArrayLike, alpha: float = 0.05) -> NDArray[np.float64]: ...
     def error_bar(self, m: ArrayLike = 1, alpha: float = 0.05) -> float | NDArray[np.float64]:
         """Half-width ``h`` with ``P(|noise of the sum of m| <= h) >= 1 - alpha``.
 

@@ -1,0 +1,590 @@
+"""The device module: bounded per-client metrics, computed where the data are.
+
+The server aggregates numbers, it never computes them: everything it would want
+from raw examples is computed here, on the phone or vehicle, and leaves only as
+bounded numbers, one row per client. The module is versioned on its own
+(:data:`DEVICE_MODULE_VERSION`, recorded with every report): the clipping that
+makes each release accountable happens here and cannot be checked from the
+server.
+
+Input is one row per example with a ``client_id`` column (a simulation holds
+many clients in one frame; a device holds one). Every function is vectorised
+over clients and examples, and its output does not depend on the order of the
+rows. The columns read:
+
+=====================  ======================================================
+``client_id``          the client (any sortable ids; output is sorted by it)
+``loss``               per-example loss, for :func:`clipped_mean_loss`
+``true_geometry``,     true and predicted positions as Point columns with a
+``pred_geometry``      CRS, or as ``true_lon``, ``true_lat``, ``pred_lon``,
+                       ``pred_lat`` columns in EPSG:4326
+``heading_deg``        direction of travel, degrees clockwise from north
+``error``              per-example error for the histogram (default: the
+                       position error in metres when positions are given)
+``p_pred``, ``outcome``  predicted probability and observed 0/1 outcome
+=====================  ======================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from numpy.typing import ArrayLike, NDArray
+from scipy import sparse
+
+from spatialdp.exceptions import InvalidInput
+from spatialdp.federated._geometry import (
+    clipped_ratio,
+    decompose_errors,
+    finite_column,
+    has_positions,
+    positions_from_frame,
+    positive_number,
+    track_errors,
+)
+from spatialdp.federated.metrics import HistogramSpec, MetricSpec
+from spatialdp.geo.partition import Partition
+
+__all__ = [
+    "DEVICE_MODULE_VERSION",
+    "CellCoverage",
+    "along_across_rmse",
+    "calibration_by_bucket",
+    "clipped_mean_loss",
+    "clipped_ratio",
+    "coverage",
+    "device_report",
+    "error_histogram",
+    "sample_count_bucket",
+    "track_errors",
+]
+
+#: Version of the on-device computation, recorded with every report.
+DEVICE_MODULE_VERSION = "1.0"
+CLIENT_COLUMN = "client_id"
+#: Lower edges of the sample-count buckets: 1-9, 10-99, 100-999, 1000+.
+DEFAULT_COUNT_EDGES = (1, 10, 100, 1000)
+
+IntArray = NDArray[np.int64]
+FloatArray = NDArray[np.float64]
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _client_codes(client_ids: ArrayLike) -> tuple[IntArray, pd.Index]:
+    """Sorted client index and each example's position in it (a factorisation)."""
+    values = client_ids if isinstance(client_ids, pd.Series) else np.asarray(client_ids).ravel()
+    if len(values) == 0:
+        raise InvalidInput(
+            "there are no examples; a client with no examples reports nothing: skip it"
+        )
+    codes, uniques = pd.factorize(values, sort=True)
+    if (codes < 0).any():
+        raise InvalidInput(
+            f"{int((codes < 0).sum())} examples have no client_id (first at row "
+            f"{int(np.flatnonzero(codes < 0)[0])}); every example needs its client"
+        )
+    return codes.astype(np.int64), pd.Index(uniques, name=CLIENT_COLUMN)
+
+
+def _same_length(values: FloatArray, codes: IntArray, what: str) -> None:
+    if values.shape != codes.shape:
+        raise InvalidInput(
+            f"{what} has {values.size} values but there are {codes.size} client ids; "
+            "give one client id per example"
+        )
+
+
+def _frame_columns(frame: pd.DataFrame, columns: Sequence[str], purpose: str) -> None:
+    if not isinstance(frame, pd.DataFrame):
+        raise InvalidInput(f"expected a DataFrame of examples, got {type(frame).__name__}")
+    if len(frame) == 0:
+        raise InvalidInput(
+            "the examples frame is empty; a client with no examples reports nothing: skip it"
+        )
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise InvalidInput(
+            f"{purpose} needs columns {missing}; the frame has {list(frame.columns)[:10]}"
+        )
+
+
+def _group_mean(codes: IntArray, values: FloatArray, n_clients: int) -> FloatArray:
+    totals = np.bincount(codes, weights=values, minlength=n_clients)
+    return totals / np.bincount(codes, minlength=n_clients)
+
+
+def _positive_int(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise InvalidInput(f"{name}={value!r} must be a positive integer")
+    return int(value)
+
+
+# --------------------------------------------------------------------------- loss
+
+
+def clipped_mean_loss(frame: pd.DataFrame, spec: MetricSpec, loss_column: str = "loss"
+                      ) -> pd.Series:
+    """Per-client mean of the per-example loss, each example clipped into the spec.
+
+    Each example is clipped to ``[spec.clip_low, spec.clip_high]`` before the
+    mean, so the mean lies in the range too. Clipping the per-client mean
+    instead would bound it equally well; clipping each example is chosen because
+    then one pathological example (a loss of 1e6 the seed warns about) moves its
+    client's value by at most ``sensitivity / n`` instead of pinning the client at
+    the clip, and a client's value is an ordinary mean of bounded numbers. The
+    price: examples above the bound are clipped in every client, so calibrate
+    ``clip_high`` on held-out per-EXAMPLE losses.
+
+    Returns
+    -------
+    pandas.Series
+        Named ``spec.name``, indexed by sorted ``client_id``.
+
+    Examples
+    --------
+    >>> frame = pd.DataFrame({"client_id": ["a", "a", "b"], "loss": [1.0, 50.0, 0.5]})
+    >>> clipped_mean_loss(frame, MetricSpec("loss", 0.0, 2.0)).to_dict()
+    {'a': 1.5, 'b': 0.5}
+    """
+    _frame_columns(frame, [CLIENT_COLUMN, loss_column], "clipped_mean_loss")
+    codes, clients = _client_codes(frame[CLIENT_COLUMN])
+    mean = _mean_loss(codes, clients.size, finite_column(frame[loss_column], loss_column), spec)
+    return pd.Series(mean, index=clients, name=spec.name)
+
+
+def _mean_loss(codes: IntArray, n_clients: int, loss: FloatArray, spec: MetricSpec
+               ) -> FloatArray:
+    mean = _group_mean(codes, spec.clip(loss), n_clients)
+    return np.clip(mean, spec.clip_low, spec.clip_high)  # float rounding stays in range
+
+
+# --------------------------------------------------------------------------- along/across
+
+
+def _track_by_client(codes: IntArray, n_clients: int, along: FloatArray, across: FloatArray,
+                     ratio_clip: float) -> tuple[FloatArray, FloatArray, FloatArray,
+                                                 NDArray[np.bool_]]:
+    usable = np.isfinite(along)  # NaN: the example was not on a road
+    counts = np.bincount(codes[usable], minlength=n_clients)
+    present = counts > 0
+    safe = np.maximum(counts, 1)
+    along_rmse = np.sqrt(np.bincount(codes[usable], weights=along[usable] ** 2,
+                                     minlength=n_clients) / safe)
+    across_rmse = np.sqrt(np.bincount(codes[usable], weights=across[usable] ** 2,
+                                      minlength=n_clients) / safe)
+    return along_rmse, across_rmse, clipped_ratio(across_rmse, along_rmse, ratio_clip), present
+
+
+def along_across_rmse(
+    frame: pd.DataFrame,
+    *,
+    ratio_clip: float = 10.0,
+    roads: Any = None,
+    heading_column: str = "heading_deg",
+    metric_crs: Any = None,
+    max_road_distance: float = 50.0,
+) -> pd.DataFrame:
+    """Per-client along-track RMSE, across-track RMSE and their clipped ratio.
+
+    The ratio ``across / along`` is clipped to ``[0, ratio_clip]`` (see
+    :func:`clipped_ratio`: along RMSE ~ 0 gives the clip). The RMSEs are NOT
+    bounded: they stay on the device unless clipped with a spec (see
+    :func:`device_report`). A client with no usable example (with roads: none
+    within ``max_road_distance``) is not in the output. Parameters as in
+    :func:`track_errors`.
+
+    Returns
+    -------
+    DataFrame
+        ``along_rmse``, ``across_rmse``, ``ratio``, indexed by sorted ``client_id``.
+
+    Examples
+    --------
+    >>> frame = pd.DataFrame({"client_id": ["a", "a"], "true_lon": [10.0, 10.0],
+    ...                       "true_lat": [50.0, 50.0], "pred_lon": [10.0, 10.0],
+    ...                       "pred_lat": [50.00003, 49.99997], "heading_deg": [90.0, 90.0]})
+    >>> along_across_rmse(frame).round(2).to_dict("records")
+    [{'along_rmse': 0.0, 'across_rmse': 3.34, 'ratio': 10.0}]
+    """
+    _frame_columns(frame, [CLIENT_COLUMN], "along_across_rmse")
+    codes, clients = _client_codes(frame[CLIENT_COLUMN])
+    errors = track_errors(frame, roads=roads, heading_column=heading_column,
+                          metric_crs=metric_crs, max_road_distance=max_road_distance)
+    along, across, ratio, present = _track_by_client(
+        codes, clients.size, errors.along.to_numpy(), errors.across.to_numpy(), ratio_clip)
+    return pd.DataFrame({"along_rmse": along, "across_rmse": across, "ratio": ratio},
+                        index=clients)[present]
+
+
+# --------------------------------------------------------------------------- histogram
+
+
+def error_histogram(errors: ArrayLike, client_ids: ArrayLike, spec: HistogramSpec
+                    ) -> tuple[FloatArray, pd.Index]:
+    """Per-client fixed-edge histogram, its L1 mass capped at ``spec.mass_cap``.
+
+    A client's histogram is its counts, scaled down to total mass ``mass_cap``
+    when it holds more: with the default cap of 1 every client adds a
+    distribution; with a larger cap a light client keeps its counts (it is not
+    inflated) and a heavy one cannot outweigh it. Replacing one client moves the
+    summed histogram by at most ``2 * mass_cap`` in L1 (``spec.sensitivity``).
+
+    Returns
+    -------
+    histograms : numpy.ndarray, shape (n_clients, spec.n_buckets)
+    client_ids : pandas.Index
+        The rows' clients, sorted.
+
+    Examples
+    --------
+    >>> spec = HistogramSpec("abs_error_m", edges=(1.0, 5.0), mass_cap=2.0)
+    >>> hist, clients = error_histogram([0.5, 3, 3, 9, 0.5], ["a", "a", "a", "a", "b"], spec)
+    >>> hist.tolist(), list(clients)
+    ([[0.5, 1.0, 0.5], [1.0, 0.0, 0.0]], ['a', 'b'])
+    """
+    codes, clients = _client_codes(client_ids)
+    values = finite_column(np.asarray(errors).ravel(), "errors")
+    _same_length(values, codes, "errors")
+    return _histograms(codes, clients.size, values, spec), clients
+
+
+def _histograms(codes: IntArray, n_clients: int, values: FloatArray, spec: HistogramSpec
+                ) -> FloatArray:
+    k = spec.n_buckets
+    counts = np.bincount(codes * k + spec.bucket_of(values), minlength=n_clients * k)
+    counts = counts.reshape(n_clients, k).astype(np.float64)
+    scale = np.minimum(1.0, spec.mass_cap / counts.sum(axis=1))
+    return counts * scale[:, None]
+
+
+# --------------------------------------------------------------------------- calibration
+
+
+def calibration_by_bucket(p_pred: ArrayLike, outcome: ArrayLike, client_ids: ArrayLike,
+                          n_buckets: int = 5) -> pd.DataFrame:
+    """Per client and confidence bucket: mean predicted, mean outcome, gap, presence.
+
+    Bucket ``b`` holds predictions in ``[b / n, (b + 1) / n)`` (1.0 in the last).
+    ``cal_gap_b`` = mean predicted - mean outcome, in ``[-1, 1]``; positive means
+    over-confident. A bucket the client has no example in gets 0 in its mean and
+    gap columns and ``cal_present_b = 0``, so summing clients' rows gives the
+    bucket's gap total over the clients that have examples there (divide by the
+    summed presence). Every column is bounded: means and presence in ``[0, 1]``.
+
+    Returns
+    -------
+    DataFrame
+        ``cal_pred_b``, ``cal_outcome_b``, ``cal_gap_b``, ``cal_present_b`` for
+        ``b = 0 .. n_buckets - 1``, indexed by sorted ``client_id``.
+
+    Examples
+    --------
+    >>> cal = calibration_by_bucket([0.9, 0.9, 0.1], [0, 1, 0], ["a", "a", "a"], n_buckets=2)
+    >>> cal.loc["a", ["cal_gap_0", "cal_gap_1", "cal_present_1"]].round(2).tolist()
+    [0.1, 0.4, 1.0]
+    """
+    n = _positive_int(n_buckets, "n_buckets")
+    codes, clients = _client_codes(client_ids)
+    p = finite_column(np.asarray(p_pred).ravel(), "p_pred")
+    y = finite_column(np.asarray(outcome).ravel(), "outcome")
+    _same_length(p, codes, "p_pred")
+    _same_length(y, codes, "outcome")
+    return _calibration(codes, clients, p, y, n)
+
+
+def _calibration(codes: IntArray, clients: pd.Index, p: FloatArray, y: FloatArray, n: int
+                 ) -> pd.DataFrame:
+    outside = (p < 0) | (p > 1)
+    if outside.any():
+        first = int(np.flatnonzero(outside)[0])
+        raise InvalidInput(
+            f"p_pred {p[first]} at row {first} is outside [0, 1]; give probabilities "
+            "(apply the sigmoid/softmax first)"
+        )
+    not_binary = (y != 0) & (y != 1)
+    if not_binary.any():
+        first = int(np.flatnonzero(not_binary)[0])
+        raise InvalidInput(
+            f"outcome {y[first]} at row {first} is not 0 or 1; give the observed binary outcome"
+        )
+    cell = codes * n + np.minimum((p * n).astype(np.int64), n - 1)
+    size = clients.size * n
+    count = np.bincount(cell, minlength=size).reshape(clients.size, n)
+    safe = np.maximum(count, 1)
+    mean_p = np.bincount(cell, weights=p, minlength=size).reshape(clients.size, n) / safe
+    mean_y = np.bincount(cell, weights=y, minlength=size).reshape(clients.size, n) / safe
+    parts = {
+        "cal_pred": np.clip(mean_p, 0.0, 1.0),
+        "cal_outcome": mean_y,
+        "cal_gap": np.clip(mean_p - mean_y, -1.0, 1.0),
+        "cal_present": (count > 0).astype(np.int64),
+    }
+    return pd.DataFrame(
+        {f"{name}_{b}": values[:, b] for name, values in parts.items() for b in range(n)},
+        index=clients,
+    )
+
+
+# --------------------------------------------------------------------------- counts
+
+
+def sample_count_bucket(client_ids: ArrayLike, edges: Sequence[int] = DEFAULT_COUNT_EDGES
+                        ) -> pd.Series:
+    """Each client's number of examples as a bucket index, never the exact count.
+
+    An exact count fingerprints a small client; the aggregate only needs the
+    bucket. ``edges`` are the buckets' lower bounds, starting at 1: bucket ``i``
+    holds ``edges[i] <= count < edges[i + 1]`` and the last one everything from
+    ``edges[-1]`` up. The index is bounded by ``len(edges) - 1``.
+
+    Examples
+    --------
+    >>> ids = ["a"] * 12 + ["b"] * 3
+    >>> sample_count_bucket(ids).to_dict()
+    {'a': 1, 'b': 0}
+    """
+    lower = _count_edges(edges)
+    codes, clients = _client_codes(client_ids)
+    return pd.Series(_count_buckets(codes, clients.size, lower), index=clients,
+                     name="count_bucket")
+
+
+def _count_edges(edges: Sequence[int]) -> FloatArray:
+    try:
+        lower = np.asarray(edges, dtype=np.float64)
+    except (TypeError, ValueError):
+        lower = np.array([np.nan])
+    if (lower.ndim != 1 or lower.size == 0 or not np.isfinite(lower).all()
+            or lower[0] != 1 or (np.diff(lower) <= 0).any()):
+        raise InvalidInput(
+            f"count edges {edges!r} must be strictly increasing and start at 1 (they are "
+            "the buckets' lower bounds; every reporting client has at least one example)"
+        )
+    return lower
+
+
+def _count_buckets(codes: IntArray, n_clients: int, lower: FloatArray) -> IntArray:
+    counts = np.bincount(codes, minlength=n_clients)
+    return (np.searchsorted(lower, counts, side="right") - 1).astype(np.int64)
+
+
+# --------------------------------------------------------------------------- coverage
+
+
+@dataclass(frozen=True)
+class CellCoverage:
+    """Which partition regions each client has samples in, at most ``max_cells`` each.
+
+    Attributes
+    ----------
+    matrix : scipy.sparse.csr_array of int8, shape (n_clients, n_regions)
+        ``1`` where the client has a sample in the region (among its kept cells).
+    client_ids : pandas.Index
+        The rows' clients, sorted.
+    partition_version : str
+    max_cells : int
+        The L1 cap of a row: replacing one client moves the summed coverage by at
+        most ``2 * max_cells`` in L1 (:attr:`sensitivity`).
+    """
+
+    matrix: sparse.csr_array
+    client_ids: pd.Index
+    partition_version: str
+    max_cells: int
+
+    @property
+    def cells_per_client(self) -> IntArray:
+        """Number of regions kept per client (at most ``max_cells``)."""
+        return np.diff(self.matrix.indptr).astype(np.int64)
+
+    @property
+    def sensitivity(self) -> float:
+        """L1 change of the summed coverage when one client is replaced."""
+        return 2.0 * self.max_cells
+
+
+def coverage(lon: ArrayLike, lat: ArrayLike, client_ids: ArrayLike, partition: Partition,
+             *, max_cells: int = 10) -> CellCoverage:
+    """Bounded 0/1 indicator of the partition regions each client has samples in.
+
+    Each client keeps at most ``max_cells`` regions: those where it has the most
+    samples, ties broken by the lower partition position. The cap bounds the L1
+    norm of a row, and so the sensitivity of the summed coverage. Points in no
+    region are ignored (a client with none has an empty row).
+
+    Examples
+    --------
+    >>> import geopandas as gpd, shapely
+    >>> regions = gpd.GeoDataFrame({"id": ["w", "e"]}, crs=4326,
+    ...     geometry=[shapely.box(0, 0, 1, 1), shapely.box(1.5, 0, 2.5, 1)])
+    >>> part = Partition.from_geodataframe(regions, "id")
+    >>> cov = coverage([0.5, 2.0, 2.1, 9.0], [0.5] * 4, ["a", "a", "a", "b"], part,
+    ...                max_cells=1)
+    >>> cov.matrix.toarray().tolist(), list(cov.client_ids)
+    ([[1, 0], [0, 0]], ['a', 'b'])
+    """
+    cap = _positive_int(max_cells, "max_cells")
+    codes, clients = _client_codes(client_ids)
+    position = partition.assign(lon=lon, lat=lat).positions
+    _same_length(position.astype(np.float64), codes, "lon/lat")
+    return _coverage(codes, clients, position, partition, cap)
+
+
+def _coverage(codes: IntArray, clients: pd.Index, position: IntArray, partition: Partition,
+              cap: int) -> CellCoverage:
+    n_regions = partition.n_regions
+    inside = position >= 0
+    pair, count = np.unique(codes[inside] * n_regions + position[inside], return_counts=True)
+    client, region = pair // n_regions, pair % n_regions
+    order = np.lexsort((region, -count, client))
+    client, region = client[order], region[order]
+    rank = np.arange(client.size) - np.searchsorted(client, client, side="left")
+    keep = rank < cap
+    client, region = client[keep], region[keep]
+    order = np.lexsort((region, client))
+    matrix = sparse.csr_array(
+        (np.ones(client.size, dtype=np.int8), (client[order], region[order])),
+        shape=(clients.size, n_regions),
+    )
+    return CellCoverage(matrix, clients, partition.version, cap)
+
+
+# --------------------------------------------------------------------------- report
+
+
+def device_report(
+    examples: pd.DataFrame,
+    *,
+    loss_spec: MetricSpec | None = None,
+    hist_spec: HistogramSpec | None = None,
+    ratio_clip: float = 10.0,
+    rmse_spec: MetricSpec | None = None,
+    roads: Any = None,
+    metric_crs: Any = None,
+    max_road_distance: float = 50.0,
+    partition: Partition | None = None,
+    max_cells: int = 10,
+    count_edges: Sequence[int] = DEFAULT_COUNT_EDGES,
+    calibration_buckets: int = 5,
+) -> pd.DataFrame:
+    """Everything a device reports: one row per client, bounded numbers only.
+
+    Runs each metric whose inputs are present; a spec given without its input
+    column is refused. Columns (every one bounded; ``attrs["bounds"]`` lists the
+    bounds, for the server's clipping check):
+
+    - ``<loss_spec.name>``: :func:`clipped_mean_loss` of the ``loss`` column.
+    - ``ratio`` in ``[0, ratio_clip]`` and ``track_present`` (0/1), from positions
+      with ``heading_deg`` or ``roads``: :func:`along_across_rmse`. With roads, a
+      client with no example near a road has ``track_present = 0`` and ratio 0.
+    - ``along_rmse``, ``across_rmse``: only with ``rmse_spec``, clipped into it.
+      The raw RMSEs are unbounded, so they never leave the device unclipped.
+    - ``<hist_spec.name>_0 .. _k``: :func:`error_histogram` of the ``error``
+      column, or of the position error in metres when there is none.
+    - ``cal_pred_b``, ``cal_outcome_b``, ``cal_gap_b``, ``cal_present_b``: from
+      ``p_pred`` and ``outcome`` (:func:`calibration_by_bucket`).
+    - ``count_bucket``: :func:`sample_count_bucket`, always.
+    - ``coverage_cells``: with ``partition``, the number of its regions the client
+      has samples in, capped at ``max_cells`` (:func:`coverage` gives the
+      indicator itself). Its version is ``attrs["coverage_partition_version"]``.
+
+    ``attrs`` also records ``device_module_version`` and the spec keys. The metric
+    CRS is not recorded: a UTM zone would locate the device.
+
+    Examples
+    --------
+    >>> examples = pd.DataFrame({"client_id": ["a", "a", "b"], "loss": [0.5, 9.0, 1.0],
+    ...                          "error": [0.2, 3.0, 0.7]})
+    >>> report = device_report(examples, loss_spec=MetricSpec("loss", 0, 2),
+    ...                        hist_spec=HistogramSpec("err", edges=(1.0,)))
+    >>> list(report.columns)
+    ['loss', 'err_0', 'err_1', 'count_bucket']
+    >>> report.loc["a"].tolist()
+    [1.25, 0.5, 0.5, 0.0]
+    >>> report.attrs["device_module_version"]
+    '1.0'
+    """
+    _frame_columns(examples, [CLIENT_COLUMN], "device_report")
+    clip = positive_number(ratio_clip, "ratio_clip")
+    lower_edges = _count_edges(count_edges)
+    codes, clients = _client_codes(examples[CLIENT_COLUMN])
+    n = clients.size
+    columns: dict[str, ArrayLike] = {}
+    bounds: dict[str, tuple[float, float]] = {}
+    attrs: dict[str, Any] = {"device_module_version": DEVICE_MODULE_VERSION, "specs": {}}
+
+    def add(name: str, values: ArrayLike, low: float, high: float) -> None:
+        columns[name], bounds[name] = values, (float(low), float(high))
+
+    if loss_spec is not None:
+        _frame_columns(examples, ["loss"], "loss_spec=")
+        add(loss_spec.name, _mean_loss(codes, n, finite_column(examples["loss"], "loss"),
+                                       loss_spec), loss_spec.clip_low, loss_spec.clip_high)
+        attrs["specs"][loss_spec.name] = loss_spec.key
+
+    along = across = distance = None
+    positions = positions_from_frame(examples) if has_positions(examples) else None
+    if positions is not None:
+        heading = None
+        if roads is None and "heading_deg" in examples.columns:
+            heading = finite_column(examples["heading_deg"], "heading_deg")
+        along, across, distance = decompose_errors(
+            *positions, heading_deg=heading, roads=roads, metric_crs=metric_crs,
+            max_road_distance=max_road_distance)
+    if along is not None and across is not None:
+        along_rmse, across_rmse, ratio, present = _track_by_client(codes, n, along, across,
+                                                                   clip)
+        add("ratio", np.where(present, ratio, 0.0), 0.0, clip)
+        add("track_present", present.astype(np.int64), 0, 1)
+        if rmse_spec is not None:
+            for name, rmse in (("along_rmse", along_rmse), ("across_rmse", across_rmse)):
+                add(name, np.where(present, rmse_spec.clip(rmse), rmse_spec.clip_low),
+                    rmse_spec.clip_low, rmse_spec.clip_high)
+            attrs["specs"]["rmse"] = rmse_spec.key
+    elif roads is not None or rmse_spec is not None:
+        raise InvalidInput(
+            "roads= and rmse_spec= need true and predicted positions (and, without roads, a "
+            f"'heading_deg' column); the frame has {list(examples.columns)[:10]}"
+        )
+
+    if hist_spec is not None:
+        if "error" in examples.columns:
+            source = finite_column(examples["error"], "error")
+        elif distance is not None:
+            source = distance
+        else:
+            raise InvalidInput(
+                "hist_spec= needs an 'error' column or true and predicted positions; the "
+                f"frame has {list(examples.columns)[:10]}"
+            )
+        hist = _histograms(codes, n, source, hist_spec)
+        for b in range(hist_spec.n_buckets):
+            add(f"{hist_spec.name}_{b}", hist[:, b], 0.0, hist_spec.mass_cap)
+        attrs["specs"][hist_spec.name] = hist_spec.key
+
+    if {"p_pred", "outcome"} <= set(examples.columns):
+        cal = _calibration(codes, clients, finite_column(examples["p_pred"], "p_pred"),
+                           finite_column(examples["outcome"], "outcome"),
+                           _positive_int(calibration_buckets, "calibration_buckets"))
+        for name in cal.columns:
+            add(name, cal[name].to_numpy(), -1.0 if name.startswith("cal_gap") else 0.0, 1.0)
+
+    add("count_bucket", _count_buckets(codes, n, lower_edges), 0, lower_edges.size - 1)
+
+    if partition is not None:
+        if positions is None:
+            raise InvalidInput("partition= needs true positions to find the covered regions")
+        place = partition.assign(lon=positions[0], lat=positions[1]).positions
+        cov = _coverage(codes, clients, place, partition, _positive_int(max_cells, "max_cells"))
+        add("coverage_cells", cov.cells_per_client, 0, cov.max_cells)
+        attrs["coverage_partition_version"] = cov.partition_version
+
+    report = pd.DataFrame(columns, index=clients)
+    report.attrs.update(attrs, bounds=bounds)
+    return report
