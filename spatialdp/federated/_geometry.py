@@ -37,6 +37,7 @@ __all__ = [
     "POSITION_COLUMNS",
     "RMSE_ATOL_M",
     "TANGENT_HALF_WINDOW_M",
+    "UTM_REACH_DEG",
     "clipped_ratio",
     "decompose_errors",
     "finite_column",
@@ -54,6 +55,9 @@ IntArray = NDArray[np.int64]
 POSITION_COLUMNS = ("true_geometry", "pred_geometry")
 #: The same positions as lon/lat columns (EPSG:4326).
 LONLAT_COLUMNS = ("true_lon", "true_lat", "pred_lon", "pred_lat")
+#: The default metric CRS is the data's UTM zone when every point is this close
+#: (degrees of longitude) to the centre, World Mercator otherwise.
+UTM_REACH_DEG = 30.0
 #: An RMSE at or below this many metres counts as zero in the ratio.
 RMSE_ATOL_M = 1e-9
 #: The road tangent is the chord from 1 m before to 1 m after the nearest point:
@@ -181,17 +185,27 @@ def positions_from_frame(frame: pd.DataFrame) -> tuple[FloatArray, FloatArray, F
 
 
 def resolve_metric_crs(metric_crs: Any, lon: FloatArray, lat: FloatArray) -> pyproj.CRS:
-    """The projected, metre-based CRS to work in; by default the data's UTM zone.
+    """The projected, metre-based CRS to work in; by default chosen for the data.
 
-    The default is the WGS 84 UTM zone at the centre of the data (circular mean
+    The default is the WGS 84 UTM zone at the data's centre (circular mean
     longitude, so data straddling the antimeridian are centred correctly), as
-    ``GeoSeries.estimate_utm_crs`` would pick it. UTM is conformal: it keeps
+    ``GeoSeries.estimate_utm_crs`` picks it, when every point lies within
+    :data:`UTM_REACH_DEG` degrees of longitude of that centre; wider data (a
+    global fleet) get World Mercator (EPSG:3395). Both are conformal: they keep
     local angles, which is what an along/across split needs, and the Jacobian
-    correction removes its scale and grid-north offsets.
+    correction removes their scale and grid-north offsets.
     """
     if metric_crs is None:
         centre_lon = float(np.degrees(np.angle(np.exp(1j * np.radians(lon)).mean())))
+        spread = np.abs((lon - centre_lon + 180.0) % 360.0 - 180.0).max()
         centre_lat = float(lat.mean())
+        if spread > UTM_REACH_DEG:
+            if np.abs(lat).max() > 85.0:
+                raise CRSError(
+                    f"the data span {2 * spread:.0f} degrees of longitude and reach latitude "
+                    f"{np.abs(lat).max():.1f}; no default projection fits: pass metric_crs="
+                )
+            return pyproj.CRS.from_epsg(3395)
         aoi = AreaOfInterest(centre_lon, centre_lat, centre_lon, centre_lat)
         found = query_utm_crs_info(datum_name="WGS 84", area_of_interest=aoi)
         if not found:
@@ -213,17 +227,26 @@ def resolve_metric_crs(metric_crs: Any, lon: FloatArray, lat: FloatArray) -> pyp
     return crs
 
 
-def _project(transformer: pyproj.Transformer, lon: FloatArray, lat: FloatArray
-             ) -> FloatArray:
+def _project(transformer: pyproj.Transformer, lon: FloatArray, lat: FloatArray,
+             *, round_trip: bool = False) -> FloatArray:
+    """Projected coordinates; with ``round_trip``, refuse points the CRS cannot hold.
+
+    A transverse Mercator returns finite but wrong coordinates far from its
+    central meridian, so finiteness alone is no test: the round trip is.
+    """
     x, y = transformer.transform(lon, lat)
     xy = np.column_stack([x, y]).astype(np.float64)
     bad = ~np.isfinite(xy).all(axis=1)
+    if round_trip and not bad.any():
+        back_lon, back_lat = transformer.transform(x, y, direction="INVERSE")
+        off_lon = np.abs((np.asarray(back_lon) - lon + 180.0) % 360.0 - 180.0)
+        bad = (off_lon > 1e-6) | (np.abs(np.asarray(back_lat) - lat) > 1e-6)
     if bad.any():
         first = int(np.flatnonzero(bad)[0])
         raise CRSError(
             f"{int(bad.sum())} positions cannot be projected to the metric CRS (first at row "
             f"{first}: lon {lon[first]}, lat {lat[first]}); choose a metric_crs whose area "
-            "of use covers the data, or None for its UTM zone"
+            "of use covers the data, or None to pick one"
         )
     return xy
 
@@ -292,18 +315,21 @@ def _roads_in(roads: Any, crs: pyproj.CRS) -> NDArray[np.object_]:
     return geoms
 
 
-def _road_tangents(xy: FloatArray, roads: NDArray[np.object_], max_distance: float
-                   ) -> FloatArray:
-    """Tangent (projected) of the road nearest to each point; NaN beyond max_distance.
+def _road_tangents(xy: FloatArray, roads: NDArray[np.object_], reach_m: float,
+                   scale: FloatArray) -> FloatArray:
+    """Tangent (projected) of the road nearest to each point; NaN beyond ``reach_m``.
 
-    Roads are cut into segments no longer than ``2 * max_distance``; an STRtree of
-    the segments' bounding boxes grown by ``max_distance`` yields every segment
+    ``scale`` is the projection's scale at each point (projected units per ground
+    metre): distances are compared in ground metres. Roads are cut into segments no longer than twice
+    the largest reach; an STRtree of their bounding boxes grown by it yields every segment
     within reach, and exact point-segment distances pick the nearest (ties: the
     lower segment index, i.e. road order). The tangent is the chord between the
     road points ``TANGENT_HALF_WINDOW_M`` before and after the nearest point,
     located on the road's cumulative length: what ``line_locate_point`` and
     ``line_interpolate_point`` compute, without creating a geometry per example.
     """
+    reach = reach_m * scale
+    max_distance = float(reach.max())
     parts = shapely.segmentize(shapely.get_parts(roads), max(2.0 * max_distance, 1.0))
     coords, part = shapely.get_coordinates(parts, return_index=True)
     same = part[1:] == part[:-1]
@@ -339,9 +365,10 @@ def _road_tangents(xy: FloatArray, roads: NDArray[np.object_], max_distance: flo
     tied = dist2 == np.repeat(nearest, size)
     seg = np.minimum.reduceat(np.where(tied, seg, seg.max() + 1), group)
     point = point[group]
-    near = nearest <= max_distance**2
+    near = nearest <= reach[point] ** 2
     point, seg = point[near], seg[near]
     t, _ = nearest_on_segment(point, seg)
+    window = TANGENT_HALF_WINDOW_M * scale[point]
 
     along = start[seg] + t * length[seg]
     lo, hi = start[first[seg]], end[last[seg]]
@@ -351,8 +378,7 @@ def _road_tangents(xy: FloatArray, roads: NDArray[np.object_], max_distance: flo
         frac = np.clip((distance - start[k]) / length[k], 0.0, 1.0)
         return a[k] + frac[:, None] * direction[k]
 
-    chord = (at(np.clip(along + TANGENT_HALF_WINDOW_M, lo, hi))
-             - at(np.clip(along - TANGENT_HALF_WINDOW_M, lo, hi)))
+    chord = at(np.clip(along + window, lo, hi)) - at(np.clip(along - window, lo, hi))
     tiny = np.hypot(*chord.T) <= 1e-9 * np.maximum(1.0, hi - lo)  # a closed loop under 2 m
     chord[tiny] = direction[seg][tiny]
     tangents[point] = chord
@@ -382,13 +408,16 @@ def decompose_errors(
     """
     crs = resolve_metric_crs(metric_crs, true_lon, true_lat)
     transformer = pyproj.Transformer.from_crs(_LONLAT, crs, always_xy=True)
-    true_xy = _project(transformer, true_lon, true_lat)
+    true_xy = _project(transformer, true_lon, true_lat, round_trip=True)
     inverse = _enu_inverse_jacobian(transformer, true_lon, true_lat, true_xy)
-    error = _apply(inverse, _project(transformer, pred_lon, pred_lat) - true_xy)
+    pred_xy = _project(transformer, pred_lon, pred_lat, round_trip=True)
+    error = _apply(inverse, pred_xy - true_xy)
     distance = np.hypot(error[:, 0], error[:, 1])
     if roads is not None:
-        reach = positive_number(max_road_distance, "max_road_distance")
-        tangent = _apply(inverse, _road_tangents(true_xy, _roads_in(roads, crs), reach))
+        reach_m = positive_number(max_road_distance, "max_road_distance")
+        scale = 1.0 / np.sqrt(np.abs(np.linalg.det(inverse)))  # projected units per metre
+        tangent = _apply(inverse, _road_tangents(true_xy, _roads_in(roads, crs), reach_m,
+                                                 scale))
         unit = tangent / np.hypot(tangent[:, 0], tangent[:, 1])[:, None]
     elif heading_deg is not None:
         rad = np.radians(heading_deg)

@@ -149,8 +149,9 @@ def check_clipping(spec: MetricSpec | HistogramSpec, sums: NDArray[np.float64],
         )
 
 
-def _charge(ledger: PrivacyLedger | None, epoch: int | None, *, line_item: str, structure: Any,
+def charge(*, ledger: PrivacyLedger | None, epoch: int | None, line_item: str, structure: Any,
             epsilon: float, what: str, who: str, why: str, round_index: int | None) -> None:
+    """Charge a release to the ledger (no-op without one, e.g. in simulations)."""
     if ledger is None:
         return
     if epoch is None:
@@ -164,6 +165,34 @@ def _check_epsilon(epsilon: float) -> float:
     if not (np.isfinite(eps) and eps > 0):
         raise InvalidInput(f"epsilon={epsilon!r} must be a positive finite number")
     return eps
+
+
+def _noised_cohort_mean(
+    data: NDArray[np.float64],
+    spec: MetricSpec | HistogramSpec,
+    epsilon: float,
+    *,
+    min_cohort: int,
+    structure: Any,
+    target: dict[str, Any],
+    noise: NoiseSource | None,
+) -> tuple[NDArray[np.float64], int, float]:
+    """Secure sum, floor, clipping check, ledger charge, one noise draw per value.
+
+    Returns the noised mean(s), the cohort size and the noise scale on the sum.
+    """
+    total = secure_sum(data)
+    n = int(total.counts[0])
+    if n < min_cohort:
+        raise CohortTooSmall(
+            f"{spec.key}: cohort of {n} is below the floor of {min_cohort}; publishing it "
+            "would expose individual clients. Wait for more clients or widen the window"
+        )
+    check_clipping(spec, total.sums, total.counts)
+    charge(structure=structure, epsilon=epsilon, what=spec.key, **target)
+    scale = spec.sensitivity / epsilon
+    noisy = (noise or release_noise)(total.sums[0] if total.sums.ndim == 2 else total.sums, scale)
+    return noisy / n, n, scale
 
 
 def aggregate_metric(
@@ -215,21 +244,14 @@ def aggregate_metric(
     (1000, 0.0075)
     """
     eps = _check_epsilon(epsilon)
-    total = secure_sum(client_values)
-    n = int(total.counts[0])
-    if n < min_cohort:
-        raise CohortTooSmall(
-            f"{spec.key}: cohort of {n} is below the floor of {min_cohort}; publishing it "
-            "would expose individual clients. Wait for more clients or widen the window"
-        )
-    check_clipping(spec, total.sums, total.counts)
-    _charge(ledger, epoch, line_item=line_item, structure=Single(spec.key), epsilon=eps,
-            what=spec.key, who=who, why=why, round_index=round_index)
-    scale = spec.sensitivity / eps
-    noisy = (noise or release_noise)(total.sums, scale)
+    target = {"ledger": ledger, "epoch": epoch, "line_item": line_item, "who": who, "why": why,
+              "round_index": round_index}
+    means, n, scale = _noised_cohort_mean(
+        np.asarray(client_values, dtype=np.float64), spec, eps, min_cohort=min_cohort,
+        structure=Single(spec.key), target=target, noise=noise)
     return MetricRelease(
         metric=spec.key,
-        value=float(noisy[0]) / n,
+        value=float(means[0]),
         error_bar=predicted_error_bar(spec.sensitivity, eps, n, alpha),
         alpha=alpha,
         noise_scale=scale / n,
@@ -276,23 +298,15 @@ def aggregate_histogram(
             f"client histograms have shape {data.shape}; {spec.key} has {spec.n_buckets} "
             "buckets: give one row of that many per client"
         )
-    total = secure_sum(data)
-    n = int(total.counts[0])
-    if n < min_cohort:
-        raise CohortTooSmall(
-            f"{spec.key}: cohort of {n} is below the floor of {min_cohort}; publishing it "
-            "would expose individual clients"
-        )
-    check_clipping(spec, total.sums, total.counts)
-    _charge(ledger, epoch, line_item=line_item,
-            structure=Disjoint(spec.key, parts=spec.n_buckets), epsilon=eps, what=spec.key,
-            who=who, why=why, round_index=round_index)
-    scale = spec.sensitivity / eps
-    noisy = (noise or release_noise)(total.sums[0], scale)
+    target = {"ledger": ledger, "epoch": epoch, "line_item": line_item, "who": who, "why": why,
+              "round_index": round_index}
+    means, n, scale = _noised_cohort_mean(
+        data, spec, eps, min_cohort=min_cohort,
+        structure=Disjoint(spec.key, parts=spec.n_buckets), target=target, noise=noise)
     return HistogramRelease(
         metric=spec.key,
         labels=tuple(spec.labels),
-        values=noisy / n,
+        values=means,
         error_bar=predicted_error_bar(spec.sensitivity, eps, n, alpha),
         alpha=alpha,
         noise_scale=scale / n,

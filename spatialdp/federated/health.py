@@ -17,6 +17,7 @@ import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
 from spatialdp.exceptions import InvalidInput
+from spatialdp.federated.aggregate import charge
 from spatialdp.geo.partition import Partition
 from spatialdp.privacy.budget import Disjoint
 from spatialdp.privacy.ledger import PrivacyLedger
@@ -119,12 +120,11 @@ def round_health(
     n = partition.n_regions
     counts = np.bincount(pos * 3 + code, minlength=3 * n).reshape(n, 3).astype(np.int64)
     scale = _SENSITIVITY / float(epsilon)
-    if simulate_with is None and ledger is not None:
-        if epoch is None:
-            raise InvalidInput("epoch= is required when a ledger is given")
-        ledger.spend(epoch, line_item, structure=Disjoint(f"{partition.key}:health", parts=3 * n),
-                     epsilon=float(epsilon), who=who, what="round-health counters",
-                     why="round health", round_index=round_index)
+    if simulate_with is None:
+        charge(ledger=ledger, epoch=epoch, line_item=line_item,
+               structure=Disjoint(f"{partition.key}:health", parts=3 * n),
+               epsilon=float(epsilon), who=who, what="round-health counters",
+               why="round health", round_index=round_index)
     noisy = _noised(counts, scale, simulate_with)
     coarse = np.clip(np.round(noisy / granularity) * granularity, 0, None).astype(np.int64)
     from spatialdp.privacy.accuracy import half_width

@@ -26,6 +26,7 @@ from numpy.typing import NDArray
 from spatialdp.exceptions import InvalidInput
 from spatialdp.federated.aggregate import (
     NoiseSource,
+    charge,
     check_clipping,
     check_partition_version,
     release_noise,
@@ -286,19 +287,14 @@ def regional_report(
             f"{int(counts.max())}); nothing can be published: lower the floor only if the "
             "error bar allows, or merge regions"
         )
-    if ledger is not None:
-        if epoch is None:
-            raise InvalidInput("epoch= is required when a ledger is given")
-        ledger.spend(
-            epoch, line_item,
-            structure=Disjoint(partition.key, parts=published),
-            epsilon=float(sum(epsilons.values())),
-            who=who,
-            what="regional report: " + ", ".join(
-                f"{s.key} (eps {epsilons[s.name]:g})" for s in metrics),
-            why=why,
-            round_index=round_index,
-        )
+    charge(
+        ledger=ledger, epoch=epoch, line_item=line_item,
+        structure=Disjoint(partition.key, parts=published),
+        epsilon=float(sum(epsilons.values())),
+        what="regional report: " + ", ".join(
+            f"{s.key} (eps {epsilons[s.name]:g})" for s in metrics),
+        who=who, why=why, round_index=round_index,
+    )
     add_noise = noise or release_noise
     frames = {
         spec.name: _metric_frame(spec, sums[spec.name], counts, suppressed, epsilons[spec.name],
