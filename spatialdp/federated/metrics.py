@@ -21,6 +21,7 @@ import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
 from spatialdp.exceptions import InvalidInput, InvalidSpec
+from spatialdp.federated.release import predicted_error_bar
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -249,12 +250,6 @@ class MetricRegistry:
 # ---------------------------------------------------------------- clip calibration
 
 
-def _laplace_mean_half_width(sensitivity: float, epsilon: float, n: int, alpha: float) -> float:
-    from spatialdp.privacy.accuracy import half_width
-
-    return float(half_width("laplace", sensitivity / epsilon, m=1, alpha=alpha)) / n
-
-
 def calibrate_clip(held_out: ArrayLike, percentile: float = 99.0, *, low: float = 0.0) -> float:
     """Clip bound at a percentile of a held-out (public or already released) sample.
 
@@ -317,7 +312,7 @@ def clip_tradeoff(
         rows.append({
             "percentile": float(p),
             "clip_high": bound,
-            "noise_half_width": _laplace_mean_half_width(bound - low, epsilon, cohort, alpha),
+            "noise_half_width": predicted_error_bar(bound - low, epsilon, cohort, alpha),
             "share_clipped": float((values > bound).mean()),
             "clip_bias": float(clipped.mean() - values.mean()),
         })
@@ -371,6 +366,6 @@ def min_cohort_for(
         raise InvalidInput(f"target_error_bar={target_error_bar!r} must be a positive number")
     if not (math.isfinite(epsilon) and epsilon > 0):
         raise InvalidInput(f"epsilon={epsilon!r} must be a positive number")
-    one = _laplace_mean_half_width(spec.sensitivity, epsilon, 1, alpha)
+    one = predicted_error_bar(spec.sensitivity, epsilon, 1, alpha)
     return max(1, math.ceil(one / target - 1e-12))
 

@@ -28,9 +28,9 @@ def predicted_error_bar(sensitivity: float, epsilon: float, cohort: int, alpha: 
     >>> round(predicted_error_bar(2.5, 1.0, 500), 5)   # 2.5 * ln(20) / 500
     0.01498
     """
-    from spatialdp.privacy.accuracy import half_width
+    from spatialdp.privacy.cadence import half_width_for_loss
 
-    return float(half_width("laplace", sensitivity / epsilon, m=1, alpha=alpha)) / cohort
+    return half_width_for_loss(sensitivity=sensitivity, cohort=cohort, loss=epsilon, alpha=alpha)
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Literal
 from scipy.stats import norm
 
 from spatialdp.exceptions import InvalidInput
+from spatialdp.privacy.accuracy import half_width as accuracy_half_width
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -85,8 +86,7 @@ def _check_mechanism(mechanism: str) -> None:
 def _width_factor(alpha: float, mechanism: Mechanism) -> float:
     """Half-width / noise scale: ln(1/alpha) for Laplace, z_{1-alpha/2} for Gaussian."""
     _check_mechanism(mechanism)
-    a = _prob("alpha", alpha)
-    return math.log(1.0 / a) if mechanism == "laplace" else float(norm.ppf(1.0 - a / 2.0))
+    return float(accuracy_half_width(mechanism, 1.0, m=1, alpha=_prob("alpha", alpha)))
 
 
 def half_width_for_loss(
