@@ -14,7 +14,10 @@ The reference direction is either the direction of travel (``heading_deg``,
 clockwise from north) or the tangent of the nearest road at the point of the
 road nearest to the TRUE position (where the vehicle was). Across-track error is
 positive to the right of the reference direction; for roads the direction is the
-one the road is digitised in (the RMSEs do not depend on it).
+one the road is digitised in (the RMSEs do not depend on it). The map to ground
+metres is linearised at the true position: exact to first order, with a relative
+error of about ``|error| / R`` times the projection's scale gradient (below 1e-6
+for metre-scale errors in UTM).
 """
 
 from __future__ import annotations
@@ -27,8 +30,6 @@ import pandas as pd
 import pyproj
 import shapely
 from numpy.typing import ArrayLike, NDArray
-from pyproj.aoi import AreaOfInterest
-from pyproj.database import query_utm_crs_info
 
 from spatialdp.exceptions import CRSError, InvalidInput
 
@@ -56,7 +57,7 @@ POSITION_COLUMNS = ("true_geometry", "pred_geometry")
 #: The same positions as lon/lat columns (EPSG:4326).
 LONLAT_COLUMNS = ("true_lon", "true_lat", "pred_lon", "pred_lat")
 #: The default metric CRS is the data's UTM zone when every point is this close
-#: (degrees of longitude) to the centre, World Mercator otherwise.
+#: (degrees of longitude) to the centre, a Mercator centred on the data otherwise.
 UTM_REACH_DEG = 30.0
 #: An RMSE at or below this many metres counts as zero in the ratio.
 RMSE_ATOL_M = 1e-9
@@ -187,13 +188,14 @@ def positions_from_frame(frame: pd.DataFrame) -> tuple[FloatArray, FloatArray, F
 def resolve_metric_crs(metric_crs: Any, lon: FloatArray, lat: FloatArray) -> pyproj.CRS:
     """The projected, metre-based CRS to work in; by default chosen for the data.
 
-    The default is the WGS 84 UTM zone at the data's centre (circular mean
-    longitude, so data straddling the antimeridian are centred correctly), as
-    ``GeoSeries.estimate_utm_crs`` picks it, when every point lies within
-    :data:`UTM_REACH_DEG` degrees of longitude of that centre; wider data (a
-    global fleet) get World Mercator (EPSG:3395). Both are conformal: they keep
-    local angles, which is what an along/across split needs, and the Jacobian
-    correction removes their scale and grid-north offsets.
+    The default is the WGS 84 UTM zone of the data's centre (circular mean
+    longitude, so data straddling the antimeridian are centred correctly), the
+    standard 6-degree zone ``GeoSeries.estimate_utm_crs`` picks, when every
+    point lies within :data:`UTM_REACH_DEG` degrees of longitude of that centre;
+    wider data (a global fleet) get an ellipsoidal Mercator centred on the data.
+    Both are conformal: they keep local angles, which is what an along/across
+    split needs, and the Jacobian correction removes their scale and grid-north
+    offsets.
     """
     if metric_crs is None:
         centre_lon = float(np.degrees(np.angle(np.exp(1j * np.radians(lon)).mean())))
@@ -205,15 +207,17 @@ def resolve_metric_crs(metric_crs: Any, lon: FloatArray, lat: FloatArray) -> pyp
                     f"the data span {2 * spread:.0f} degrees of longitude and reach latitude "
                     f"{np.abs(lat).max():.1f}; no default projection fits: pass metric_crs="
                 )
-            return pyproj.CRS.from_epsg(3395)
-        aoi = AreaOfInterest(centre_lon, centre_lat, centre_lon, centre_lat)
-        found = query_utm_crs_info(datum_name="WGS 84", area_of_interest=aoi)
-        if not found:
+            # Mercator without longitude wrapping (+over): x is linear in longitude,
+            # so no pair of nearby points is torn apart at a seam.
+            return pyproj.CRS.from_proj4(
+                f"+proj=merc +lon_0={centre_lon:.6f} +datum=WGS84 +units=m +over +no_defs")
+        if not -80.0 <= centre_lat <= 84.0:
             raise CRSError(
                 f"no UTM zone covers the data's centre ({centre_lon:.3f}, {centre_lat:.3f}); "
                 "pass metric_crs=, e.g. a polar stereographic CRS (EPSG:3413 or EPSG:3031)"
             )
-        return pyproj.CRS.from_epsg(int(found[0].code))
+        zone = int((centre_lon + 180.0) // 6.0) % 60 + 1
+        return pyproj.CRS.from_epsg((32600 if centre_lat >= 0 else 32700) + zone)
     try:
         crs = pyproj.CRS.from_user_input(metric_crs)
     except pyproj.exceptions.CRSError as err:
@@ -320,12 +324,13 @@ def _road_tangents(xy: FloatArray, roads: NDArray[np.object_], reach_m: float,
     """Tangent (projected) of the road nearest to each point; NaN beyond ``reach_m``.
 
     ``scale`` is the projection's scale at each point (projected units per ground
-    metre): distances are compared in ground metres. Roads are cut into segments no longer than twice
-    the largest reach; an STRtree of their bounding boxes grown by it yields every segment
-    within reach, and exact point-segment distances pick the nearest (ties: the
-    lower segment index, i.e. road order). The tangent is the chord between the
-    road points ``TANGENT_HALF_WINDOW_M`` before and after the nearest point,
-    located on the road's cumulative length: what ``line_locate_point`` and
+    metre): distances are compared in ground metres. Roads are cut into segments
+    no longer than twice the largest reach; an STRtree of their bounding boxes,
+    grown by that reach, yields every segment within reach, and exact
+    point-segment distances pick the nearest (ties: the lower segment index, i.e.
+    road order). The tangent is the chord between the road points
+    ``TANGENT_HALF_WINDOW_M`` before and after the nearest point, located on the
+    road's cumulative length: what ``line_locate_point`` and
     ``line_interpolate_point`` compute, without creating a geometry per example.
     """
     reach = reach_m * scale
@@ -407,6 +412,7 @@ def decompose_errors(
     along/across are None and only the total error (ground metres) is returned.
     """
     crs = resolve_metric_crs(metric_crs, true_lon, true_lat)
+    pred_lon = true_lon + (pred_lon - true_lon + 180.0) % 360.0 - 180.0  # across 180 deg
     transformer = pyproj.Transformer.from_crs(_LONLAT, crs, always_xy=True)
     true_xy = _project(transformer, true_lon, true_lat, round_trip=True)
     inverse = _enu_inverse_jacobian(transformer, true_lon, true_lat, true_xy)
@@ -520,9 +526,12 @@ def clipped_ratio(across_rmse: ArrayLike, along_rmse: ArrayLike, ratio_clip: flo
     [1.0, 6.0, 10.0, 1.0]
     """
     clip = positive_number(ratio_clip, "ratio_clip")
-    across = np.asarray(across_rmse, dtype=np.float64)
-    along = np.asarray(along_rmse, dtype=np.float64)
+    across = finite_column(across_rmse, "across_rmse")
+    along = finite_column(along_rmse, "along_rmse")
+    if (across < 0).any() or (along < 0).any():
+        raise InvalidInput("an RMSE is negative; give root-mean-square errors (>= 0)")
     moving = along > RMSE_ATOL_M
     ratio = np.where(across > RMSE_ATOL_M, clip, min(1.0, clip))
-    np.divide(across, along, out=ratio, where=moving)
+    with np.errstate(over="ignore"):  # a huge quotient is clipped below anyway
+        np.divide(across, along, out=ratio, where=moving)
     return np.clip(ratio, 0.0, clip)

@@ -102,9 +102,11 @@ def persistently_empty_buckets(
 
 def suspiciously_good_region(frame: pd.DataFrame, *, lower_is_better: bool = True
                              ) -> list[Incident]:
-    """The best region, when its lead over the runner-up is inside its own error bar.
+    """The best region, when it leads far but its wide bar makes the lead insignificant.
 
-    A region far better than every other one with a wide bar is more likely a
+    Fires when the best region leads the runner-up by more than the typical
+    (median) error bar, its own bar is at least 1.5 times the typical one (a
+    small cohort), and the lead is still inside the two bars: more likely a
     small cohort's noise than an insight.
     """
     shown = _published(frame).sort_values("value", ascending=lower_is_better)
@@ -112,8 +114,10 @@ def suspiciously_good_region(frame: pd.DataFrame, *, lower_is_better: bool = Tru
         return []
     best, runner_up = shown.iloc[0], shown.iloc[1]
     gap = abs(best.value - runner_up.value)
-    wide = best.error_bar > np.median(shown.error_bar)
-    if gap <= best.error_bar + runner_up.error_bar and wide:
+    typical_bar = float(np.median(shown.error_bar))
+    far_better = gap > typical_bar
+    wide = best.error_bar >= 1.5 * typical_bar
+    if far_better and wide and gap <= best.error_bar + runner_up.error_bar:
         return [Incident(
             "suspiciously-good-region", str(shown.index[0]),
             f"best value {best.value:.3g} +/- {best.error_bar:.3g} (n={int(best.cohort)}) is "
