@@ -14,6 +14,15 @@ from spatialdp.exceptions import (
     PartitionMismatch,
     SpatialDPError,
 )
+from spatialdp.federated import (
+    HistogramSpec,
+    MetricSpec,
+    aggregate_metric,
+    device_report,
+    regional_report,
+)
+from spatialdp.geo import Partition
+from spatialdp.privacy import LaplaceMechanism, PrivacyLedger
 
 __version__ = "0.1.0"
 
@@ -22,11 +31,19 @@ __all__ = [
     "CRSError",
     "ClippingFailure",
     "CohortTooSmall",
+    "HistogramSpec",
     "InvalidCells",
     "InvalidInput",
     "InvalidSpec",
+    "LaplaceMechanism",
     "LedgerError",
+    "MetricSpec",
+    "Partition",
     "PartitionMismatch",
+    "PrivacyLedger",
     "SpatialDPError",
     "__version__",
+    "aggregate_metric",
+    "device_report",
+    "regional_report",
 ]
