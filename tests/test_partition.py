@@ -280,3 +280,37 @@ def test_require_version(colorado_h3: Partition, states_partition: Partition) ->
     with pytest.raises(PartitionMismatch, match="the report was computed on partition version"):
         states_partition.require_version(colorado_h3.version, what="the report")
     assert colorado_h3 != states_partition
+
+
+def test_interior_cell_shortcut_is_exact_near_borders(states: gpd.GeoDataFrame) -> None:
+    """Large batches use interior H3 cells first; the answer must equal sjoin's."""
+    part = Partition.from_geodataframe(states, "state")
+    rng = np.random.default_rng(4)
+    border = states.boundary.union_all()
+    along = shapely.line_interpolate_point(
+        np.array(list(border.geoms), dtype=object)[rng.integers(0, len(border.geoms), 60_000)],
+        rng.uniform(0, 1, 60_000), normalized=True)
+    jitter = rng.normal(0, 0.03, (60_000, 2))  # within ~3 km of a border
+    lon = shapely.get_x(along) + jitter[:, 0]
+    lat = shapely.get_y(along) + jitter[:, 1]
+    result = part.assign(lon=lon, lat=lat)
+    assert part._interior is not None  # the shortcut was used
+    pts = gpd.GeoDataFrame(geometry=gpd.points_from_xy(lon, lat), crs=4326)
+    joined = gpd.sjoin(pts, part.regions.reset_index()[["region_id", "geometry"]],
+                       how="left", predicate="intersects")
+    first = joined.sort_values("index_right").groupby(level=0).region_id.first()
+    expected = first.reindex(range(60_000)).to_numpy(dtype=object)
+    got = result.ids()
+    assert (pd.isna(got) == pd.isna(expected)).all()
+    ok = ~pd.isna(expected)
+    assert (got[ok] == expected[ok]).all()
+
+
+def test_interior_shortcut_respects_overlapping_regions() -> None:
+    frame = gpd.GeoDataFrame(
+        {"id": ["a", "b"]}, geometry=[shapely.box(0, 0, 2, 2), shapely.box(1, 1, 3, 3)], crs=4326
+    )
+    part = Partition.from_geodataframe(frame, "id")
+    rng = np.random.default_rng(0)
+    lon, lat = rng.uniform(1.2, 1.8, 60_000), rng.uniform(1.2, 1.8, 60_000)
+    assert set(part.assign(lon=lon, lat=lat).ids()) == {"a"}  # first region wins, as in sjoin

@@ -1,0 +1,110 @@
+"""What the geography answers: which region each point is in, which cells each polygon covers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from numpy.typing import ArrayLike, NDArray
+from scipy import sparse
+
+from spatialdp.exceptions import InvalidInput
+
+__all__ = ["Assignment", "CellIncidence"]
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """Which region each point fell in.
+
+    Attributes
+    ----------
+    positions : numpy.ndarray of int64
+        Region position per point, ``-1`` where the point is in no region.
+    region_ids : pandas.Index
+        The partition's region ids (``region_ids[positions]`` for assigned points).
+    partition_version : str
+    """
+
+    positions: NDArray[np.int64]
+    region_ids: pd.Index
+    partition_version: str
+
+    @property
+    def assigned(self) -> NDArray[np.bool_]:
+        """Mask of the points that fell in a region."""
+        return self.positions >= 0
+
+    @property
+    def n_unassigned(self) -> int:
+        """How many points fell in no region (never silently dropped)."""
+        return int((self.positions < 0).sum())
+
+    @property
+    def unassigned_index(self) -> NDArray[np.int64]:
+        """Positions (in the input order) of the points in no region."""
+        return np.flatnonzero(self.positions < 0)
+
+    def ids(self) -> NDArray[np.object_]:
+        """Region id per point, ``None`` for unassigned points."""
+        out = np.full(self.positions.size, None, dtype=object)
+        ok = self.assigned
+        out[ok] = np.asarray(self.region_ids)[self.positions[ok]]
+        return out
+
+    def counts(self) -> NDArray[np.int64]:
+        """Number of points per region, in partition order."""
+        return np.bincount(self.positions[self.assigned], minlength=len(self.region_ids))
+
+    def __repr__(self) -> str:
+        return (
+            f"Assignment(points={self.positions.size}, regions={len(self.region_ids)}, "
+            f"unassigned={self.n_unassigned}, partition_version={self.partition_version!r})"
+        )
+
+
+@dataclass(frozen=True)
+class CellIncidence:
+    """Polygon queries turned into cell index arrays of an H3 partition.
+
+    Attributes
+    ----------
+    matrix : scipy.sparse.csr_array of int8, shape (n_queries, n_cells)
+        ``matrix[i, j] == 1`` when query ``i`` covers partition cell ``j``. Row ``i``'s
+        column indices are its cell index array.
+    cells_outside : numpy.ndarray of int64
+        Per query, cells it covers that are not in the partition (outside its extent).
+    containment : str
+    partition_version : str
+    """
+
+    matrix: sparse.csr_array
+    cells_outside: NDArray[np.int64]
+    containment: str
+    partition_version: str
+
+    @property
+    def cells_per_query(self) -> NDArray[np.int64]:
+        """How many partition cells each query covers (its ``m``)."""
+        return np.diff(self.matrix.indptr).astype(np.int64)
+
+    @property
+    def uncovered(self) -> NDArray[np.int64]:
+        """Positions of the queries that cover no partition cell (reported, not dropped)."""
+        return np.flatnonzero(self.cells_per_query == 0)
+
+    def cell_indices(self, query: int) -> NDArray[np.int32]:
+        """Cell index array (partition positions) of one query."""
+        start, stop = self.matrix.indptr[query], self.matrix.indptr[query + 1]
+        return np.asarray(self.matrix.indices[start:stop])
+
+    def answer(self, cell_values: ArrayLike) -> NDArray[np.float64]:
+        """Sum of per-cell values over each query's cells (one sparse product)."""
+        values = np.asarray(cell_values)
+        if values.shape != (self.matrix.shape[1],):
+            raise InvalidInput(
+                f"cell_values has shape {values.shape}; the partition has "
+                f"{self.matrix.shape[1]} cells, give one value per cell in partition order"
+            )
+        return np.asarray(self.matrix @ values)
