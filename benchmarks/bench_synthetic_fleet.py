@@ -69,7 +69,8 @@ def main() -> None:
     start = time.perf_counter()
     synthetic_fleet(args.compare, rng=0, partition=fresh)
     ours_s = time.perf_counter() - start
-    print(f"{args.compare:,} devices: per-device loop {loop_s:.2f} s, synthetic_fleet {ours_s:.3f} s")
+    print(f"{args.compare:,} devices: per-device loop {loop_s:.2f} s, "
+          f"synthetic_fleet {ours_s:.3f} s")
     print(f"ratio: {loop_s / ours_s:.1f}")
 
 
