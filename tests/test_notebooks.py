@@ -1,0 +1,28 @@
+"""The analyst notebooks run top to bottom on a fresh kernel."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("*.ipynb"))
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def test_notebook_executes(path: Path, tmp_path: Path) -> None:
+    notebook = nbformat.read(path, as_version=4)
+    NotebookClient(notebook, timeout=600, kernel_name="python3",
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    errors = [o for cell in notebook.cells for o in cell.get("outputs", [])
+              if o.get("output_type") == "error"]
+    assert not errors
+    images = [o for cell in notebook.cells for o in cell.get("outputs", [])
+              if "image/png" in o.get("data", {})]
+    assert len(images) == 3  # clip trade-off, time series, choropleth
+
+
+def test_there_is_a_notebook() -> None:
+    assert NOTEBOOKS
