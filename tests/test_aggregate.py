@@ -130,3 +130,23 @@ def test_secure_sum_groups() -> None:
     assert s.counts.tolist() == [1, 2, 0]
     with pytest.raises(InvalidInput, match="position in 0..1"):
         secure_sum([1.0, 2.0], [0, 2], 2)
+
+
+def test_seeded_noise_never_reaches_a_charged_release() -> None:
+    ledger = PrivacyLedger(epoch_budget=10.0)
+    with pytest.raises(InvalidInput, match="take no seed: drop noise= to release"):
+        aggregate_metric(np.ones(100), LOSS, epsilon=0.1, ledger=ledger, epoch=0,
+                         noise=simulation_noise(1))
+    assert ledger.spent(0) == 0.0
+
+
+def test_laplace_scale_never_undercharges() -> None:
+    from decimal import Decimal
+
+    from spatialdp.federated.aggregate import laplace_scale
+
+    for sensitivity, eps in [(10.0, 0.7), (1.0, 0.1), (2.5, 0.3), (19.03, 0.4), (1e-3, 3e-7)]:
+        scale = laplace_scale(sensitivity, eps)
+        # the real loss sensitivity/scale is at most the epsilon the ledger charges
+        assert Decimal(sensitivity) / Decimal(scale) <= Decimal(repr(eps))
+        assert scale == pytest.approx(sensitivity / eps, rel=1e-15)

@@ -17,8 +17,10 @@ sensitivity of a sum, and ``2 * mass_cap`` that of a histogram.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from decimal import ROUND_CEILING, Decimal, localcontext
 from typing import Any
 
 import numpy as np
@@ -29,7 +31,7 @@ from spatialdp._random import RandomLike, as_generator
 from spatialdp.exceptions import ClippingFailure, CohortTooSmall, InvalidInput, PartitionMismatch
 from spatialdp.federated.metrics import HistogramSpec, MetricSpec
 from spatialdp.federated.release import HistogramRelease, MetricRelease, predicted_error_bar
-from spatialdp.privacy.budget import Disjoint, Single
+from spatialdp.privacy.budget import Single
 from spatialdp.privacy.ledger import PrivacyLedger
 
 __all__ = [
@@ -44,6 +46,30 @@ __all__ = [
 
 #: Adds Laplace noise of the given scale to every entry of an array.
 NoiseSource = Callable[[NDArray[np.float64], float], NDArray[np.float64]]
+
+
+def laplace_scale(sensitivity: float, epsilon: float) -> float:
+    """Noise scale ``sensitivity / epsilon``, rounded UP so the real loss never exceeds it.
+
+    The ledger charges the epsilon the caller wrote (``0.1`` is charged as exactly
+    0.1), so the scale is computed in exact decimal arithmetic from that same value
+    and from the exact binary value of the sensitivity, and rounded up to a float.
+
+    Examples
+    --------
+    >>> laplace_scale(1.0, 0.1)
+    10.0
+    >>> laplace_scale(10.0, 0.7) * 0.7 >= 10.0
+    True
+    """
+    with localcontext() as ctx:
+        ctx.prec = 50
+        ctx.rounding = ROUND_CEILING
+        exact = Decimal(float(sensitivity)) / Decimal(repr(float(epsilon)))
+    scale = float(exact)
+    if Decimal(scale) < exact:
+        scale = math.nextafter(scale, math.inf)
+    return scale
 
 
 def release_noise(values: NDArray[np.float64], scale: float) -> NDArray[np.float64]:
@@ -149,6 +175,16 @@ def check_clipping(spec: MetricSpec | HistogramSpec, sums: NDArray[np.float64],
         )
 
 
+def refuse_seeded_release(noise: object, ledger: PrivacyLedger | None) -> None:
+    """A release charged to a ledger must use OS-entropy noise, never a seeded source."""
+    if noise is not None and ledger is not None:
+        raise InvalidInput(
+            "a seeded (simulation) noise source was given together with a ledger; "
+            "releases draw noise from OS entropy and take no seed: drop noise= to release, "
+            "or drop ledger= to simulate"
+        )
+
+
 def charge(*, ledger: PrivacyLedger | None, epoch: int | None, line_item: str, structure: Any,
             epsilon: float, what: str, who: str, why: str, round_index: int | None) -> None:
     """Charge a release to the ledger (no-op without one, e.g. in simulations)."""
@@ -181,6 +217,7 @@ def _noised_cohort_mean(
 
     Returns the noised mean(s), the cohort size and the noise scale on the sum.
     """
+    refuse_seeded_release(noise, target["ledger"])
     total = secure_sum(data)
     n = int(total.counts[0])
     if n < min_cohort:
@@ -190,7 +227,7 @@ def _noised_cohort_mean(
         )
     check_clipping(spec, total.sums, total.counts)
     charge(structure=structure, epsilon=epsilon, what=spec.key, **target)
-    scale = spec.sensitivity / epsilon
+    scale = laplace_scale(spec.sensitivity, epsilon)
     noisy = (noise or release_noise)(total.sums[0] if total.sums.ndim == 2 else total.sums, scale)
     return noisy / n, n, scale
 
@@ -302,7 +339,7 @@ def aggregate_histogram(
               "round_index": round_index}
     means, n, scale = _noised_cohort_mean(
         data, spec, eps, min_cohort=min_cohort,
-        structure=Disjoint(spec.key, parts=spec.n_buckets), target=target, noise=noise)
+        structure=Single(spec.key), target=target, noise=noise)
     return HistogramRelease(
         metric=spec.key,
         labels=tuple(spec.labels),

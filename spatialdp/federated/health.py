@@ -17,7 +17,7 @@ import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
 from spatialdp.exceptions import InvalidInput
-from spatialdp.federated.aggregate import charge
+from spatialdp.federated.aggregate import charge, laplace_scale
 from spatialdp.geo.partition import Partition
 from spatialdp.privacy.budget import Disjoint
 from spatialdp.privacy.ledger import PrivacyLedger
@@ -93,8 +93,9 @@ def round_health(
     epsilon : float
         Privacy loss of the whole table (the regions and statuses are disjoint).
     granularity : int
-        Noised counts are rounded to a multiple of this and clamped at zero
-        (post-processing, free in privacy terms).
+        Noised counts are rounded to a multiple of this (post-processing, free in
+        privacy terms); they are not clamped at zero, so sums over regions stay
+        unbiased.
     simulate_with : numpy.random.Generator, optional
         Only for simulations: seeded noise and no ledger charge.
     """
@@ -119,14 +120,20 @@ def round_health(
     code = pd.Categorical(statuses, categories=list(HEALTH_STATUSES)).codes.astype(np.int64)
     n = partition.n_regions
     counts = np.bincount(pos * 3 + code, minlength=3 * n).reshape(n, 3).astype(np.int64)
-    scale = _SENSITIVITY / float(epsilon)
+    scale = laplace_scale(_SENSITIVITY, epsilon)
+    if simulate_with is not None and ledger is not None:
+        raise InvalidInput(
+            "simulate_with= (seeded noise) was given together with a ledger; releases draw "
+            "noise from OS entropy: drop simulate_with= to release, or ledger= to simulate"
+        )
     if simulate_with is None:
         charge(ledger=ledger, epoch=epoch, line_item=line_item,
                structure=Disjoint(f"{partition.key}:health", parts=3 * n),
                epsilon=float(epsilon), who=who, what="round-health counters",
                why="round health", round_index=round_index)
     noisy = _noised(counts, scale, simulate_with)
-    coarse = np.clip(np.round(noisy / granularity) * granularity, 0, None).astype(np.int64)
+    # Rounded to the granularity but not clamped at zero: clamping would bias sums.
+    coarse = (np.round(noisy / granularity) * granularity).astype(np.int64)
     from spatialdp.privacy.accuracy import half_width
 
     bar = float(half_width("discrete_laplace", scale, m=1, alpha=alpha)) + granularity / 2

@@ -48,14 +48,16 @@ def _published(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[~frame.suppressed.astype(bool)]
 
 
-def ratio_pinned_at_clip(frame: pd.DataFrame, clip: float) -> list[Incident]:
+def ratio_pinned_at_clip(frame: pd.DataFrame, clip: float, *, tolerance: float = 0.1
+                         ) -> list[Incident]:
     """Regions whose mean along/across-track ratio cannot be told from its clip.
 
-    When the published mean ratio plus its error bar reaches the clip bound,
-    (almost) every client in the region is pinned at the clip.
+    Fires when even the lower end of the interval is within ``tolerance`` (10%)
+    of the clip: (almost) every client in the region is pinned at the clip, not
+    merely a noisy region whose interval happens to reach it.
     """
     shown = _published(frame)
-    pinned = shown[shown.value + shown.error_bar >= clip]
+    pinned = shown[shown.value - shown.error_bar >= (1.0 - tolerance) * clip]
     return [
         Incident(
             "ratio-pinned-at-clip", str(region),

@@ -28,6 +28,8 @@ from spatialdp.federated.aggregate import (
     NoiseSource,
     charge,
     check_clipping,
+    laplace_scale,
+    refuse_seeded_release,
     check_partition_version,
     release_noise,
     resolve_epsilons,
@@ -269,6 +271,7 @@ def regional_report(
         raise InvalidInput("give at least one metric spec to report")
     if not isinstance(min_cohort, (int, np.integer)) or min_cohort < 1:
         raise InvalidInput(f"min_cohort={min_cohort!r} must be a positive integer")
+    refuse_seeded_release(noise, ledger)
     check_partition_version(client_reports, partition.version)
     epsilons = resolve_epsilons(metrics, epsilon)
     positions = _client_positions(client_reports, partition, region_column)
@@ -329,7 +332,7 @@ def _metric_frame(
 ) -> gpd.GeoDataFrame:
     shown = ~suppressed
     n = counts[shown].astype(np.float64)
-    scale = spec.sensitivity / epsilon
+    scale = laplace_scale(spec.sensitivity, epsilon)
     # Only published regions are noised: suppressed sums never leave the server.
     noisy = add_noise(sums[shown], scale)
     means = noisy / (n[:, None] if noisy.ndim == 2 else n)
@@ -350,7 +353,9 @@ def _metric_frame(
     table["ci_high"] = table.value + table.error_bar
     table["noise_std"] = np.nan
     table.loc[shown, "noise_std"] = np.sqrt(2.0) * scale / n
-    table["cohort"] = counts
+    # Nothing is published below the floor, not even the size of the cohort.
+    table["cohort"] = pd.array(np.where(shown, counts, 0), dtype="Int64")
+    table.loc[~shown, "cohort"] = pd.NA
     with np.errstate(divide="ignore", invalid="ignore"):
         cv = (table.noise_std / table.value.abs()).to_numpy()
     table["cv"] = cv
