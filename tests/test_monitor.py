@@ -96,23 +96,56 @@ def test_compare_reports_per_region() -> None:
 
 def _history(slopes: dict[str, float], rounds: int, rng: np.random.Generator,
              scale: float = 0.02) -> pd.DataFrame:
-    rows = []
-    for region, slope in slopes.items():
-        for r in range(rounds):
-            rows.append({"region_id": region, "round": r,
-                         "value": 1.0 + slope * r + rng.laplace(0, scale),
+    regions = np.repeat(list(slopes), rounds)
+    r = np.tile(np.arange(rounds), len(slopes))
+    slope = np.repeat(list(slopes.values()), rounds)
+    return pd.DataFrame({"region_id": regions, "round": r,
+                         "value": 1.0 + slope * r + rng.laplace(0, scale, r.size),
                          "noise_std": np.sqrt(2) * scale})
-    return pd.DataFrame(rows)
 
 
 def test_drift_detects_trend_and_controls_false_alarms() -> None:
     rng = np.random.default_rng(9)
     flagged = drift(_history({"steady": 0.0, "sliding": 0.03}, 10, rng), window=8)
     assert flagged.loc["sliding", "drifting"] and not flagged.loc["steady", "drifting"]
-    null = _history({f"r{i}": 0.0 for i in range(3000)}, 8, rng)
+    regions = 20_000
+    null = _history({f"r{i}": 0.0 for i in range(regions)}, 8, rng)
     rate = drift(null, window=8, alpha=0.01).drifting.mean()
-    assert rate < 0.01 + 5 * np.sqrt(0.01 * 0.99 / 3000)
+    # exact critical values: the rate is alpha, two-sided within 4 standard errors
+    assert abs(rate - 0.01) < 4 * np.sqrt(0.01 * 0.99 / regions), rate
     with pytest.raises(InvalidInput, match="window=2 is too short"):
         drift(null, window=2)
     with pytest.raises(InvalidInput, match="lacks columns \\['noise_std'\\]"):
         drift(null.drop(columns="noise_std"))
+
+
+def test_fresh_cohorts_need_the_sampling_term() -> None:
+    """Rounds that draw new clients from an unchanged population."""
+    rng = np.random.default_rng(10)
+    population_sd = 0.6
+    n, trials, alpha = 2000, 4000, 0.01
+
+    def release() -> MetricRelease:
+        values = LOSS.clip(rng.normal(1.0, population_sd, n))
+        return aggregate_metric(values, LOSS, epsilon=1.0, noise=simulation_noise(rng))
+
+    pairs = [(release(), release()) for _ in range(trials)]
+    sd = float(np.std(LOSS.clip(rng.normal(1.0, population_sd, 10**6))))
+    with_term = np.mean([compare_releases(a, b, alpha=alpha, sampling_sd=sd).fired
+                         for a, b in pairs])
+    without = np.mean([compare_releases(a, b, alpha=alpha).fired for a, b in pairs])
+    se = np.sqrt(alpha * (1 - alpha) / trials)
+    assert abs(with_term - alpha) < 4 * se, with_term
+    assert without > 10 * alpha  # the DP-only null is wrong for fresh cohorts
+
+
+def test_drift_with_fresh_cohorts() -> None:
+    rng = np.random.default_rng(12)
+    regions, rounds, n, sd, scale = 4000, 6, 500, 0.5, 0.004
+    frame = _history({f"r{i}": 0.0 for i in range(regions)}, rounds, rng, scale=scale)
+    frame["value"] += rng.normal(0, sd / np.sqrt(n), len(frame))
+    frame["cohort"] = n
+    rate = drift(frame, window=rounds, alpha=0.05, sampling_sd=sd).drifting.mean()
+    assert abs(rate - 0.05) < 4 * np.sqrt(0.05 * 0.95 / regions), rate
+    with pytest.raises(InvalidInput, match="lacks columns \\['cohort'\\]"):
+        drift(frame.drop(columns="cohort"), sampling_sd=sd)
