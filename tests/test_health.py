@@ -45,8 +45,13 @@ def test_round_health_counts_within_error_bar(states_partition: Partition) -> No
         got = health.table[["returned", "dropped", "rejected"]].to_numpy()
         # clamping at 0 only moves values toward the truth for zero cells
         hits.append(np.abs(got - truth) <= health.table.error_bar.to_numpy()[:, None])
+    # The bar is the integer 95% half-width of the noise plus half the rounding
+    # step, so it covers at least 95% (rounding can only add slack).
     rate = np.mean(hits)
     assert rate >= 0.95 - 4 * np.sqrt(0.05 * 0.95 / np.size(hits))
+    # and it is not vacuously wide: without the rounding slack it misses more often
+    noise_only = health.table.error_bar.to_numpy()[:, None] - health.granularity
+    assert np.mean(np.abs(got - truth) <= noise_only) < rate
 
 
 def test_round_health_refusals(states_partition: Partition) -> None:

@@ -168,10 +168,11 @@ class PrivacyLedger:
         conn.execute(f"BEGIN {mode}")
         try:
             yield conn
+            conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
             raise
-        conn.execute("COMMIT")
 
     def _cap(self, conn: sqlite3.Connection, epoch: int, item: LineItem) -> tuple[Decimal, Decimal]:
         """(cap, adjustment from borrowing) of ``item`` in ``epoch``."""

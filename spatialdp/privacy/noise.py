@@ -200,8 +200,9 @@ def release_discrete_laplace(counts: Any, scale: float) -> Any:
 
     The scale is used as an exact rational (see :func:`rational_scale`): if
     the float is not a rational with numerator below ``2**32`` it is rounded
-    UP to ``ceil(scale * 2**k) / 2**k`` (relative change below ``2**-20``),
-    which can only lower the privacy loss.
+    UP to ``ceil(scale * 2**k) / 2**k`` (relative change below ``2**-20`` for
+    scales above about ``2**-40``; tiny scales are rounded up further, to
+    ``2**-62`` at least), which can only lower the privacy loss.
 
     Parameters
     ----------
