@@ -24,7 +24,13 @@ def _info(_: argparse.Namespace) -> int:
 
 def _demo(args: argparse.Namespace) -> int:
     from spatialdp.demo import run_demo
+    from spatialdp.exceptions import InvalidInput
 
+    if args.devices < 1_000:
+        raise InvalidInput(
+            f"--devices {args.devices} is too small for a regional round over 48 states; "
+            "use at least 1,000 (the documented run uses 200,000)"
+        )
     result = run_demo(args.out, devices=args.devices, seed=args.seed)
     print(result.ledger_summary)
     print("wrote:")
@@ -56,9 +62,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``spatialdp`` console script."""
+    """Entry point of the ``spatialdp`` console script.
+
+    A refusal (a :class:`~spatialdp.exceptions.SpatialDPError`) is printed as one
+    line on stderr with exit status 2, not as a traceback.
+    """
+    from spatialdp.exceptions import SpatialDPError
+
     args = build_parser().parse_args(argv)
-    return int(args.run(args))
+    try:
+        return int(args.run(args))
+    except SpatialDPError as err:
+        print(f"spatialdp: {type(err).__name__}: {err}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
