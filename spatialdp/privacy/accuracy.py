@@ -39,6 +39,11 @@ Methods - all exact up to quadrature/rounding error (relative error well below
 
 Discrete half-widths are integers: the smallest ``k`` with ``P(|S| <= k) >=
 1 - alpha``, so the interval covers AT LEAST ``1 - alpha`` (usually a bit more).
+
+This module is the public entry point; the numerics live in private modules:
+``_accuracy_numerics`` (quadrature, lattice inversion, integer search),
+``_accuracy_laplace`` (continuous Laplace) and ``_accuracy_lattice`` (discrete
+Laplace and discrete Gaussian).
 """
 
 from __future__ import annotations
@@ -46,14 +51,24 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any, Literal, TypeAlias, overload
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy import optimize, special
+from scipy import special
 
 from spatialdp.exceptions import InvalidInput
+from spatialdp.privacy._accuracy_laplace import lap_half_width, lap_log_sf, lap_mae
+from spatialdp.privacy._accuracy_lattice import (
+    dg_half_width,
+    dg_log_tail,
+    dg_mae,
+    dg_var,
+    dlap_half_width,
+    dlap_log_tail,
+    dlap_mae,
+    dlap_var,
+)
 
 __all__ = [
     "NOISE_KINDS",
@@ -71,11 +86,6 @@ NoiseKind: TypeAlias = Literal["laplace", "gaussian", "discrete_laplace", "discr
 NOISE_KINDS: tuple[str, ...] = ("laplace", "gaussian", "discrete_laplace", "discrete_gaussian")
 FloatOrArray: TypeAlias = "float | NDArray[np.float64]"
 ScalarInt: TypeAlias = "int | np.integer[Any]"
-
-_GL_X, _GL_W = np.polynomial.legendre.leggauss(20)
-_LOG_NEGLIGIBLE = -80.0  # exp(-80) ~ 2e-35: integrand below this relative size is dropped
-_POISSON_SIGMA = 8.0  # discrete Gaussian: variance and phi by their sigma -> inf forms above
-_CACHE = 4096
 
 
 # ---------------------------------------------------------------------------
@@ -142,448 +152,53 @@ def _per_m(m: ArrayLike, fn: Callable[[int], float]) -> FloatOrArray:
 
 
 # ---------------------------------------------------------------------------
-# shared numerics
+# error figures by noise kind
 # ---------------------------------------------------------------------------
 
 
-def _gl_nodes(breaks: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """Composite 20-point Gauss-Legendre nodes and weights over consecutive breakpoints."""
-    lo, hi = breaks[:-1, None], breaks[1:, None]
-    half = (hi - lo) / 2
-    return (lo + half * (_GL_X + 1)).ravel(), (half * _GL_W).ravel()
-
-
-def _subdivide(breaks: NDArray[np.float64], rate: float) -> NDArray[np.float64]:
-    """Split panels so a phase advancing at ``rate`` turns at most ~2 radians per panel."""
-    widths = np.diff(breaks)
-    pieces = np.maximum(1, np.ceil(widths * rate / 2.0)).astype(np.int64)
-    if int(pieces.sum()) > 200_000:  # pragma: no cover - guard against absurd inputs
-        pieces = np.maximum(1, (pieces * (200_000 / pieces.sum())).astype(np.int64))
-    if (pieces == 1).all():
-        return breaks
-    start = np.repeat(breaks[:-1], pieces)
-    step = np.repeat(widths / pieces, pieces)
-    offset = np.arange(int(pieces.sum())) - np.repeat(np.cumsum(pieces) - pieces, pieces)
-    return np.concatenate([start + offset * step, breaks[-1:]])
-
-
-def _cut_range(
-    u_scale: float, logmod: Callable[[NDArray[Any]], NDArray[Any]]
-) -> NDArray[np.float64]:
-    """Geometric breakpoints from ``u_scale/256`` to where ``logmod`` stays negligible (<= pi)."""
-    grid = u_scale * 2.0 ** np.arange(-8, 64)
-    grid = grid[grid < math.pi]
-    if grid.size == 0:
-        return np.array([0.0, math.pi])
-    lm = logmod(grid)
-    # suffix maximum: the first grid point beyond which the modulus stays negligible
-    suffix = np.maximum.accumulate(lm[::-1])[::-1]
-    below = np.flatnonzero(suffix < _LOG_NEGLIGIBLE)
-    if below.size:
-        stop = int(below[0])
-        return np.concatenate([[0.0], grid[: stop + 1]])
-    return np.concatenate([[0.0], grid, [math.pi]])
-
-
-def _lattice_mae(
-    m: int,
-    one_minus_phi: Callable[[NDArray[Any]], NDArray[Any]],
-    sd_total: float,
-) -> float:
-    """``E|S| = (1/pi) int_0^pi (1 - phi^m) / (1 - cos u) du`` for an integer symmetric S."""
-
-    def logphi_m(u: NDArray[np.float64]) -> NDArray[np.float64]:
-        with np.errstate(divide="ignore"):
-            return m * np.log1p(-np.minimum(one_minus_phi(u), 1.0))
-
-    breaks = _cut_range(min(1.0, 1.0 / sd_total) if sd_total > 0 else 1.0, logphi_m)
-    u, w = _gl_nodes(breaks)
-    vals = -np.expm1(logphi_m(u)) / (2.0 * np.sin(u / 2) ** 2)
-    total = float(np.dot(w, vals))
-    top = breaks[-1]
-    if top < math.pi:  # beyond `top`, phi^m is negligible: integrate 1/(1 - cos u) exactly
-        total += 1.0 / math.tan(top / 2)
-    return total / math.pi
-
-
-def _contour_log_tail(
-    m: int,
-    j: int,
-    theta: float,
-    k_theta: float,
-    k2_theta: float,
-    kc: Callable[[NDArray[Any]], NDArray[Any]],
-) -> float:
-    """``log P(S >= j)`` for an integer S with cumulant function ``K`` (``m`` iid terms).
-
-    ``P(S >= j) = exp(m K(t) - t j) (1/pi) int_0^pi Re[exp(m (K(t+iu) - K(t)) - i u j)
-    / (1 - exp(-t - iu))] du`` for any ``t > 0`` inside the domain of ``K``; ``t``
-    is the saddle point. ``kc`` evaluates ``K(t + iu) - K(t)`` at complex arguments.
-    """
-    sd_t = math.sqrt(m * k2_theta)
-    u_scale = min(theta, 1.0 / sd_t) if sd_t > 0 else theta
-
-    def logmod(u: NDArray[np.float64]) -> NDArray[np.float64]:
-        return m * kc(theta + 1j * u).real
-
-    breaks = _subdivide(_cut_range(u_scale, logmod), 2.0 * j + 1.0)
-    u, w = _gl_nodes(breaks)
-    z = theta + 1j * u
-    vals = (np.exp(m * kc(z) - 1j * u * j) / -np.expm1(-z)).real
-    integral = float(np.dot(w, vals)) / math.pi
-    if not integral > 0:  # pragma: no cover - would signal a quadrature failure
-        raise ArithmeticError(f"lattice inversion failed (m={m}, j={j}, theta={theta})")
-    return m * k_theta - theta * j + math.log(integral)
-
-
-def _logsumexp_c(x: NDArray[Any]) -> NDArray[Any]:
-    """log(sum(exp(x), axis=-1)) for complex or real ``x`` (shifted by the max real part)."""
-    mx = x.real.max(axis=-1, keepdims=True)
-    mx = np.where(np.isfinite(mx), mx, 0.0)
-    with np.errstate(divide="ignore"):
-        return np.log(np.exp(x - mx).sum(axis=-1)) + mx[..., 0]
-
-
-def _inv_expm1(t: float) -> float:
-    """``1 / (e^t - 1)`` without overflow."""
-    return 0.0 if t > 700 else 1.0 / math.expm1(t)
-
-
-def _saddle(m: int, j: int, k1: Callable[[float], float], upper: float) -> float:
-    """Root in (0, upper) of ``m K'(t) - j - 1/(e^t - 1)`` (saddle point incl. the pole term)."""
-
-    def h(t: float) -> float:
-        return m * k1(t) - j - _inv_expm1(t)
-
-    lo = min(1e-300 + 1e-12 * upper, upper / 4)
-    hi = upper
-    while h(lo) > 0:  # pragma: no cover - extremely small j/m
-        lo /= 1e3
-    return float(optimize.brentq(h, lo, hi, xtol=1e-14 * hi, rtol=1e-10, maxiter=200))
-
-
-def _smallest_k(log_tail: Callable[[int], float], log_target: float, guess: float) -> int:
-    """Smallest integer ``k >= 0`` with ``log_tail(k) <= log_target`` (``log_tail`` decreasing)."""
-    cache: dict[int, float] = {}
-
-    def f(k: int) -> float:
-        if k not in cache:
-            cache[k] = log_tail(k) - log_target
-        return cache[k]
-
-    if f(0) <= 0:
-        return 0
-    g = max(1, round(guess))
-    lo, hi = 0, g
-    if f(g) > 0:
-        lo = g
-        hi = int(g * 1.2) + 1
-        while f(hi) > 0:
-            lo, hi = hi, int(hi * 1.5) + 1
-    else:
-        k = int(g / 1.2)
-        while k > 0 and f(k) <= 0:
-            hi, k = k, int(k / 1.5)
-        lo = k
-    side = 0
-    while hi - lo > 1:
-        flo, fhi = f(lo), f(hi)
-        if side >= 2 or side <= -2 or not math.isfinite(flo - fhi):  # safeguard: bisect
-            k = (lo + hi) // 2
-            side = 0
-        else:
-            k = round(lo + (hi - lo) * flo / (flo - fhi))
-            k = min(max(k, lo + 1), hi - 1)
-        if f(k) <= 0:
-            hi = k
-            side = side + 1 if side >= 0 else 1
-            if k - 1 > lo and f(k - 1) > 0:
-                lo = k - 1
-        else:
-            lo = k
-            side = side - 1 if side <= 0 else -1
-            if k + 1 < hi and f(k + 1) <= 0:
-                hi = k + 1
-    return hi
-
-
-# ---------------------------------------------------------------------------
-# Laplace
-# ---------------------------------------------------------------------------
-
-
-def _lap_mae(m: int) -> float:
-    """E|S| / b for S a sum of m Laplace(1): 2 m C(2m, m) / 4**m."""
-    return (
-        2.0
-        * m
-        * math.exp(special.gammaln(2 * m + 1) - 2 * special.gammaln(m + 1) - 2 * m * math.log(2))
-    )
-
-
-def _lap_log_sf(m: int, x: float) -> float:
-    """log P(S > x), S a sum of m Laplace(1), x >= 0: P(Poisson(x) + NegBin(m, 1/2) <= m - 1)."""
-    if x <= 0:
-        return math.log(0.5)
-    if m == 1:
-        return math.log(0.5) - x
-    spread = 15.0 * math.sqrt(x) + 60.0
-    k = np.arange(max(0, int(x - spread)), min(m - 1, int(x + spread)) + 1, dtype=np.float64)
-    if k.size == 0:
-        return -math.inf
-    log_pmf = k * math.log(x) - x - special.gammaln(k + 1)
-    with np.errstate(divide="ignore"):
-        log_cdf = np.log(special.betainc(m, m - k, 0.5))
-    return float(_logsumexp_c(log_pmf + log_cdf))
-
-
-@lru_cache(maxsize=_CACHE)
-def _lap_half_width(m: int, alpha: float) -> float:
-    """Half-width / b for the sum of m Laplace(1)."""
-    if m == 1:
-        return math.log(1.0 / alpha)
-    target = math.log(alpha / 2)
-
-    def f(x: float) -> float:
-        return _lap_log_sf(m, x) - target
-
-    hi = 1.01 * min(math.sqrt(2 * m / alpha), 2 * (math.log(2 / alpha) + 0.2877 * m))
-    lo = 0.0
-    # the Laplace sum has heavier tails than the normal of equal variance: bracket from there
-    z = float(special.ndtri(1 - alpha / 2)) * math.sqrt(2 * m)
-    if z < hi and f(z) > 0:
-        lo = z
-        step = 1.25 * z
-        if step < hi and f(step) <= 0:
-            hi = step
-    return float(optimize.brentq(f, lo, hi, xtol=1e-10, rtol=1e-11))
-
-
-# ---------------------------------------------------------------------------
-# discrete Laplace
-# ---------------------------------------------------------------------------
-
-
-def _dlap_params(b: float) -> tuple[float, float]:
-    """(a, 1 - a) with a = exp(-1/b), 1 - a computed without cancellation."""
-    return math.exp(-1.0 / b), -math.expm1(-1.0 / b)
-
-
-def _dlap_var(b: float) -> float:
-    a, oma = _dlap_params(b)
-    return 2.0 * a / oma**2
-
-
-def _dlap_one_minus_phi(b: float) -> Callable[[NDArray[Any]], NDArray[Any]]:
-    a, oma = _dlap_params(b)
-
-    def fn(u: NDArray[np.float64]) -> NDArray[np.float64]:
-        c = 4.0 * a * np.sin(u / 2) ** 2  # 2a (1 - cos u)
-        return c / (oma**2 + c)
-
-    return fn
-
-
-@lru_cache(maxsize=_CACHE)
-def _dlap_mae(m: int, b: float) -> float:
-    a, oma = _dlap_params(b)
-    if m == 1:
-        return 2.0 * a / (oma * (1.0 + a))
-    return _lattice_mae(m, _dlap_one_minus_phi(b), math.sqrt(m * _dlap_var(b)))
-
-
-def _dlap_log_tail_nb(m: int, j: int, b: float) -> float:
-    """log P(S >= j) for j >= m: P(NegBin(j-m, a) + NegBin(m, a/(1+a)) <= m-1)."""
-    a, oma = _dlap_params(b)
-    q = a / (1.0 + a)
-    r = j - m
-    if r == 0:
-        with np.errstate(divide="ignore"):
-            return float(np.log(special.betainc(m, m, q)))
-    mean = r * oma / a
-    sd = math.sqrt(r * oma) / a
-    k = np.arange(
-        max(0, int(mean - 15 * sd - 60)), min(m - 1, int(mean + 15 * sd + 60)) + 1, dtype=np.float64
-    )
-    if k.size == 0:
-        return -math.inf
-    log_pmf = (
-        special.gammaln(k + r)
-        - special.gammaln(r)
-        - special.gammaln(k + 1)
-        - r / b
-        + k * math.log(oma)
-    )
-    with np.errstate(divide="ignore"):
-        log_cdf = np.log(special.betainc(m, m - k, q))
-    return float(_logsumexp_c(log_pmf + log_cdf))
-
-
-def _dlap_log_tail_contour(m: int, j: int, b: float) -> float:
-    """log P(S >= j) by lattice inversion through the saddle point."""
-    _, oma = _dlap_params(b)
-    inv_b = 1.0 / b
-    log_norm = 2.0 * math.log(oma)
-
-    def k1(t: float) -> float:
-        return math.exp(t - inv_b) / -math.expm1(t - inv_b) - math.exp(-t - inv_b) / -math.expm1(
-            -t - inv_b
-        )
-
-    theta = _saddle(m, j, k1, inv_b * (1 - 1e-12))
-    x1, x2 = math.exp(theta - inv_b), math.exp(-theta - inv_b)
-    d1, d2 = -math.expm1(theta - inv_b), -math.expm1(-theta - inv_b)
-    k_theta = log_norm - math.log(d1) - math.log(d2)
-    k2_theta = x1 / d1**2 + x2 / d2**2
-
-    def kc(z: NDArray[Any]) -> NDArray[Any]:
-        return (
-            np.log(d1) - np.log(-np.expm1(z - inv_b)) + np.log(d2) - np.log(-np.expm1(-z - inv_b))
-        )
-
-    return _contour_log_tail(m, j, theta, k_theta, k2_theta, kc)
-
-
-@lru_cache(maxsize=_CACHE * 8)
-def _dlap_log_tail(m: int, j: int, b: float) -> float:
-    """log P(S >= j), S a sum of m discrete Laplace(b), integer j >= 1."""
-    # union bound: S >= j needs some |Z_i| >= ceil(j/m); below e^-800 report 0 (underflow)
-    if math.log(2.0 * m) - math.ceil(j / m) / b < -800:
-        return -math.inf
-    if m == 1:
-        a, _ = _dlap_params(b)
-        return -j / b - math.log1p(a)
-    if j >= m:
-        return _dlap_log_tail_nb(m, j, b)
-    return _dlap_log_tail_contour(m, j, b)
-
-
-@lru_cache(maxsize=_CACHE)
-def _dlap_half_width(m: int, b: float, alpha: float) -> int:
-    a, _ = _dlap_params(b)
-    if m == 1:  # smallest k with 2 a^(k+1) / (1 + a) <= alpha
-        k = max(0, math.ceil(b * math.log(2 / (alpha * (1 + a)))) - 1)
-        while k > 0 and -(k / b) + math.log(2 / (1 + a)) <= math.log(alpha):
-            k -= 1
-        while -((k + 1) / b) + math.log(2 / (1 + a)) > math.log(alpha):
-            k += 1
-        return k
-    guess = special.ndtri(1 - alpha / 2) * math.sqrt(m * _dlap_var(b))
-    return _smallest_k(lambda k: math.log(2) + _dlap_log_tail(m, k + 1, b), math.log(alpha), guess)
-
-
-# ---------------------------------------------------------------------------
-# discrete Gaussian
-# ---------------------------------------------------------------------------
-
-
-@lru_cache(maxsize=256)
-def _dg_weights(sigma: float) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """Support k = 0..L and normalised pmf p_k (for sigma <= 8)."""
-    top = math.ceil(40 * sigma) + 2
-    k = np.arange(0, top + 1, dtype=np.float64)
-    w = np.exp(-(k**2) / (2 * sigma**2))
-    w /= w[0] + 2 * w[1:].sum()
-    return k, w
-
-
-def _dg_var(sigma: float) -> float:
-    if sigma > _POISSON_SIGMA:
-        return sigma**2
-    k, p = _dg_weights(sigma)
-    return float(2 * np.dot(k[1:] ** 2, p[1:]))
-
-
-def _dg_one_minus_phi(sigma: float) -> Callable[[NDArray[Any]], NDArray[Any]]:
-    if sigma > _POISSON_SIGMA:
-        return lambda u: -np.expm1(-(sigma**2) * u**2 / 2)
-    k, p = _dg_weights(sigma)
-
-    def fn(u: NDArray[np.float64]) -> NDArray[np.float64]:
-        return 4.0 * (np.sin(np.outer(u, k[1:]) / 2) ** 2 @ p[1:])
-
-    return fn
-
-
-@lru_cache(maxsize=_CACHE)
-def _dg_mae(m: int, sigma: float) -> float:
-    if m == 1 and sigma <= _POISSON_SIGMA:
-        k, p = _dg_weights(sigma)
-        return float(2 * np.dot(k, p))
-    return _lattice_mae(m, _dg_one_minus_phi(sigma), math.sqrt(m * _dg_var(sigma)))
-
-
-def _dg_log_tail(m: int, j: int, sigma: float) -> float:
-    """log P(S >= j), S a sum of m discrete Gaussian(sigma), integer j >= 1."""
-    s2 = sigma**2
-    if sigma >= 1.0:
-        # Poisson summation:
-        # sum_k e^{wk - k^2/(2 s2)} = sigma sqrt(2 pi) sum_l e^{s2 (w - 2 pi i l)^2 / 2}
-        ls = np.arange(-4, 5) if sigma < 3.0 else np.arange(-1, 3)  # aliases that matter
-        shifts = 1j * 2 * math.pi * ls
-        log_norm = float(_logsumexp_c(-2 * math.pi**2 * s2 * np.arange(-4, 5.0) ** 2))
-        theta = _saddle(m, j, lambda t: s2 * t, (j + 1.0) / (m * s2) + 1.0)
-        log_m_theta = float(_logsumexp_c(s2 * (theta - shifts) ** 2 / 2).real)
-
-        def kc(z: NDArray[Any]) -> NDArray[Any]:
-            return _logsumexp_c(s2 * (z[..., None] - shifts) ** 2 / 2) - log_m_theta
-
-        return _contour_log_tail(m, j, theta, log_m_theta - log_norm, s2, kc)
-
-    _, p = _dg_weights(sigma)
-    log_z = math.log(p[0]) * -1.0  # log of the normaliser relative to weight 1 at k = 0
-
-    def moments(t: float) -> tuple[NDArray[np.float64], NDArray[np.float64], float]:
-        c = round(t * s2)
-        half = math.ceil(13 * sigma) + 3
-        k = np.arange(c - half, c + half + 1, dtype=np.float64)
-        e = t * k - k**2 / (2 * s2)
-        mx = float(e.max())
-        w = np.exp(e - mx)
-        return k, w, mx + math.log(w.sum())
-
-    def k1(t: float) -> float:
-        k, w, _ = moments(t)
-        return float(np.dot(k, w) / w.sum())
-
-    upper = 1.0
-    while m * k1(upper) - j - _inv_expm1(upper) <= 0:
-        upper *= 2
-    theta = _saddle(m, j, k1, upper)
-    k, w, log_mt = moments(theta)
-    w = w / w.sum()
-    mean = float(np.dot(k, w))
-    k2 = float(np.dot((k - mean) ** 2, w))
-    k_theta = log_mt - log_z
-
-    def kc_direct(z: NDArray[Any]) -> NDArray[Any]:
-        # only called on the contour Re z = theta: K(z) - K(theta) = log sum_k w_k e^{iuk}
-        uk = np.outer(z.imag, k)
-        with np.errstate(divide="ignore"):
-            return np.log(np.cos(uk) @ w + 1j * (np.sin(uk) @ w))
-
-    return _contour_log_tail(m, j, theta, k_theta, max(k2, 1e-300), kc_direct)
-
-
-@lru_cache(maxsize=_CACHE * 8)
-def _dg_log_tail_cached(m: int, j: int, sigma: float) -> float:
-    k = math.ceil(j / m)  # union bound as for the discrete Laplace
-    if math.log(2.0 * m) - k * k / (2 * sigma**2) - math.log(-math.expm1(-k / sigma**2)) < -800:
-        return -math.inf
-    if m == 1 and sigma <= _POISSON_SIGMA:
-        kk, p = _dg_weights(sigma)
-        tail = p[j:].sum() if j < kk.size else 0.0
-        if tail > 0:
-            return float(math.log(tail))
-    return _dg_log_tail(m, j, sigma)
-
-
-@lru_cache(maxsize=_CACHE)
-def _dg_half_width(m: int, sigma: float, alpha: float) -> int:
-    guess = special.ndtri(1 - alpha / 2) * math.sqrt(m * _dg_var(sigma))
-    return _smallest_k(
-        lambda k: math.log(2) + _dg_log_tail_cached(m, k + 1, sigma), math.log(alpha), guess
-    )
+@dataclass(frozen=True)
+class _Figures:
+    """One noise kind's error figures at scale ``s`` for a sum ``S`` of ``m`` draws."""
+
+    var: Callable[[float], float]  # s -> variance of one draw
+    mae: Callable[[int, float], float]  # (m, s) -> E|S|
+    half_width: Callable[[int, float, float], float]  # (m, s, alpha) -> h
+    tail: Callable[[int, float, float], float]  # (m, x, s) -> P(|S| > x)
+
+
+def _lattice_tail(
+    log_tail: Callable[[int, int, float], float],
+) -> Callable[[int, float, float], float]:
+    """``P(|S| > x)`` of an integer S from ``log P(S >= j)``, as ``|S| >= floor(x) + 1``."""
+    return lambda m, x, s: min(1.0, 2 * math.exp(log_tail(m, math.floor(x) + 1, s)))
+
+
+_FIGURES: dict[str, _Figures] = {
+    "laplace": _Figures(
+        var=lambda s: 2 * s * s,
+        mae=lambda m, s: s * lap_mae(m),
+        half_width=lambda m, s, a: s * lap_half_width(m, a),
+        tail=lambda m, x, s: 2 * math.exp(lap_log_sf(m, x / s)),
+    ),
+    "gaussian": _Figures(
+        var=lambda s: s * s,
+        mae=lambda m, s: s * math.sqrt(2 * m / math.pi),
+        half_width=lambda m, s, a: s * float(special.ndtri(1 - a / 2)) * math.sqrt(m),
+        tail=lambda m, x, s: 2 * float(special.ndtr(-x / (s * math.sqrt(m)))),
+    ),
+    "discrete_laplace": _Figures(
+        var=dlap_var,
+        mae=dlap_mae,
+        half_width=lambda m, s, a: float(dlap_half_width(m, s, a)),
+        tail=_lattice_tail(dlap_log_tail),
+    ),
+    "discrete_gaussian": _Figures(
+        var=dg_var,
+        mae=dg_mae,
+        half_width=lambda m, s, a: float(dg_half_width(m, s, a)),
+        tail=_lattice_tail(dg_log_tail),
+    ),
+}
 
 
 # ---------------------------------------------------------------------------
@@ -621,16 +236,7 @@ def noise_std(kind: NoiseKind | str, scale: float, m: ArrayLike = 1) -> FloatOrA
     >>> noise_std("gaussian", 1.0, [1, 4])
     array([1., 2.])
     """
-    kind = _check_kind(kind)
-    s = _check_scale(scale)
-    if kind == "laplace":
-        var1 = 2 * s * s
-    elif kind == "gaussian":
-        var1 = s * s
-    elif kind == "discrete_laplace":
-        var1 = _dlap_var(s)
-    else:
-        var1 = _dg_var(s)
+    var1 = _FIGURES[_check_kind(kind)].var(_check_scale(scale))
     arr, scalar = _check_m(m)
     out = np.sqrt(arr * var1)
     return float(out) if scalar else out
@@ -668,15 +274,9 @@ def mean_abs_error(kind: NoiseKind | str, scale: float, m: ArrayLike = 1) -> Flo
     >>> round(mean_abs_error("laplace", 1.0, 2), 6)  # 2*2*C(4,2)/16
     1.5
     """
-    kind = _check_kind(kind)
+    fig = _FIGURES[_check_kind(kind)]
     s = _check_scale(scale)
-    if kind == "laplace":
-        return _per_m(m, lambda k: s * _lap_mae(k))
-    if kind == "gaussian":
-        return _per_m(m, lambda k: s * math.sqrt(2 * k / math.pi))
-    if kind == "discrete_laplace":
-        return _per_m(m, lambda k: _dlap_mae(k, s))
-    return _per_m(m, lambda k: _dg_mae(k, s))
+    return _per_m(m, lambda k: fig.mae(k, s))
 
 
 @overload
@@ -721,17 +321,10 @@ def half_width(
     >>> half_width("discrete_laplace", 1.0, [1, 1, 100])
     array([ 3.,  3., 27.])
     """
-    kind = _check_kind(kind)
+    fig = _FIGURES[_check_kind(kind)]
     s = _check_scale(scale)
     a = _check_alpha(alpha)
-    if kind == "laplace":
-        return _per_m(m, lambda k: s * _lap_half_width(k, a))
-    if kind == "gaussian":
-        z = float(special.ndtri(1 - a / 2))
-        return _per_m(m, lambda k: s * z * math.sqrt(k))
-    if kind == "discrete_laplace":
-        return _per_m(m, lambda k: float(_dlap_half_width(k, s, a)))
-    return _per_m(m, lambda k: float(_dg_half_width(k, s, a)))
+    return _per_m(m, lambda k: fig.half_width(k, s, a))
 
 
 @overload
@@ -771,7 +364,7 @@ def tail_probability(
     >>> round(tail_probability("discrete_laplace", 1.0, 0), 6)  # 2a/(1+a), a = 1/e
     0.537883
     """
-    kind = _check_kind(kind)
+    fig = _FIGURES[_check_kind(kind)]
     s = _check_scale(scale)
     try:
         x = float(threshold)
@@ -779,14 +372,7 @@ def tail_probability(
         raise InvalidInput(f"threshold={threshold!r} is not a number; pass e.g. 10.0") from None
     if not math.isfinite(x) or x < 0:
         raise InvalidInput(f"threshold={threshold!r} must be finite and >= 0; pass e.g. 10.0")
-    if kind == "laplace":
-        return _per_m(m, lambda k: 2 * math.exp(_lap_log_sf(k, x / s)))
-    if kind == "gaussian":
-        return _per_m(m, lambda k: 2 * float(special.ndtr(-x / (s * math.sqrt(k)))))
-    j = math.floor(x) + 1  # |S| > x  <=>  |S| >= j for integer S
-    if kind == "discrete_laplace":
-        return _per_m(m, lambda k: min(1.0, 2 * math.exp(_dlap_log_tail(k, j, s))))
-    return _per_m(m, lambda k: min(1.0, 2 * math.exp(_dg_log_tail_cached(k, j, s))))
+    return _per_m(m, lambda k: fig.tail(k, x, s))
 
 
 @dataclass(frozen=True)

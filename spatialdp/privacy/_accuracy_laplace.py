@@ -1,0 +1,63 @@
+"""Error figures of a sum of ``m`` continuous Laplace draws (private helpers).
+
+All figures are for unit scale ``b = 1``; the caller multiplies by ``b``. See
+:mod:`spatialdp.privacy.accuracy` for the method (an exact Poisson/negative
+binomial identity for the tail).
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+from scipy import optimize, special
+
+from spatialdp.privacy._accuracy_numerics import CACHE, logsumexp_c
+
+
+def lap_mae(m: int) -> float:
+    """E|S| / b for S a sum of m Laplace(1): 2 m C(2m, m) / 4**m."""
+    return (
+        2.0
+        * m
+        * math.exp(special.gammaln(2 * m + 1) - 2 * special.gammaln(m + 1) - 2 * m * math.log(2))
+    )
+
+
+def lap_log_sf(m: int, x: float) -> float:
+    """log P(S > x), S a sum of m Laplace(1), x >= 0: P(Poisson(x) + NegBin(m, 1/2) <= m - 1)."""
+    if x <= 0:
+        return math.log(0.5)
+    if m == 1:
+        return math.log(0.5) - x
+    spread = 15.0 * math.sqrt(x) + 60.0
+    k = np.arange(max(0, int(x - spread)), min(m - 1, int(x + spread)) + 1, dtype=np.float64)
+    if k.size == 0:
+        return -math.inf
+    log_pmf = k * math.log(x) - x - special.gammaln(k + 1)
+    with np.errstate(divide="ignore"):
+        log_cdf = np.log(special.betainc(m, m - k, 0.5))
+    return float(logsumexp_c(log_pmf + log_cdf))
+
+
+@lru_cache(maxsize=CACHE)
+def lap_half_width(m: int, alpha: float) -> float:
+    """Half-width / b for the sum of m Laplace(1)."""
+    if m == 1:
+        return math.log(1.0 / alpha)
+    target = math.log(alpha / 2)
+
+    def f(x: float) -> float:
+        return lap_log_sf(m, x) - target
+
+    hi = 1.01 * min(math.sqrt(2 * m / alpha), 2 * (math.log(2 / alpha) + 0.2877 * m))
+    lo = 0.0
+    # the Laplace sum has heavier tails than the normal of equal variance: bracket from there
+    z = float(special.ndtri(1 - alpha / 2)) * math.sqrt(2 * m)
+    if z < hi and f(z) > 0:
+        lo = z
+        step = 1.25 * z
+        if step < hi and f(step) <= 0:
+            hi = step
+    return float(optimize.brentq(f, lo, hi, xtol=1e-10, rtol=1e-11))

@@ -1,0 +1,181 @@
+"""Shared numerics for the accuracy of sums of noise draws (private helpers).
+
+Composite Gauss-Legendre quadrature, the lattice inversion through a saddle
+point, the lattice mean absolute error and an integer search for the smallest
+half-width; the methods are described in :mod:`spatialdp.privacy.accuracy`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy import optimize
+
+_GL_X, _GL_W = np.polynomial.legendre.leggauss(20)
+_LOG_NEGLIGIBLE = -80.0  # exp(-80) ~ 2e-35: integrand below this relative size is dropped
+CACHE = 4096  # lru_cache size of the per-(m, scale) figures
+
+
+def _gl_nodes(breaks: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Composite 20-point Gauss-Legendre nodes and weights over consecutive breakpoints."""
+    lo, hi = breaks[:-1, None], breaks[1:, None]
+    half = (hi - lo) / 2
+    return (lo + half * (_GL_X + 1)).ravel(), (half * _GL_W).ravel()
+
+
+def _subdivide(breaks: NDArray[np.float64], rate: float) -> NDArray[np.float64]:
+    """Split panels so a phase advancing at ``rate`` turns at most ~2 radians per panel."""
+    widths = np.diff(breaks)
+    pieces = np.maximum(1, np.ceil(widths * rate / 2.0)).astype(np.int64)
+    if int(pieces.sum()) > 200_000:  # pragma: no cover - guard against absurd inputs
+        pieces = np.maximum(1, (pieces * (200_000 / pieces.sum())).astype(np.int64))
+    if (pieces == 1).all():
+        return breaks
+    start = np.repeat(breaks[:-1], pieces)
+    step = np.repeat(widths / pieces, pieces)
+    offset = np.arange(int(pieces.sum())) - np.repeat(np.cumsum(pieces) - pieces, pieces)
+    return np.concatenate([start + offset * step, breaks[-1:]])
+
+
+def _cut_range(
+    u_scale: float, logmod: Callable[[NDArray[Any]], NDArray[Any]]
+) -> NDArray[np.float64]:
+    """Geometric breakpoints from ``u_scale/256`` to where ``logmod`` stays negligible (<= pi)."""
+    grid = u_scale * 2.0 ** np.arange(-8, 64)
+    grid = grid[grid < math.pi]
+    if grid.size == 0:
+        return np.array([0.0, math.pi])
+    lm = logmod(grid)
+    # suffix maximum: the first grid point beyond which the modulus stays negligible
+    suffix = np.maximum.accumulate(lm[::-1])[::-1]
+    below = np.flatnonzero(suffix < _LOG_NEGLIGIBLE)
+    if below.size:
+        stop = int(below[0])
+        return np.concatenate([[0.0], grid[: stop + 1]])
+    return np.concatenate([[0.0], grid, [math.pi]])
+
+
+def lattice_mae(
+    m: int,
+    one_minus_phi: Callable[[NDArray[Any]], NDArray[Any]],
+    sd_total: float,
+) -> float:
+    """``E|S| = (1/pi) int_0^pi (1 - phi^m) / (1 - cos u) du`` for an integer symmetric S."""
+
+    def logphi_m(u: NDArray[np.float64]) -> NDArray[np.float64]:
+        with np.errstate(divide="ignore"):
+            return m * np.log1p(-np.minimum(one_minus_phi(u), 1.0))
+
+    breaks = _cut_range(min(1.0, 1.0 / sd_total) if sd_total > 0 else 1.0, logphi_m)
+    u, w = _gl_nodes(breaks)
+    vals = -np.expm1(logphi_m(u)) / (2.0 * np.sin(u / 2) ** 2)
+    total = float(np.dot(w, vals))
+    top = breaks[-1]
+    if top < math.pi:  # beyond `top`, phi^m is negligible: integrate 1/(1 - cos u) exactly
+        total += 1.0 / math.tan(top / 2)
+    return total / math.pi
+
+
+def contour_log_tail(
+    m: int,
+    j: int,
+    theta: float,
+    k_theta: float,
+    k2_theta: float,
+    kc: Callable[[NDArray[Any]], NDArray[Any]],
+) -> float:
+    """``log P(S >= j)`` for an integer S with cumulant function ``K`` (``m`` iid terms).
+
+    ``P(S >= j) = exp(m K(t) - t j) (1/pi) int_0^pi Re[exp(m (K(t+iu) - K(t)) - i u j)
+    / (1 - exp(-t - iu))] du`` for any ``t > 0`` inside the domain of ``K``; ``t``
+    is the saddle point. ``kc`` evaluates ``K(t + iu) - K(t)`` at complex arguments.
+    """
+    sd_t = math.sqrt(m * k2_theta)
+    u_scale = min(theta, 1.0 / sd_t) if sd_t > 0 else theta
+
+    def logmod(u: NDArray[np.float64]) -> NDArray[np.float64]:
+        return m * kc(theta + 1j * u).real
+
+    breaks = _subdivide(_cut_range(u_scale, logmod), 2.0 * j + 1.0)
+    u, w = _gl_nodes(breaks)
+    z = theta + 1j * u
+    vals = (np.exp(m * kc(z) - 1j * u * j) / -np.expm1(-z)).real
+    integral = float(np.dot(w, vals)) / math.pi
+    if not integral > 0:  # pragma: no cover - would signal a quadrature failure
+        raise ArithmeticError(f"lattice inversion failed (m={m}, j={j}, theta={theta})")
+    return m * k_theta - theta * j + math.log(integral)
+
+
+def logsumexp_c(x: NDArray[Any]) -> NDArray[Any]:
+    """log(sum(exp(x), axis=-1)) for complex or real ``x`` (shifted by the max real part)."""
+    mx = x.real.max(axis=-1, keepdims=True)
+    mx = np.where(np.isfinite(mx), mx, 0.0)
+    with np.errstate(divide="ignore"):
+        return np.log(np.exp(x - mx).sum(axis=-1)) + mx[..., 0]
+
+
+def inv_expm1(t: float) -> float:
+    """``1 / (e^t - 1)`` without overflow."""
+    return 0.0 if t > 700 else 1.0 / math.expm1(t)
+
+
+def saddle(m: int, j: int, k1: Callable[[float], float], upper: float) -> float:
+    """Root in (0, upper) of ``m K'(t) - j - 1/(e^t - 1)`` (saddle point incl. the pole term)."""
+
+    def h(t: float) -> float:
+        return m * k1(t) - j - inv_expm1(t)
+
+    lo = min(1e-300 + 1e-12 * upper, upper / 4)
+    hi = upper
+    while h(lo) > 0:  # pragma: no cover - extremely small j/m
+        lo /= 1e3
+    return float(optimize.brentq(h, lo, hi, xtol=1e-14 * hi, rtol=1e-10, maxiter=200))
+
+
+def smallest_k(log_tail: Callable[[int], float], log_target: float, guess: float) -> int:
+    """Smallest integer ``k >= 0`` with ``log_tail(k) <= log_target`` (``log_tail`` decreasing)."""
+    cache: dict[int, float] = {}
+
+    def f(k: int) -> float:
+        if k not in cache:
+            cache[k] = log_tail(k) - log_target
+        return cache[k]
+
+    if f(0) <= 0:
+        return 0
+    g = max(1, round(guess))
+    lo, hi = 0, g
+    if f(g) > 0:
+        lo = g
+        hi = int(g * 1.2) + 1
+        while f(hi) > 0:
+            lo, hi = hi, int(hi * 1.5) + 1
+    else:
+        k = int(g / 1.2)
+        while k > 0 and f(k) <= 0:
+            hi, k = k, int(k / 1.5)
+        lo = k
+    side = 0
+    while hi - lo > 1:
+        flo, fhi = f(lo), f(hi)
+        if side >= 2 or side <= -2 or not math.isfinite(flo - fhi):  # safeguard: bisect
+            k = (lo + hi) // 2
+            side = 0
+        else:
+            k = round(lo + (hi - lo) * flo / (flo - fhi))
+            k = min(max(k, lo + 1), hi - 1)
+        if f(k) <= 0:
+            hi = k
+            side = side + 1 if side >= 0 else 1
+            if k - 1 > lo and f(k - 1) > 0:
+                lo = k - 1
+        else:
+            lo = k
+            side = side - 1 if side <= 0 else -1
+            if k + 1 < hi and f(k + 1) <= 0:
+                hi = k + 1
+    return hi
