@@ -18,20 +18,39 @@ one the road is digitised in (the RMSEs do not depend on it). The map to ground
 metres is linearised at the true position: exact to first order, with a relative
 error of about ``|error| / R`` times the projection's scale gradient (below 1e-6
 for metre-scale errors in UTM).
+
+The metric CRS and the Jacobian live in :mod:`spatialdp.federated._projection`,
+the nearest-road search in :mod:`spatialdp.federated._roads`, the argument
+checks in :mod:`spatialdp.federated._checks`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import geopandas as gpd
 import numpy as np
 import pandas as pd
 import pyproj
 import shapely
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import ArrayLike
 
 from spatialdp.exceptions import CRSError, InvalidInput
+from spatialdp.federated._checks import (
+    FloatArray,
+    _check_range,
+    _refuse_rows,
+    finite_column,
+    positive_number,
+)
+from spatialdp.federated._projection import (
+    _LONLAT,
+    UTM_REACH_DEG,
+    _apply,
+    _enu_inverse_jacobian,
+    _project,
+    resolve_metric_crs,
+)
+from spatialdp.federated._roads import TANGENT_HALF_WINDOW_M, _road_tangents, _roads_in
 
 __all__ = [
     "LONLAT_COLUMNS",
@@ -49,26 +68,12 @@ __all__ = [
     "track_errors",
 ]
 
-FloatArray = NDArray[np.float64]
-IntArray = NDArray[np.int64]
-
 #: Point geometry columns of the true and the predicted position.
 POSITION_COLUMNS = ("true_geometry", "pred_geometry")
 #: The same positions as lon/lat columns (EPSG:4326).
 LONLAT_COLUMNS = ("true_lon", "true_lat", "pred_lon", "pred_lat")
-#: The default metric CRS is the data's UTM zone when every point is this close
-#: (degrees of longitude) to the centre, a Mercator centred on the data otherwise.
-UTM_REACH_DEG = 30.0
 #: An RMSE at or below this many metres counts as zero in the ratio.
 RMSE_ATOL_M = 1e-9
-#: The road tangent is the chord from 1 m before to 1 m after the nearest point:
-#: the segment's direction on a straight stretch, the bisector exactly at a bend.
-TANGENT_HALF_WINDOW_M = 1.0
-
-_LONLAT = pyproj.CRS.from_epsg(4326)
-_STEP_DEG = 1e-5  # finite-difference step of the Jacobian, about 1 m
-_WGS84_A = 6_378_137.0
-_WGS84_E2 = 0.0066943799901413165
 
 
 # --------------------------------------------------------------------------- inputs
@@ -80,45 +85,6 @@ def has_positions(frame: pd.DataFrame) -> bool:
         frame.columns
     )
 
-
-def finite_column(values: ArrayLike, column: str) -> FloatArray:
-    """Values as float64; refuse non-numeric, NaN and infinite values, naming the column."""
-    try:
-        arr = np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise InvalidInput(f"column {column!r} is not numeric; give numbers") from None
-    bad = ~np.isfinite(arr)
-    if bad.any():
-        raise InvalidInput(
-            f"column {column!r} has {int(bad.sum())} NaN or infinite values (first at row "
-            f"{int(np.flatnonzero(bad)[0])}); drop or repair those examples on the device"
-        )
-    return arr
-
-
-def positive_number(value: Any, name: str) -> float:
-    """A positive, finite float, or InvalidInput naming the argument."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise InvalidInput(f"{name}={value!r} is not a number") from None
-    if not (np.isfinite(number) and number > 0):
-        raise InvalidInput(f"{name}={value!r} must be a positive, finite number")
-    return number
-
-
-def _check_range(lon: FloatArray, lat: FloatArray, what: str) -> None:
-    for values, limit, name in ((lat, 90.0, "latitude"), (lon, 180.0, "longitude")):
-        out = np.abs(values) > limit
-        if out.any():
-            first = int(np.flatnonzero(out)[0])
-            raise CRSError(
-                f"{what}: {name} {values[first]} at row {first} is outside "
-                f"[-{limit:g}, {limit:g}]; the values look projected: give lon/lat "
-                "(EPSG:4326), or a GeoSeries carrying its CRS"
-            )
-
-
 def _points_lonlat(series: pd.Series, column: str) -> tuple[FloatArray, FloatArray]:
     crs = getattr(series.array, "crs", None)
     if crs is None:
@@ -129,18 +95,15 @@ def _points_lonlat(series: pd.Series, column: str) -> tuple[FloatArray, FloatArr
         )
     geoms = np.asarray(series.array, dtype=object)
     missing = shapely.is_missing(geoms) | shapely.is_empty(geoms)
-    if missing.any():
-        raise InvalidInput(
-            f"column {column!r} has {int(missing.sum())} missing or empty points (first at "
-            f"row {int(np.flatnonzero(missing)[0])}); drop those examples"
-        )
+    _refuse_rows(missing, InvalidInput, lambda first: (
+        f"column {column!r} has {int(missing.sum())} missing or empty points (first at "
+        f"row {first}); drop those examples"
+    ))
     not_point = shapely.get_type_id(geoms) != shapely.GeometryType.POINT
-    if not_point.any():
-        raise InvalidInput(
-            f"column {column!r} must hold Point geometries; row "
-            f"{int(np.flatnonzero(not_point)[0])} is a {geoms[not_point][0].geom_type}: "
-            "use .centroid or .representative_point() for other shapes"
-        )
+    _refuse_rows(not_point, InvalidInput, lambda first: (
+        f"column {column!r} must hold Point geometries; row {first} is a "
+        f"{geoms[first].geom_type}: use .centroid or .representative_point() for other shapes"
+    ))
     x = finite_column(shapely.get_x(geoms), column)
     y = finite_column(shapely.get_y(geoms), column)
     crs = pyproj.CRS.from_user_input(crs)
@@ -180,214 +143,6 @@ def positions_from_frame(frame: pd.DataFrame) -> tuple[FloatArray, FloatArray, F
         f"no positions: give point columns {list(POSITION_COLUMNS)} (with a CRS) or lon/lat "
         f"columns {list(LONLAT_COLUMNS)}; the frame has {list(frame.columns)[:10]}"
     )
-
-
-# --------------------------------------------------------------------------- metric CRS
-
-
-def resolve_metric_crs(metric_crs: Any, lon: FloatArray, lat: FloatArray) -> pyproj.CRS:
-    """The projected, metre-based CRS to work in; by default chosen for the data.
-
-    The default is the WGS 84 UTM zone of the data's centre (circular mean
-    longitude, so data straddling the antimeridian are centred correctly), the
-    standard 6-degree zone ``GeoSeries.estimate_utm_crs`` picks, when every
-    point lies within :data:`UTM_REACH_DEG` degrees of longitude of that centre;
-    wider data (a global fleet) get an ellipsoidal Mercator centred on the data.
-    Both are conformal: they keep local angles, which is what an along/across
-    split needs, and the Jacobian correction removes their scale and grid-north
-    offsets.
-    """
-    if metric_crs is None:
-        centre_lon = float(np.degrees(np.angle(np.exp(1j * np.radians(lon)).mean())))
-        spread = np.abs((lon - centre_lon + 180.0) % 360.0 - 180.0).max()
-        centre_lat = float(lat.mean())
-        if spread > UTM_REACH_DEG:
-            if np.abs(lat).max() > 85.0:
-                raise CRSError(
-                    f"the data span {2 * spread:.0f} degrees of longitude and reach latitude "
-                    f"{np.abs(lat).max():.1f}; no default projection fits: pass metric_crs="
-                )
-            # Mercator without longitude wrapping (+over): x is linear in longitude,
-            # so no pair of nearby points is torn apart at a seam.
-            return pyproj.CRS.from_proj4(
-                f"+proj=merc +lon_0={centre_lon:.6f} +datum=WGS84 +units=m +over +no_defs")
-        if not -80.0 <= centre_lat <= 84.0:
-            raise CRSError(
-                f"no UTM zone covers the data's centre ({centre_lon:.3f}, {centre_lat:.3f}); "
-                "pass metric_crs=, e.g. a polar stereographic CRS (EPSG:3413 or EPSG:3031)"
-            )
-        zone = int((centre_lon + 180.0) // 6.0) % 60 + 1
-        return pyproj.CRS.from_epsg((32600 if centre_lat >= 0 else 32700) + zone)
-    try:
-        crs = pyproj.CRS.from_user_input(metric_crs)
-    except pyproj.exceptions.CRSError as err:
-        raise CRSError(f"metric_crs={metric_crs!r} is not a CRS pyproj knows: {err}") from None
-    units = {axis.unit_name for axis in crs.axis_info}
-    if not crs.is_projected or not units <= {"metre", "meter"}:
-        raise CRSError(
-            f"metric_crs={crs.to_string()!r} is not a projected CRS in metres (units "
-            f"{sorted(units)}); errors need metres: pass a UTM zone, or None to pick one"
-        )
-    return crs
-
-
-def _project(transformer: pyproj.Transformer, lon: FloatArray, lat: FloatArray,
-             *, round_trip: bool = False) -> FloatArray:
-    """Projected coordinates; with ``round_trip``, refuse points the CRS cannot hold.
-
-    A transverse Mercator returns finite but wrong coordinates far from its
-    central meridian, so finiteness alone is no test: the round trip is.
-    """
-    x, y = transformer.transform(lon, lat)
-    xy = np.column_stack([x, y]).astype(np.float64)
-    bad = ~np.isfinite(xy).all(axis=1)
-    if round_trip and not bad.any():
-        back_lon, back_lat = transformer.transform(x, y, direction="INVERSE")
-        off_lon = np.abs((np.asarray(back_lon) - lon + 180.0) % 360.0 - 180.0)
-        bad = (off_lon > 1e-6) | (np.abs(np.asarray(back_lat) - lat) > 1e-6)
-    if bad.any():
-        first = int(np.flatnonzero(bad)[0])
-        raise CRSError(
-            f"{int(bad.sum())} positions cannot be projected to the metric CRS (first at row "
-            f"{first}: lon {lon[first]}, lat {lat[first]}); choose a metric_crs whose area "
-            "of use covers the data, or None to pick one"
-        )
-    return xy
-
-
-def _enu_inverse_jacobian(transformer: pyproj.Transformer, lon: FloatArray, lat: FloatArray,
-                          xy: FloatArray) -> FloatArray:
-    """Per point, the 2x2 map from projected metres to local east/north metres."""
-    phi = np.radians(lat)
-    w = np.sqrt(1.0 - _WGS84_E2 * np.sin(phi) ** 2)
-    east_m = np.radians(_STEP_DEG) * _WGS84_A * np.cos(phi) / w  # prime-vertical radius
-    north_m = np.radians(_STEP_DEG) * _WGS84_A * (1.0 - _WGS84_E2) / w**3  # meridian radius
-    d_east = (_project(transformer, lon + _STEP_DEG, lat) - xy) / east_m[:, None]
-    d_north = (_project(transformer, lon, lat + _STEP_DEG) - xy) / north_m[:, None]
-    # J = [[dx/dE, dx/dN], [dy/dE, dy/dN]]; inverse of a 2x2 matrix.
-    a, b, c, d = d_east[:, 0], d_north[:, 0], d_east[:, 1], d_north[:, 1]
-    det = a * d - b * c
-    return np.stack([np.stack([d, -b], axis=-1), np.stack([-c, a], axis=-1)], axis=1) / det[
-        :, None, None
-    ]
-
-
-def _apply(inverse: FloatArray, vectors: FloatArray) -> FloatArray:
-    return np.einsum("nij,nj->ni", inverse, vectors)
-
-
-# --------------------------------------------------------------------------- roads
-
-
-def _roads_in(roads: Any, crs: pyproj.CRS) -> NDArray[np.object_]:
-    if isinstance(roads, gpd.GeoDataFrame):
-        roads = roads.geometry
-    if isinstance(roads, gpd.GeoSeries):
-        if roads.crs is None:
-            raise CRSError(
-                "the roads GeoSeries has no CRS; set it with roads.set_crs(4326) if the "
-                "coordinates are lon/lat, otherwise the CRS they are in"
-            )
-        geoms = np.asarray(roads.to_crs(crs).values, dtype=object)
-    else:
-        geoms = np.asarray(roads, dtype=object).ravel()
-        if geoms.size and not shapely.is_missing(geoms).any():
-            coords = shapely.get_coordinates(geoms)
-            _check_range(coords[:, 0], coords[:, 1], "roads (an array is taken as lon/lat)")
-        geoms = np.asarray(gpd.GeoSeries(geoms, crs=_LONLAT).to_crs(crs).values, dtype=object)
-    if geoms.size == 0:
-        raise InvalidInput("roads is empty; give at least one LineString")
-    bad = shapely.is_missing(geoms) | shapely.is_empty(geoms)
-    if bad.any():
-        raise InvalidInput(
-            f"{int(bad.sum())} roads are missing or empty (first at position "
-            f"{int(np.flatnonzero(bad)[0])}); drop them"
-        )
-    lines = np.isin(shapely.get_type_id(geoms),
-                    [shapely.GeometryType.LINESTRING, shapely.GeometryType.MULTILINESTRING])
-    if not lines.all():
-        raise InvalidInput(
-            f"road at position {int(np.flatnonzero(~lines)[0])} is not a (Multi)LineString; "
-            "roads must be lines"
-        )
-    flat = shapely.length(geoms) <= 0
-    if flat.any():
-        raise InvalidInput(
-            f"road at position {int(np.flatnonzero(flat)[0])} has zero length; a road "
-            "needs a direction: drop it"
-        )
-    return geoms
-
-
-def _road_tangents(xy: FloatArray, roads: NDArray[np.object_], reach_m: float,
-                   scale: FloatArray) -> FloatArray:
-    """Tangent (projected) of the road nearest to each point; NaN beyond ``reach_m``.
-
-    ``scale`` is the projection's scale at each point (projected units per ground
-    metre): distances are compared in ground metres. Roads are cut into segments
-    no longer than twice the largest reach; an STRtree of their bounding boxes,
-    grown by that reach, yields every segment within reach, and exact
-    point-segment distances pick the nearest (ties: the lower segment index, i.e.
-    road order). The tangent is the chord between the road points
-    ``TANGENT_HALF_WINDOW_M`` before and after the nearest point, located on the
-    road's cumulative length: what ``line_locate_point`` and
-    ``line_interpolate_point`` compute, without creating a geometry per example.
-    """
-    reach = reach_m * scale
-    max_distance = float(reach.max())
-    parts = shapely.segmentize(shapely.get_parts(roads), max(2.0 * max_distance, 1.0))
-    coords, part = shapely.get_coordinates(parts, return_index=True)
-    same = part[1:] == part[:-1]
-    a, b, seg_part = coords[:-1][same], coords[1:][same], part[:-1][same]
-    length = np.hypot(*(b - a).T)
-    keep = length > 0  # repeated vertices
-    a, b, seg_part, length = a[keep], b[keep], seg_part[keep], length[keep]
-    end = np.cumsum(length)
-    start = end - length
-    first = np.searchsorted(seg_part, seg_part, side="left")
-    last = np.searchsorted(seg_part, seg_part, side="right") - 1
-
-    low, high = np.minimum(a, b) - max_distance, np.maximum(a, b) + max_distance
-    tree = shapely.STRtree(shapely.box(low[:, 0], low[:, 1], high[:, 0], high[:, 1]))
-    point, seg = tree.query(shapely.points(xy))  # grouped by point, ascending
-    tangents = np.full_like(xy, np.nan)
-    if point.size == 0:
-        return tangents
-    direction = b - a
-    inv_len2 = 1.0 / length**2
-
-    def nearest_on_segment(p: IntArray, k: IntArray) -> tuple[FloatArray, FloatArray]:
-        gx, gy = xy[p, 0] - a[k, 0], xy[p, 1] - a[k, 1]
-        t = np.clip((gx * direction[k, 0] + gy * direction[k, 1]) * inv_len2[k], 0.0, 1.0)
-        gx -= t * direction[k, 0]
-        gy -= t * direction[k, 1]
-        return t, gx * gx + gy * gy
-
-    _, dist2 = nearest_on_segment(point, seg)
-    group = np.flatnonzero(np.r_[True, point[1:] != point[:-1]])
-    size = np.diff(np.r_[group, point.size])
-    nearest = np.minimum.reduceat(dist2, group)
-    tied = dist2 == np.repeat(nearest, size)
-    seg = np.minimum.reduceat(np.where(tied, seg, seg.max() + 1), group)
-    point = point[group]
-    near = nearest <= reach[point] ** 2
-    point, seg = point[near], seg[near]
-    t, _ = nearest_on_segment(point, seg)
-    window = TANGENT_HALF_WINDOW_M * scale[point]
-
-    along = start[seg] + t * length[seg]
-    lo, hi = start[first[seg]], end[last[seg]]
-
-    def at(distance: FloatArray) -> FloatArray:
-        k = np.clip(np.searchsorted(end, distance, side="left"), first[seg], last[seg])
-        frac = np.clip((distance - start[k]) / length[k], 0.0, 1.0)
-        return a[k] + frac[:, None] * direction[k]
-
-    chord = at(np.clip(along + window, lo, hi)) - at(np.clip(along - window, lo, hi))
-    tiny = np.hypot(*chord.T) <= 1e-9 * np.maximum(1.0, hi - lo)  # a closed loop under 2 m
-    chord[tiny] = direction[seg][tiny]
-    tangents[point] = chord
-    return tangents
 
 
 # --------------------------------------------------------------------------- decomposition

@@ -28,15 +28,22 @@ rows. The columns read:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
-from scipy import sparse
 
 from spatialdp.exceptions import InvalidInput
+from spatialdp.federated._checks import FloatArray, _positive_int, _refuse_rows
+from spatialdp.federated._clients import (
+    CLIENT_COLUMN,
+    IntArray,
+    _client_codes,
+    _frame_columns,
+    _same_length,
+)
+from spatialdp.federated._coverage import CellCoverage, _coverage, coverage
 from spatialdp.federated._geometry import (
     clipped_ratio,
     decompose_errors,
@@ -65,64 +72,16 @@ __all__ = [
 
 #: Version of the on-device computation, recorded with every report.
 DEVICE_MODULE_VERSION = "1.0"
-CLIENT_COLUMN = "client_id"
 #: Lower edges of the sample-count buckets: 1-9, 10-99, 100-999, 1000+.
 DEFAULT_COUNT_EDGES = (1, 10, 100, 1000)
-
-IntArray = NDArray[np.int64]
-FloatArray = NDArray[np.float64]
 
 
 # --------------------------------------------------------------------------- helpers
 
 
-def _client_codes(client_ids: ArrayLike) -> tuple[IntArray, pd.Index]:
-    """Sorted client index and each example's position in it (a factorisation)."""
-    values = client_ids if isinstance(client_ids, pd.Series) else np.asarray(client_ids).ravel()
-    if len(values) == 0:
-        raise InvalidInput(
-            "there are no examples; a client with no examples reports nothing: skip it"
-        )
-    codes, uniques = pd.factorize(values, sort=True)
-    if (codes < 0).any():
-        raise InvalidInput(
-            f"{int((codes < 0).sum())} examples have no client_id (first at row "
-            f"{int(np.flatnonzero(codes < 0)[0])}); every example needs its client"
-        )
-    return codes.astype(np.int64), pd.Index(uniques, name=CLIENT_COLUMN)
-
-
-def _same_length(values: FloatArray, codes: IntArray, what: str) -> None:
-    if values.shape != codes.shape:
-        raise InvalidInput(
-            f"{what} has {values.size} values but there are {codes.size} client ids; "
-            "give one client id per example"
-        )
-
-
-def _frame_columns(frame: pd.DataFrame, columns: Sequence[str], purpose: str) -> None:
-    if not isinstance(frame, pd.DataFrame):
-        raise InvalidInput(f"expected a DataFrame of examples, got {type(frame).__name__}")
-    if len(frame) == 0:
-        raise InvalidInput(
-            "the examples frame is empty; a client with no examples reports nothing: skip it"
-        )
-    missing = [c for c in columns if c not in frame.columns]
-    if missing:
-        raise InvalidInput(
-            f"{purpose} needs columns {missing}; the frame has {list(frame.columns)[:10]}"
-        )
-
-
 def _group_mean(codes: IntArray, values: FloatArray, n_clients: int) -> FloatArray:
     totals = np.bincount(codes, weights=values, minlength=n_clients)
     return totals / np.bincount(codes, minlength=n_clients)
-
-
-def _positive_int(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise InvalidInput(f"{name}={value!r} must be a positive integer")
-    return int(value)
 
 
 # --------------------------------------------------------------------------- loss
@@ -300,19 +259,13 @@ def calibration_by_bucket(p_pred: ArrayLike, outcome: ArrayLike, client_ids: Arr
 
 def _calibration(codes: IntArray, clients: pd.Index, p: FloatArray, y: FloatArray, n: int
                  ) -> pd.DataFrame:
-    outside = (p < 0) | (p > 1)
-    if outside.any():
-        first = int(np.flatnonzero(outside)[0])
-        raise InvalidInput(
-            f"p_pred {p[first]} at row {first} is outside [0, 1]; give probabilities "
-            "(apply the sigmoid/softmax first)"
-        )
-    not_binary = (y != 0) & (y != 1)
-    if not_binary.any():
-        first = int(np.flatnonzero(not_binary)[0])
-        raise InvalidInput(
-            f"outcome {y[first]} at row {first} is not 0 or 1; give the observed binary outcome"
-        )
+    _refuse_rows((p < 0) | (p > 1), InvalidInput, lambda first: (
+        f"p_pred {p[first]} at row {first} is outside [0, 1]; give probabilities "
+        "(apply the sigmoid/softmax first)"
+    ))
+    _refuse_rows((y != 0) & (y != 1), InvalidInput, lambda first: (
+        f"outcome {y[first]} at row {first} is not 0 or 1; give the observed binary outcome"
+    ))
     cell = codes * n + np.minimum((p * n).astype(np.int64), n - 1)
     size = clients.size * n
     count = np.bincount(cell, minlength=size).reshape(clients.size, n)
@@ -372,87 +325,6 @@ def _count_edges(edges: Sequence[int]) -> FloatArray:
 def _count_buckets(codes: IntArray, n_clients: int, lower: FloatArray) -> IntArray:
     counts = np.bincount(codes, minlength=n_clients)
     return (np.searchsorted(lower, counts, side="right") - 1).astype(np.int64)
-
-
-# --------------------------------------------------------------------------- coverage
-
-
-@dataclass(frozen=True)
-class CellCoverage:
-    """Which partition regions each client has samples in, at most ``max_cells`` each.
-
-    Attributes
-    ----------
-    matrix : scipy.sparse.csr_array of int8, shape (n_clients, n_regions)
-        ``1`` where the client has a sample in the region (among its kept cells).
-    client_ids : pandas.Index
-        The rows' clients, sorted.
-    partition_version : str
-    max_cells : int
-        The L1 cap of a row: replacing one client moves the summed coverage by at
-        most ``2 * max_cells`` in L1 (:attr:`sensitivity`).
-    """
-
-    matrix: sparse.csr_array
-    client_ids: pd.Index
-    partition_version: str
-    max_cells: int
-
-    @property
-    def cells_per_client(self) -> IntArray:
-        """Number of regions kept per client (at most ``max_cells``)."""
-        return np.diff(self.matrix.indptr).astype(np.int64)
-
-    @property
-    def sensitivity(self) -> float:
-        """L1 change of the summed coverage when one client is replaced."""
-        return 2.0 * self.max_cells
-
-
-def coverage(lon: ArrayLike, lat: ArrayLike, client_ids: ArrayLike, partition: Partition,
-             *, max_cells: int = 10) -> CellCoverage:
-    """Bounded 0/1 indicator of the partition regions each client has samples in.
-
-    Each client keeps at most ``max_cells`` regions: those where it has the most
-    samples, ties broken by the lower partition position. The cap bounds the L1
-    norm of a row, and so the sensitivity of the summed coverage. Points in no
-    region are ignored (a client with none has an empty row).
-
-    Examples
-    --------
-    >>> import geopandas as gpd, shapely
-    >>> regions = gpd.GeoDataFrame({"id": ["w", "e"]}, crs=4326,
-    ...     geometry=[shapely.box(0, 0, 1, 1), shapely.box(1.5, 0, 2.5, 1)])
-    >>> part = Partition.from_geodataframe(regions, "id")
-    >>> cov = coverage([0.5, 2.0, 2.1, 9.0], [0.5] * 4, ["a", "a", "a", "b"], part,
-    ...                max_cells=1)
-    >>> cov.matrix.toarray().tolist(), list(cov.client_ids)
-    ([[1, 0], [0, 0]], ['a', 'b'])
-    """
-    cap = _positive_int(max_cells, "max_cells")
-    codes, clients = _client_codes(client_ids)
-    position = partition.assign(lon=lon, lat=lat).positions
-    _same_length(position.astype(np.float64), codes, "lon/lat")
-    return _coverage(codes, clients, position, partition, cap)
-
-
-def _coverage(codes: IntArray, clients: pd.Index, position: IntArray, partition: Partition,
-              cap: int) -> CellCoverage:
-    n_regions = partition.n_regions
-    inside = position >= 0
-    pair, count = np.unique(codes[inside] * n_regions + position[inside], return_counts=True)
-    client, region = pair // n_regions, pair % n_regions
-    order = np.lexsort((region, -count, client))
-    client, region = client[order], region[order]
-    rank = np.arange(client.size) - np.searchsorted(client, client, side="left")
-    keep = rank < cap
-    client, region = client[keep], region[keep]
-    order = np.lexsort((region, client))
-    matrix = sparse.csr_array(
-        (np.ones(client.size, dtype=np.int8), (client[order], region[order])),
-        shape=(clients.size, n_regions),
-    )
-    return CellCoverage(matrix, clients, partition.version, cap)
 
 
 # --------------------------------------------------------------------------- report

@@ -14,6 +14,10 @@ uncertainty in the same marks as the value:
 :func:`plot_uncertainty_choropleth` draws a static matplotlib map,
 :func:`explore_report` an interactive folium map (optional extra: ``folium``),
 and :func:`save_figure` writes a PNG atomically.
+
+The report's schema and checks are in :mod:`spatialdp.viz._report`, the
+two-way key in :mod:`spatialdp.viz._legend` and the folium map in
+:mod:`spatialdp.viz._explore`.
 """
 
 from __future__ import annotations
@@ -21,9 +25,9 @@ from __future__ import annotations
 import math
 import os
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -31,19 +35,26 @@ import shapely
 from numpy.typing import NDArray
 
 from spatialdp.exceptions import CRSError, InvalidInput
+from spatialdp.viz._explore import explore_report
+from spatialdp.viz._legend import _dot, _draw_legend, _extend
+from spatialdp.viz._report import (
+    RELIABILITY_ALPHA,
+    REPORT_COLUMNS,
+    _check_report,
+    _cohort_text,
+    _meta,
+    _reliability,
+    _suppressed,
+    _title,
+)
 
 if TYPE_CHECKING:
-    import folium
     import geopandas as gpd
     from matplotlib.axes import Axes
-    from matplotlib.collections import Collection
     from matplotlib.colors import Colormap
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch
     from matplotlib.path import Path as MplPath
-    from matplotlib.transforms import Affine2DBase
-
-_A = TypeVar("_A", bound="Collection | Patch")
 
 __all__ = [
     "RELIABILITY_ALPHA",
@@ -53,22 +64,6 @@ __all__ = [
     "save_figure",
 ]
 
-#: Columns every regional report must have (besides ``geometry``).
-REPORT_COLUMNS: tuple[str, ...] = ("value", "error_bar", "cohort", "reliability", "suppressed")
-
-# The reliability classes in order (US Census ACS coefficient-of-variation classes),
-# as spatialdp.federated.regional writes them.
-_RELIABILITY_CLASSES: tuple[str, ...] = ("high", "medium", "low", "suppressed")
-
-#: Fill opacity of each published reliability class on the maps.
-RELIABILITY_ALPHA: Mapping[str, float] = {"high": 1.0, "medium": 0.5, "low": 0.22}
-
-_RELIABILITY_LABELS = {
-    "high": "high  (CV < 0.12)",
-    "medium": "medium  (0.12–0.40)",
-    "low": "low  (CV > 0.40)",
-}
-_LOW_HATCH = "...."
 _SUPPRESSED_HATCH = "///"
 _SUPPRESSED_STYLE: dict[str, Any] = {
     "facecolor": "#e3e3e3",
@@ -87,97 +82,6 @@ _EDGE = "white"
 # Lon/lat box of the contiguous US: maps inside it default to CONUS Albers.
 _CONUS_BOUNDS = (-130.0, 20.0, -60.0, 55.0)
 _CONUS_CRS = "EPSG:5070"
-
-
-# ---------------------------------------------------------------------------- checks
-def _require_columns(frame: Any, required: Iterable[str], what: str, fix: str) -> None:
-    if not isinstance(frame, pd.DataFrame):
-        raise InvalidInput(f"{what} must be a (Geo)DataFrame, got {type(frame).__name__}; {fix}")
-    missing = [c for c in required if c not in frame.columns]
-    if missing:
-        raise InvalidInput(
-            f"{what} is missing the required columns {missing} (it has "
-            f"{[str(c) for c in frame.columns]}); {fix}"
-        )
-
-
-def _check_report(report: Any, extra: Iterable[str] = ()) -> gpd.GeoDataFrame:
-    import geopandas as gpd
-
-    fix = ("pass the per-metric regional report (a GeoDataFrame indexed by region_id with "
-           f"columns {list(REPORT_COLUMNS)} and geometry)")
-    _require_columns(report, [*REPORT_COLUMNS, *extra], "the report", fix)
-    active = getattr(report, "_geometry_column_name", None)
-    if not isinstance(report, gpd.GeoDataFrame) or active not in report.columns:
-        raise InvalidInput(f"the report has no geometry column; {fix}, e.g. "
-                           "partition.join(table)")
-    if len(report) == 0:
-        raise InvalidInput("the report has 0 regions; there is nothing to draw")
-    return report
-
-
-def _reliability(report: pd.DataFrame) -> NDArray[np.object_]:
-    """Reliability per row as plain strings (``None`` when unknown)."""
-    raw = report["reliability"]
-    values = np.asarray(raw.astype(object).where(raw.notna(), None), dtype=object)
-    known = pd.Series([v for v in values if v is not None], dtype=object)
-    bad = sorted(set(known.astype(str)) - set(_RELIABILITY_CLASSES))
-    if bad:
-        raise InvalidInput(
-            f"reliability values {bad} are not classes of the report schema; the classes "
-            f"are {list(_RELIABILITY_CLASSES)}"
-        )
-    return values
-
-
-def _suppressed(report: pd.DataFrame) -> NDArray[np.bool_]:
-    flags = report["suppressed"]
-    return np.asarray(flags.fillna(False).astype(bool), dtype=bool)
-
-
-def _meta(frame: pd.DataFrame) -> dict[str, Any]:
-    meta = frame.attrs.get("spatialdp", {})
-    return dict(meta) if isinstance(meta, Mapping) else {}
-
-
-def _epsilon_text(meta: Mapping[str, Any]) -> str:
-    """``ε = 0.5`` from the metadata (a per-metric dict is read at the metric)."""
-    eps = meta.get("epsilon")
-    if isinstance(eps, Mapping):
-        metric = meta.get("metric")
-        if metric in eps:
-            eps = eps[metric]
-        else:
-            return f"ε = {float(sum(eps.values())):g} (all metrics)" if eps else ""
-    try:
-        return f"ε = {float(eps):g}" if eps is not None else ""
-    except (TypeError, ValueError):
-        return f"ε = {eps}"
-
-
-def _cohort_text(cohort: Any, suppressed: bool, meta: Mapping[str, Any]) -> str | None:
-    """``n=1,234``; a suppressed region shows only that it is under the floor."""
-    if suppressed:
-        floor = meta.get("min_cohort")
-        return f"n<{int(floor):,}" if floor is not None else None
-    return None if pd.isna(cohort) else f"n={int(cohort):,}"
-
-
-def _title(meta: Mapping[str, Any], column: str, n_suppressed: int, n_regions: int) -> str:
-    metric = meta.get("metric")
-    head = str(metric) if metric is not None else column
-    if metric is not None and column != "value":
-        head = f"{metric}: {column}"
-    if meta.get("round") is not None:
-        head += f" · round {meta['round']}"
-    details = []
-    eps = _epsilon_text(meta)
-    if eps:
-        details.append(eps)
-    if meta.get("alpha") is not None:
-        details.append(f"{1 - float(meta['alpha']):.0%} error bars")
-    details.append(f"{n_suppressed} of {n_regions} regions suppressed")
-    return head + "\n" + " · ".join(details)
 
 
 # ---------------------------------------------------------------------------- geometry
@@ -453,14 +357,6 @@ def plot_uncertainty_choropleth(
     return ax
 
 
-def _dot(artist: _A) -> _A:
-    """The dotted fill that marks the low-reliability class (map and key alike)."""
-    artist.set_hatch(_LOW_HATCH)
-    artist.set_hatchcolor((0.25, 0.25, 0.25, 0.55))
-    artist.set_hatch_linewidth(0.6)
-    return artist
-
-
 def _set_map_aspect(ax: Axes, frame: gpd.GeoDataFrame) -> None:
     from matplotlib.ticker import FuncFormatter
 
@@ -483,13 +379,6 @@ def _degrees(positive: str, negative: str) -> Any:
         return f"{abs(x):g}°{hemisphere}"
 
     return fmt
-
-
-def _extend(values: NDArray[np.float64], norm: Any) -> str:
-    below = bool(values.size and np.nanmin(values) < norm.vmin)
-    above = bool(values.size and np.nanmax(values) > norm.vmax)
-    return {(False, False): "neither", (True, False): "min",
-            (False, True): "max", (True, True): "both"}[(below, above)]
 
 
 def _annotate_cohort(
@@ -521,77 +410,6 @@ def _annotate_cohort(
             text.remove()
             continue
         kept.append(box)
-
-
-def _draw_legend(
-    ax: Axes,
-    cmap: Colormap,
-    norm: Any,
-    column: str,
-    meta: Mapping[str, Any],
-    show_reliability: bool,
-    extend: str,
-    handles: list[Patch],
-) -> None:
-    """Value × reliability key below the map, plus the suppressed / no-data key."""
-    from matplotlib.patches import Polygon, Rectangle
-    from matplotlib.transforms import ScaledTranslation, blended_transform_factory
-
-    fig = ax.figure
-    # x in axes fraction, y in inches from the bottom of the axes: the key keeps its
-    # size whatever the axes' size, and clears the tick labels of a lon/lat map.
-    axes_corner = ScaledTranslation(0, 0, cast("Affine2DBase", ax.transAxes))
-    inches_below = fig.dpi_scale_trans + axes_corner
-    where = blended_transform_factory(ax.transAxes, inches_below)
-    rows = ["high", "medium", "low"] if show_reliability else ["all"]
-    height = 0.16 * len(rows)
-    top = -0.45 if ax.axison else -0.3
-    key = ax.inset_axes((0.32, top - height, 0.38, height), transform=where)
-    key.set_gid("legend:value-reliability")
-
-    span = norm.vmax - norm.vmin
-    xs = np.linspace(norm.vmin, norm.vmax, 256)
-    image = np.ones((len(rows), xs.size, 4))
-    for r, name in enumerate(rows):
-        image[r] = cmap(norm(xs))
-        image[r, :, 3] = RELIABILITY_ALPHA.get(name, 1.0)
-    key.imshow(image, aspect="auto", extent=(norm.vmin, norm.vmax, len(rows), 0),
-               interpolation="nearest")
-    # Colour-bar style end triangles when values lie beyond the colour range.
-    tip = 0.035 * span
-    for r, name in enumerate(rows):
-        for side, edge, sign in (("min", norm.vmin, -1), ("max", norm.vmax, 1)):
-            if extend not in (side, "both"):
-                continue
-            colour = list(cmap(0.0 if side == "min" else 1.0))
-            colour[3] = RELIABILITY_ALPHA.get(name, 1.0)
-            key.add_patch(Polygon([(edge, r), (edge + sign * tip, r + 0.5), (edge, r + 1)],
-                                  closed=True, facecolor=colour, edgecolor="none",
-                                  clip_on=False))
-    key.set_xlim(norm.vmin, norm.vmax)
-    if show_reliability:
-        low_row = Rectangle((norm.vmin, 2), span, 1, fill=False, linewidth=0, zorder=2)
-        key.add_patch(_dot(low_row))
-        key.set_yticks([0.5, 1.5, 2.5], [_RELIABILITY_LABELS[n] for n in rows], fontsize=7.5)
-    else:
-        key.set_yticks([])
-    key.tick_params(axis="x", labelsize=7.5, length=2, pad=1.5)
-    key.tick_params(axis="y", length=0, pad=13 if extend in ("min", "both") else 3)
-    for spine in key.spines.values():
-        spine.set_linewidth(0.5)
-    metric = meta.get("metric")
-    name = str(metric) if metric is not None else column
-    if metric is not None and column != "value":
-        name = f"{metric}: {column}"
-    key.set_title(f"{name}, faded by reliability" if show_reliability else name,
-                  fontsize=8.5, loc="left", pad=3)
-
-    # Suppressed / no data: a patch legend to the right of the key.
-    if handles:
-        box = ax.legend(handles=handles, loc="upper left", frameon=False, fontsize=8,
-                        bbox_to_anchor=(0.74, top - 0.02), bbox_transform=where,
-                        handlelength=2.2, handleheight=1.4, borderaxespad=0)
-        box.set_gid("legend:missing")
 
 
 # ---------------------------------------------------------------------------- saving
@@ -665,162 +483,3 @@ def save_figure(
         raise
     return target
 
-
-# ---------------------------------------------------------------------------- folium
-def _fmt(x: Any, digits: int = 4) -> str:
-    return "—" if x is None or pd.isna(x) else f"{float(x):.{digits}g}"
-
-
-def explore_report(
-    report: gpd.GeoDataFrame,
-    column: str = "value",
-    **kwargs: Any,
-) -> folium.Map:
-    """Interactive map of a regional report (``GeoDataFrame.explore``, needs folium).
-
-    The fill colour is ``column``; the fill opacity follows the reliability
-    class as on :func:`plot_uncertainty_choropleth`; suppressed regions are grey
-    with grey stripes. The tooltip shows the region, the value with its error
-    bar and interval, the cohort (for a suppressed region only that it is below
-    the floor, never its exact size), the coefficient of variation and the
-    reliability class.
-
-    Parameters
-    ----------
-    report : GeoDataFrame
-        A regional report (see :func:`plot_uncertainty_choropleth`).
-    column : str
-        Column to colour by.
-    **kwargs
-        Passed to :meth:`geopandas.GeoDataFrame.explore` (``cmap``, ``m``,
-        ``tiles``, ``vmin``, ``vmax``, ``tooltip``, ...); they override the
-        defaults set here, and the ``*_kwds`` dicts are merged over ours (so a
-        ``style_kwds`` of your own keeps the fading by reliability unless it
-        brings its own ``style_function``).
-
-    Returns
-    -------
-    folium.Map
-
-    Raises
-    ------
-    ImportError
-        folium (with mapclassify) is not installed.
-    InvalidInput
-        The report misses a required column.
-
-    Examples
-    --------
-    >>> import pandas as pd
-    >>> from spatialdp.datasets import us_states_partition
-    >>> part = us_states_partition()
-    >>> table = pd.DataFrame({"value": 0.31, "error_bar": 0.02, "cohort": 900,
-    ...                       "reliability": "high", "suppressed": False},
-    ...                      index=part.region_ids)
-    >>> m = explore_report(part.join(table))  # doctest: +SKIP
-    """
-    report = _check_report(report, extra=[column])
-    try:
-        import folium  # noqa: F401
-        import mapclassify  # noqa: F401
-    except ImportError as err:
-        raise ImportError(
-            f"explore_report needs the optional packages folium and mapclassify ({err}); "
-            "install them with: pip install folium mapclassify  (or use "
-            "plot_uncertainty_choropleth for a static map)"
-        ) from err
-    reliability = _reliability(report)
-    suppressed = _suppressed(report)
-    meta = _meta(report)
-    alpha = meta.get("alpha")
-    level = f" ({1 - float(alpha):.0%})" if alpha is not None else ""
-
-    shown = report.copy()
-    shown.attrs = {}
-    values = pd.to_numeric(shown[column], errors="coerce").astype("float64")
-    values[suppressed] = np.nan
-    colour_col = "__value" if column == "value" else column
-    shown[colour_col] = values
-    estimate = []
-    for v, e, s in zip(report["value"], report["error_bar"], suppressed, strict=True):
-        estimate.append("suppressed" if s else f"{_fmt(v)} ± {_fmt(e, 3)}")
-    shown["estimate"] = estimate
-    if "ci_low" in report.columns and "ci_high" in report.columns:
-        shown["interval"] = [
-            "—" if s else f"[{_fmt(a)}, {_fmt(b)}]"
-            for a, b, s in zip(report["ci_low"], report["ci_high"], suppressed, strict=True)
-        ]
-    shown["cohort_n"] = [
-        (_cohort_text(n, bool(sp), meta) or "below the floor").replace("n=", "")
-        .replace("n<", "<")
-        for n, sp in zip(report["cohort"], suppressed, strict=True)
-    ]
-    if "cv" in report.columns:
-        shown["cv_text"] = ["—" if s else _fmt(c, 2) for c, s in
-                            zip(report["cv"], suppressed, strict=True)]
-    shown["reliability_class"] = [
-        "suppressed" if s else (r if r is not None else "unknown")
-        for r, s in zip(reliability, suppressed, strict=True)
-    ]
-    shown["region"] = [str(i) for i in report.index]
-    fields = ["region", "estimate", "interval", "cohort_n", "cv_text", "reliability_class"]
-    aliases = ["region", f"value ± error bar{level}", f"interval{level}", "cohort", "CV",
-               "reliability"]
-    if column not in ("value",):
-        fields.insert(1, colour_col)
-        aliases.insert(1, column)
-    keep = [(f, a) for f, a in zip(fields, aliases, strict=True) if f in shown.columns]
-    shown = shown[[*dict.fromkeys([colour_col, *[f for f, _ in keep]]), shown.geometry.name]]
-
-    # As on the static map: opacity by class; a value without a class counts as low.
-    opacity = {"high": 0.8, "medium": 0.45, "low": 0.2, "suppressed": 0.6, "unknown": 0.2}
-
-    def _style(feature: dict[str, Any]) -> dict[str, Any]:
-        cls = feature["properties"].get("reliability_class", "unknown")
-        style: dict[str, Any] = {"fillOpacity": opacity.get(cls, 0.2)}
-        if cls == "suppressed":
-            style.update({"fillColor": "#bdbdbd", "dashArray": "4 3"})
-        return style
-
-    caption_bits = [str(meta.get("metric", column))]
-    if meta.get("round") is not None:
-        caption_bits.append(f"round {meta['round']}")
-    if meta.get("epsilon") is not None:
-        caption_bits.append(f"ε={float(meta['epsilon']):g}")
-    options: dict[str, Any] = {
-        "column": colour_col,
-        "cmap": "viridis",
-        "tooltip": [f for f, _ in keep],
-        "tooltip_kwds": {"aliases": [a for _, a in keep], "localize": True},
-        "style_kwds": {"color": "#ffffff", "weight": 1, "style_function": _style},
-        "missing_kwds": {"color": "#bdbdbd", "label": "suppressed / no data"},
-        "legend_kwds": {"caption": " · ".join(caption_bits)},
-    }
-    if "tooltip" in kwargs and "tooltip_kwds" not in kwargs:
-        options.pop("tooltip_kwds")  # our aliases name our fields only
-    for merged in ("style_kwds", "tooltip_kwds", "legend_kwds", "missing_kwds"):
-        if merged in kwargs and merged in options:
-            kwargs[merged] = {**options[merged], **kwargs[merged]}
-    options.update(kwargs)
-    m = shown.explore(**options)
-    _add_suppressed_stripes(m, shown[suppressed])
-    return m
-
-
-def _add_suppressed_stripes(m: Any, frame: gpd.GeoDataFrame) -> None:
-    """Overlay grey stripes on the suppressed regions (folium's StripePattern)."""
-    if len(frame) == 0:
-        return
-    import folium
-    from folium.plugins import StripePattern
-
-    stripes = StripePattern(angle=-45, color="#6b6b6b", space_color="#d9d9d9",
-                            opacity=0.9, space_opacity=0.5, weight=2, space_weight=4)
-    stripes.add_to(m)
-    folium.GeoJson(
-        frame[[frame.geometry.name]].to_json(),
-        name="suppressed",
-        style_function=lambda _f: {"fillPattern": stripes, "color": "#8a8a8a", "weight": 1,
-                                   "fillOpacity": 1.0},
-        interactive=False,
-    ).add_to(m)

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from spatialdp.exceptions import InvalidInput
-from spatialdp.viz.maps import _epsilon_text, _meta, _require_columns
+from spatialdp.viz._report import _epsilon_text, _meta, _require_columns
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -162,7 +162,6 @@ def plot_region_timeseries(
     >>> import matplotlib
     >>> matplotlib.use("Agg")
     >>> import matplotlib.pyplot as plt
-    >>> import pandas as pd
     >>> history = pd.DataFrame({
     ...     "region_id": ["CA"] * 4 + ["WY"] * 4, "round": [1, 2, 3, 4] * 2,
     ...     "value": [0.42, 0.40, 0.43, 0.41, 0.5, None, 0.3, 0.45],

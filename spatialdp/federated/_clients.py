@@ -1,0 +1,58 @@
+"""The clients of an examples frame: their sorted index and each example's position in it.
+
+Every device metric factorises ``client_id`` once (:func:`_client_codes`) and
+reduces over the codes with ``np.bincount``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+from numpy.typing import ArrayLike, NDArray
+
+from spatialdp.exceptions import InvalidInput
+from spatialdp.federated._checks import FloatArray, _refuse_rows
+
+CLIENT_COLUMN = "client_id"
+
+IntArray = NDArray[np.int64]
+
+
+def _client_codes(client_ids: ArrayLike) -> tuple[IntArray, pd.Index]:
+    """Sorted client index and each example's position in it (a factorisation)."""
+    values = client_ids if isinstance(client_ids, pd.Series) else np.asarray(client_ids).ravel()
+    if len(values) == 0:
+        raise InvalidInput(
+            "there are no examples; a client with no examples reports nothing: skip it"
+        )
+    codes, uniques = pd.factorize(values, sort=True)
+    _refuse_rows(codes < 0, InvalidInput, lambda first: (
+        f"{int((codes < 0).sum())} examples have no client_id (first at row {first}); "
+        "every example needs its client"
+    ))
+    return codes.astype(np.int64), pd.Index(uniques, name=CLIENT_COLUMN)
+
+
+def _same_length(values: FloatArray, codes: IntArray, what: str) -> None:
+    if values.shape != codes.shape:
+        raise InvalidInput(
+            f"{what} has {values.size} values but there are {codes.size} client ids; "
+            "give one client id per example"
+        )
+
+
+def _frame_columns(frame: pd.DataFrame, columns: Sequence[str], purpose: str) -> None:
+    if not isinstance(frame, pd.DataFrame):
+        raise InvalidInput(f"expected a DataFrame of examples, got {type(frame).__name__}")
+    if len(frame) == 0:
+        raise InvalidInput(
+            "the examples frame is empty; a client with no examples reports nothing: skip it"
+        )
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise InvalidInput(
+            f"{purpose} needs columns {missing}; the frame has {list(frame.columns)[:10]}"
+        )
+

@@ -1,0 +1,176 @@
+"""The interactive folium map of a regional report (optional extra: ``folium``).
+
+The same encoding as the static map: colour is the value, fill opacity the
+reliability class, suppressed regions grey with grey stripes.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from spatialdp.viz._report import _check_report, _cohort_text, _meta, _reliability, _suppressed
+
+if TYPE_CHECKING:
+    import folium
+    import geopandas as gpd
+
+__all__ = ["explore_report"]
+
+
+def _fmt(x: Any, digits: int = 4) -> str:
+    return "—" if x is None or pd.isna(x) else f"{float(x):.{digits}g}"
+
+
+def explore_report(
+    report: gpd.GeoDataFrame,
+    column: str = "value",
+    **kwargs: Any,
+) -> folium.Map:
+    """Interactive map of a regional report (``GeoDataFrame.explore``, needs folium).
+
+    The fill colour is ``column``; the fill opacity follows the reliability
+    class as on :func:`~spatialdp.viz.maps.plot_uncertainty_choropleth`;
+    suppressed regions are grey with grey stripes. The tooltip shows the
+    region, the value with its error bar and interval, the cohort (for a
+    suppressed region only that it is below the floor, never its exact size),
+    the coefficient of variation and the reliability class.
+
+    Parameters
+    ----------
+    report : GeoDataFrame
+        A regional report (see :func:`~spatialdp.viz.maps.plot_uncertainty_choropleth`).
+    column : str
+        Column to colour by.
+    **kwargs
+        Passed to :meth:`geopandas.GeoDataFrame.explore` (``cmap``, ``m``,
+        ``tiles``, ``vmin``, ``vmax``, ``tooltip``, ...); they override the
+        defaults set here, and the ``*_kwds`` dicts are merged over ours (so a
+        ``style_kwds`` of your own keeps the fading by reliability unless it
+        brings its own ``style_function``).
+
+    Returns
+    -------
+    folium.Map
+
+    Raises
+    ------
+    ImportError
+        folium (with mapclassify) is not installed.
+    InvalidInput
+        The report misses a required column.
+
+    Examples
+    --------
+    With ``part.join(table)`` the report of the example of
+    :func:`~spatialdp.viz.maps.plot_uncertainty_choropleth`:
+
+    >>> m = explore_report(part.join(table))  # doctest: +SKIP
+    """
+    report = _check_report(report, extra=[column])
+    try:
+        import folium  # noqa: F401
+        import mapclassify  # noqa: F401
+    except ImportError as err:
+        raise ImportError(
+            f"explore_report needs the optional packages folium and mapclassify ({err}); "
+            "install them with: pip install folium mapclassify  (or use "
+            "plot_uncertainty_choropleth for a static map)"
+        ) from err
+    reliability = _reliability(report)
+    suppressed = _suppressed(report)
+    meta = _meta(report)
+    alpha = meta.get("alpha")
+    level = f" ({1 - float(alpha):.0%})" if alpha is not None else ""
+
+    shown = report.copy()
+    shown.attrs = {}
+    values = pd.to_numeric(shown[column], errors="coerce").astype("float64")
+    values[suppressed] = np.nan
+    colour_col = "__value" if column == "value" else column
+    shown[colour_col] = values
+    estimate = []
+    for v, e, s in zip(report["value"], report["error_bar"], suppressed, strict=True):
+        estimate.append("suppressed" if s else f"{_fmt(v)} ± {_fmt(e, 3)}")
+    shown["estimate"] = estimate
+    if "ci_low" in report.columns and "ci_high" in report.columns:
+        shown["interval"] = [
+            "—" if s else f"[{_fmt(a)}, {_fmt(b)}]"
+            for a, b, s in zip(report["ci_low"], report["ci_high"], suppressed, strict=True)
+        ]
+    shown["cohort_n"] = [
+        (_cohort_text(n, bool(sp), meta) or "below the floor").replace("n=", "")
+        .replace("n<", "<")
+        for n, sp in zip(report["cohort"], suppressed, strict=True)
+    ]
+    if "cv" in report.columns:
+        shown["cv_text"] = ["—" if s else _fmt(c, 2) for c, s in
+                            zip(report["cv"], suppressed, strict=True)]
+    shown["reliability_class"] = [
+        "suppressed" if s else (r if r is not None else "unknown")
+        for r, s in zip(reliability, suppressed, strict=True)
+    ]
+    shown["region"] = [str(i) for i in report.index]
+    fields = ["region", "estimate", "interval", "cohort_n", "cv_text", "reliability_class"]
+    aliases = ["region", f"value ± error bar{level}", f"interval{level}", "cohort", "CV",
+               "reliability"]
+    if column not in ("value",):
+        fields.insert(1, colour_col)
+        aliases.insert(1, column)
+    keep = [(f, a) for f, a in zip(fields, aliases, strict=True) if f in shown.columns]
+    shown = shown[[*dict.fromkeys([colour_col, *[f for f, _ in keep]]), shown.geometry.name]]
+
+    # As on the static map: opacity by class; a value without a class counts as low.
+    opacity = {"high": 0.8, "medium": 0.45, "low": 0.2, "suppressed": 0.6, "unknown": 0.2}
+
+    def _style(feature: dict[str, Any]) -> dict[str, Any]:
+        cls = feature["properties"].get("reliability_class", "unknown")
+        style: dict[str, Any] = {"fillOpacity": opacity.get(cls, 0.2)}
+        if cls == "suppressed":
+            style.update({"fillColor": "#bdbdbd", "dashArray": "4 3"})
+        return style
+
+    caption_bits = [str(meta.get("metric", column))]
+    if meta.get("round") is not None:
+        caption_bits.append(f"round {meta['round']}")
+    if meta.get("epsilon") is not None:
+        caption_bits.append(f"ε={float(meta['epsilon']):g}")
+    options: dict[str, Any] = {
+        "column": colour_col,
+        "cmap": "viridis",
+        "tooltip": [f for f, _ in keep],
+        "tooltip_kwds": {"aliases": [a for _, a in keep], "localize": True},
+        "style_kwds": {"color": "#ffffff", "weight": 1, "style_function": _style},
+        "missing_kwds": {"color": "#bdbdbd", "label": "suppressed / no data"},
+        "legend_kwds": {"caption": " · ".join(caption_bits)},
+    }
+    if "tooltip" in kwargs and "tooltip_kwds" not in kwargs:
+        options.pop("tooltip_kwds")  # our aliases name our fields only
+    for merged in ("style_kwds", "tooltip_kwds", "legend_kwds", "missing_kwds"):
+        if merged in kwargs and merged in options:
+            kwargs[merged] = {**options[merged], **kwargs[merged]}
+    options.update(kwargs)
+    m = shown.explore(**options)
+    _add_suppressed_stripes(m, shown[suppressed])
+    return m
+
+
+def _add_suppressed_stripes(m: Any, frame: gpd.GeoDataFrame) -> None:
+    """Overlay grey stripes on the suppressed regions (folium's StripePattern)."""
+    if len(frame) == 0:
+        return
+    import folium
+    from folium.plugins import StripePattern
+
+    stripes = StripePattern(angle=-45, color="#6b6b6b", space_color="#d9d9d9",
+                            opacity=0.9, space_opacity=0.5, weight=2, space_weight=4)
+    stripes.add_to(m)
+    folium.GeoJson(
+        frame[[frame.geometry.name]].to_json(),
+        name="suppressed",
+        style_function=lambda _f: {"fillPattern": stripes, "color": "#8a8a8a", "weight": 1,
+                                   "fillOpacity": 1.0},
+        interactive=False,
+    ).add_to(m)
