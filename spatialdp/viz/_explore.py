@@ -64,10 +64,15 @@ def explore_report(
 
     Examples
     --------
-    With ``part.join(table)`` the report of the example of
-    :func:`~spatialdp.viz.maps.plot_uncertainty_choropleth`:
-
-    >>> m = explore_report(part.join(table))  # doctest: +SKIP
+    >>> import pandas as pd
+    >>> from spatialdp.datasets import us_states_partition
+    >>> part = us_states_partition()
+    >>> table = pd.DataFrame({"value": 0.31, "error_bar": 0.02, "cohort": 900,
+    ...                       "cv": 0.05, "reliability": "high", "suppressed": False},
+    ...                      index=part.region_ids)
+    >>> m = explore_report(part.join(table))
+    >>> type(m).__name__
+    'Map'
     """
     report = _check_report(report, extra=[column])
     try:
