@@ -169,8 +169,27 @@ def _check_count(label: str, value: object, low: int = 1) -> int:
     return value
 
 
+class _ChargedOnce:
+    """Structures where each client touches one part: the release is charged once."""
+
+    @property
+    def multiplier(self) -> int:
+        """How many times the per-release loss is charged (always 1)."""
+        return 1
+
+    @property
+    def max_parts_per_client(self) -> int:
+        """The most parts one client can influence (always 1)."""
+        return 1
+
+    @property
+    def calibrated(self) -> bool:
+        """Whether the loss already accounts for multi-part contributions."""
+        return False
+
+
 @dataclass(frozen=True)
-class Single:
+class Single(_ChargedOnce):
     """One value computed over everyone who contributes (e.g. a global loss).
 
     Examples
@@ -187,24 +206,9 @@ class Single:
         _check_name(self.name)
 
     @property
-    def multiplier(self) -> int:
-        """How many times the per-release loss is charged."""
-        return 1
-
-    @property
     def parts(self) -> int:
         """Number of values released."""
         return 1
-
-    @property
-    def max_parts_per_client(self) -> int:
-        """The most parts one client can influence."""
-        return 1
-
-    @property
-    def calibrated(self) -> bool:
-        """Whether the loss already accounts for multi-part contributions."""
-        return False
 
     def describe(self) -> str:
         """A one-line description for the audit trail."""
@@ -212,7 +216,7 @@ class Single:
 
 
 @dataclass(frozen=True)
-class Disjoint:
+class Disjoint(_ChargedOnce):
     """Values over disjoint parts (regions, cells, histogram buckets); a client is in one.
 
     Parallel composition: the release costs the per-release loss once, whatever
@@ -232,21 +236,6 @@ class Disjoint:
     def __post_init__(self) -> None:
         _check_name(self.name)
         _check_count("parts", self.parts)
-
-    @property
-    def multiplier(self) -> int:
-        """How many times the per-release loss is charged (always 1)."""
-        return 1
-
-    @property
-    def max_parts_per_client(self) -> int:
-        """The most parts one client can influence (always 1)."""
-        return 1
-
-    @property
-    def calibrated(self) -> bool:
-        """Whether the loss already accounts for multi-part contributions."""
-        return False
 
     def describe(self) -> str:
         """A one-line description for the audit trail."""
