@@ -149,3 +149,15 @@ def test_drift_with_fresh_cohorts() -> None:
     assert abs(rate - 0.05) < 4 * np.sqrt(0.05 * 0.95 / regions), rate
     with pytest.raises(InvalidInput, match="lacks columns \\['cohort'\\]"):
         drift(frame.drop(columns="cohort"), sampling_sd=sd)
+
+
+def test_vectorised_threshold_matches_exact_inversion() -> None:
+    """The per-region bisection (closed form + quadrature) equals the Gil-Pelaez quantile."""
+    from spatialdp.federated.monitor import noise_sum_quantile
+
+    cases = [(1.0, 1.0, 0.0), (1.0, 3.0, 0.0), (0.2, 5.0, 0.5), (0.01, 0.02, 0.3),
+             (2.0, 0.5, 3.0), (1.0, 1.0, 2.0), (0.3, 0.3, 0.1)]
+    a, b, s = (np.array(col) for col in zip(*cases, strict=True))
+    fast = difference_threshold(a, b, 0.01, s)
+    exact = np.array([noise_sum_quantile([x, y], z, 0.01) for x, y, z in cases])
+    np.testing.assert_allclose(fast, exact, rtol=1e-5)
