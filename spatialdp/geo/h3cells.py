@@ -82,13 +82,16 @@ def parse_cells(cells: ArrayLike | Iterable[Any]) -> NDArray[np.uint64]:
     if values.size == 0:
         return np.empty(0, dtype=np.uint64)
     if values.dtype.kind in "OUS":
-        try:
-            as_int = np.array([int(str(v), 16) for v in values.ravel()], dtype=np.uint64)
-        except (ValueError, OverflowError) as err:
+        text = values.ravel().astype(str).astype(object)
+        parsed = pa.array(h3ronpy.cells_parse(text, set_failing_to_invalid=True))
+        unreadable = parsed.is_null().to_numpy(zero_copy_only=False)
+        if unreadable.any():
             raise InvalidCells(
-                f"cannot read H3 cell ids {values[:3].tolist()}: {err}; give hexadecimal "
-                "strings such as '8a2a1072b59ffff' or uint64 integers"
-            ) from None
+                f"{int(unreadable.sum())} of {text.size} values are not valid H3 cells (first: "
+                f"{text[unreadable][:3].tolist()}); give hexadecimal cell ids such as "
+                "'8a2a1072b59ffff' or uint64 integers"
+            )
+        as_int = parsed.to_numpy(zero_copy_only=False).astype(np.uint64)
     elif values.dtype.kind in "iu":
         if values.dtype.kind == "i" and (values < 0).any():
             raise InvalidCells(f"negative H3 cell ids {values[values < 0][:3].tolist()}")
@@ -99,7 +102,7 @@ def parse_cells(cells: ArrayLike | Iterable[Any]) -> NDArray[np.uint64]:
         )
     valid = _arrow_to_numpy(h3ronpy.cells_valid(as_int, booleanarray=True)).astype(bool)
     if not valid.all():
-        bad = cells_to_str(as_int[~valid][:3])
+        bad = [format(int(c), "x") for c in as_int[~valid][:3]]  # may not be cells at all
         raise InvalidCells(
             f"{int((~valid).sum())} of {as_int.size} values are not valid H3 cells "
             f"(first: {bad}); check that the ids are H3 cells, not vertexes or edges"
@@ -115,7 +118,10 @@ def cells_to_str(cells: NDArray[np.uint64]) -> NDArray[np.str_]:
     >>> cells_to_str(np.array([599686042433355775], dtype=np.uint64))
     array(['85283473fffffff'], dtype='<U15')
     """
-    return np.array([format(int(c), "x") for c in np.asarray(cells)], dtype="<U15")
+    cells = np.asarray(cells, dtype=np.uint64)
+    if cells.size == 0:
+        return np.empty(0, dtype="<U15")
+    return _arrow_to_numpy(h3ronpy.cells_to_string(cells)).astype("<U15")
 
 
 def cells_resolution(cells: NDArray[np.uint64]) -> NDArray[np.int64]:
