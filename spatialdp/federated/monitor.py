@@ -114,6 +114,9 @@ def difference_threshold(scale_a: ArrayLike, scale_b: ArrayLike, alpha: float = 
         raise InvalidInput("noise scales must be positive")
     if not 0 < alpha < 1:
         raise InvalidInput(f"alpha={alpha} must lie in (0, 1)")
+    if a.size == 1:  # one comparison: the exact inversion, cached by shape
+        return np.full(a.shape, noise_sum_quantile([float(a.flat[0]), float(b.flat[0])],
+                                                   float(s.flat[0]), alpha))
     low = np.zeros(a.shape)
     high = (a + b + 4.0 * s) * (np.log(2.0 / alpha) + 2.0) * 2.0
     for _ in range(64):  # vectorised bisection over all regions at once
