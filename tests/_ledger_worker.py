@@ -28,7 +28,8 @@ STATES = Disjoint(name="partition:us48@ab12cd", parts=48)
 def hammer(path: str, tag: str, n: int, amount: float, gofile: str) -> None:
     """Try ``n`` charges as fast as possible once ``gofile`` appears."""
     ledger = PrivacyLedger(path, timeout=60.0)
-    deadline = time.monotonic() + 30.0
+    open(f"{gofile}.{tag}.ready", "w").close()  # imports done: the test may start the race
+    deadline = time.monotonic() + 60.0
     while not os.path.exists(gofile) and time.monotonic() < deadline:
         time.sleep(0.001)
     ok = refused = 0

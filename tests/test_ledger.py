@@ -438,9 +438,14 @@ def test_concurrent_processes_never_overspend(tmp_path: Path) -> None:
         )
         for i in range(n_proc)
     ]
-    time.sleep(0.3)
+    # Start the race only when every worker has imported and opened the ledger, so a
+    # slow start cannot make one process run alone.
+    deadline = time.monotonic() + 60.0
+    while (not all((tmp_path / f"go.p{i}.ready").exists() for i in range(n_proc))
+           and time.monotonic() < deadline):
+        time.sleep(0.01)
     go.touch()
-    results = [json.loads(p.communicate(timeout=60)[0]) for p in procs]
+    results = [json.loads(p.communicate(timeout=90)[0]) for p in procs]
     assert all(p.returncode == 0 for p in procs)
     ok = sum(r["ok"] for r in results)
     assert ok == math.floor(Decimal("2.4") / Decimal(str(amount))) == 184
