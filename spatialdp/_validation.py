@@ -1,0 +1,335 @@
+"""One validation layer for every public entry point.
+
+In the spirit of scikit-learn's ``_param_validation``: each check takes the
+value and the argument's name, returns the value in its canonical type, and
+raises :class:`~spatialdp.exceptions.InvalidInput` with a message of one shape::
+
+    {name}={value!r} {what is wrong}; {how to fix it}
+
+Numbers are accepted as Python or numpy scalars (``np.float32(0.5)``,
+``np.int64(3)``, :class:`fractions.Fraction`, :class:`decimal.Decimal`).
+Refused everywhere: ``bool`` (``True`` is not an epsilon), strings even when
+they spell a number (``"1.0"``), ``None`` where a number is needed, NaN and
+infinities. No check coerces silently: a float cohort floor of ``50.0`` is
+accepted only because it is integral, ``50.5`` is refused.
+
+Examples
+--------
+>>> check_epsilon(np.float64(0.5))
+0.5
+>>> check_epsilon(True)  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+spatialdp.exceptions.InvalidInput: epsilon=True is a bool, not a number; pass a positive ...
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Collection, Iterable
+from decimal import Decimal
+from typing import Any, TypeVar
+
+import numpy as np
+import pandas as pd
+
+from spatialdp.exceptions import InvalidInput
+
+__all__ = [
+    "MAX_EPSILON",
+    "check_alpha",
+    "check_choice",
+    "check_cohort_floor",
+    "check_count",
+    "check_epsilon",
+    "check_finite_array",
+    "check_ids",
+    "check_integer",
+    "check_number",
+    "check_positive",
+    "check_probability",
+    "check_resolution",
+    "check_text",
+    "fail",
+]
+
+#: Largest epsilon (or rho) a check accepts: beyond it a release is not private in any
+#: useful sense, and scales ``sensitivity / epsilon`` underflow.
+MAX_EPSILON = 1e6
+
+_T = TypeVar("_T")
+
+
+def fail(name: str, value: Any, problem: str, fix: str) -> InvalidInput:
+    """Build the one message shape, ``name=value problem; fix`` (returned, for ``raise``).
+
+    Examples
+    --------
+    >>> str(fail("alpha", 2.0, "is above 1", "pass e.g. 0.05"))
+    'alpha=2.0 is above 1; pass e.g. 0.05'
+    """
+    return InvalidInput(f"{name}={value!r} {problem}; {fix}")
+
+
+def check_number(
+    value: Any,
+    name: str,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    low_open: bool = False,
+    high_open: bool = False,
+    fix: str = "pass a finite number",
+) -> float:
+    """Return a finite real number within optional bounds, as a Python float.
+
+    Parameters
+    ----------
+    value : Any
+        Python or numpy real scalar, ``Fraction`` or ``Decimal``.
+    name : str
+        The argument's name, used in the message.
+    low, high : float, optional
+        Bounds; closed unless ``low_open`` / ``high_open``.
+    fix : str
+        What the caller should do instead, appended to every message.
+
+    Raises
+    ------
+    InvalidInput
+        For bools, strings, non-numbers, NaN, infinities and values out of bounds.
+
+    Examples
+    --------
+    >>> check_number(np.int64(3), "k", low=0)
+    3.0
+    >>> check_number("3", "k")
+    Traceback (most recent call last):
+    ...
+    spatialdp.exceptions.InvalidInput: k='3' is a string, not a number; pass a finite number
+    """
+    if isinstance(value, (bool, np.bool_)):
+        raise fail(name, value, "is a bool, not a number", fix)
+    if isinstance(value, (str, bytes)):
+        raise fail(name, value, "is a string, not a number", fix)
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]
+    if not isinstance(value, (numbers.Real, Decimal)):
+        raise fail(name, value, f"is a {type(value).__name__}, not a real number", fix)
+    try:
+        number = float(value)
+    except (OverflowError, ValueError):
+        raise fail(name, value, "does not fit in a float", fix) from None
+    if not math.isfinite(number):
+        raise fail(name, value, "is not finite", fix)
+    if low is not None and (number < low or (low_open and number == low)):
+        raise fail(name, value, f"is below the limit {'>' if low_open else '>='} {low:g}", fix)
+    if high is not None and (number > high or (high_open and number == high)):
+        raise fail(name, value, f"is above the limit {'<' if high_open else '<='} {high:g}", fix)
+    return number
+
+
+def check_positive(value: Any, name: str, *, high: float | None = None,
+                   fix: str = "pass a positive finite number") -> float:
+    """Return a finite number ``> 0`` (and ``<= high`` when given).
+
+    Examples
+    --------
+    >>> check_positive(2, "scale")
+    2.0
+    """
+    return check_number(value, name, low=0.0, low_open=True, high=high, fix=fix)
+
+
+def check_epsilon(value: Any, name: str = "epsilon") -> float:
+    """Return a privacy parameter: finite, ``> 0`` and at most :data:`MAX_EPSILON`.
+
+    Examples
+    --------
+    >>> check_epsilon(0.4)
+    0.4
+    """
+    return check_positive(value, name, high=MAX_EPSILON,
+                          fix="pass a positive finite privacy parameter such as 1.0")
+
+
+def check_alpha(value: Any, name: str = "alpha") -> float:
+    """Return a significance level strictly between 0 and 1 (bars cover ``1 - alpha``).
+
+    Examples
+    --------
+    >>> check_alpha(0.05)
+    0.05
+    """
+    return check_number(value, name, low=0.0, high=1.0, low_open=True, high_open=True,
+                        fix="pass a level strictly between 0 and 1, e.g. 0.05 for 95% bars")
+
+
+def check_probability(value: Any, name: str) -> float:
+    """Return a probability in ``[0, 1]``.
+
+    Examples
+    --------
+    >>> check_probability(1, "p")
+    1.0
+    """
+    return check_number(value, name, low=0.0, high=1.0, fix="pass a probability in [0, 1]")
+
+
+def check_integer(value: Any, name: str, *, low: int | None = None, high: int | None = None,
+                  fix: str = "pass a whole number") -> int:
+    """Return a whole number as a Python int; integral floats (``50.0``) are accepted.
+
+    Examples
+    --------
+    >>> check_integer(np.int32(7), "k", low=0)
+    7
+    >>> check_integer(2.5, "k")
+    Traceback (most recent call last):
+    ...
+    spatialdp.exceptions.InvalidInput: k=2.5 is not a whole number; pass a whole number
+    """
+    if isinstance(value, (numbers.Integral, np.integer)) and not isinstance(
+            value, (bool, np.bool_)):
+        number = int(value)
+    else:
+        real = check_number(value, name, fix=fix)
+        if real != round(real):
+            raise fail(name, value, "is not a whole number", fix)
+        number = int(real)
+    if low is not None and number < low:
+        raise fail(name, value, f"is below the limit >= {low}", fix)
+    if high is not None and number > high:
+        raise fail(name, value, f"is above the limit <= {high}", fix)
+    return number
+
+
+def check_count(value: Any, name: str, *, low: int = 0, high: int | None = None) -> int:
+    """Return a count: a whole number ``>= low`` (default 0).
+
+    Examples
+    --------
+    >>> check_count(0, "n")
+    0
+    """
+    return check_integer(value, name, low=low, high=high,
+                         fix=f"pass a whole number >= {low}")
+
+
+def check_cohort_floor(value: Any, name: str = "min_cohort") -> int:
+    """Return a publication floor: a whole number of clients, at least 1.
+
+    The floor cannot be switched off: NaN, 0 and negative floors are refused.
+
+    Examples
+    --------
+    >>> check_cohort_floor(50)
+    50
+    >>> check_cohort_floor(float("nan"))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    spatialdp.exceptions.InvalidInput: min_cohort=nan is not finite; pass the smallest cohort ...
+    """
+    return check_integer(
+        value, name, low=1,
+        fix="pass the smallest cohort that may be published, a whole number >= 1 (e.g. 50)")
+
+
+def check_resolution(value: Any, name: str = "resolution") -> int:
+    """Return an H3 resolution, 0 to 15.
+
+    Examples
+    --------
+    >>> check_resolution(7)
+    7
+    """
+    return check_integer(value, name, low=0, high=15,
+                         fix="pass an H3 resolution between 0 and 15")
+
+
+def check_choice(value: Any, name: str, choices: Collection[_T]) -> _T:
+    """Return one of a fixed set of values (compared with ``==``; strings are not fuzzy).
+
+    Examples
+    --------
+    >>> check_choice("sqrt", "mode", ("sqrt", "equal"))
+    'sqrt'
+    """
+    try:
+        if value in choices:
+            return value  # type: ignore[no-any-return]
+    except TypeError:
+        pass
+    raise fail(name, value, "is not one of the accepted values",
+               f"pass one of {sorted(map(str, choices))}")
+
+
+def check_text(value: Any, name: str, *, allow_empty: bool = False) -> str:
+    """Return a string (a name, a label, a reason), non-empty unless ``allow_empty``.
+
+    Examples
+    --------
+    >>> check_text("weekly report", "why")
+    'weekly report'
+    """
+    if not isinstance(value, str):
+        raise fail(name, value, f"is a {type(value).__name__}, not a string", "pass text")
+    if not allow_empty and not value.strip():
+        raise fail(name, value, "is empty", "say it in a few words")
+    return value
+
+
+def check_finite_array(values: Any, name: str, *, ndim: Iterable[int] = (1,),
+                       allow_empty: bool = False) -> np.ndarray:
+    """Return a float64 array with no NaN or infinity, of an accepted dimension.
+
+    Examples
+    --------
+    >>> check_finite_array([1, 2.5], "values").tolist()
+    [1.0, 2.5]
+    """
+    fix = "pass finite numbers, one per client"
+    if isinstance(values, (str, bytes)):
+        raise fail(name, values, "is a string, not an array of numbers", fix)
+    try:
+        arr = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InvalidInput(f"{name} is not numeric; {fix}") from None
+    dims = tuple(ndim)
+    if arr.ndim not in dims:
+        raise InvalidInput(f"{name} has shape {arr.shape}; give an array of {dims} dimensions")
+    if arr.size == 0 and not allow_empty:
+        raise InvalidInput(f"{name} is empty; {fix}")
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        first = int(np.flatnonzero(bad.ravel())[0])
+        raise InvalidInput(
+            f"{name} has {int(bad.sum())} NaN or infinite values (first at flat index {first}); "
+            f"{fix}")
+    return arr
+
+
+def check_ids(values: Any, name: str, *, unique: bool = True) -> pd.Index:
+    """Return identifiers (client or region ids) as an Index: no missing values, unique.
+
+    Examples
+    --------
+    >>> list(check_ids(["a", "b"], "client_id"))
+    ['a', 'b']
+    >>> check_ids(["a", "a"], "client_id")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    spatialdp.exceptions.InvalidInput: client_id has 1 repeated value (first: 'a'); ...
+    """
+    index: pd.Index = pd.Index(values)
+    if index.isna().any():
+        raise InvalidInput(
+            f"{name} has {int(index.isna().sum())} missing values; every row needs its id")
+    if unique and not index.is_unique:
+        repeated = index[index.duplicated()]
+        raise InvalidInput(
+            f"{name} has {len(repeated)} repeated value{'s' if len(repeated) > 1 else ''} "
+            f"(first: {repeated[0]!r}); one client, one row: drop or merge the repeats "
+            "before the release")
+    return index
