@@ -99,7 +99,7 @@ MC_CASES = [
 ]
 
 
-@pytest.mark.parametrize("kind,scale,ms", MC_CASES)
+@pytest.mark.parametrize(("kind", "scale", "ms"), MC_CASES)
 def test_against_monte_carlo(kind: str, scale: float, ms: list[int]) -> None:
     alpha = 0.05
     for i, m in enumerate(ms):
@@ -184,7 +184,7 @@ LATTICE_CASES = [
 ]
 
 
-@pytest.mark.parametrize("kind,scale,ms", LATTICE_CASES)
+@pytest.mark.parametrize(("kind", "scale", "ms"), LATTICE_CASES)
 def test_lattice_against_exact_pmf(kind: str, scale: float, ms: list[int]) -> None:
     for m in ms:
         ks, pmf = lattice_sum_pmf(kind, scale, m)
@@ -258,7 +258,8 @@ def test_vectorised_shapes_and_consistency() -> None:
     m = np.array([[1, 5, 5], [100, 1, 7]])
     for kind in NOISE_KINDS:
         hw = half_width(kind, 2.0, m, 0.1)
-        assert isinstance(hw, np.ndarray) and hw.shape == (2, 3)
+        assert isinstance(hw, np.ndarray)
+        assert hw.shape == (2, 3)
         assert hw[0, 1] == hw[0, 2] == half_width(kind, 2.0, 5, 0.1)
         assert hw[1, 1] == half_width(kind, 2.0, 1, 0.1)
         assert isinstance(half_width(kind, 2.0, 3), float)
@@ -272,13 +273,16 @@ def test_vectorised_shapes_and_consistency() -> None:
 def test_accuracy_dataclass() -> None:
     acc = accuracy("discrete_laplace", 1.5, m=[1, 10], alpha=0.1)
     assert isinstance(acc, Accuracy)
-    assert acc.kind == "discrete_laplace" and acc.alpha == 0.1 and acc.scale == 1.5
+    assert acc.kind == "discrete_laplace"
+    assert acc.alpha == 0.1
+    assert acc.scale == 1.5
     assert np.array_equal(acc.half_width, half_width("discrete_laplace", 1.5, [1, 10], 0.1))
     assert np.array_equal(acc.m, [1, 10])
     with pytest.raises(AttributeError):
         acc.alpha = 0.2  # type: ignore[misc]
     single = accuracy("gaussian", 1.0)
-    assert single.m == 1 and single.std == 1.0
+    assert single.m == 1
+    assert single.std == 1.0
 
 
 def test_many_polygons_vectorised() -> None:
@@ -307,25 +311,54 @@ def test_scale_for_half_width_round_trip(kind: str, m: int) -> None:
 
 
 def test_refusals() -> None:
-    with pytest.raises(InvalidInput, match="noise kind 'cauchy'"):
+    with pytest.raises(InvalidInput, match="kind='cauchy' is not one of"):
         half_width("cauchy", 1.0)
-    for bad in (0, -1.0, float("nan"), float("inf"), "x"):
+    with pytest.raises(InvalidInput, match="kind=3 is a int"):
+        half_width(3, 1.0)  # type: ignore[call-overload]
+    for bad in (0, -1.0, float("nan"), float("inf"), "x", True, 1e16):
         with pytest.raises(InvalidInput, match="scale="):
             noise_std("laplace", bad)  # type: ignore[arg-type]
-    for bad_alpha in (0, 1, 1.5, -0.1, float("nan")):
+    for bad_alpha in (0, 1, 1.5, -0.1, float("nan"), True, "0.05"):
         with pytest.raises(InvalidInput, match="alpha="):
-            half_width("gaussian", 1.0, 1, bad_alpha)
-    for bad_m in (0, -3, 1.5, float("nan"), [1, 0]):
-        with pytest.raises(InvalidInput, match="m must be whole numbers"):
+            half_width("gaussian", 1.0, 1, bad_alpha)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput, match="alpha=1e-16 is below the smallest supported level"):
+        half_width("gaussian", 1.0, 1, 1e-16)
+    for bad_m in (0, -3, 1.5, float("nan"), True, 10**13):
+        with pytest.raises(InvalidInput, match="^m="):
             mean_abs_error("laplace", 1.0, bad_m)
-    with pytest.raises(InvalidInput, match="m="):
+    with pytest.raises(InvalidInput, match=r"m has 1 entries .* \(first: 0\.0 at flat index 1\)"):
+        mean_abs_error("laplace", 1.0, [1, 0])
+    for bad_array in (np.array(["a"]), np.array([1, None], dtype=object), [[1], [1, 2]],
+                      np.array([True])):
+        with pytest.raises(InvalidInput, match="^m "):
+            mean_abs_error("laplace", 1.0, bad_array)
+    with pytest.raises(InvalidInput, match="m='ten'"):
         noise_std("laplace", 1.0, "ten")
     with pytest.raises(InvalidInput, match="threshold=-1"):
         tail_probability("laplace", 1.0, -1)
-    with pytest.raises(InvalidInput, match="single integer"):
+    with pytest.raises(InvalidInput, match="threshold=nan"):
+        tail_probability("laplace", 1.0, float("nan"))
+    with pytest.raises(InvalidInput, match=r"m=\[1, 2\] is an array"):
         scale_for_half_width("laplace", 3.0, [1, 2])  # type: ignore[arg-type]
     with pytest.raises(InvalidInput, match="target="):
         scale_for_half_width("laplace", 0.0)
+
+
+def test_tiny_alpha_gaussian_half_width_is_accurate() -> None:
+    """-ndtri(alpha/2), not ndtri(1 - alpha/2): the latter loses digits as alpha -> 0."""
+    for alpha in (1e-9, 1e-13, 1e-15):
+        hw = half_width("gaussian", 1.0, 1, alpha)
+        assert 2 * stats.norm.sf(hw) == pytest.approx(alpha, rel=1e-12)
+
+
+def test_tiny_scales_give_zero_error() -> None:
+    """Scales so small that sigma**2 underflows: exact zeros, no warnings, no errors."""
+    for scale in (1e-300, 5e-324, 1e-3):
+        for kind in ("discrete_gaussian", "discrete_laplace"):
+            assert half_width(kind, scale, 10**6, 1e-15) == 0
+            assert mean_abs_error(kind, scale, 7) == 0
+            assert noise_std(kind, scale, 7) == 0
+            assert tail_probability(kind, scale, 0.0, 10**12) == 0
 
 
 def test_scale_for_sub_unit_target_gives_noise_free_half_width() -> None:

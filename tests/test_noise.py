@@ -1,9 +1,11 @@
-"""Tests of spatialdp.privacy.noise: exact release samplers, simulators, mechanisms."""
+"""Tests of the noise samplers (release and simulate paths) and the mechanisms."""
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import math
+from decimal import Decimal
 from fractions import Fraction
 
 import numpy as np
@@ -11,9 +13,10 @@ import pytest
 import scipy.sparse
 from scipy import stats
 
+import spatialdp.privacy
 from spatialdp.exceptions import InvalidInput
 from spatialdp.privacy import accuracy as acc
-from spatialdp.privacy import noise
+from spatialdp.privacy import calibration, noise, release, simulate
 from spatialdp.privacy._exact import random_bits, uniform_below
 from spatialdp.privacy.noise import (
     GaussianMechanism,
@@ -95,7 +98,8 @@ def dkw_ok(sample: np.ndarray, cdf, grid: np.ndarray) -> bool:
 @pytest.mark.parametrize("n", [2, 3, 5, 7, 16, 200, 1000, 70_001, 2**33 + 5])
 def test_uniform_below_is_uniform(n: int) -> None:
     draws = uniform_below(n, 120_000).astype(np.int64)
-    assert draws.min() >= 0 and draws.max() < n
+    assert draws.min() >= 0
+    assert draws.max() < n
     if n <= 1000:
         counts = np.bincount(draws, minlength=n)
         assert stats.chisquare(counts).pvalue > P_MIN
@@ -141,7 +145,8 @@ def test_release_discrete_laplace_tiny_scale_is_mostly_exact() -> None:
 def test_release_adds_to_counts_and_keeps_shape() -> None:
     counts = np.arange(12).reshape(3, 4) * 1000
     out = release_discrete_laplace(counts, 1.0)
-    assert out.shape == (3, 4) and out.dtype == np.int64
+    assert out.shape == (3, 4)
+    assert out.dtype == np.int64
     assert np.all(np.abs(out - counts) < 100)
     assert isinstance(release_discrete_laplace(7, 1.0), int)
     assert release_discrete_laplace(np.array([], dtype=np.int64), 1.0).size == 0
@@ -180,7 +185,8 @@ def test_release_functions_take_no_seed(fn) -> None:
 def test_release_one_million_cells() -> None:
     # Speed is measured by benchmarks/bench_discrete_laplace.py, not asserted here.
     noisy = release_discrete_laplace(np.zeros(1_000_000, dtype=np.int64), 1.0)
-    assert noisy.shape == (1_000_000,) and noisy.dtype == np.int64
+    assert noisy.shape == (1_000_000,)
+    assert noisy.dtype == np.int64
     var = 2 * math.exp(-1.0) / (1 - math.exp(-1.0)) ** 2
     assert abs(noisy.mean()) < 5 * math.sqrt(var / noisy.size)
 
@@ -240,13 +246,15 @@ def test_sparse_input_noises_every_entry() -> None:
     dense[[3, 50, 700]] = [10, 20, 30]
     sp = scipy.sparse.csr_array(dense.reshape(1, -1))
     out = release_discrete_laplace(sp, 5.0)
-    assert isinstance(out, np.ndarray) and out.shape == (1, 2000)
+    assert isinstance(out, np.ndarray)
+    assert out.shape == (1, 2000)
     # zeros of the domain get noise too: most of them are no longer zero
     assert np.mean(out[0, dense == 0] != 0) > 0.8
     sim = simulate_discrete_laplace(scipy.sparse.coo_matrix(dense.reshape(-1, 1)), 5.0, rng=0)
     assert sim.shape == (2000, 1)
     real = release_laplace(scipy.sparse.csr_matrix(np.eye(3)), 1.0)
-    assert real.shape == (3, 3) and np.all(real != np.eye(3))
+    assert real.shape == (3, 3)
+    assert np.all(real != np.eye(3))
 
 
 # ---------------------------------------------------------------------------
@@ -296,7 +304,8 @@ def test_simulate_is_reproducible() -> None:
 
 def test_laplace_mechanism() -> None:
     mech = LaplaceMechanism(epsilon=0.5, sensitivity=2.0, discrete=True)
-    assert mech.scale == 4.0 and mech.kind == "discrete_laplace"
+    assert mech.scale == 4.0
+    assert mech.kind == "discrete_laplace"
     assert mech.privacy_loss == PrivacyLoss("pure", 0.5)
     assert mech.privacy_loss.rho == 0.125
     out = mech.release(np.array([10, 20, 30]))
@@ -307,35 +316,42 @@ def test_laplace_mechanism() -> None:
     assert mech.mean_abs_error(3) == acc.mean_abs_error("discrete_laplace", 4.0, 3)
     assert mech.error_bar(5, 0.1) == acc.half_width("discrete_laplace", 4.0, 5, 0.1)
     bars = mech.error_bar(np.array([1, 5, 5]))
-    assert bars.shape == (3,) and bars[1] == bars[2]
+    assert bars.shape == (3,)
+    assert bars[1] == bars[2]
     assert mech.accuracy(4).half_width == mech.error_bar(4)
     real = LaplaceMechanism(1.0)
-    assert real.kind == "laplace" and real.release(np.zeros(3)).dtype == np.float64
+    assert real.kind == "laplace"
+    assert real.release(np.zeros(3)).dtype == np.float64
     assert "epsilon=1.0" in repr(real)
 
 
 def test_gaussian_mechanism() -> None:
     mech = GaussianMechanism(rho=0.5, sensitivity=3.0)
-    assert mech.scale == 3.0 and mech.kind == "gaussian"
+    assert mech.scale == 3.0
+    assert mech.kind == "gaussian"
     assert mech.privacy_loss == PrivacyLoss("zcdp", 0.5)
     assert mech.privacy_loss.epsilon is None
     assert mech.error_bar(4) == pytest.approx(1.959963984540054 * 6)
     disc = GaussianMechanism(rho=0.125, sensitivity=1.0, discrete=True)
-    assert disc.scale == 2.0 and disc.kind == "discrete_gaussian"
+    assert disc.scale == 2.0
+    assert disc.kind == "discrete_gaussian"
     assert disc.release(np.array([1, 2])).dtype == np.int64
     assert disc.simulate(np.array([1, 2]), rng=0).dtype == np.int64
 
 
-@pytest.mark.parametrize("eps,sens", [(3.0, 1.0), (0.7, 0.3), (1e-3, 7.0), (0.1, 1.0)])
+@pytest.mark.parametrize(("eps", "sens"), [(3.0, 1.0), (0.7, 0.3), (1e-3, 7.0), (0.1, 1.0)])
 def test_laplace_scale_never_rounds_down(eps: float, sens: float) -> None:
     mech = LaplaceMechanism(eps, sens)
-    assert Fraction(mech.scale) * Fraction(eps) >= Fraction(sens)
+    # against the DECIMAL epsilon the ledger charges, not the binary float
+    assert Decimal(mech.scale) * Decimal(repr(eps)) >= Decimal(sens)
+    assert mech.scale == calibration.laplace_scale(sens, eps)
 
 
-@pytest.mark.parametrize("rho,sens", [(0.3, 1.0), (0.01, 2.0), (1.7, 0.9), (0.5, 1.0)])
+@pytest.mark.parametrize(("rho", "sens"), [(0.3, 1.0), (0.01, 2.0), (1.7, 0.9), (0.5, 1.0)])
 def test_gaussian_scale_never_rounds_down(rho: float, sens: float) -> None:
     mech = GaussianMechanism(rho, sens)
-    assert Fraction(mech.scale) ** 2 * 2 * Fraction(rho) >= Fraction(sens) ** 2
+    assert Fraction(mech.scale) ** 2 * 2 * Fraction(Decimal(repr(rho))) >= Fraction(sens) ** 2
+    assert mech.scale == calibration.gaussian_sigma(sens, rho)
 
 
 def test_privacy_loss() -> None:
@@ -370,16 +386,16 @@ def test_refuses_bad_scale(bad) -> None:
 
 
 def test_refuses_too_large_scale() -> None:
-    with pytest.raises(InvalidInput, match="supported maximum"):
+    with pytest.raises(InvalidInput, match=r"scale=2251799813685248\.0 is above the limit <= 1e"):
         release_discrete_laplace([1], 2.0**51)
-    with pytest.raises(InvalidInput, match="supported maximum"):
+    with pytest.raises(InvalidInput, match="largest supported noise scale 1e"):
         GaussianMechanism(rho=1e-40)
-    with pytest.raises(InvalidInput, match="discrete sampler's maximum"):
+    with pytest.raises(InvalidInput, match=r"sensitivity / epsilon=1e\+20 exceeds the largest"):
         LaplaceMechanism(1e-20, discrete=True)
 
 
 @pytest.mark.parametrize(
-    "bad,match",
+    ("bad", "match"),
     [
         ([1, 2.5], "got 2.5 at flat index 1"),
         ([1.0, float("nan")], "got nan"),
@@ -388,6 +404,11 @@ def test_refuses_too_large_scale() -> None:
         (np.array([2**60], dtype=np.int64), "2\\*\\*53"),
         (np.array(["a", "b"]), "not a numeric array"),
         ([1 + 2j], "complex"),
+        ([[1], [1, 2]], "ragged"),
+        (np.array([1, None], dtype=object), "dtype object"),
+        ([2**70], "dtype object"),
+        ("12", "is a string"),
+        (True, "is a bool"),
     ],
 )
 def test_refuses_bad_counts(bad, match: str) -> None:
@@ -412,9 +433,30 @@ def test_refuses_non_finite_values(bad: float) -> None:
         simulate_gaussian([bad], 1.0, rng=0)
 
 
-def test_refuses_bad_rng() -> None:
-    with pytest.raises(InvalidInput, match="rng='seed'"):
-        simulate_laplace([0.0], 1.0, rng="seed")  # type: ignore[call-overload]
+@pytest.mark.parametrize(
+    ("bad", "match"),
+    [
+        ("seed", "rng='seed' is a str"),
+        (1.5, "rng=1.5 is a float"),
+        (True, "rng=True is a bool"),
+        (np.bool_(False), "is a bool"),
+        (-3, "rng=-3 is a negative seed"),
+        (np.random.RandomState(0), "legacy RandomState"),
+        ([1, 2], "is a list"),
+    ],
+)
+def test_refuses_bad_rng(bad: object, match: str) -> None:
+    with pytest.raises(InvalidInput, match=match):
+        simulate_laplace([0.0], 1.0, rng=bad)  # type: ignore[call-overload]
+    with pytest.raises(InvalidInput, match=match):
+        LaplaceMechanism(1.0).simulate([0.0], rng=bad)  # type: ignore[arg-type]
+
+
+def test_rng_accepts_numpy_integers_and_is_keyword_only() -> None:
+    assert np.array_equal(simulate_laplace([0.0], 1.0, rng=np.int64(5)),
+                          simulate_laplace([0.0], 1.0, rng=5))
+    with pytest.raises(TypeError, match="positional"):
+        simulate_laplace([0.0], 1.0, 5)  # type: ignore[misc]
 
 
 @pytest.mark.parametrize("bad", [0, -0.5, float("nan"), float("inf")])
@@ -434,6 +476,44 @@ def test_mechanism_refuses_non_integer_counts_for_discrete() -> None:
         LaplaceMechanism(1.0, discrete=True).release([1.5])
 
 
-def test_module_exports() -> None:
-    for name in noise.__all__:
-        assert hasattr(noise, name)
+NOISE_MODULES = {"accuracy", "calibration", "noise", "release", "simulate"}
+
+
+def _defining_module(obj: object) -> str:
+    return getattr(obj, "__module__", "")
+
+
+@pytest.mark.parametrize("name", spatialdp.privacy.__all__)
+def test_privacy_exports_are_documented_and_canonical(name: str) -> None:
+    """Every public name is its defining module's object, documented with an Examples section."""
+    obj = getattr(spatialdp.privacy, name)
+    if callable(obj):
+        module = _defining_module(obj)
+        assert module.startswith("spatialdp.privacy."), (name, module)
+        assert not module.rsplit(".", 1)[-1].startswith("_"), (name, module)  # a public module
+        assert getattr(importlib.import_module(module), name) is obj
+        if module.rsplit(".", 1)[-1] in NOISE_MODULES:  # the ledger/budget modules are not ours
+            doc = inspect.getdoc(obj) or ""
+            assert "Examples\n--------" in doc, name
+    else:  # constants: exported from a public module of the package
+        assert any(getattr(m, name, None) is obj and name in getattr(m, "__all__", ())
+                   for m in (acc, calibration)), name
+
+
+def test_noise_module_reexports_the_paths() -> None:
+    """``from spatialdp.privacy.noise import release_laplace`` keeps working (same objects)."""
+    for name in release.__all__:
+        assert getattr(noise, name) is getattr(release, name)
+    for name in simulate.__all__:
+        if name.startswith("simulate_"):
+            assert getattr(noise, name) is getattr(simulate, name)
+    assert set(noise.__all__) >= {"LaplaceMechanism", "GaussianMechanism", "PrivacyLoss"}
+
+
+@pytest.mark.parametrize("module", [release, simulate, noise, calibration])
+def test_random_path_modules_explain_themselves(module: object) -> None:
+    doc = inspect.getdoc(module) or ""
+    assert "Examples\n--------" in doc
+    if module in (release, simulate):
+        assert "OS entropy" in doc
+        assert "seed" in doc

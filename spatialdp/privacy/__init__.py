@@ -1,8 +1,12 @@
 """The accountable core: release noise, error bars, and the privacy ledger.
 
-Two random paths never mix: ``release_*`` functions and ``Mechanism.release``
-draw from OS entropy and take no seed; ``simulate_*`` and ``Mechanism.simulate``
-take a numpy Generator or seed and are for measuring error only.
+Two random paths never mix: ``release_*`` functions
+(:mod:`spatialdp.privacy.release`) and ``Mechanism.release`` draw from OS
+entropy and take no seed; ``simulate_*`` (:mod:`spatialdp.privacy.simulate`)
+and ``Mechanism.simulate`` take ``rng=`` (a numpy Generator or seed) and are for
+measuring error only. Noise scales come from one exact rule,
+:mod:`spatialdp.privacy.calibration`; the mechanisms live in
+:mod:`spatialdp.privacy.noise`.
 """
 
 from __future__ import annotations
@@ -27,15 +31,16 @@ from spatialdp.privacy.budget import (
     rho_to_epsilon,
 )
 from spatialdp.privacy.cadence import CadencePlan, cadence_table, plan_cadence
+from spatialdp.privacy.calibration import MAX_SCALE, gaussian_sigma, laplace_scale
 from spatialdp.privacy.ledger import Charge, PrivacyLedger
-from spatialdp.privacy.noise import (
-    GaussianMechanism,
-    LaplaceMechanism,
-    PrivacyLoss,
+from spatialdp.privacy.noise import GaussianMechanism, LaplaceMechanism, PrivacyLoss
+from spatialdp.privacy.release import (
     release_discrete_gaussian,
     release_discrete_laplace,
     release_gaussian,
     release_laplace,
+)
+from spatialdp.privacy.simulate import (
     simulate_discrete_gaussian,
     simulate_discrete_laplace,
     simulate_gaussian,
@@ -43,6 +48,7 @@ from spatialdp.privacy.noise import (
 )
 
 __all__ = [
+    "MAX_SCALE",
     "NOISE_KINDS",
     "Accuracy",
     "BudgetSplit",
@@ -59,7 +65,9 @@ __all__ = [
     "Single",
     "cadence_table",
     "epsilon_to_rho",
+    "gaussian_sigma",
     "half_width",
+    "laplace_scale",
     "mean_abs_error",
     "noise_std",
     "plan_cadence",

@@ -17,7 +17,7 @@ from spatialdp.privacy._accuracy_numerics import CACHE, logsumexp_c
 
 
 def lap_mae(m: int) -> float:
-    """E|S| / b for S a sum of m Laplace(1): 2 m C(2m, m) / 4**m."""
+    """Return E|S| / b for S a sum of m Laplace(1): 2 m C(2m, m) / 4**m."""
     return (
         2.0
         * m
@@ -26,7 +26,10 @@ def lap_mae(m: int) -> float:
 
 
 def lap_log_sf(m: int, x: float) -> float:
-    """log P(S > x), S a sum of m Laplace(1), x >= 0: P(Poisson(x) + NegBin(m, 1/2) <= m - 1)."""
+    """Return log P(S > x), S a sum of m Laplace(1), x >= 0.
+
+    ``P(S > x) = P(Poisson(x) + NegBin(m, 1/2) <= m - 1)``.
+    """
     if x <= 0:
         return math.log(0.5)
     if m == 1:
@@ -43,7 +46,7 @@ def lap_log_sf(m: int, x: float) -> float:
 
 @lru_cache(maxsize=CACHE)
 def lap_half_width(m: int, alpha: float) -> float:
-    """Half-width / b for the sum of m Laplace(1)."""
+    """Return the half-width / b for the sum of m Laplace(1)."""
     if m == 1:
         return math.log(1.0 / alpha)
     target = math.log(alpha / 2)
@@ -54,7 +57,7 @@ def lap_half_width(m: int, alpha: float) -> float:
     hi = 1.01 * min(math.sqrt(2 * m / alpha), 2 * (math.log(2 / alpha) + 0.2877 * m))
     lo = 0.0
     # the Laplace sum has heavier tails than the normal of equal variance: bracket from there
-    z = float(special.ndtri(1 - alpha / 2)) * math.sqrt(2 * m)
+    z = -float(special.ndtri(alpha / 2)) * math.sqrt(2 * m)
     if z < hi and f(z) > 0:
         lo = z
         step = 1.25 * z

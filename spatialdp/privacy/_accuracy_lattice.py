@@ -28,6 +28,9 @@ from spatialdp.privacy._accuracy_numerics import (
 )
 
 _POISSON_SIGMA = 8.0  # discrete Gaussian: variance and phi by their sigma -> inf forms above
+# Below this sigma, P(Z != 0) <= 2 exp(-1 / (2 sigma**2)) = 2 exp(-800): every figure of a
+# sum of up to 1e12 draws is 0 in double precision (and sigma**2 may underflow).
+_DG_NOISELESS = 0.025
 
 
 # ---------------------------------------------------------------------------
@@ -36,11 +39,12 @@ _POISSON_SIGMA = 8.0  # discrete Gaussian: variance and phi by their sigma -> in
 
 
 def _dlap_params(b: float) -> tuple[float, float]:
-    """(a, 1 - a) with a = exp(-1/b), 1 - a computed without cancellation."""
+    """Return (a, 1 - a) with a = exp(-1/b), 1 - a computed without cancellation."""
     return math.exp(-1.0 / b), -math.expm1(-1.0 / b)
 
 
 def dlap_var(b: float) -> float:
+    """Return the variance of one discrete Laplace(b) draw."""
     a, oma = _dlap_params(b)
     return 2.0 * a / oma**2
 
@@ -57,6 +61,7 @@ def _dlap_one_minus_phi(b: float) -> Callable[[NDArray[Any]], NDArray[Any]]:
 
 @lru_cache(maxsize=CACHE)
 def dlap_mae(m: int, b: float) -> float:
+    """Return E|S| for S a sum of m discrete Laplace(b) draws."""
     a, oma = _dlap_params(b)
     if m == 1:
         return 2.0 * a / (oma * (1.0 + a))
@@ -64,7 +69,7 @@ def dlap_mae(m: int, b: float) -> float:
 
 
 def _dlap_log_tail_nb(m: int, j: int, b: float) -> float:
-    """log P(S >= j) for j >= m: P(NegBin(j-m, a) + NegBin(m, a/(1+a)) <= m-1)."""
+    """Return log P(S >= j) for j >= m: P(NegBin(j-m, a) + NegBin(m, a/(1+a)) <= m-1)."""
     a, oma = _dlap_params(b)
     q = a / (1.0 + a)
     r = j - m
@@ -91,7 +96,7 @@ def _dlap_log_tail_nb(m: int, j: int, b: float) -> float:
 
 
 def _dlap_log_tail_contour(m: int, j: int, b: float) -> float:
-    """log P(S >= j) by lattice inversion through the saddle point."""
+    """Return log P(S >= j) by lattice inversion through the saddle point."""
     _, oma = _dlap_params(b)
     inv_b = 1.0 / b
     log_norm = 2.0 * math.log(oma)
@@ -108,16 +113,17 @@ def _dlap_log_tail_contour(m: int, j: int, b: float) -> float:
     k2_theta = x1 / d1**2 + x2 / d2**2
 
     def kc(z: NDArray[Any]) -> NDArray[Any]:
-        return (
+        out: NDArray[Any] = (
             np.log(d1) - np.log(-np.expm1(z - inv_b)) + np.log(d2) - np.log(-np.expm1(-z - inv_b))
         )
+        return out
 
     return contour_log_tail(m, j, theta, k_theta, k2_theta, kc)
 
 
 @lru_cache(maxsize=CACHE * 8)
 def dlap_log_tail(m: int, j: int, b: float) -> float:
-    """log P(S >= j), S a sum of m discrete Laplace(b), integer j >= 1."""
+    """Return log P(S >= j), S a sum of m discrete Laplace(b), integer j >= 1."""
     # union bound: S >= j needs some |Z_i| >= ceil(j/m); below e^-800 report 0 (underflow)
     if math.log(2.0 * m) - math.ceil(j / m) / b < -800:
         return -math.inf
@@ -131,15 +137,24 @@ def dlap_log_tail(m: int, j: int, b: float) -> float:
 
 @lru_cache(maxsize=CACHE)
 def dlap_half_width(m: int, b: float, alpha: float) -> int:
+    """Return the smallest integer h with P(|S| <= h) >= 1 - alpha (m discrete Laplace(b))."""
     a, _ = _dlap_params(b)
-    if m == 1:  # smallest k with 2 a^(k+1) / (1 + a) <= alpha
-        k = max(0, math.ceil(b * math.log(2 / (alpha * (1 + a)))) - 1)
-        while k > 0 and -(k / b) + math.log(2 / (1 + a)) <= math.log(alpha):
-            k -= 1
-        while -((k + 1) / b) + math.log(2 / (1 + a)) > math.log(alpha):
-            k += 1
+    if m == 1:  # smallest k with log P(|Z| > k) = log 2 + (k + 1) log a - log(1 + a) <= log alpha
+        excess = math.log(2.0) - math.log1p(a) - math.log(alpha)
+
+        def misses(k: int) -> bool:
+            return -(k + 1) / b + excess > 0
+
+        k = max(0, math.ceil(b * excess) - 1)
+        for _ in range(4):  # rounding of b * excess: a step at most
+            if misses(k):
+                k += 1
+            elif k > 0 and not misses(k - 1):
+                k -= 1
+            else:
+                break
         return k
-    guess = special.ndtri(1 - alpha / 2) * math.sqrt(m * dlap_var(b))
+    guess = -special.ndtri(alpha / 2) * math.sqrt(m * dlap_var(b))
     return smallest_k(lambda k: math.log(2) + dlap_log_tail(m, k + 1, b), math.log(alpha), guess)
 
 
@@ -150,7 +165,7 @@ def dlap_half_width(m: int, b: float, alpha: float) -> int:
 
 @lru_cache(maxsize=256)
 def _dg_weights(sigma: float) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """Support k = 0..L and normalised pmf p_k (for sigma <= 8)."""
+    """Return the support k = 0..L and normalised pmf p_k (for sigma <= 8)."""
     top = math.ceil(40 * sigma) + 2
     k = np.arange(0, top + 1, dtype=np.float64)
     w = np.exp(-(k**2) / (2 * sigma**2))
@@ -159,6 +174,9 @@ def _dg_weights(sigma: float) -> tuple[NDArray[np.float64], NDArray[np.float64]]
 
 
 def dg_var(sigma: float) -> float:
+    """Return the variance of one discrete Gaussian(sigma) draw."""
+    if sigma < _DG_NOISELESS:
+        return 0.0
     if sigma > _POISSON_SIGMA:
         return sigma**2
     k, p = _dg_weights(sigma)
@@ -171,13 +189,17 @@ def _dg_one_minus_phi(sigma: float) -> Callable[[NDArray[Any]], NDArray[Any]]:
     k, p = _dg_weights(sigma)
 
     def fn(u: NDArray[np.float64]) -> NDArray[np.float64]:
-        return 4.0 * (np.sin(np.outer(u, k[1:]) / 2) ** 2 @ p[1:])
+        out: NDArray[np.float64] = 4.0 * (np.sin(np.outer(u, k[1:]) / 2) ** 2 @ p[1:])
+        return out
 
     return fn
 
 
 @lru_cache(maxsize=CACHE)
 def dg_mae(m: int, sigma: float) -> float:
+    """Return E|S| for S a sum of m discrete Gaussian(sigma) draws."""
+    if sigma < _DG_NOISELESS:
+        return 0.0
     if m == 1 and sigma <= _POISSON_SIGMA:
         k, p = _dg_weights(sigma)
         return float(2 * np.dot(k, p))
@@ -185,7 +207,10 @@ def dg_mae(m: int, sigma: float) -> float:
 
 
 def _dg_log_tail_contour(m: int, j: int, sigma: float) -> float:
-    """log P(S >= j) by lattice inversion (Poisson summation for sigma >= 1, else a direct sum)."""
+    """Return log P(S >= j) by lattice inversion.
+
+    Poisson summation for sigma >= 1, else a direct sum.
+    """
     s2 = sigma**2
     if sigma >= 1.0:
         # Poisson summation:
@@ -218,8 +243,12 @@ def _dg_log_tail_contour(m: int, j: int, sigma: float) -> float:
         return float(np.dot(k, w) / w.sum())
 
     upper = 1.0
-    while m * k1(upper) - j - inv_expm1(upper) <= 0:
+    for _ in range(64):  # m K'(t) grows like m t sigma**2: a few doublings
+        if m * k1(upper) - j - inv_expm1(upper) > 0:
+            break
         upper *= 2
+    else:  # pragma: no cover
+        raise ArithmeticError(f"no saddle point bracket (m={m}, j={j}, sigma={sigma})")
     theta = saddle(m, j, k1, upper)
     k, w, log_mt = moments(theta)
     w = w / w.sum()
@@ -231,14 +260,17 @@ def _dg_log_tail_contour(m: int, j: int, sigma: float) -> float:
         # only called on the contour Re z = theta: K(z) - K(theta) = log sum_k w_k e^{iuk}
         uk = np.outer(z.imag, k)
         with np.errstate(divide="ignore"):
-            return np.log(np.cos(uk) @ w + 1j * (np.sin(uk) @ w))
+            out: NDArray[Any] = np.log(np.cos(uk) @ w + 1j * (np.sin(uk) @ w))
+        return out
 
     return contour_log_tail(m, j, theta, k_theta, max(k2, 1e-300), kc_direct)
 
 
 @lru_cache(maxsize=CACHE * 8)
 def dg_log_tail(m: int, j: int, sigma: float) -> float:
-    """log P(S >= j), S a sum of m discrete Gaussian(sigma), integer j >= 1 (cached)."""
+    """Return log P(S >= j), S a sum of m discrete Gaussian(sigma), integer j >= 1 (cached)."""
+    if sigma < _DG_NOISELESS:
+        return -math.inf
     k = math.ceil(j / m)  # union bound as for the discrete Laplace
     if math.log(2.0 * m) - k * k / (2 * sigma**2) - math.log(-math.expm1(-k / sigma**2)) < -800:
         return -math.inf
@@ -252,5 +284,8 @@ def dg_log_tail(m: int, j: int, sigma: float) -> float:
 
 @lru_cache(maxsize=CACHE)
 def dg_half_width(m: int, sigma: float, alpha: float) -> int:
-    guess = special.ndtri(1 - alpha / 2) * math.sqrt(m * dg_var(sigma))
+    """Return the smallest integer h with P(|S| <= h) >= 1 - alpha (m discrete Gaussians)."""
+    if sigma < _DG_NOISELESS:
+        return 0
+    guess = -special.ndtri(alpha / 2) * math.sqrt(m * dg_var(sigma))
     return smallest_k(lambda k: math.log(2) + dg_log_tail(m, k + 1, sigma), math.log(alpha), guess)

@@ -3,6 +3,8 @@
 Composite Gauss-Legendre quadrature, the lattice inversion through a saddle
 point, the lattice mean absolute error and an integer search for the smallest
 half-width; the methods are described in :mod:`spatialdp.privacy.accuracy`.
+Roots are found by :func:`scipy.optimize.brentq` and log-sum-exps by
+:func:`scipy.special.logsumexp`; every bracket search is bounded.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import optimize
+from scipy import optimize, special
 
 _GL_X, _GL_W = np.polynomial.legendre.leggauss(20)
 _LOG_NEGLIGIBLE = -80.0  # exp(-80) ~ 2e-35: integrand below this relative size is dropped
@@ -21,14 +23,14 @@ CACHE = 4096  # lru_cache size of the per-(m, scale) figures
 
 
 def _gl_nodes(breaks: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """Composite 20-point Gauss-Legendre nodes and weights over consecutive breakpoints."""
+    """Return composite 20-point Gauss-Legendre nodes and weights over consecutive breakpoints."""
     lo, hi = breaks[:-1, None], breaks[1:, None]
     half = (hi - lo) / 2
     return (lo + half * (_GL_X + 1)).ravel(), (half * _GL_W).ravel()
 
 
 def _subdivide(breaks: NDArray[np.float64], rate: float) -> NDArray[np.float64]:
-    """Split panels so a phase advancing at ``rate`` turns at most ~2 radians per panel."""
+    """Return breakpoints split so a phase advancing at ``rate`` turns <= ~2 radians a panel."""
     widths = np.diff(breaks)
     pieces = np.maximum(1, np.ceil(widths * rate / 2.0)).astype(np.int64)
     if int(pieces.sum()) > 200_000:  # pragma: no cover - guard against absurd inputs
@@ -44,7 +46,7 @@ def _subdivide(breaks: NDArray[np.float64], rate: float) -> NDArray[np.float64]:
 def _cut_range(
     u_scale: float, logmod: Callable[[NDArray[Any]], NDArray[Any]]
 ) -> NDArray[np.float64]:
-    """Geometric breakpoints from ``u_scale/256`` to where ``logmod`` stays negligible (<= pi)."""
+    """Return geometric breakpoints from ``u_scale/256`` to where ``logmod`` stays negligible."""
     grid = u_scale * 2.0 ** np.arange(-8, 64)
     grid = grid[grid < math.pi]
     if grid.size == 0:
@@ -64,11 +66,12 @@ def lattice_mae(
     one_minus_phi: Callable[[NDArray[Any]], NDArray[Any]],
     sd_total: float,
 ) -> float:
-    """``E|S| = (1/pi) int_0^pi (1 - phi^m) / (1 - cos u) du`` for an integer symmetric S."""
+    """Return ``E|S| = (1/pi) int_0^pi (1 - phi^m) / (1 - cos u) du`` for an integer symmetric S."""
 
     def logphi_m(u: NDArray[np.float64]) -> NDArray[np.float64]:
         with np.errstate(divide="ignore"):
-            return m * np.log1p(-np.minimum(one_minus_phi(u), 1.0))
+            out: NDArray[np.float64] = m * np.log1p(-np.minimum(one_minus_phi(u), 1.0))
+        return out
 
     breaks = _cut_range(min(1.0, 1.0 / sd_total) if sd_total > 0 else 1.0, logphi_m)
     u, w = _gl_nodes(breaks)
@@ -88,7 +91,7 @@ def contour_log_tail(
     k2_theta: float,
     kc: Callable[[NDArray[Any]], NDArray[Any]],
 ) -> float:
-    """``log P(S >= j)`` for an integer S with cumulant function ``K`` (``m`` iid terms).
+    """Return ``log P(S >= j)`` for an integer S with cumulant function ``K`` (``m`` iid terms).
 
     ``P(S >= j) = exp(m K(t) - t j) (1/pi) int_0^pi Re[exp(m (K(t+iu) - K(t)) - i u j)
     / (1 - exp(-t - iu))] du`` for any ``t > 0`` inside the domain of ``K``; ``t``
@@ -98,7 +101,8 @@ def contour_log_tail(
     u_scale = min(theta, 1.0 / sd_t) if sd_t > 0 else theta
 
     def logmod(u: NDArray[np.float64]) -> NDArray[np.float64]:
-        return m * kc(theta + 1j * u).real
+        out: NDArray[np.float64] = m * kc(theta + 1j * u).real
+        return out
 
     breaks = _subdivide(_cut_range(u_scale, logmod), 2.0 * j + 1.0)
     u, w = _gl_nodes(breaks)
@@ -111,71 +115,81 @@ def contour_log_tail(
 
 
 def logsumexp_c(x: NDArray[Any]) -> NDArray[Any]:
-    """log(sum(exp(x), axis=-1)) for complex or real ``x`` (shifted by the max real part)."""
-    mx = x.real.max(axis=-1, keepdims=True)
-    mx = np.where(np.isfinite(mx), mx, 0.0)
+    """Return ``log(sum(exp(x), axis=-1))`` for complex or real ``x`` (scipy's logsumexp)."""
     with np.errstate(divide="ignore"):
-        return np.log(np.exp(x - mx).sum(axis=-1)) + mx[..., 0]
+        out: NDArray[Any] = np.asarray(special.logsumexp(x, axis=-1))
+    return out
 
 
 def inv_expm1(t: float) -> float:
-    """``1 / (e^t - 1)`` without overflow."""
+    """Return ``1 / (e^t - 1)`` without overflow."""
     return 0.0 if t > 700 else 1.0 / math.expm1(t)
 
 
 def saddle(m: int, j: int, k1: Callable[[float], float], upper: float) -> float:
-    """Root in (0, upper) of ``m K'(t) - j - 1/(e^t - 1)`` (saddle point incl. the pole term)."""
+    """Return the root in (0, upper) of ``m K'(t) - j - 1/(e^t - 1)`` (saddle point incl. pole).
+
+    ``h(t) -> -inf`` as ``t -> 0``: the lower end of the bracket is pulled
+    towards 0 (at most 100 times) until ``h`` is negative there.
+    """
 
     def h(t: float) -> float:
         return m * k1(t) - j - inv_expm1(t)
 
     lo = min(1e-300 + 1e-12 * upper, upper / 4)
     hi = upper
-    while h(lo) > 0:  # pragma: no cover - extremely small j/m
-        lo /= 1e3
+    for _ in range(100):
+        if h(lo) <= 0:
+            break
+        lo /= 1e3  # pragma: no cover - extremely small j/m
+    else:  # pragma: no cover - h(t) -> -inf as t -> 0
+        raise ArithmeticError(f"no saddle point bracket (m={m}, j={j})")
     return float(optimize.brentq(h, lo, hi, xtol=1e-14 * hi, rtol=1e-10, maxiter=200))
 
 
 def smallest_k(log_tail: Callable[[int], float], log_target: float, guess: float) -> int:
-    """Smallest integer ``k >= 0`` with ``log_tail(k) <= log_target`` (``log_tail`` decreasing)."""
+    """Return the smallest integer ``k >= 0`` with ``log_tail(k) <= log_target`` (decreasing).
+
+    ``f(k) = log_tail(k) - log_target`` is extended to real ``k`` by linear
+    interpolation between integers (continuous, decreasing): the bracket is
+    grown geometrically from ``guess`` (bounded), the crossing is found by
+    :func:`scipy.optimize.brentq`, and the integer next to it is checked.
+    """
     cache: dict[int, float] = {}
 
-    def f(k: int) -> float:
+    def f(k: int) -> float:  # clipped below so that brentq never sees -inf
         if k not in cache:
-            cache[k] = log_tail(k) - log_target
+            cache[k] = max(log_tail(k) - log_target, -1e4)
         return cache[k]
+
+    def f_real(x: float) -> float:
+        k = math.floor(x)
+        return f(k) + (x - k) * (f(k + 1) - f(k))
 
     if f(0) <= 0:
         return 0
-    g = max(1, round(guess))
-    lo, hi = 0, g
-    if f(g) > 0:
-        lo = g
-        hi = int(g * 1.2) + 1
-        while f(hi) > 0:
-            lo, hi = hi, int(hi * 1.5) + 1
-    else:
-        k = int(g / 1.2)
-        while k > 0 and f(k) <= 0:
-            hi, k = k, int(k / 1.5)
-        lo = k
-    side = 0
-    while hi - lo > 1:
-        flo, fhi = f(lo), f(hi)
-        if side >= 2 or side <= -2 or not math.isfinite(flo - fhi):  # safeguard: bisect
-            k = (lo + hi) // 2
-            side = 0
+    lo, hi = 0, max(1, round(guess))  # invariant: f(lo) > 0 >= f(hi)
+    for _ in range(200):  # grow the bracket from the guess (x1.5 a step)
+        if f(hi) <= 0:
+            break
+        lo, hi = hi, int(hi * 1.5) + 1
+    else:  # pragma: no cover - log_tail decreases to -inf
+        raise ArithmeticError("no half-width bracket")
+    for _ in range(200):  # or shrink it (/1.5 a step)
+        k = int(hi / 1.5)
+        if k <= lo or f(k) > 0:
+            lo = max(lo, k)
+            break
+        hi = k
+    if hi - lo == 1:
+        return hi
+    x = float(optimize.brentq(f_real, lo, hi, xtol=0.25, rtol=1e-12))
+    k = min(max(math.ceil(x), lo + 1), hi)
+    for _ in range(hi - lo):  # a step at most: f_real is exact at the integers
+        if f(k) > 0:
+            k += 1
+        elif k - 1 > lo and f(k - 1) <= 0:
+            k -= 1
         else:
-            k = round(lo + (hi - lo) * flo / (flo - fhi))
-            k = min(max(k, lo + 1), hi - 1)
-        if f(k) <= 0:
-            hi = k
-            side = side + 1 if side >= 0 else 1
-            if k - 1 > lo and f(k - 1) > 0:
-                lo = k - 1
-        else:
-            lo = k
-            side = side - 1 if side <= 0 else -1
-            if k + 1 < hi and f(k + 1) <= 0:
-                hi = k + 1
-    return hi
+            break
+    return k

@@ -7,6 +7,11 @@ reconstructed from published values.
 
 The samplers are vectorised: a rejection step runs on the still-pending subset
 of the array, so the cost is a few dozen numpy passes over shrinking arrays.
+Every loop accepts (or finishes) each pending element with probability at
+least about 1/6 per pass whatever the scale, and is capped at
+:data:`MAX_ROUNDS` passes: reaching the cap has probability below
+``10**-700`` and raises :class:`~spatialdp.exceptions.SpatialDPError` rather
+than loop forever.
 Random integers in ``[0, n)`` come from masked rejection (draw the smallest
 number of bits that covers ``n - 1``, reject values ``>= n``), which has no
 modulo bias; bit widths of 1, 2 and 4 are packed several to a byte, wider ones
@@ -27,24 +32,37 @@ from math import floor, log2
 import numpy as np
 from numpy.typing import NDArray
 
+from spatialdp.exceptions import SpatialDPError
+from spatialdp.privacy.calibration import MAX_SCALE
+
 __all__ = [
     "MAX_DISCRETE_SCALE",
+    "MAX_ROUNDS",
     "discrete_laplace_noise",
     "random_bits",
     "rational_scale",
     "uniform_below",
 ]
 
-#: Largest discrete Laplace scale the exact sampler accepts (keeps int64 exact).
-MAX_DISCRETE_SCALE = float(2**50)
+#: Largest discrete Laplace scale the exact sampler accepts (int64 stays exact).
+MAX_DISCRETE_SCALE = MAX_SCALE
+
+#: Most rejection passes any sampler loop makes before giving up (never reached in practice).
+MAX_ROUNDS = 10_000
 
 _SCALE_BITS = 20  # a rounded scale keeps at least this many significant bits
 _MAX_DEN_BITS = 62  # denominators stay below 2**62 so that they fit in int64
 _EXACT_NUM_LIMIT = 2**32  # exact float scales with numerators below this are kept as is
 
 
+def _stalled(what: str) -> SpatialDPError:
+    return SpatialDPError(
+        f"{what} did not finish after {MAX_ROUNDS} rejection passes (probability below "
+        "1e-700 for a working entropy source); check os.urandom, then report it")
+
+
 def rational_scale(scale: float) -> Fraction:
-    """The exact rational noise scale used by the discrete Laplace release.
+    """Return the exact rational noise scale used by the discrete Laplace release.
 
     A float scale is itself a dyadic rational. It is used exactly when its
     numerator is below ``2**32`` (integers, halves, quarters, ...). Otherwise
@@ -83,7 +101,7 @@ def rational_scale(scale: float) -> Fraction:
 
 
 def _raw_bits(bits: int, count: int) -> NDArray[np.unsignedinteger]:
-    """``count`` independent uniform integers of ``bits`` bits from the OS."""
+    """Return ``count`` independent uniform integers of ``bits`` bits from the OS."""
     if bits <= 8:
         width = 1 if bits == 1 else 2 if bits == 2 else 4 if bits <= 4 else 8
         per_byte = 8 // width
@@ -107,12 +125,12 @@ def _raw_bits(bits: int, count: int) -> NDArray[np.unsignedinteger]:
 
 
 def random_bits(count: int) -> NDArray[np.bool_]:
-    """``count`` fair coin flips from OS entropy (packed 8 to a byte)."""
+    """Return ``count`` fair coin flips from OS entropy (packed 8 to a byte)."""
     return _raw_bits(1, count).astype(bool)
 
 
 def uniform_below(n: int, count: int) -> NDArray[np.unsignedinteger]:
-    """``count`` independent uniform integers in ``[0, n)``, exact, from OS entropy.
+    """Return ``count`` independent uniform integers in ``[0, n)``, exact, from OS entropy.
 
     Masked rejection: draw ``bit_length(n - 1)`` bits, reject values ``>= n``
     (acceptance at least 1/2). Accepted values are kept in draw order, so
@@ -127,17 +145,19 @@ def uniform_below(n: int, count: int) -> NDArray[np.unsignedinteger]:
         return _raw_bits(bits, count)
     parts = []
     got = 0
-    while got < count:
+    for _ in range(MAX_ROUNDS):
         need = count - got
         vals = _raw_bits(bits, int(need * (1 << bits) / n * 1.02) + 32)
         vals = vals[vals < n][:need]
         parts.append(vals)
         got += vals.size
-    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+        if got >= count:
+            return parts[0] if len(parts) == 1 else np.concatenate(parts)
+    raise _stalled("uniform_below")
 
 
 def _bernoulli_exp_fraction(u: NDArray[np.int64], t: int) -> NDArray[np.bool_]:
-    """Bernoulli(exp(-u / t)) per element, ``0 <= u < t`` (CKS Algorithm 1).
+    """Return Bernoulli(exp(-u / t)) per element, ``0 <= u < t`` (CKS Algorithm 1).
 
     K = 1; repeat A ~ Bernoulli(gamma / K), K += 1 while A; return K odd.
     Bernoulli(u / (t K)) is drawn as Bernoulli(1 / K) AND Bernoulli(u / t),
@@ -146,8 +166,9 @@ def _bernoulli_exp_fraction(u: NDArray[np.int64], t: int) -> NDArray[np.bool_]:
     out = np.empty(u.size, dtype=bool)
     alive = np.arange(u.size)
     ua = u
-    k = 1
-    while alive.size:
+    for k in range(1, MAX_ROUNDS + 1):
+        if not alive.size:
+            return out
         if k == 1:
             accept = uniform_below(t, alive.size) < ua
         else:
@@ -158,35 +179,36 @@ def _bernoulli_exp_fraction(u: NDArray[np.int64], t: int) -> NDArray[np.bool_]:
         out[alive[~accept]] = k % 2 == 1
         alive = alive[accept]
         ua = ua[accept]
-        k += 1
-    return out
+    raise _stalled("Bernoulli(exp(-u/t))")
 
 
 def _bernoulli_exp_minus_one(count: int) -> NDArray[np.bool_]:
-    """Bernoulli(exp(-1)), CKS Algorithm 1 with gamma = 1 (its first step always succeeds)."""
+    """Return Bernoulli(exp(-1)) draws, CKS Algorithm 1 with gamma = 1 (first step succeeds)."""
     out = np.empty(count, dtype=bool)
     alive = np.arange(count)
-    k = 2
-    while alive.size:
+    for k in range(2, MAX_ROUNDS + 2):
+        if not alive.size:
+            return out
         accept = uniform_below(k, alive.size) == 0
         out[alive[~accept]] = k % 2 == 1
         alive = alive[accept]
-        k += 1
-    return out
+    raise _stalled("Bernoulli(exp(-1))")
 
 
 def _geometric_exp_minus_one(count: int) -> NDArray[np.int64]:
-    """V with P(V >= v) = exp(-v): successes of Bernoulli(exp(-1)) before a failure."""
+    """Return V with P(V >= v) = exp(-v): successes of Bernoulli(exp(-1)) before a failure."""
     v = np.zeros(count, dtype=np.int64)
     alive = np.arange(count)
-    while alive.size:
+    for _ in range(MAX_ROUNDS):
+        if not alive.size:
+            return v
         alive = alive[_bernoulli_exp_minus_one(alive.size)]
         v[alive] += 1
-    return v
+    raise _stalled("the geometric sampler")
 
 
 def discrete_laplace_noise(count: int, scale: Fraction) -> NDArray[np.int64]:
-    """``count`` iid draws with P(z) proportional to exp(-|z| / scale), exact.
+    """Return ``count`` iid draws with P(z) proportional to exp(-|z| / scale), exact.
 
     Canonne-Kamath-Steinke Algorithm 2 with ``scale = t / s`` (``t``, ``s``
     positive integers), vectorised: each round runs the algorithm on every
@@ -195,7 +217,9 @@ def discrete_laplace_noise(count: int, scale: Fraction) -> NDArray[np.int64]:
     t, s = scale.numerator, scale.denominator
     out = np.empty(count, dtype=np.int64)
     pending = np.arange(count)
-    while pending.size:
+    for _ in range(MAX_ROUNDS):
+        if not pending.size:
+            return out
         if t == 1:
             idx = pending
             u = np.zeros(pending.size, dtype=np.int64)
@@ -211,4 +235,4 @@ def discrete_laplace_noise(count: int, scale: Fraction) -> NDArray[np.int64]:
         y_ok = y[ok]
         out[idx[ok]] = np.where(negative[ok], -y_ok, y_ok)
         pending = np.concatenate([rejected, idx[retry]])
-    return out
+    raise _stalled("the discrete Laplace sampler")

@@ -40,37 +40,48 @@ Methods - all exact up to quadrature/rounding error (relative error well below
 Discrete half-widths are integers: the smallest ``k`` with ``P(|S| <= k) >=
 1 - alpha``, so the interval covers AT LEAST ``1 - alpha`` (usually a bit more).
 
+Limits: scales ``0 < scale <= 1e15``; ``1 <= m <= 1e12``; ``alpha`` in
+``[1e-15, 1)`` (:data:`MIN_ALPHA`). Arguments are checked by the shared
+validation layer; every refusal is an
+:class:`~spatialdp.exceptions.InvalidInput`.
+
 This module is the public entry point; the numerics live in private modules:
 ``_accuracy_numerics`` (quadrature, lattice inversion, integer search),
-``_accuracy_laplace`` (continuous Laplace) and ``_accuracy_lattice`` (discrete
-Laplace and discrete Gaussian).
+``_accuracy_laplace`` (continuous Laplace), ``_accuracy_lattice`` (discrete
+Laplace and discrete Gaussian), ``_accuracy_figures`` (the table by kind) and
+``_accuracy_checks`` (argument checks).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, TypeAlias, overload
+from typing import Any, TypeAlias, overload
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy import special
+from scipy import optimize
 
-from spatialdp.exceptions import InvalidInput
-from spatialdp.privacy._accuracy_laplace import lap_half_width, lap_log_sf, lap_mae
-from spatialdp.privacy._accuracy_lattice import (
-    dg_half_width,
-    dg_log_tail,
-    dg_mae,
-    dg_var,
-    dlap_half_width,
-    dlap_log_tail,
-    dlap_mae,
-    dlap_var,
+from spatialdp._validation import check_number, fail
+from spatialdp.privacy._accuracy_checks import (
+    MAX_M,
+    MIN_ALPHA,
+    NOISE_KINDS,
+    FloatOrArray,
+    NoiseKind,
+    check_kind,
+    check_level,
+    check_m,
+    check_scale,
+    is_array,
+    per_m,
 )
+from spatialdp.privacy._accuracy_figures import FIGURES
+from spatialdp.privacy.calibration import MAX_SCALE
 
 __all__ = [
+    "MAX_M",
+    "MIN_ALPHA",
     "NOISE_KINDS",
     "Accuracy",
     "NoiseKind",
@@ -82,123 +93,8 @@ __all__ = [
     "tail_probability",
 ]
 
-NoiseKind: TypeAlias = Literal["laplace", "gaussian", "discrete_laplace", "discrete_gaussian"]
-NOISE_KINDS: tuple[str, ...] = ("laplace", "gaussian", "discrete_laplace", "discrete_gaussian")
-FloatOrArray: TypeAlias = "float | NDArray[np.float64]"
 ScalarInt: TypeAlias = "int | np.integer[Any]"
-
-
-# ---------------------------------------------------------------------------
-# validation
-# ---------------------------------------------------------------------------
-
-
-def _check_kind(kind: str) -> str:
-    if kind not in NOISE_KINDS:
-        raise InvalidInput(
-            f"noise kind {kind!r} is not supported; use one of {', '.join(NOISE_KINDS)}"
-        )
-    return kind
-
-
-def _check_scale(scale: Any, name: str = "scale") -> float:
-    try:
-        s = float(scale)
-    except (TypeError, ValueError):
-        raise InvalidInput(f"{name}={scale!r} is not a number; pass the noise scale") from None
-    if not math.isfinite(s) or s <= 0 or s > 1e15:
-        raise InvalidInput(
-            f"{name}={scale!r} must be finite, > 0 and <= 1e15; pass the noise scale "
-            "(b = sensitivity / epsilon, or sigma)"
-        )
-    return s
-
-
-def _check_alpha(alpha: Any) -> float:
-    try:
-        a = float(alpha)
-    except (TypeError, ValueError):
-        raise InvalidInput(f"alpha={alpha!r} is not a number; pass e.g. 0.05") from None
-    if not (1e-15 <= a < 1):
-        raise InvalidInput(
-            f"alpha={alpha!r} must lie in [1e-15, 1); pass the miss probability of the "
-            "interval, e.g. 0.05 for a 95% error bar"
-        )
-    return a
-
-
-def _check_m(m: ArrayLike) -> tuple[NDArray[np.int64], bool]:
-    arr = np.asarray(m)
-    if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.number):
-        raise InvalidInput(f"m={m!r} must be integer cell counts >= 1; pass e.g. m=1")
-    f = arr.astype(np.float64)
-    bad = ~np.isfinite(f) | (f < 1) | (f != np.round(f)) | (f > 1e12)
-    if bad.any():
-        v = f.ravel()[int(np.flatnonzero(bad.ravel())[0])]
-        raise InvalidInput(
-            f"m must be whole numbers in [1, 1e12] (cells summed per polygon), got {v!r}; "
-            "pass the number of noisy cells in the sum, e.g. m=1"
-        )
-    return f.astype(np.int64), arr.ndim == 0 and not isinstance(m, np.ndarray)
-
-
-def _per_m(m: ArrayLike, fn: Callable[[int], float]) -> FloatOrArray:
-    arr, scalar = _check_m(m)
-    if scalar:
-        return float(fn(int(arr)))
-    uniq, inv = np.unique(arr, return_inverse=True)
-    vals = np.array([fn(int(u)) for u in uniq], dtype=np.float64)
-    return vals[inv].reshape(arr.shape)
-
-
-# ---------------------------------------------------------------------------
-# error figures by noise kind
-# ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Figures:
-    """One noise kind's error figures at scale ``s`` for a sum ``S`` of ``m`` draws."""
-
-    var: Callable[[float], float]  # s -> variance of one draw
-    mae: Callable[[int, float], float]  # (m, s) -> E|S|
-    half_width: Callable[[int, float, float], float]  # (m, s, alpha) -> h
-    tail: Callable[[int, float, float], float]  # (m, x, s) -> P(|S| > x)
-
-
-def _lattice_tail(
-    log_tail: Callable[[int, int, float], float],
-) -> Callable[[int, float, float], float]:
-    """``P(|S| > x)`` of an integer S from ``log P(S >= j)``, as ``|S| >= floor(x) + 1``."""
-    return lambda m, x, s: min(1.0, 2 * math.exp(log_tail(m, math.floor(x) + 1, s)))
-
-
-_FIGURES: dict[str, _Figures] = {
-    "laplace": _Figures(
-        var=lambda s: 2 * s * s,
-        mae=lambda m, s: s * lap_mae(m),
-        half_width=lambda m, s, a: s * lap_half_width(m, a),
-        tail=lambda m, x, s: 2 * math.exp(lap_log_sf(m, x / s)),
-    ),
-    "gaussian": _Figures(
-        var=lambda s: s * s,
-        mae=lambda m, s: s * math.sqrt(2 * m / math.pi),
-        half_width=lambda m, s, a: s * float(special.ndtri(1 - a / 2)) * math.sqrt(m),
-        tail=lambda m, x, s: 2 * float(special.ndtr(-x / (s * math.sqrt(m)))),
-    ),
-    "discrete_laplace": _Figures(
-        var=dlap_var,
-        mae=dlap_mae,
-        half_width=lambda m, s, a: float(dlap_half_width(m, s, a)),
-        tail=_lattice_tail(dlap_log_tail),
-    ),
-    "discrete_gaussian": _Figures(
-        var=dg_var,
-        mae=dg_mae,
-        half_width=lambda m, s, a: float(dg_half_width(m, s, a)),
-        tail=_lattice_tail(dg_log_tail),
-    ),
-}
+_LOG_MAX_SCALE = math.log(MAX_SCALE)
 
 
 # ---------------------------------------------------------------------------
@@ -213,7 +109,7 @@ def noise_std(kind: NoiseKind | str, scale: float, m: ArrayLike) -> NDArray[np.f
 
 
 def noise_std(kind: NoiseKind | str, scale: float, m: ArrayLike = 1) -> FloatOrArray:
-    """Standard deviation of the sum of ``m`` iid noise draws.
+    """Return the standard deviation of the sum of ``m`` iid noise draws.
 
     Parameters
     ----------
@@ -236,8 +132,8 @@ def noise_std(kind: NoiseKind | str, scale: float, m: ArrayLike = 1) -> FloatOrA
     >>> noise_std("gaussian", 1.0, [1, 4])
     array([1., 2.])
     """
-    var1 = _FIGURES[_check_kind(kind)].var(_check_scale(scale))
-    arr, scalar = _check_m(m)
+    var1 = FIGURES[check_kind(kind)].var(check_scale(scale))
+    arr, scalar = check_m(m)
     out = np.sqrt(arr * var1)
     return float(out) if scalar else out
 
@@ -249,7 +145,7 @@ def mean_abs_error(kind: NoiseKind | str, scale: float, m: ArrayLike) -> NDArray
 
 
 def mean_abs_error(kind: NoiseKind | str, scale: float, m: ArrayLike = 1) -> FloatOrArray:
-    """Mean absolute error ``E|S|`` of the sum ``S`` of ``m`` iid noise draws.
+    """Return the mean absolute error ``E|S|`` of the sum ``S`` of ``m`` iid noise draws.
 
     For Laplace this is ``2 m b C(2m, m) / 4**m`` (``b`` at ``m = 1``,
     about ``sqrt(4m/pi) b`` for large ``m``), not the RMS ``sqrt(2m) b``.
@@ -274,9 +170,9 @@ def mean_abs_error(kind: NoiseKind | str, scale: float, m: ArrayLike = 1) -> Flo
     >>> round(mean_abs_error("laplace", 1.0, 2), 6)  # 2*2*C(4,2)/16
     1.5
     """
-    fig = _FIGURES[_check_kind(kind)]
-    s = _check_scale(scale)
-    return _per_m(m, lambda k: fig.mae(k, s))
+    fig = FIGURES[check_kind(kind)]
+    s = check_scale(scale)
+    return per_m(m, lambda k: fig.mae(k, s))
 
 
 @overload
@@ -292,7 +188,7 @@ def half_width(
 def half_width(
     kind: NoiseKind | str, scale: float, m: ArrayLike = 1, alpha: float = 0.05
 ) -> FloatOrArray:
-    """Two-sided half-width ``h`` with ``P(|S| <= h) >= 1 - alpha`` for a sum of ``m`` draws.
+    """Return the half-width ``h`` with ``P(|S| <= h) >= 1 - alpha`` for a sum of ``m`` draws.
 
     For the continuous kinds ``P(|S| <= h) = 1 - alpha`` exactly. For the
     discrete kinds ``h`` is the smallest INTEGER with coverage at least
@@ -321,10 +217,10 @@ def half_width(
     >>> half_width("discrete_laplace", 1.0, [1, 1, 100])
     array([ 3.,  3., 27.])
     """
-    fig = _FIGURES[_check_kind(kind)]
-    s = _check_scale(scale)
-    a = _check_alpha(alpha)
-    return _per_m(m, lambda k: fig.half_width(k, s, a))
+    fig = FIGURES[check_kind(kind)]
+    s = check_scale(scale)
+    a = check_level(alpha)
+    return per_m(m, lambda k: fig.half_width(k, s, a))
 
 
 @overload
@@ -340,7 +236,7 @@ def tail_probability(
 def tail_probability(
     kind: NoiseKind | str, scale: float, threshold: float, m: ArrayLike = 1
 ) -> FloatOrArray:
-    """``P(|S| > threshold)`` for the sum ``S`` of ``m`` iid noise draws.
+    """Return ``P(|S| > threshold)`` for the sum ``S`` of ``m`` iid noise draws.
 
     Parameters
     ----------
@@ -364,15 +260,11 @@ def tail_probability(
     >>> round(tail_probability("discrete_laplace", 1.0, 0), 6)  # 2a/(1+a), a = 1/e
     0.537883
     """
-    fig = _FIGURES[_check_kind(kind)]
-    s = _check_scale(scale)
-    try:
-        x = float(threshold)
-    except (TypeError, ValueError):
-        raise InvalidInput(f"threshold={threshold!r} is not a number; pass e.g. 10.0") from None
-    if not math.isfinite(x) or x < 0:
-        raise InvalidInput(f"threshold={threshold!r} must be finite and >= 0; pass e.g. 10.0")
-    return _per_m(m, lambda k: fig.tail(k, x, s))
+    fig = FIGURES[check_kind(kind)]
+    s = check_scale(scale)
+    x = check_number(threshold, "threshold", low=0.0,
+                     fix="pass a finite distance >= 0 from the true value, e.g. 10.0")
+    return per_m(m, lambda k: fig.tail(k, x, s))
 
 
 @dataclass(frozen=True)
@@ -411,7 +303,7 @@ class Accuracy:
 def accuracy(
     kind: NoiseKind | str, scale: float, m: ArrayLike = 1, alpha: float = 0.05
 ) -> Accuracy:
-    """Standard deviation, mean absolute error and half-width together.
+    """Return the standard deviation, mean absolute error and half-width together.
 
     Parameters
     ----------
@@ -433,12 +325,12 @@ def accuracy(
     >>> accuracy("discrete_laplace", 1.0, m=[1, 100]).half_width
     array([ 3., 27.])
     """
-    arr, scalar = _check_m(m)
+    arr, scalar = check_m(m)
     return Accuracy(
-        kind=_check_kind(kind),
-        scale=_check_scale(scale),
+        kind=check_kind(kind),
+        scale=check_scale(scale),
         m=int(arr) if scalar else arr,
-        alpha=_check_alpha(alpha),
+        alpha=check_level(alpha),
         std=noise_std(kind, scale, m),
         mean_abs_error=mean_abs_error(kind, scale, m),
         half_width=half_width(kind, scale, m, alpha),
@@ -448,19 +340,23 @@ def accuracy(
 def scale_for_half_width(
     kind: NoiseKind | str, target: float, m: int = 1, alpha: float = 0.05
 ) -> float:
-    """Largest noise scale whose ``(1 - alpha)`` half-width for a sum of ``m`` is <= ``target``.
+    """Return the largest noise scale whose half-width for a sum of ``m`` is at most ``target``.
+
+    The half-width is the ``(1 - alpha)`` one of :func:`half_width`.
 
     The largest scale means the least privacy spent for the wanted accuracy
     (``epsilon = sensitivity / scale`` or ``rho = sensitivity**2 / (2 scale**2)``).
     For the discrete kinds the half-width is an integer step function of the
-    scale; the result is accurate to a relative 1e-9.
+    scale; the jump is located by :func:`scipy.optimize.brentq` on the log
+    scale, and the result is accurate to a relative 1e-9.
 
     Parameters
     ----------
     kind : {"laplace", "gaussian", "discrete_laplace", "discrete_gaussian"}
         Noise distribution.
     target : float
-        Wanted half-width (finite, > 0; >= 1 is sensible for the discrete kinds).
+        Wanted half-width (finite, > 0, at most 1e15; >= 1 is sensible for the
+        discrete kinds).
     m : int, default 1
         Number of noisy values summed.
     alpha : float, default 0.05
@@ -469,11 +365,12 @@ def scale_for_half_width(
     Returns
     -------
     float
+        At most 1e15 (the largest supported scale).
 
     Raises
     ------
     InvalidInput
-        On an unknown kind, a non-positive target, a bad ``alpha`` or an array ``m``.
+        On an unknown kind, a bad target, a bad ``alpha`` or an array ``m``.
 
     Examples
     --------
@@ -483,31 +380,31 @@ def scale_for_half_width(
     >>> half_width("discrete_laplace", b, m=100)
     27.0
     """
-    kind = _check_kind(kind)
-    t = _check_scale(target, "target")
-    a = _check_alpha(alpha)
-    arr, scalar = _check_m(m)
-    if not scalar:
-        raise InvalidInput(f"m={m!r} must be a single integer here; call once per m")
-    mm = int(arr)
+    kind = check_kind(kind)
+    t = check_scale(target, "target")
+    a = check_level(alpha)
+    if is_array(m):
+        raise fail("m", m, "is an array", "pass a single integer here; call once per m")
+    mm = int(check_m(m)[0])
     if kind in ("laplace", "gaussian"):
-        unit = float(half_width(kind, 1.0, mm, a))
-        return t / unit
+        return min(t / float(half_width(kind, 1.0, mm, a)), MAX_SCALE)
 
-    def ok(scale: float) -> bool:
-        return float(half_width(kind, scale, mm, a)) <= t
+    whole = math.floor(t)  # an integer half-width h meets the target iff h <= floor(t)
 
-    lo = 1e-6  # half-width 0 here for any m <= 1e12 and alpha >= 1e-15
-    if not ok(lo):  # pragma: no cover - defensive
-        raise InvalidInput(f"target half-width {target!r} is not reachable; ask for more")
-    sd1 = float(noise_std(kind, 1.0, mm))
-    hi = max(2 * t / sd1, 1.0)
-    while ok(hi):
-        lo, hi = hi, hi * 2
-    while hi / lo > 1 + 1e-9:
-        mid = math.sqrt(lo * hi)
-        if ok(mid):
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    def excess(log_scale: float) -> float:  # +-0.5 or more: never 0, sign flips at the jump
+        return float(half_width(kind, math.exp(log_scale), mm, a)) - whole - 0.5
+
+    lo = math.log(1e-6)  # half-width 0 here for any m <= 1e12 and alpha >= 1e-15
+    hi = math.log(min(max(2 * t / float(noise_std(kind, 1.0, mm)), 1.0), MAX_SCALE))
+    for _ in range(64):  # widen the bracket (a few steps: the guess is within a factor 2)
+        if hi >= _LOG_MAX_SCALE or excess(hi) > 0:
+            break
+        lo, hi = hi, min(hi + math.log(2.0), _LOG_MAX_SCALE)
+    if excess(hi) <= 0:
+        return MAX_SCALE
+    root = float(optimize.brentq(excess, lo, hi, xtol=1e-10, rtol=1e-12))
+    for _ in range(64):  # brentq may land just past the jump: step back onto the good side
+        if excess(root) <= 0:
+            break
+        root -= 1e-10
+    return math.exp(root)

@@ -1,7 +1,45 @@
-"""Release samplers: noise for publication, from OS entropy, never seeded (private).
+"""The release random path: noise for publication, from OS entropy, never seeded.
 
-Re-exported by :mod:`spatialdp.privacy.noise`, whose docstring explains why the
-release path takes no seed and why sparse input gets noise on every entry.
+spatialdp has two random paths that never mix.
+
+**Release** (this module). Values that get published are noised here, with
+randomness from the operating system (:func:`os.urandom`, or OpenDP's own
+cryptographic source). No function takes a seed, a generator or a random
+state: a seeded pseudo-random generator is reproducible, and an attacker who
+knows a few true cells could reconstruct a PCG64 state from the released
+values and subtract the noise everywhere. The samplers are also
+floating-point safe:
+
+* :func:`release_discrete_laplace` - exact integer (two-sided geometric) noise
+  from our vectorised Canonne-Kamath-Steinke sampler with integer arithmetic
+  (about a million cells in well under a second);
+* :func:`release_laplace`, :func:`release_gaussian` - real-valued noise through
+  OpenDP's floating-point-safe measurements;
+* :func:`release_discrete_gaussian` - exact integer Gaussian noise through OpenDP.
+
+**Simulation** (:mod:`spatialdp.privacy.simulate`). The same distributions from
+a seeded :class:`numpy.random.Generator` (``rng=``), for measuring error, tests
+and synthetic runs only. Never publish their output.
+
+Scales come from :mod:`spatialdp.privacy.calibration` (``laplace_scale``,
+``gaussian_sigma``), usually through a mechanism
+(:class:`~spatialdp.privacy.noise.LaplaceMechanism`,
+:class:`~spatialdp.privacy.noise.GaussianMechanism`), whose ``release`` method
+calls the matching function here. Scales are at most ``1e15``.
+
+Sparse input
+------------
+Every function accepts a ``scipy.sparse`` matrix or array over a *public*
+domain (all H3 cells of a region, all buckets of a histogram) and returns a
+dense array of the same shape. Noise is added to EVERY entry of the domain,
+zeros included: noising only the stored non-zeros would publish the support,
+i.e. exactly which cells had any data, with no privacy at all.
+
+Examples
+--------
+>>> noisy = release_discrete_laplace([10, 0, 3], scale=2.0)
+>>> noisy.shape, noisy.dtype
+((3,), dtype('int64'))
 """
 
 from __future__ import annotations
@@ -12,21 +50,14 @@ from typing import Any, overload
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from spatialdp.privacy._exact import (
-    MAX_DISCRETE_SCALE,
-    discrete_laplace_noise,
-    rational_scale,
-)
+from spatialdp.privacy._exact import discrete_laplace_noise, rational_scale
 from spatialdp.privacy._noise_input import (
-    MAX_GAUSS_SIGMA,
-    SCALE_FIX,
-    SIGMA_FIX,
     ScalarInt,
     ScalarReal,
     Sparse,
     as_counts,
     as_values,
-    check_positive,
+    check_scale,
     int_out,
     is_scalar,
 )
@@ -66,7 +97,8 @@ def release_discrete_laplace(counts: Any, scale: float) -> Any:
         True counts. Integral floats are accepted; ``|count| <= 2**53``.
         Sparse input is densified and EVERY entry gets noise (see module doc).
     scale : float
-        Noise scale ``b = sensitivity / epsilon``, ``0 < b <= 2**50``.
+        Noise scale ``b`` (:func:`~spatialdp.privacy.calibration.laplace_scale`),
+        ``0 < b <= 1e15``.
 
     Returns
     -------
@@ -86,14 +118,14 @@ def release_discrete_laplace(counts: Any, scale: float) -> Any:
     >>> release_discrete_laplace(5, scale=1e-9)  # tiny scale: noise is 0 w.p. ~1
     5
     """
-    b = check_positive(scale, "scale", SCALE_FIX, MAX_DISCRETE_SCALE)
+    b = check_scale(scale, "scale")
     arr = as_counts(counts)
     noise = discrete_laplace_noise(arr.size, rational_scale(b)).reshape(arr.shape)
     return int_out(arr + noise, counts)
 
 
 def _opendp_release(x: Any, arr: NDArray[Any], scale: float, *, gaussian: bool) -> Any:
-    """Noisy ``arr`` through an OpenDP measurement, shaped like the input ``x``.
+    """Return ``arr`` noised through an OpenDP measurement, shaped like the input ``x``.
 
     ``make_gaussian`` (L2 distance) if ``gaussian`` else ``make_laplace`` (L1
     distance), over 64-bit integers when ``arr`` is int64 and finite floats
@@ -140,7 +172,8 @@ def release_laplace(values: Any, scale: float) -> Any:
     values : array_like of float or scipy.sparse vector/array
         Finite true values (sparse input is densified; every entry gets noise).
     scale : float
-        Noise scale ``b = sensitivity / epsilon`` (finite, > 0).
+        Noise scale ``b`` (:func:`~spatialdp.privacy.calibration.laplace_scale`),
+        ``0 < b <= 1e15``.
 
     Returns
     -------
@@ -160,7 +193,7 @@ def release_laplace(values: Any, scale: float) -> Any:
     >>> isinstance(release_laplace(3.0, scale=0.5), float)
     True
     """
-    b = check_positive(scale, "scale", SCALE_FIX)
+    b = check_scale(scale, "scale")
     return _opendp_release(values, as_values(values), b, gaussian=False)
 
 
@@ -181,7 +214,8 @@ def release_gaussian(values: Any, sigma: float) -> Any:
     values : array_like of float or scipy.sparse vector/array
         Finite true values (sparse input is densified; every entry gets noise).
     sigma : float
-        Noise standard deviation (finite, > 0, at most 1e15).
+        Noise standard deviation
+        (:func:`~spatialdp.privacy.calibration.gaussian_sigma`), ``0 < sigma <= 1e15``.
 
     Returns
     -------
@@ -198,7 +232,7 @@ def release_gaussian(values: Any, sigma: float) -> Any:
     >>> release_gaussian([0.0, 1.0, 2.0], sigma=1.0).shape
     (3,)
     """
-    s = check_positive(sigma, "sigma", SIGMA_FIX, MAX_GAUSS_SIGMA)
+    s = check_scale(sigma, "sigma")
     return _opendp_release(values, as_values(values), s, gaussian=True)
 
 
@@ -239,7 +273,7 @@ def release_discrete_gaussian(counts: Any, sigma: float) -> Any:
     >>> release_discrete_gaussian([4, 0, 7], sigma=2.0).dtype
     dtype('int64')
     """
-    s = check_positive(sigma, "sigma", SIGMA_FIX, MAX_GAUSS_SIGMA)
+    s = check_scale(sigma, "sigma")
     return _opendp_release(counts, as_counts(counts), s, gaussian=True)
 
 
