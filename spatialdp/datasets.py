@@ -16,7 +16,10 @@ import numpy as np
 import pandas as pd
 
 from spatialdp._random import RandomLike, as_generator
+from spatialdp._validation import check_integer, check_probability
 from spatialdp.exceptions import InvalidInput
+from spatialdp.geo._assign import positions_of
+from spatialdp.geo._checks import short_repr
 from spatialdp.geo.partition import Partition
 
 __all__ = [
@@ -31,7 +34,7 @@ _EARTH_RADIUS_KM = 6371.0088
 
 
 def data_dir() -> Path:
-    """Folder of the shipped data files (``SPATIALDP_DATA`` overrides it)."""
+    """Return the folder of the shipped data files (``SPATIALDP_DATA`` overrides it)."""
     env = os.environ.get("SPATIALDP_DATA")
     folder = Path(env) if env else Path(__file__).resolve().parent.parent / "data"
     if not (folder / "us48_states.gpkg").exists():
@@ -48,7 +51,7 @@ def _states() -> gpd.GeoDataFrame:
 
 
 def load_us_states() -> gpd.GeoDataFrame:
-    """The 48 contiguous US states, EPSG:4326.
+    """Load the 48 contiguous US states, EPSG:4326.
 
     Columns: ``state`` (two-letter code), ``state_name``, ``state_fips``,
     ``sub_region`` (census division), ``geometry``.
@@ -63,7 +66,7 @@ def load_us_states() -> gpd.GeoDataFrame:
 
 
 def load_us_cities() -> gpd.GeoDataFrame:
-    """US cities with at least 15,000 inhabitants (GeoNames), as points in EPSG:4326.
+    """Load the US cities of 15,000+ inhabitants (GeoNames), as points in EPSG:4326.
 
     Examples
     --------
@@ -78,7 +81,7 @@ def load_us_cities() -> gpd.GeoDataFrame:
 
 
 def us_states_partition() -> Partition:
-    """The shipped national partition: one region per contiguous US state.
+    """Build the shipped national partition: one region per contiguous US state.
 
     Examples
     --------
@@ -121,16 +124,24 @@ def synthetic_fleet(
         travel, degrees clockwise from north), ``region``, ``geometry``. Every
         device lies in a region of the partition.
 
+    Raises
+    ------
+    InvalidInput
+        Bad ``n``, ``rural_share`` or ``partition``, or a partition too far from the
+        contiguous US to receive the devices.
+
     Examples
     --------
     >>> fleet = synthetic_fleet(1000, rng=7)
     >>> len(fleet), int(fleet.region.isna().sum())
     (1000, 0)
     """
-    if not isinstance(n, (int, np.integer)) or n < 1:
-        raise InvalidInput(f"n={n!r} devices: give a positive integer")
-    if not 0.0 <= rural_share <= 1.0:
-        raise InvalidInput(f"rural_share={rural_share} is outside [0, 1]")
+    n = check_integer(n, "n", low=1, fix="give a positive whole number of devices")
+    rural_share = check_probability(rural_share, "rural_share")
+    if partition is not None and not isinstance(partition, Partition):
+        raise InvalidInput(f"partition={short_repr(partition)} is a "
+                           f"{type(partition).__name__}, not a Partition; pass one built "
+                           "with Partition.from_geodataframe or from_h3_cover, or None")
     gen = as_generator(rng)
     part = partition if partition is not None else us_states_partition()
     cities = pd.read_csv(data_dir() / "us_cities.csv")
@@ -165,12 +176,19 @@ def synthetic_fleet(
         sin_lat = gen.uniform(np.sin(np.radians(south)), np.sin(np.radians(north)), r_idx.size)
         lat[r_idx] = np.degrees(np.arcsin(sin_lat))
         lon[r_idx] = gen.uniform(west, east, r_idx.size)
-        region[pending] = part.assign(lon=lon[pending], lat=lat[pending]).positions
+        # Rejection sampling: points outside every region are expected, so this
+        # uses the lookup behind Partition.assign, which does not warn about them.
+        region[pending] = positions_of(part, lon[pending], lat[pending])
         pending = pending[region[pending] < 0]
         if pending.size == 0:
             break
     if pending.size:
-        raise RuntimeError(f"could not place {pending.size} devices inside the partition")
+        raise InvalidInput(
+            f"partition={part.key!r} received only {n - pending.size:,} of {n:,} devices "
+            "after 50 rounds: devices are placed around US cities and over the "
+            "partition's bounding box, and too few of them land in its regions; pass a "
+            "partition that covers much of the contiguous US"
+        )
     heading = gen.uniform(0.0, 360.0, n)
     return gpd.GeoDataFrame(
         {

@@ -40,7 +40,7 @@ def test_fleet_density_runs_from_urban_to_remote() -> None:
 
 
 def test_fleet_refuses_bad_arguments() -> None:
-    with pytest.raises(InvalidInput, match="n=0 devices"):
+    with pytest.raises(InvalidInput, match="n=0 is below the limit >= 1; give a positive"):
         synthetic_fleet(0)
-    with pytest.raises(InvalidInput, match=r"rural_share=1.5 is outside \[0, 1\]"):
+    with pytest.raises(InvalidInput, match=r"rural_share=1.5 is above .* probability in \[0, 1\]"):
         synthetic_fleet(10, rural_share=1.5)

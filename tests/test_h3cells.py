@@ -99,5 +99,5 @@ def test_unknown_containment_refused() -> None:
 
 
 def test_bad_resolution_refused() -> None:
-    with pytest.raises(InvalidInput, match=r"resolution 16 is outside 0\.\.15"):
+    with pytest.raises(InvalidInput, match=r"resolution=16 is above the limit <= 15"):
         h3cells.cell_parents(np.array([], dtype=np.uint64), 16)

@@ -16,7 +16,7 @@ import numpy as np
 import shapely
 from numpy.typing import NDArray
 
-from spatialdp.geo import h3cells
+from spatialdp.geo import _cover, h3cells
 
 #: Shrink regions by this many degrees (about 2 km) before taking their interior cells.
 MARGIN_DEGREES = 0.02
@@ -36,7 +36,7 @@ class InteriorCellIndex:
 
     @classmethod
     def build(cls, geoms: NDArray[np.object_], tree: shapely.STRtree) -> InteriorCellIndex:
-        """Interior cells of every region, excluding any cell another region overlaps."""
+        """Build the interior cells of every region, minus any cell another region overlaps."""
         lat_mid = np.radians(np.mean(shapely.bounds(geoms)[:, [1, 3]]))
         area_km2 = float(shapely.area(geoms).sum()) * _KM2_PER_DEG2_AT_EQUATOR * np.cos(lat_mid)
         resolution = int(np.clip(np.round(np.log(TARGET_CELLS * _RES0_CELL_KM2 / max(area_km2, 1.0))
@@ -46,9 +46,10 @@ class InteriorCellIndex:
         left, right = tree.query(geoms, predicate="overlaps")
         for i in np.unique(left):
             shrunk[i] = shapely.difference(shrunk[i], shapely.union_all(geoms[right[left == i]]))
+        shrunk = np.asarray(shapely.make_valid(shrunk, method="structure",
+                                               keep_collapsed=False), dtype=object)
         usable = ~shapely.is_empty(shrunk)
-        offsets, cells = h3cells.polygons_to_cell_lists(
-            shapely.make_valid(shrunk[usable]), resolution, "full")
+        offsets, cells = _cover.cell_lists(shrunk[usable], resolution, "full")
         regions = np.repeat(np.flatnonzero(usable), np.diff(offsets)).astype(np.int64)
         order = np.argsort(cells, kind="stable")
         cells, regions = cells[order], regions[order]
@@ -58,9 +59,9 @@ class InteriorCellIndex:
         return cls(resolution, cells[unique], regions[unique])
 
     def lookup(self, lon: NDArray[np.float64], lat: NDArray[np.float64]) -> NDArray[np.int64]:
-        """Region position of each point in an interior cell, -1 elsewhere."""
+        """Return the region position of each point in an interior cell, -1 elsewhere."""
         if self.cells.size == 0:
             return np.full(lon.size, -1, dtype=np.int64)
-        cells = h3cells.latlng_to_cells(lat, lon, self.resolution)
+        cells = h3cells._latlng_to_cells(lat, lon, self.resolution)
         pos = np.minimum(np.searchsorted(self.cells, cells), self.cells.size - 1)
         return np.where(self.cells[pos] == cells, self.regions[pos], -1).astype(np.int64)

@@ -20,28 +20,40 @@ import shapely
 from numpy.typing import ArrayLike, NDArray
 from scipy import sparse
 
+from spatialdp._validation import check_integer, check_resolution, check_text
 from spatialdp.exceptions import InvalidInput, PartitionMismatch
-from spatialdp.geo import h3cells
+from spatialdp.geo import _assign, _cover, h3cells
+from spatialdp.geo._assign import UnassignedPointsWarning
 from spatialdp.geo._checks import (
     LONLAT_EPSG,
-    check_lonlat,
     check_polygons,
-    points_lonlat,
-    require_lonlat_crs,
+    geometry_array,
+    region_ids_of,
+    short_repr,
 )
+from spatialdp.geo._h3_methods import H3Methods
 from spatialdp.geo._interior import InteriorCellIndex
+from spatialdp.geo._neighbours import adjacency
+from spatialdp.geo._tables import join_values
 from spatialdp.geo.results import Assignment, CellIncidence
 
-__all__ = ["Assignment", "CellIncidence", "Partition"]  # results re-exported from here
+__all__ = [  # results re-exported from here
+    "MAX_PARTITION_CELLS",
+    "Assignment",
+    "CellIncidence",
+    "Partition",
+    "UnassignedPointsWarning",
+]
+
+#: Most cells :meth:`Partition.from_h3_cover` builds unless told otherwise. A
+#: partition holds a hexagon polygon per cell, measured at about 0.9 KB a cell,
+#: so two million cells take about 1.8 GB.
+MAX_PARTITION_CELLS = 2_000_000
 
 PartitionKind = Literal["h3", "polygons"]
 
-# Below this many points the exact STRtree test alone is faster than building the
-# interior-cell index (about 0.4 s for the 48 states).
-_INTERIOR_INDEX_MIN_POINTS = 50_000
 
-
-class Partition:
+class Partition(H3Methods):
     """A fixed, versioned set of regions: H3 cells at one resolution or polygons.
 
     Build one with :meth:`from_h3_cells`, :meth:`from_h3_cover` or
@@ -92,15 +104,27 @@ class Partition:
     # ------------------------------------------------------------------ building
     @classmethod
     def from_h3_cells(cls, cells: ArrayLike, *, name: str = "h3") -> Partition:
-        """A partition whose regions are the given H3 cells (one resolution).
+        """Build a partition whose regions are the given H3 cells (one resolution).
+
+        Parameters
+        ----------
+        cells : array-like of str or int
+            H3 cells, all at one resolution, no repeats.
+        name : str
+            A human label (not part of the version).
+
+        Returns
+        -------
+        Partition
 
         Raises
         ------
         InvalidCells
-            Invalid ids or a mix of resolutions.
+            Invalid ids, no cells, or a mix of resolutions.
         InvalidInput
             Duplicate cells.
         """
+        name = check_text(name, "name", allow_empty=True)
         parsed = h3cells.parse_cells(cells)
         resolution = h3cells.single_resolution(parsed)
         unique = np.unique(parsed)
@@ -111,8 +135,8 @@ class Partition:
             )
         return cls(
             "h3",
-            h3cells.cells_to_str(unique).astype(object),
-            h3cells.cell_polygons(unique),
+            h3cells._to_str(unique).astype(object),
+            _cover.cell_polygons_of(unique),
             name=name,
             resolution=resolution,
             cells=unique,
@@ -126,26 +150,62 @@ class Partition:
         *,
         containment: h3cells.Containment = "center",
         name: str = "h3",
+        max_cells: int = MAX_PARTITION_CELLS,
     ) -> Partition:
-        """The H3 cells at ``resolution`` that cover the polygons of ``area``.
+        """Build the partition of H3 cells at ``resolution`` that cover ``area``.
+
+        Polygons are read as GeoPandas draws them, in lon/lat degrees within
+        ``[-180, 180] x [-90, 90]``: polar caps (``box(-180, 80, 180, 90)``) and
+        bands round the globe are covered as drawn, in every containment mode.
+        A shape that crosses the antimeridian must be given split into parts on
+        either side of +-180 (a MultiPolygon, as GeoJSON RFC 7946 asks); its cells
+        then wrap round the antimeridian. Unsplit, its ring jumps more than 180
+        degrees of longitude, which GeoPandas reads the long way round and H3 as
+        crossing the antimeridian: such shapes are refused rather than guessed.
 
         Parameters
         ----------
-        area : GeoDataFrame or GeoSeries in EPSG:4326
+        area : GeoDataFrame or GeoSeries of (Multi)Polygons in EPSG:4326
         resolution : int
+            H3 resolution, 0 to 15.
         containment : {"center", "overlap", "full"}
             ``overlap`` makes the cells cover the whole area (no point of it left
-            unassigned); ``center`` is h3's default polyfill.
+            unassigned); ``center`` is h3's default polyfill; ``full`` keeps the
+            cells wholly inside.
+        name : str
+            A human label (not part of the version).
+        max_cells : int
+            Refuse, before building anything, a cover estimated (area over the mean
+            cell area, plus border length over the mean edge length) to hold more
+            cells than this; default :data:`MAX_PARTITION_CELLS` (about 1.8 GB).
+
+        Returns
+        -------
+        Partition
+
+        Raises
+        ------
+        CRSError
+            No CRS, a CRS other than lon/lat, or coordinates outside lon/lat degrees.
+        InvalidInput
+            Bad arguments or geometries, an edge across the antimeridian, a cover
+            above ``max_cells``, or a cover with no cell.
         """
-        require_lonlat_crs(area, "the area to cover")
-        geoms = np.asarray(area.geometry.values if isinstance(area, gpd.GeoDataFrame)
-                           else area.values, dtype=object)
+        resolution = check_resolution(resolution)
+        mode = _cover.check_containment(containment)
+        limit = check_integer(max_cells, "max_cells", low=1, fix="pass a positive whole number")
+        geoms = geometry_array(area, "area", "the area to cover")
+        if geoms.size == 0:
+            raise InvalidInput("the area to cover has no rows; give at least one polygon")
         check_polygons(geoms, "the area to cover")
-        _, cells = h3cells.polygons_to_cell_lists(geoms, resolution, containment)
+        _cover.check_size(geoms, resolution, limit, "for the area to cover")
+        _, cells = _cover.cell_lists(geoms, resolution, mode)
         if cells.size == 0:
+            advice = ("use a finer resolution" if mode == "overlap"
+                      else "use a finer resolution or containment='overlap'")
             raise InvalidInput(
                 f"the area covers no H3 cell at resolution {resolution} with "
-                f"containment={containment!r}; use a finer resolution or 'overlap'"
+                f"containment={mode!r}; {advice}"
             )
         return cls.from_h3_cells(np.unique(cells), name=name)
 
@@ -153,31 +213,38 @@ class Partition:
     def from_geodataframe(
         cls, frame: gpd.GeoDataFrame, id_column: str, *, name: str = "regions"
     ) -> Partition:
-        """A partition of administrative (or any) polygons with an id column.
+        """Build a partition of administrative (or any) polygons with an id column.
+
+        Parameters
+        ----------
+        frame : GeoDataFrame of (Multi)Polygons in EPSG:4326
+        id_column : str
+            Column of unique region ids (turned into strings).
+        name : str
+            A human label (not part of the version).
+
+        Returns
+        -------
+        Partition
 
         Raises
         ------
         CRSError
-            No CRS, or not EPSG:4326.
+            No CRS, not EPSG:4326, or coordinates outside lon/lat degrees (a projected
+            layer labelled EPSG:4326).
         InvalidInput
-            Missing id column, duplicate ids, empty/invalid/non-polygonal geometry.
+            No rows, missing id column, missing or duplicate ids, empty, invalid or
+            non-polygonal geometry.
         """
+        name = check_text(name, "name", allow_empty=True)
         if not isinstance(frame, gpd.GeoDataFrame):
-            raise InvalidInput(f"expected a GeoDataFrame, got {type(frame).__name__}")
-        require_lonlat_crs(frame, "the region GeoDataFrame")
-        if id_column not in frame.columns:
-            raise InvalidInput(
-                f"id_column {id_column!r} is not a column; columns are {list(frame.columns)}"
-            )
-        ids = frame[id_column].astype(str).to_numpy(dtype=object)
-        duplicated = pd.Index(ids).duplicated()
-        if duplicated.any():
-            raise InvalidInput(
-                f"duplicate region ids {sorted(set(ids[duplicated]))[:5]} in column "
-                f"{id_column!r}; each region needs a unique id (dissolve the duplicates "
-                "with frame.dissolve(by=id_column))"
-            )
-        geoms = np.asarray(frame.geometry.values, dtype=object)
+            raise InvalidInput(f"frame={short_repr(frame)} is a {type(frame).__name__}, not "
+                               "a GeoDataFrame; pass a geopandas.GeoDataFrame in EPSG:4326")
+        geoms = geometry_array(frame, "frame", "the region GeoDataFrame")
+        if geoms.size == 0:
+            raise InvalidInput("the region GeoDataFrame has no rows; a partition needs "
+                               "at least one region")
+        ids = region_ids_of(frame, id_column)
         check_polygons(geoms, "the region GeoDataFrame")
         order = np.argsort(ids, kind="stable")
         return cls("polygons", ids[order], geoms[order], name=name)
@@ -207,12 +274,8 @@ class Partition:
     @property
     def region_ids(self) -> pd.Index:
         """Region ids in partition order."""
-        return self.regions.index
-
-    @property
-    def cells(self) -> NDArray[np.uint64]:
-        """The partition's H3 cells as sorted uint64 (H3 partitions only)."""
-        return self._require_h3("cells")
+        ids: pd.Index = self.regions.index
+        return ids
 
     def require_version(self, version: str, what: str = "this result") -> None:
         """Refuse to use ``what`` if it was made on another partition version.
@@ -240,7 +303,7 @@ class Partition:
                 f"regions={self.n_regions}{res}, version={self.version!r})")
 
     def summary(self) -> str:
-        """A few lines describing the partition, for the CLI and notebooks."""
+        """Describe the partition in a few lines, for the CLI and notebooks."""
         area_km2 = self.regions.to_crs("ESRI:102003" if self._in_conus() else 6933).area / 1e6
         lines = [
             repr(self),
@@ -255,14 +318,6 @@ class Partition:
         west, south, east, north = self.regions.total_bounds
         return bool(west > -130 and east < -60 and south > 20 and north < 55)
 
-    def _require_h3(self, what: str) -> NDArray[np.uint64]:
-        if self._cells is None:
-            raise InvalidInput(
-                f"{what} needs an H3 partition, but {self.key!r} is a polygon partition; "
-                "build one with Partition.from_h3_cover(...)"
-            )
-        return self._cells
-
     # ------------------------------------------------------------------ points
     def assign(
         self,
@@ -271,55 +326,41 @@ class Partition:
         lon: ArrayLike | None = None,
         lat: ArrayLike | None = None,
     ) -> Assignment:
-        """Region of every point, vectorised; points in no region are reported.
+        """Find the region of every point, vectorised; points in no region are reported.
 
         Give either a point GeoDataFrame/GeoSeries in EPSG:4326 or ``lon`` and ``lat``.
         H3 partitions index all points at once (h3ronpy) and look the cells up with a
         binary search; polygon partitions query an STRtree. A point on a border shared
         by two polygons goes to the region that comes first in partition order.
 
+        Parameters
+        ----------
+        points : GeoDataFrame or GeoSeries of Points in EPSG:4326, optional
+        lon, lat : array-like of float, optional
+            Longitudes (x) and latitudes (y) in degrees, instead of ``points``.
+
+        Returns
+        -------
+        Assignment
+
         Raises
         ------
         CRSError, InvalidInput
             Bad CRS, non-point geometries, NaN/inf or out-of-range coordinates.
+
+        Warns
+        -----
+        UnassignedPointsWarning
+            When a batch of 100 points or more has more than half of them in no
+            region: lon and lat are probably swapped, or the points in another CRS.
         """
-        if points is not None:
-            lon_arr, lat_arr = points_lonlat(points)
-        elif lon is not None and lat is not None:
-            lon_arr, lat_arr = check_lonlat(lon, lat)
-        else:
-            raise InvalidInput("give a point GeoDataFrame, or both lon= and lat=")
-        if self._cells is not None:
-            positions = self._lookup_cells(
-                h3cells.latlng_to_cells(lat_arr, lon_arr, int(self.resolution or 0))
-            )
-        else:
-            positions = self._point_in_polygon(lon_arr, lat_arr)
+        lon_arr, lat_arr = _assign.read_points(points, lon, lat)
+        positions = _assign.positions_of(self, lon_arr, lat_arr)
+        _assign.warn_if_mostly_unassigned(self, positions, lon_arr, lat_arr)
         return Assignment(positions, self.region_ids, self.version)
 
     def _lookup_cells(self, cells: NDArray[np.uint64]) -> NDArray[np.int64]:
-        own = self.cells
-        positions = np.searchsorted(own, cells)
-        clipped = np.minimum(positions, own.size - 1)
-        found = own[clipped] == cells
-        return np.where(found, clipped, -1).astype(np.int64)
-
-    def _point_in_polygon(self, lon: NDArray[np.float64], lat: NDArray[np.float64]
-                          ) -> NDArray[np.int64]:
-        if lon.size >= _INTERIOR_INDEX_MIN_POINTS:
-            if self._interior is None:
-                self._interior = InteriorCellIndex.build(self.regions.geometry.values, self.tree)
-            positions = self._interior.lookup(lon, lat)
-        else:
-            positions = np.full(lon.size, -1, dtype=np.int64)
-        rest = np.flatnonzero(positions < 0)
-        point_idx, region_idx = self.tree.query(shapely.points(lon[rest], lat[rest]),
-                                                predicate="intersects")
-        # query returns pairs sorted by point; a border point may match two regions:
-        # writing in reverse order leaves the first (lowest) region position.
-        order = np.lexsort((-region_idx, point_idx))
-        positions[rest[point_idx[order]]] = region_idx[order]
-        return positions
+        return _assign.lookup_cells(self.cells, cells)
 
     @property
     def tree(self) -> shapely.STRtree:
@@ -328,111 +369,32 @@ class Partition:
             self._tree = shapely.STRtree(self.regions.geometry.values)
         return self._tree
 
-    # ------------------------------------------------------------------ polygons -> cells
-    def polygons_to_cells(
-        self,
-        queries: gpd.GeoDataFrame | gpd.GeoSeries,
-        containment: h3cells.Containment = "center",
-    ) -> CellIncidence:
-        """Turn polygon queries into cell index arrays of this H3 partition.
-
-        Parameters
-        ----------
-        queries : GeoDataFrame or GeoSeries of (Multi)Polygons in EPSG:4326
-        containment : {"center", "overlap", "full"}
-            Which cells a polygon covers: centre inside (default), any overlap, or
-            wholly inside.
-
-        Returns
-        -------
-        CellIncidence
-            A CSR matrix with one row per query (in input order) and one column per
-            partition cell; queries that cover no cell are listed in ``.uncovered``.
-        """
-        own = self._require_h3("polygons_to_cells")
-        require_lonlat_crs(queries, "the query polygons")
-        geoms = np.asarray(queries.geometry.values if isinstance(queries, gpd.GeoDataFrame)
-                           else queries.values, dtype=object)
-        check_polygons(geoms, "the query polygons")
-        offsets, cells = h3cells.polygons_to_cell_lists(geoms, int(self.resolution or 0),
-                                                        containment)
-        row = np.repeat(np.arange(geoms.size), np.diff(offsets))
-        col = self._lookup_cells(cells)
-        inside = col >= 0
-        outside = np.bincount(row[~inside], minlength=geoms.size).astype(np.int64)
-        matrix = sparse.csr_array(
-            (np.ones(int(inside.sum()), dtype=np.int8), (row[inside], col[inside])),
-            shape=(geoms.size, own.size),
-        )
-        matrix.sum_duplicates()
-        return CellIncidence(matrix, outside, containment, self.version)
-
-    # ------------------------------------------------------------------ hierarchy
-    def rollup(self, values: ArrayLike, resolution: int) -> pd.Series:
-        """Sum per-cell values into parent cells at a coarser ``resolution``.
-
-        Parameters
-        ----------
-        values : array-like, one value per partition cell, in partition order
-        resolution : int, coarser than the partition's
-
-        Returns
-        -------
-        pandas.Series indexed by parent cell id (hex string)
-        """
-        own = self._require_h3("rollup")
-        values = np.asarray(values)
-        if values.shape != own.shape:
-            raise InvalidInput(
-                f"values has shape {values.shape}; the partition has {own.size} cells"
-            )
-        parents, sums = h3cells.rollup_counts(own, values, resolution)
-        return pd.Series(sums, index=pd.Index(h3cells.cells_to_str(parents), name="region_id"))
-
-    def coarsen(self, resolution: int) -> tuple[Partition, NDArray[np.int64]]:
-        """The partition of parent cells, and each cell's parent position in it."""
-        own = self._require_h3("coarsen")
-        parents = h3cells.cell_parents(own, resolution)
-        unique, inverse = np.unique(parents, return_inverse=True)
-        coarse = Partition.from_h3_cells(unique, name=f"{self.name}:r{resolution}")
-        return coarse, inverse.astype(np.int64)
-
     # ------------------------------------------------------------------ neighbours
     def adjacency(self) -> sparse.csr_array:
-        """Symmetric region adjacency as a boolean CSR matrix (no self loops).
+        """Return the symmetric region adjacency as a boolean CSR matrix (no self loops).
 
         H3 cells are neighbours when they share an edge (``grid_disk`` with k=1);
         polygons when they share a stretch of border (not just a corner point).
         """
-        if self._cells is not None:
-            offsets, disk = h3cells.grid_disk_lists(self._cells, 1)
-            row = np.repeat(np.arange(self._cells.size), np.diff(offsets))
-            col = self._lookup_cells(disk)
-        else:
-            row, col = self._shared_borders()
-        keep = (col >= 0) & (row != col)
-        n = self.n_regions
-        adj = sparse.csr_array(
-            (np.ones(int(keep.sum()), dtype=bool), (row[keep], col[keep])), shape=(n, n)
-        )
-        return ((adj + adj.T) > 0).astype(bool)
-
-    def _shared_borders(self) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-        geoms = self.regions.geometry.values
-        # A tiny tolerance: digitised borders of neighbouring regions rarely coincide.
-        left, right = self.tree.query(geoms, predicate="dwithin", distance=1e-6)
-        pairs = left < right
-        left, right = left[pairs], right[pairs]
-        shared = shapely.intersection(
-            shapely.buffer(shapely.boundary(geoms[left]), 1e-6), shapely.boundary(geoms[right])
-        )
-        long_enough = shapely.length(shared) > 1e-4
-        return left[long_enough].astype(np.int64), right[long_enough].astype(np.int64)
+        return adjacency(self)
 
     def neighbours(self, region_id: Any) -> list[str]:
-        """Ids of the regions adjacent to ``region_id``."""
-        if region_id not in self.region_ids:
-            raise InvalidInput(f"region {region_id!r} is not in partition {self.key!r}")
+        """Return the ids of the regions adjacent to ``region_id``.
+
+        Raises
+        ------
+        InvalidInput
+            If ``region_id`` is not a region of the partition.
+        """
+        try:
+            present = region_id in self.region_ids
+        except TypeError:
+            present = False
+        if not present:
+            raise InvalidInput(
+                f"region {short_repr(region_id)} is not in partition {self.key!r}; its ids "
+                f"are strings such as {[str(x) for x in self.region_ids[:3]]}"
+            )
         pos = int(np.flatnonzero(self.region_ids == region_id)[0])
         adj = self.adjacency()
         cols = adj.indices[adj.indptr[pos]:adj.indptr[pos + 1]]
@@ -444,36 +406,22 @@ class Partition:
 
         Parameters
         ----------
-        values : DataFrame or Series indexed by region id (or a DataFrame with a
-            ``region_id`` column), or a dict ``{region_id: value}``.
+        values : DataFrame, Series or dict
+            Indexed by region id (or a DataFrame with a ``region_id`` column), or a
+            dict ``{region_id: value}``.
 
         Returns
         -------
         GeoDataFrame
             Every region of the partition (regions without a value get NaN), with its
             geometry (hexagons for H3 cells), ready for ``.plot()`` / ``.explore()``.
+
+        Raises
+        ------
+        InvalidInput
+            Another type, ids that are not regions, repeated ids, or a ``geometry`` column.
         """
-        if isinstance(values, dict):
-            values = pd.Series(values, name="value")
-        if isinstance(values, pd.Series):
-            values = values.to_frame(values.name if values.name is not None else "value")
-        if "region_id" in values.columns:
-            values = values.set_index("region_id")
-        index = values.index.astype(str)
-        unknown = ~index.isin(self.region_ids)
-        if unknown.any():
-            raise InvalidInput(
-                f"{int(unknown.sum())} ids are not regions of {self.key!r} (first: "
-                f"{list(index[unknown][:3])}); was the table made on another partition?"
-            )
-        if index.duplicated().any():
-            raise InvalidInput(
-                f"duplicate region ids {list(index[index.duplicated()][:3])} in the table"
-            )
-        table = values.set_axis(index, axis=0)
-        joined = self.regions.join(table, how="left")
-        joined.attrs["partition_version"] = self.version
-        return joined
+        return join_values(self, values)
 
     # ------------------------------------------------------------------ persistence
     def to_file(self, path: str) -> None:
@@ -492,6 +440,8 @@ class Partition:
 
         Raises
         ------
+        InvalidInput
+            A path of the wrong type, or a file that is not a spatialdp partition.
         PartitionMismatch
             If the stored version does not match the content, or ``expected_version``
             is given and differs.
@@ -502,3 +452,4 @@ class Partition:
         if expected_version is not None:
             part.require_version(expected_version, what=f"the caller (expected {path})")
         return part
+

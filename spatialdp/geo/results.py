@@ -9,7 +9,9 @@ import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 from scipy import sparse
 
+from spatialdp._validation import check_integer
 from spatialdp.exceptions import InvalidInput
+from spatialdp.geo.h3cells import check_cell_values
 
 __all__ = ["Assignment", "CellIncidence"]
 
@@ -54,8 +56,10 @@ class Assignment:
         return out
 
     def counts(self) -> NDArray[np.int64]:
-        """Number of points per region, in partition order."""
-        return np.bincount(self.positions[self.assigned], minlength=len(self.region_ids))
+        """Count the points of each region, in partition order."""
+        counts: NDArray[np.int64] = np.bincount(self.positions[self.assigned],
+                                                minlength=len(self.region_ids))
+        return counts
 
     def __repr__(self) -> str:
         return (
@@ -87,7 +91,8 @@ class CellIncidence:
     @property
     def cells_per_query(self) -> NDArray[np.int64]:
         """How many partition cells each query covers (its ``m``)."""
-        return np.diff(self.matrix.indptr).astype(np.int64)
+        per_query: NDArray[np.int64] = np.diff(self.matrix.indptr).astype(np.int64)
+        return per_query
 
     @property
     def uncovered(self) -> NDArray[np.int64]:
@@ -95,16 +100,29 @@ class CellIncidence:
         return np.flatnonzero(self.cells_per_query == 0)
 
     def cell_indices(self, query: int) -> NDArray[np.int32]:
-        """Cell index array (partition positions) of one query."""
+        """Return the cell index array (partition positions) of one query.
+
+        Raises
+        ------
+        InvalidInput
+            If ``query`` is not the position of a query.
+        """
+        n_queries = self.matrix.shape[0]
+        query = check_integer(query, "query", low=0, high=max(n_queries - 1, 0),
+                              fix=f"pass a query position from 0 to {n_queries - 1}")
+        if n_queries == 0:
+            raise InvalidInput(f"query={query} cannot be looked up: there are no queries; "
+                               "pass at least one query polygon")
         start, stop = self.matrix.indptr[query], self.matrix.indptr[query + 1]
         return np.asarray(self.matrix.indices[start:stop])
 
     def answer(self, cell_values: ArrayLike) -> NDArray[np.float64]:
-        """Sum of per-cell values over each query's cells (one sparse product)."""
-        values = np.asarray(cell_values)
-        if values.shape != (self.matrix.shape[1],):
-            raise InvalidInput(
-                f"cell_values has shape {values.shape}; the partition has "
-                f"{self.matrix.shape[1]} cells, give one value per cell in partition order"
-            )
-        return np.asarray(self.matrix @ values)
+        """Sum per-cell values over each query's cells (one sparse product).
+
+        Raises
+        ------
+        InvalidInput
+            Values that are not finite numbers, or not one per partition cell.
+        """
+        values = check_cell_values(cell_values, self.matrix.shape[1], "cell_values")
+        return np.asarray(self.matrix @ values, dtype=np.float64)
