@@ -330,6 +330,6 @@ def check_ids(values: Any, name: str, *, unique: bool = True) -> pd.Index:
         repeated = index[index.duplicated()]
         raise InvalidInput(
             f"{name} has {len(repeated)} repeated value{'s' if len(repeated) > 1 else ''} "
-            f"(first: {repeated[0]!r}); one client, one row: drop or merge the repeats "
+            f"(first: {repeated.tolist()[0]!r}); one client, one row: drop or merge the repeats "
             "before the release")
     return index

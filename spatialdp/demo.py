@@ -19,7 +19,7 @@ import numpy as np
 
 from spatialdp.datasets import synthetic_fleet, us_states_partition
 from spatialdp.federated.aggregate import aggregate_metric
-from spatialdp.federated.device import device_report
+from spatialdp.federated.device import device_report, track_ratio_spec
 from spatialdp.federated.health import round_health
 from spatialdp.federated.incidents import (
     Incident,
@@ -29,6 +29,7 @@ from spatialdp.federated.incidents import (
 from spatialdp.federated.metrics import HistogramSpec, MetricSpec, calibrate_clip, min_cohort_for
 from spatialdp.federated.regional import RegionalReport, regional_report
 from spatialdp.privacy.ledger import PrivacyLedger
+from spatialdp.privacy.target import ReleaseTarget
 from spatialdp.simulation import positioning_predictions
 
 __all__ = ["DemoResult", "run_demo"]
@@ -91,7 +92,7 @@ def run_demo(
                                     sideways_drift=DRIFTING_REGIONS)
     # Devices clip each example's loss, so the bound comes from per-example losses.
     loss_spec = MetricSpec("loss", 0.0, round(calibrate_clip(pilot.loss, 99.0), 2))
-    ratio_spec = MetricSpec("ratio", 0.0, RATIO_CLIP)
+    ratio_spec = track_ratio_spec(RATIO_CLIP)
     hist_spec = HistogramSpec("abs_error_m", edges=(0.25, 0.5, 1.0, 2.0, 4.0, 8.0))
     min_cohort = min_cohort_for(0.25, ratio_spec, epsilon_per_metric)
 
@@ -103,26 +104,25 @@ def run_demo(
     examples = positioning_predictions(returned, rng=rng, region_error_factor=WORSE_REGIONS,
                                        sideways_drift=DRIFTING_REGIONS)
 
-    # On the devices: bounded per-client numbers only.
+    # On the devices: bounded per-client numbers only, tagged with specs and partition.
     clients = device_report(examples, loss_spec=loss_spec, hist_spec=hist_spec,
-                            ratio_clip=RATIO_CLIP)
-    clients["region"] = returned.set_index("device_id").region.reindex(clients.index).to_numpy()
-    clients.attrs["partition_version"] = partition.version
+                            ratio_clip=RATIO_CLIP, partition=partition)
 
     ledger = PrivacyLedger(folder / "ledger.sqlite", epoch_budget=10.0)
     epoch = max(ledger.epochs(), default=-1) + 1  # each run of the demo is a new epoch
+
+    def target(why: str) -> ReleaseTarget:
+        return ReleaseTarget(ledger, epoch, who="spatialdp demo", why=why, round_index=1)
+
     report = regional_report(
         clients, partition, [loss_spec, ratio_spec, hist_spec],
         epsilon={"loss": epsilon_per_metric, "ratio": epsilon_per_metric,
                  "abs_error_m": epsilon_per_metric / 2},
-        min_cohort=min_cohort, ledger=ledger, epoch=epoch, round_index=1,
-        who="spatialdp demo", why="regional evaluation round of the positioning model",
+        min_cohort=min_cohort, target=target("regional evaluation round of the model"),
     )
-    national = aggregate_metric(clients.loss.to_numpy(), loss_spec, epsilon=0.1, ledger=ledger,
-                                epoch=epoch, round_index=1, who="spatialdp demo",
-                                why="national loss")
+    national = aggregate_metric(clients, loss_spec, epsilon=0.1, target=target("national loss"))
     health = round_health(status, selected.region.to_numpy(), partition, epsilon=0.2,
-                          ledger=ledger, epoch=epoch, round_index=1, who="spatialdp demo")
+                          target=target("round health"))
     incidents = ratio_pinned_at_clip(report["ratio"], RATIO_CLIP) + suspiciously_good_region(
         report["loss"])
 
@@ -134,9 +134,7 @@ def run_demo(
     lines = [
         report.summary(),
         f"national {national.summary()}",
-        f"round health: {int(health.table.selected.sum()):,} selected, "
-        f"~{int(health.table.dropped.sum()):,} dropped (noised, coarsened to "
-        f"{health.granularity})",
+        health.summary(),
         f"cohort floor {min_cohort} (error bar on the ratio <= 0.25 at eps "
         f"{epsilon_per_metric:g}); loss clip {loss_spec.clip_high:g} m^2 from a pilot fleet",
         "incidents:" if incidents else "incidents: none",

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from spatialdp._random import RandomLike, as_generator
+from spatialdp._validation import check_count
 from spatialdp.exceptions import InvalidInput
 
 __all__ = ["positioning_predictions"]
@@ -53,7 +54,7 @@ def positioning_predictions(
     Returns
     -------
     DataFrame
-        One row per example: ``client_id``, ``region``, ``true_lon``, ``true_lat``,
+        One row per example: ``client_id``, ``region_id``, ``true_lon``, ``true_lat``,
         ``pred_lon``, ``pred_lat``, ``heading_deg``, ``loss`` (squared error in m^2).
 
     Examples
@@ -63,13 +64,11 @@ def positioning_predictions(
     >>> len(preds), preds.client_id.nunique()
     (500, 100)
     """
-    if examples_per_client < 1:
-        raise InvalidInput(f"examples_per_client={examples_per_client} must be at least 1")
+    k = check_count(examples_per_client, "examples_per_client", low=1)
     gen = as_generator(rng)
-    k = examples_per_client
     n = len(fleet)
     client = np.repeat(fleet.device_id.to_numpy(), k)
-    region = np.repeat(fleet.region.to_numpy(), k)
+    region = np.repeat(fleet[_region_column(fleet)].to_numpy(), k)
     heading = np.repeat(fleet.heading_deg.to_numpy(), k) + gen.normal(0, 5, n * k)
     rad = np.radians(heading)
     # Hops of up to 2 km along the heading from the device's home position.
@@ -89,7 +88,7 @@ def positioning_predictions(
     north = along * np.cos(rad) - across * np.sin(rad)
     return pd.DataFrame({
         "client_id": client,
-        "region": region,
+        "region_id": region,
         "true_lon": true_lon,
         "true_lat": true_lat,
         "pred_lon": true_lon + east / metres_lon,
@@ -97,3 +96,10 @@ def positioning_predictions(
         "heading_deg": np.mod(heading, 360.0),
         "loss": along**2 + across**2,
     })
+
+
+def _region_column(fleet: pd.DataFrame) -> str:
+    for name in ("region_id", "region"):
+        if name in fleet.columns:
+            return name
+    raise InvalidInput("the fleet has no region_id column; place it with synthetic_fleet")

@@ -1,127 +1,243 @@
-"""Secure sum then noise once: error bars, 1/n shape, unbiasedness, refusals."""
+"""Secure sum then noise once: error bars, 1/n shape, unbiasedness, one release order."""
 
 from __future__ import annotations
 
-import inspect
+import warnings
 
 import numpy as np
+import pandas as pd
 import pytest
 
-from spatialdp.exceptions import BudgetExceeded, ClippingFailure, CohortTooSmall, InvalidInput
-from spatialdp.federated.aggregate import (
+from spatialdp.exceptions import (
+    BudgetExceeded,
+    ClippingFailure,
+    CohortTooSmall,
+    InvalidInput,
+    InvalidSpec,
+)
+from spatialdp.federated import (
+    HistogramSpec,
+    MetricSpec,
+    UninformativeReleaseWarning,
     aggregate_histogram,
     aggregate_metric,
-    release_noise,
+    device_report,
     secure_sum,
-    simulation_noise,
 )
-from spatialdp.federated.metrics import HistogramSpec, MetricSpec
 from spatialdp.privacy.ledger import PrivacyLedger
+from spatialdp.privacy.target import ReleaseTarget, Simulation, Unaccounted
+from tests._clients import histogram_columns, tagged
 
 LOSS = MetricSpec("loss", 0.0, 2.5)
 HIST = HistogramSpec("abs_error_m", edges=(0.5, 1, 2, 5, 10, 25))
+Z6 = 4.89  # two-sided normal quantile at alpha = 1e-6
 
 
-def _clients(n: int, rng: np.random.Generator) -> np.ndarray:
-    return LOSS.clip(rng.gamma(2.0, 0.3, n))
-
-
-def test_error_bar_covers_true_mean_95_percent_over_10000_rounds() -> None:
-    rng = np.random.default_rng(20261129)
-    noise = simulation_noise(rng)
-    rounds = 10_000
-    covered = 0
-    for r in range(rounds):
-        values = _clients(100 + (r % 7) * 50, rng)
-        rel = aggregate_metric(values, LOSS, epsilon=0.5, noise=noise)
-        covered += abs(rel.value - values.mean()) <= rel.error_bar
-    rate = covered / rounds
-    assert abs(rate - 0.95) <= 0.01, rate  # the issue's tolerance; SE = 0.0022
+def _clients(n: int, rng: np.random.Generator) -> pd.DataFrame:
+    return tagged({"loss": LOSS.clip(rng.gamma(2.0, 0.3, n))}, [LOSS])
 
 
 def test_error_bar_shrinks_as_one_over_n_not_root_n() -> None:
     rng = np.random.default_rng(3)
-    noise = simulation_noise(rng)
+    sim = Simulation(rng)
     sizes = [100, 400, 1600]
+    draws = 2000
     bars, rms = [], []
     for n in sizes:
-        values = _clients(n, rng)
-        errs = np.array([aggregate_metric(values, LOSS, epsilon=1.0, noise=noise).value
-                         for _ in range(3000)]) - values.mean()
+        clients = _clients(n, rng)
+        errs = np.array([aggregate_metric(clients, LOSS, epsilon=1.0, target=sim).value
+                         for _ in range(draws)]) - clients.loss.mean()
         rms.append(np.sqrt(np.mean(errs**2)))
-        bars.append(aggregate_metric(values, LOSS, epsilon=1.0, noise=noise).error_bar)
+        bars.append(aggregate_metric(clients, LOSS, epsilon=1.0, target=sim).error_bar)
     # The published bar is exactly proportional to 1/n ...
     np.testing.assert_allclose(np.array(bars) * sizes, bars[0] * sizes[0], rtol=1e-12)
     # ... and so is the realised error: quadrupling n divides it by 4, not by 2.
-    # RMS of 3000 Laplace draws has relative SE about sqrt(5/4/3000) = 2%.
+    # The RMS of Laplace draws has relative SE sqrt((kurtosis - 1) / 4 / draws) =
+    # sqrt(5 / 4 / draws); a ratio of two has sqrt(2) times that.
+    se = 4.0 * np.sqrt(2 * 5 / 4 / draws)
     ratios = np.array(rms[:-1]) / np.array(rms[1:])
-    assert np.all(np.abs(ratios - 4.0) < 4.0 * 5 * 0.02 * np.sqrt(2)), ratios
+    assert np.all(np.abs(ratios - 4.0) < Z6 * se), ratios
     assert np.all(ratios > 3.0)  # a 1/sqrt(n) shape would give 2
 
 
 def test_aggregation_is_unbiased() -> None:
     rng = np.random.default_rng(11)
-    noise = simulation_noise(rng)
-    values = _clients(300, rng)
+    sim = Simulation(rng)
+    clients = _clients(300, rng)
     rounds = 4000
-    est = np.array([aggregate_metric(values, LOSS, epsilon=0.3, noise=noise).value
+    est = np.array([aggregate_metric(clients, LOSS, epsilon=0.3, target=sim).value
                     for _ in range(rounds)])
-    scale = LOSS.sensitivity / 0.3 / values.size
+    scale = LOSS.sensitivity / 0.3 / len(clients)
     se = np.sqrt(2) * scale / np.sqrt(rounds)
-    assert abs(est.mean() - values.mean()) < 3 * se
+    assert abs(est.mean() - clients.loss.mean()) < Z6 * se
 
 
 def test_histogram_is_unbiased_and_one_release() -> None:
     rng = np.random.default_rng(5)
     hists = rng.dirichlet(np.ones(HIST.n_buckets), size=600)
-    truth = hists.mean(axis=0)
-    noise = simulation_noise(rng)
-    draws = np.array([aggregate_histogram(hists, HIST, epsilon=1.0, noise=noise).values
+    clients = tagged(histogram_columns(HIST, hists), [HIST])
+    sim = Simulation(rng)
+    draws = np.array([aggregate_histogram(clients, HIST, epsilon=1.0, target=sim).values
                       for _ in range(3000)])
     scale = HIST.sensitivity / 1.0 / 600
     se = np.sqrt(2) * scale / np.sqrt(3000)
-    assert np.all(np.abs(draws.mean(axis=0) - truth) < 3.5 * se)
-    # Per-bucket noise does not depend on the number of buckets (no epsilon split).
+    assert np.all(np.abs(draws.mean(axis=0) - hists.mean(axis=0)) < Z6 * se)
+    # Per-bucket noise does not depend on the number of buckets (no epsilon split):
+    # the sd of 3000 Laplace draws has relative SE sqrt(5/4/3000) = 2%.
     fine = HistogramSpec("fine", edges=tuple(0.5 * i for i in range(1, 20)))
     one_hot = np.zeros((600, fine.n_buckets))
     one_hot[:, 2] = 1.0
-    fine_draws = np.array([aggregate_histogram(one_hot, fine, epsilon=1.0, noise=noise).values
+    fine_clients = tagged(histogram_columns(fine, one_hot), [fine])
+    fine_draws = np.array([aggregate_histogram(fine_clients, fine, epsilon=1.0, target=sim).values
                            for _ in range(3000)])
-    np.testing.assert_allclose(fine_draws.std(axis=0).mean(), np.sqrt(2) * scale, rtol=0.05)
+    sd = fine_draws.std(axis=0)
+    assert np.all(np.abs(sd / (np.sqrt(2) * scale) - 1) < Z6 * np.sqrt(5 / 4 / 3000))
 
 
-def test_release_path_takes_no_seed_and_charges_ledger() -> None:
-    assert "rng" not in inspect.signature(release_noise).parameters
+def test_release_charges_the_ledger_and_draws_fresh_entropy() -> None:
     ledger = PrivacyLedger(epoch_budget=10.0)
-    values = np.full(500, 1.0)
-    a = aggregate_metric(values, LOSS, epsilon=0.25, ledger=ledger, epoch=0)
-    b = aggregate_metric(values, LOSS, epsilon=0.25, ledger=ledger, epoch=0)
+    clients = tagged({"loss": np.full(500, 1.0)}, [LOSS])
+    target = ReleaseTarget(ledger, 0, why="test")
+    a = aggregate_metric(clients, LOSS, epsilon=0.25, target=target)
+    b = aggregate_metric(clients, LOSS, epsilon=0.25, target=target)
     assert a.value != b.value  # fresh OS entropy each time
     assert ledger.spent(0, "evaluation.global") == pytest.approx(0.5)
     assert len(ledger.audit(0)) == 2
+    assert a.accounting["accounting"] == "ledger" and not a.simulated
+    ledger.close()
 
 
-def test_refusals_charge_nothing() -> None:
-    ledger = PrivacyLedger(epoch_budget=1.0)
-    with pytest.raises(CohortTooSmall, match="cohort of 8 is below the floor of 50"):
-        aggregate_metric(np.ones(8), LOSS, epsilon=0.1, ledger=ledger, epoch=0)
-    unclipped = np.ones(100)
-    unclipped[0] = 1e6
-    with pytest.raises(ClippingFailure, match="beyond \\[0, 2.5\\] x cohort"):
-        aggregate_metric(unclipped, LOSS, epsilon=0.1, ledger=ledger, epoch=0)
-    heavy = np.tile([10.0, 0, 0, 0, 0, 0, 0], (100, 1))
-    with pytest.raises(ClippingFailure, match="mass_cap 1 x cohort"):
-        aggregate_histogram(heavy, HIST, epsilon=0.1, ledger=ledger, epoch=0)
+def test_accounting_is_never_optional() -> None:
+    clients = _clients(100, np.random.default_rng(0))
+    with pytest.raises(TypeError, match="target"):
+        aggregate_metric(clients, LOSS, epsilon=0.1)  # type: ignore[call-arg]
+    with pytest.raises(InvalidInput, match="target=None is not a release target"):
+        aggregate_metric(clients, LOSS, epsilon=0.1, target=None)
+    with pytest.raises(InvalidInput, match="target=.* is not a release target"):
+        aggregate_metric(clients, LOSS, epsilon=0.1, target=lambda v, s: v)
+    with pytest.raises(InvalidInput, match="ledger=None is not a PrivacyLedger"):
+        ReleaseTarget(None, 0)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput, match="reason='' is empty"):
+        Unaccounted("")
+    # The two opt-outs are visible on the result.
+    sim = aggregate_metric(clients, LOSS, epsilon=0.1, target=Simulation(rng=0))
+    assert sim.simulated and "SIMULATION" in sim.summary()
+    free = aggregate_metric(clients, LOSS, epsilon=0.1, target=Unaccounted("synthetic data"))
+    assert not free.simulated and "UNACCOUNTED: synthetic data" in free.summary()
+    assert free.accounting == {"accounting": "unaccounted", "simulated": False,
+                               "reason": "synthetic data", "round": None}
+
+
+def _refusals(ledger: PrivacyLedger) -> list[tuple[type[Exception], str, object]]:
+    target = ReleaseTarget(ledger, 0)
+    ok = _clients(100, np.random.default_rng(1))
+    unclipped = ok.copy()
+    unclipped.iloc[0, 0] = 1e6
+    heavy = tagged(histogram_columns(HIST, np.tile([10.0, 0, 0, 0, 0, 0, 0], (100, 1))), [HIST])
     cap = ledger.remaining(0, "evaluation.global")
-    with pytest.raises(BudgetExceeded, match="evaluation.global"):
-        aggregate_metric(np.ones(100), LOSS, epsilon=cap * 2, ledger=ledger, epoch=0)
+    call = aggregate_metric
+    return [
+        (CohortTooSmall, "cohort=8 is below the floor min_cohort=50",
+         lambda: call(_clients(8, np.random.default_rng(2)), LOSS, epsilon=0.1, target=target)),
+        (ClippingFailure, "beyond \\[0, 2.5\\] x cohort",
+         lambda: call(unclipped, LOSS, epsilon=0.1, target=target)),
+        (ClippingFailure, "mass_cap 1 x cohort",
+         lambda: aggregate_histogram(heavy, HIST, epsilon=0.1, target=target)),
+        (BudgetExceeded, "evaluation.global",
+         lambda: call(ok, LOSS, epsilon=cap * 2, target=target)),
+        (InvalidInput, "epsilon=0 is below the limit > 0",
+         lambda: call(ok, LOSS, epsilon=0, target=target)),
+        (InvalidInput, "epsilon=True is a bool",
+         lambda: call(ok, LOSS, epsilon=True, target=target)),
+        (InvalidInput, "epsilon='0.1' is a string",
+         lambda: call(ok, LOSS, epsilon="0.1", target=target)),
+        (InvalidInput, "alpha=1.5 is above the limit < 1",
+         lambda: call(ok, LOSS, epsilon=0.1, alpha=1.5, target=target)),
+        (InvalidInput, "alpha=0 is below the limit > 0",
+         lambda: call(ok, LOSS, epsilon=0.1, alpha=0, target=target)),
+        (InvalidInput, "min_cohort=nan is not finite",
+         lambda: call(ok, LOSS, epsilon=0.1, min_cohort=float("nan"), target=target)),
+        (InvalidInput, "min_cohort=0 is below the limit >= 1",
+         lambda: call(ok, LOSS, epsilon=0.1, min_cohort=0, target=target)),
+        (InvalidInput, "min_cohort=-5 is below the limit >= 1",
+         lambda: call(ok, LOSS, epsilon=0.1, min_cohort=-5, target=target)),
+        (InvalidInput, "NaN or infinite",
+         lambda: call(ok.assign(loss=np.nan), LOSS, epsilon=0.1, target=target)),
+        (InvalidInput, "clipped under no spec for 'abs_error_m'",
+         lambda: aggregate_histogram(ok, HIST, epsilon=0.1, target=target)),
+        (InvalidInput, "lack columns \\['loss'\\]",
+         lambda: call(ok.drop(columns="loss"), LOSS, epsilon=0.1, target=target)),
+        (InvalidInput, "repeated value",
+         lambda: call(pd.concat([ok, ok]), LOSS, epsilon=0.1, target=target)),
+        (InvalidInput, "carry no device_specs",
+         lambda: call(ok.drop(columns="device_specs"), LOSS, epsilon=0.1, target=target)),
+        (InvalidInput, "no client_id",
+         lambda: call(ok.reset_index(drop=True), LOSS, epsilon=0.1, target=target)),
+        (InvalidInput, "clipped under another spec",
+         lambda: call(ok, MetricSpec("loss", 0.0, 19.0), epsilon=0.1, target=target)),
+        (InvalidInput, "is not a MetricSpec",
+         lambda: call(ok, HIST, epsilon=0.1, target=target)),
+    ]
+
+
+def test_every_refusal_charges_nothing() -> None:
+    ledger = PrivacyLedger(epoch_budget=1.0)
+    for error, message, release in _refusals(ledger):
+        with pytest.raises(error, match=message):
+            release()
     assert ledger.spent(0) == 0.0 and len(ledger.audit()) == 0
-    with pytest.raises(InvalidInput, match="epsilon=0 must be a positive"):
-        aggregate_metric(np.ones(100), LOSS, epsilon=0)
-    with pytest.raises(InvalidInput, match="NaN or infinite"):
-        aggregate_metric(np.array([np.nan] * 100), LOSS, epsilon=1)
-    with pytest.raises(InvalidInput, match="has 7 buckets"):
-        aggregate_histogram(np.ones((100, 3)), HIST, epsilon=1)
+    ledger.close()
+
+
+def test_infinite_sensitivity_is_refused_at_the_spec() -> None:
+    with pytest.raises(InvalidSpec, match="sensitivity"):
+        MetricSpec("m", -1e308, 1e308)
+
+
+def test_device_clip_bounds_bind_the_release() -> None:
+    # Devices clipped to [0, 100]; releasing under a [0, 19] spec would undercharge 5x.
+    wide = MetricSpec("loss", 0.0, 100.0)
+    examples = pd.DataFrame({"client_id": np.arange(400), "loss": np.linspace(0, 100, 400)})
+    clients = device_report(examples, loss_spec=wide)
+    narrow = MetricSpec("loss", 0.0, 19.0)
+    with pytest.raises(InvalidInput, match="400 client reports were clipped under another spec"):
+        aggregate_metric(clients, narrow, epsilon=0.4, target=Simulation(0))
+    # A report produced under no spec for this metric is refused too.
+    with pytest.raises(InvalidInput, match="clipped under no spec for 'ratio'"):
+        aggregate_metric(clients.assign(ratio=1.0), MetricSpec("ratio", 0, 10), epsilon=0.4,
+                         target=Simulation(0))
+    assert aggregate_metric(clients, wide, epsilon=0.4, target=Simulation(0)).cohort == 400
+
+
+def test_uninformative_epsilon_warns_before_charging() -> None:
+    ledger = PrivacyLedger(epoch_budget=10.0)
+    clients = _clients(100, np.random.default_rng(4))
+    target = ReleaseTarget(ledger, 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UninformativeReleaseWarning)
+        with pytest.raises(UninformativeReleaseWarning, match="exceeds the whole clip range"):
+            aggregate_metric(clients, LOSS, epsilon=0.001, target=target)
+    assert ledger.spent(0) == 0.0  # the warning came before the charge
+    with pytest.warns(UninformativeReleaseWarning, match="bounded"):
+        rel = aggregate_metric(clients, LOSS, epsilon=0.001, target=target)
+    shown = rel.bounded_display()
+    assert LOSS.clip_low <= shown.value <= LOSS.clip_high and shown.bounded
+    assert "clamped for display, biased" in shown.summary()
+    ledger.close()
+
+
+def test_conf_int_is_exact_for_any_alpha() -> None:
+    rng = np.random.default_rng(8)
+    clients = _clients(400, rng)
+    truth = clients.loss.mean()
+    sim = Simulation(rng)
+    draws = 4000
+    for alpha in (0.01, 0.2):
+        hits = np.mean([
+            (lambda ci: ci[0] <= truth <= ci[1])(
+                aggregate_metric(clients, LOSS, epsilon=0.5, target=sim).conf_int(alpha))
+            for _ in range(draws)])
+        assert abs(hits - (1 - alpha)) < Z6 * np.sqrt(alpha * (1 - alpha) / draws), (alpha, hits)
 
 
 def test_secure_sum_groups() -> None:
@@ -130,23 +246,3 @@ def test_secure_sum_groups() -> None:
     assert s.counts.tolist() == [1, 2, 0]
     with pytest.raises(InvalidInput, match="position in 0..1"):
         secure_sum([1.0, 2.0], [0, 2], 2)
-
-
-def test_seeded_noise_never_reaches_a_charged_release() -> None:
-    ledger = PrivacyLedger(epoch_budget=10.0)
-    with pytest.raises(InvalidInput, match="take no seed: drop noise= to release"):
-        aggregate_metric(np.ones(100), LOSS, epsilon=0.1, ledger=ledger, epoch=0,
-                         noise=simulation_noise(1))
-    assert ledger.spent(0) == 0.0
-
-
-def test_laplace_scale_never_undercharges() -> None:
-    from decimal import Decimal
-
-    from spatialdp.federated.aggregate import laplace_scale
-
-    for sensitivity, eps in [(10.0, 0.7), (1.0, 0.1), (2.5, 0.3), (19.03, 0.4), (1e-3, 3e-7)]:
-        scale = laplace_scale(sensitivity, eps)
-        # the real loss sensitivity/scale is at most the epsilon the ledger charges
-        assert Decimal(sensitivity) / Decimal(scale) <= Decimal(repr(eps))
-        assert scale == pytest.approx(sensitivity / eps, rel=1e-15)

@@ -24,9 +24,13 @@ from spatialdp.federated.device import (
     error_histogram,
     sample_count_bucket,
     track_errors,
+    track_ratio_spec,
 )
+from spatialdp.federated.aggregate import aggregate_metric
 from spatialdp.federated.metrics import HistogramSpec, MetricSpec
+from spatialdp.federated.regional import regional_report
 from spatialdp.geo.partition import Partition
+from spatialdp.privacy.target import Simulation
 
 GEOD = pyproj.Geod(ellps="WGS84")
 LOSS = MetricSpec("loss", 0.0, 2.5)
@@ -34,6 +38,7 @@ HIST = HistogramSpec("abs_error_m", edges=(0.5, 1.0, 2.0, 5.0, 10.0, 25.0))
 # A UTM zone 13 frame on its central meridian (grid north = true north there).
 UTM13 = 32613
 BASE = np.array([500_000.0, 4_400_000.0])
+BASE_LON, BASE_LAT = -105.0, 40.0
 TO_LONLAT = pyproj.Transformer.from_crs(UTM13, 4326, always_xy=True)
 SETTINGS = settings(max_examples=40, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
@@ -563,7 +568,7 @@ def test_device_report_columns_bounds_and_version(two_boxes: Partition) -> None:
     examples = mixed_examples()
     rmse = MetricSpec("rmse_m", 0.0, 8.0)
     report = device_report(examples, loss_spec=LOSS, hist_spec=HIST, rmse_spec=rmse,
-                           partition=two_boxes, max_cells=2)
+                           coverage_partition=two_boxes, max_cells=2)
     assert report.attrs["device_module_version"] == DEVICE_MODULE_VERSION
     assert report.attrs["coverage_partition_version"] == two_boxes.version
     assert report.attrs["specs"] == {"loss": LOSS.key, "rmse": rmse.key, HIST.name: HIST.key}
@@ -574,7 +579,7 @@ def test_device_report_columns_bounds_and_version(two_boxes: Partition) -> None:
                 + [f"cal_{kind}_{b}" for kind in ("pred", "outcome", "gap", "present")
                    for b in range(5)]
                 + ["count_bucket", "coverage_cells"])
-    assert list(report.columns) == expected
+    assert list(report.columns) == [*expected, "device_specs"]
     assert set(report.attrs["bounds"]) == set(expected)
     for column, (low, high) in report.attrs["bounds"].items():
         assert report[column].between(low, high).all(), column
@@ -586,8 +591,9 @@ def test_device_report_columns_bounds_and_version(two_boxes: Partition) -> None:
 
 def test_device_report_runs_only_what_it_has_inputs_for() -> None:
     frame = pd.DataFrame({"client_id": [2, 1, 2], "loss": [1.0, 2.0, 3.0]})
-    assert list(device_report(frame).columns) == ["count_bucket"]
-    assert list(device_report(frame, loss_spec=LOSS).columns) == ["loss", "count_bucket"]
+    assert list(device_report(frame).columns) == ["count_bucket", "device_specs"]
+    assert list(device_report(frame, loss_spec=LOSS).columns) == ["loss", "count_bucket",
+                                                                  "device_specs"]
     positions = track_frame([1.0], [2.0]).drop(columns="heading_deg")
     report = device_report(positions, hist_spec=HIST)  # histogram of the position error
     assert "ratio" not in report.columns
@@ -605,8 +611,16 @@ def test_device_report_refusals(two_boxes: Partition) -> None:
     with pytest.raises(InvalidInput, match="roads= and rmse_spec= need"):
         device_report(track_frame([1.0], [1.0]).drop(columns="heading_deg"),
                       rmse_spec=MetricSpec("rmse", 0, 5))
-    with pytest.raises(InvalidInput, match="partition= needs true positions"):
+    with pytest.raises(InvalidInput, match="coverage_partition= needs true positions"):
+        device_report(frame, coverage_partition=two_boxes)
+    with pytest.raises(InvalidInput, match="partition= needs a 'region_id' column"):
         device_report(frame, partition=two_boxes)
+    with pytest.raises(InvalidInput, match="has examples in more than one region"):
+        device_report(pd.DataFrame({"client_id": ["x", "x"], "region_id": ["a", "b"]}),
+                      partition=two_boxes)
+    with pytest.raises(InvalidInput, match="region_id 'z' is not in"):
+        device_report(pd.DataFrame({"client_id": ["x"], "region_id": ["z"]}),
+                      partition=two_boxes)
     with pytest.raises(InvalidInput, match="ratio_clip=-1 must be a positive"):
         device_report(frame, ratio_clip=-1)
     with pytest.raises(InvalidInput, match="calibration_buckets=0 must be a positive"):
@@ -620,8 +634,8 @@ def test_device_report_refusals(two_boxes: Partition) -> None:
 def test_results_do_not_depend_on_row_order(two_boxes: Partition) -> None:
     examples = mixed_examples(seed=1)
     shuffled = examples.sample(frac=1.0, random_state=7)
-    kwargs: dict[str, Any] = {"loss_spec": LOSS, "hist_spec": HIST, "partition": two_boxes,
-                              "max_cells": 2}
+    kwargs: dict[str, Any] = {"loss_spec": LOSS, "hist_spec": HIST,
+                              "coverage_partition": two_boxes, "max_cells": 2}
     pd.testing.assert_frame_equal(device_report(examples, **kwargs),
                                   device_report(shuffled, **kwargs), rtol=1e-12)
     roads = gpd.GeoSeries([shapely.LineString([(0, y), (2, y + 0.1)])
@@ -630,43 +644,68 @@ def test_results_do_not_depend_on_row_order(two_boxes: Partition) -> None:
                                   along_across_rmse(shuffled, roads=roads), rtol=1e-12)
 
 
-def test_vectorised_results_match_a_per_client_reference(two_boxes: Partition) -> None:
-    examples = mixed_examples(seed=2)
-    report = device_report(examples, loss_spec=LOSS, hist_spec=HIST, partition=two_boxes,
-                           max_cells=2, ratio_clip=3.0)
-    errors = track_errors(examples)
-    region = two_boxes.assign(lon=examples.true_lon, lat=examples.true_lat).positions
-    for client, rows in examples.groupby("client_id"):
-        row = report.loc[client]
-        assert row.loss == pytest.approx(np.mean([min(max(v, 0.0), 2.5) for v in rows.loss]))
-        err = errors.loc[rows.index]
-        along = np.sqrt(np.mean(err.along**2))
-        across = np.sqrt(np.mean(err.across**2))
-        assert row.ratio == pytest.approx(min(across / along, 3.0))
-        counts = [0.0] * HIST.n_buckets
-        for v in err.distance:
-            counts[sum(1 for e in HIST.edges if v > e)] += 1.0
-        hist = [c * min(1.0, 1.0 / sum(counts)) for c in counts]
-        assert list(row.filter(like="abs_error_m_")) == pytest.approx(hist)
-        for b in range(5):
-            in_bucket = [(p, y) for p, y in zip(rows.p_pred, rows.outcome, strict=True)
-                         if min(int(p * 5), 4) == b]
-            if in_bucket:
-                gap = np.mean([p for p, _ in in_bucket]) - np.mean([y for _, y in in_bucket])
-                assert row[f"cal_gap_{b}"] == pytest.approx(gap)
-            assert row[f"cal_present_{b}"] == (1 if in_bucket else 0)
-        n = len(rows)
-        assert row.count_bucket == (0 if n < 10 else 1 if n < 100 else 2 if n < 1000 else 3)
-        cells = Counter(int(r) for r in region[examples.index.get_indexer(rows.index)] if r >= 0)
-        kept = sorted(cells, key=lambda r: (-cells[r], r))[:2]
-        assert row.coverage_cells == len(kept)
-    cov = coverage(examples.true_lon, examples.true_lat, examples.client_id, two_boxes,
-                   max_cells=2)
-    for i, client in enumerate(cov.client_ids):
-        rows = examples.index[examples.client_id == client]
-        cells = Counter(int(r) for r in region[examples.index.get_indexer(rows)] if r >= 0)
-        kept = sorted(cells, key=lambda r: (-cells[r], r))[:2]
-        assert cov.matrix[[i], :].indices.tolist() == sorted(kept)
+def test_report_of_a_hand_worked_client() -> None:
+    # Client x drives north; one fix is 3 m to the right (all across), one 4 m ahead
+    # (all along). Worked by hand: along RMSE sqrt(16/2), across RMSE sqrt(9/2),
+    # ratio 3/4; losses 1 and 5 clip to 1 and 2.5 (mean 1.75); both errors (3 m,
+    # 4 m) fall in the (2, 5] bucket, so the capped histogram is all there; the
+    # predictions 0.1 and 0.9 with outcome 0 give gaps 0.1 (bucket 0) and 0.9 (4).
+    # Client y has one exact fix and no loss above the clip.
+    frame = pd.concat([track_frame([0.0, 4.0], [3.0, 0.0], client="x"),
+                       track_frame([0.0], [0.0], client="y")], ignore_index=True)
+    frame["loss"] = [1.0, 5.0, 0.5]
+    frame["p_pred"] = [0.1, 0.9, 0.5]
+    frame["outcome"] = [0, 0, 1]
+    rmse = MetricSpec("rmse_m", 0.0, 8.0)
+    report = device_report(frame, loss_spec=LOSS, hist_spec=HIST, rmse_spec=rmse)
+    x, y = report.loc["x"], report.loc["y"]
+    assert x.loss == pytest.approx(1.75) and y.loss == pytest.approx(0.5)
+    assert x.along_rmse == pytest.approx(np.sqrt(8.0), rel=1e-4)
+    assert x.across_rmse == pytest.approx(np.sqrt(4.5), rel=1e-4)
+    assert x.ratio == pytest.approx(0.75, rel=1e-4)
+    assert report.filter(like="abs_error_m_").loc["x"].tolist() == [0, 0, 0, 1.0, 0, 0, 0]
+    assert report.filter(like="abs_error_m_").loc["y"].tolist() == [1.0, 0, 0, 0, 0, 0, 0]
+    assert [x[f"cal_gap_{b}"] for b in range(5)] == pytest.approx([0.1, 0, 0, 0, 0.9])
+    assert [x[f"cal_present_{b}"] for b in range(5)] == [1, 0, 0, 0, 1]
+    assert y.cal_gap_2 == pytest.approx(-0.5) and y.cal_present_2 == 1
+    assert x.count_bucket == 0 and y.count_bucket == 0
+
+
+def test_reports_carry_their_provenance_in_columns(two_boxes: Partition) -> None:
+    frame = pd.DataFrame({"client_id": ["p", "p", "q"], "region_id": ["a", "a", "d"],
+                          "loss": [1.0, 2.0, 3.0]})
+    report = device_report(frame, loss_spec=LOSS, partition=two_boxes)
+    assert report.region_id.tolist() == ["a", "d"]
+    assert set(report.partition_version) == {two_boxes.version}
+    # pd.concat may drop attrs but keeps columns: the provenance survives without them.
+    both = pd.concat([report, report.rename(index={"p": "r", "q": "s"})])
+    both.attrs.clear()
+    assert set(both.partition_version) == {two_boxes.version}
+    assert both.device_specs.astype(str).str.contains(f"loss={LOSS.fingerprint}").all()
+    out = regional_report(both, two_boxes, [LOSS], epsilon=50.0, min_cohort=1,
+                          target=Simulation(rng=0))
+    assert out["loss"].cohort.fillna(0).astype(int).tolist() == [2, 0, 0, 2]
+
+
+def test_road_mode_ratio_leaves_clients_without_roads_out() -> None:
+    # Half the clients drive along the road with across/along error 3:1; the other
+    # half are far from any road. The published ratio must be the road clients' 3,
+    # not 1.5 (their ratio averaged with zeros).
+    near = [track_frame([1.0, 1.0], [3.0, 3.0], heading=90.0, lon=BASE_LON, lat=BASE_LAT,
+                        client=f"n{i}") for i in range(300)]
+    far = [track_frame([1.0], [1.0], lon=BASE_LON + 1.0, lat=BASE_LAT, client=f"f{i}")
+           for i in range(300)]
+    frame = pd.concat(near + far, ignore_index=True)
+    road = gpd.GeoSeries([shapely.LineString([(BASE_LON - 0.01, BASE_LAT),
+                                              (BASE_LON + 0.01, BASE_LAT)])], crs=4326)
+    clients = device_report(frame, roads=road)
+    spec = track_ratio_spec(roads=True)
+    assert clients.track_present.sum() == 300
+    rel = aggregate_metric(clients, spec, epsilon=5.0, target=Simulation(rng=0))
+    assert rel.estimator == "ratio"
+    lo, hi = rel.conf_int()
+    assert lo <= 3.0 <= hi and hi - lo < 0.2
+    assert abs(rel.value - 3.0) < 0.1  # 1.5 if absent clients counted as 0
 
 
 @SETTINGS

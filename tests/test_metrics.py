@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from spatialdp.exceptions import InvalidInput, InvalidSpec
+from spatialdp.viz import plot_clip_tradeoff
 from spatialdp.federated.metrics import (
     HistogramSpec,
     MetricRegistry,
@@ -14,7 +15,6 @@ from spatialdp.federated.metrics import (
     calibrate_clip,
     clip_tradeoff,
     min_cohort_for,
-    plot_clip_tradeoff,
 )
 from spatialdp.federated.release import predicted_error_bar
 

@@ -1,3 +1,5 @@
+"""Regional reports: one charged release per round, honest bars, refusals that cost nothing."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,31 +9,42 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from spatialdp.datasets import load_us_states, us_states_partition
 from spatialdp.exceptions import BudgetExceeded, ClippingFailure, InvalidInput, PartitionMismatch
-from spatialdp.federated.aggregate import simulation_noise
-from spatialdp.federated.metrics import HistogramSpec, MetricSpec
-from spatialdp.federated.regional import coarsen_count, regional_report
+from spatialdp.federated import (
+    HistogramSpec,
+    MetricSpec,
+    aggregate_metric,
+    calibration_specs,
+    device_report,
+    regional_report,
+)
+from spatialdp.federated.schema import coarsen_count
 from spatialdp.geo.partition import Partition
 from spatialdp.privacy.ledger import PrivacyLedger
+from spatialdp.privacy.target import ReleaseTarget, Simulation
+from tests._clients import histogram_columns, tagged
 
 LOSS = MetricSpec("loss", 0.0, 2.5)
 RATIO = MetricSpec("ratio", 0.0, 10.0)
 HIST = HistogramSpec("err", edges=(0.5, 1, 2, 5, 10, 25))
+ROAD_RATIO = MetricSpec("ratio", 0.0, 10.0, present="track_present")
+Z6 = 4.89  # two-sided normal quantile at alpha = 1e-6
+
+
+def _regions(partition: Partition, n: int, rng: np.random.Generator) -> np.ndarray:
+    ids = np.asarray(partition.region_ids)
+    weights = np.linspace(1, 30, ids.size)
+    return rng.choice(ids, size=n, p=weights / weights.sum())
 
 
 def _reports(partition: Partition, n: int, rng: np.random.Generator) -> pd.DataFrame:
-    ids = np.asarray(partition.region_ids)
-    weights = np.linspace(1, 30, ids.size)
-    region = rng.choice(ids, size=n, p=weights / weights.sum())
-    frame = pd.DataFrame({
-        "region": region,
-        "loss": LOSS.clip(rng.gamma(2.0, 0.3, n)),
-        "ratio": RATIO.clip(rng.lognormal(0.0, 0.3, n)),
-    })
     hists = rng.dirichlet(np.ones(HIST.n_buckets), size=n)
-    for i in range(HIST.n_buckets):
-        frame[f"err_{i}"] = hists[:, i]
-    return frame
+    return tagged({"loss": LOSS.clip(rng.gamma(2.0, 0.3, n)),
+                   "ratio": RATIO.clip(rng.lognormal(0.0, 0.3, n)),
+                   **histogram_columns(HIST, hists)},
+                  [LOSS, RATIO, HIST], partition=partition,
+                  region_id=_regions(partition, n, rng))
 
 
 def test_regional_report_one_release_per_round(states_partition: Partition) -> None:
@@ -40,91 +53,206 @@ def test_regional_report_one_release_per_round(states_partition: Partition) -> N
     ledger = PrivacyLedger(epoch_budget=10.0)
     report = regional_report(reports, states_partition, [LOSS, RATIO, HIST],
                              epsilon={"loss": 0.5, "ratio": 0.3, "err": 0.2},
-                             min_cohort=150, ledger=ledger, epoch=0, round_index=1)
+                             min_cohort=150,
+                             target=ReleaseTarget(ledger, 0, round_index=1, why="test"))
     # One charge for the whole partition: regions compose in parallel, metrics add up.
-    audit = ledger.audit(0)
-    assert len(audit) == 1
+    assert len(ledger.audit(0)) == 1
     assert ledger.spent(0, "evaluation.regional") == pytest.approx(1.0)
     assert report.epsilon_total == pytest.approx(1.0)
     loss = report["loss"]
     assert isinstance(loss, gpd.GeoDataFrame) and len(loss) == 48
-    cohort = reports.region.value_counts().reindex(states_partition.region_ids, fill_value=0)
-    small = cohort < 150
+    cohort = reports.region_id.value_counts().reindex(states_partition.region_ids, fill_value=0)
+    small = (cohort < 150).to_numpy()
     # Published cohorts are exact; below the floor not even the cohort size is shown.
-    np.testing.assert_array_equal(loss.cohort[~small.to_numpy()].to_numpy(dtype=int),
-                                  cohort[~small].to_numpy())
-    assert loss.cohort[small.to_numpy()].isna().all()
-    assert small.any() and (~small).any()
-    assert loss.suppressed.to_numpy().tolist() == small.to_numpy().tolist()
-    assert loss.value[small.to_numpy()].isna().all() and loss.value[~small.to_numpy()].notna().all()
-    assert (loss.reliability[small.to_numpy()] == "suppressed").all()
+    np.testing.assert_array_equal(loss.cohort[~small].to_numpy(dtype=int), cohort[~small])
+    assert loss.cohort[small].isna().all() and small.any() and (~small).any()
+    assert loss.suppressed.to_numpy().tolist() == small.tolist()
+    assert loss.value[small].isna().all() and loss.value[~small].notna().all()
+    assert (loss.reliability[small] == "suppressed").all()
     assert report.suppressed_regions == coarsen_count(int(small.sum()))
     # The bar is predicted from clip, epsilon and cohort: b ln(20) / n.
     shown = loss[~loss.suppressed]
     np.testing.assert_allclose(shown.error_bar, 2.5 / 0.5 * np.log(20) / shown.cohort)
-    hist = report["err"]
-    assert set(HIST.labels) <= set(hist.columns)
-    assert "loss" in report.summary()
+    assert set(HIST.labels) <= set(report["err"].columns)
+    assert set(loss.metric) == {"loss@1"} and set(loss.round_index) == {1}
+    assert "loss" in report.summary() and "SIMULATION" not in report.summary()
+    ledger.close()
 
 
 def test_regional_coverage_and_unbiasedness(states_partition: Partition) -> None:
     rng = np.random.default_rng(1)
     reports = _reports(states_partition, 10_000, rng)
-    truth = reports.groupby("region").loss.mean().reindex(states_partition.region_ids)
-    noise = simulation_noise(rng)
-    hits, errors = [], []
+    truth = reports.groupby("region_id").loss.mean().reindex(states_partition.region_ids)
+    sim = Simulation(rng)
+    hits, hits_99, errors = [], [], []
     for _ in range(250):
-        frame = regional_report(reports, states_partition, [LOSS], epsilon=0.5,
-                                min_cohort=50, noise=noise)["loss"]
+        report = regional_report(reports, states_partition, [LOSS], epsilon=0.5,
+                                 min_cohort=50, target=sim)
+        frame = report["loss"]
         shown = ~frame.suppressed
         err = (frame.value - truth)[shown]
         hits.append((err.abs() <= frame.error_bar[shown]).to_numpy())
+        ci = report.conf_int("loss", alpha=0.01)[shown]
+        hits_99.append(((ci.ci_low <= truth[shown]) & (truth[shown] <= ci.ci_high)).to_numpy())
         errors.append((err / frame.noise_std[shown]).to_numpy())
-    rate = np.concatenate(hits).mean()
-    n = np.concatenate(hits).size
-    assert abs(rate - 0.95) < 4 * np.sqrt(0.95 * 0.05 / n)
+    for level, got in ((0.95, np.concatenate(hits)), (0.99, np.concatenate(hits_99))):
+        assert abs(got.mean() - level) < Z6 * np.sqrt(level * (1 - level) / got.size)
     z = np.concatenate(errors)
-    assert abs(z.mean()) < 4 / np.sqrt(z.size)
+    assert abs(z.mean()) < Z6 / np.sqrt(z.size)
 
 
 def test_regional_refusals_charge_nothing(states_partition: Partition) -> None:
     rng = np.random.default_rng(2)
     reports = _reports(states_partition, 5_000, rng)
     ledger = PrivacyLedger(epoch_budget=1.0)
+    target = ReleaseTarget(ledger, 0)
     bad = reports.copy()
-    bad.loc[0, "loss"] = 1e6
-    with pytest.raises(ClippingFailure, match="some device did not clip"):
-        regional_report(bad, states_partition, [LOSS], epsilon=0.1, ledger=ledger, epoch=0)
-    with pytest.raises(BudgetExceeded, match="evaluation.regional"):
-        regional_report(reports, states_partition, [LOSS, RATIO], epsilon=5.0, ledger=ledger,
-                        epoch=0)
-    tagged = reports.copy()
-    tagged.attrs["partition_version"] = "0123456789abcdef"
-    with pytest.raises(PartitionMismatch, match="reassign the clients on one partition"):
-        regional_report(tagged, states_partition, [LOSS], epsilon=0.1, ledger=ledger, epoch=0)
-    with pytest.raises(InvalidInput, match="not in 'us48-states@"):
-        regional_report(reports.assign(region="XX"), states_partition, [LOSS], epsilon=0.1)
-    with pytest.raises(InvalidInput, match="lack columns \\['ratio'\\]"):
-        regional_report(reports.drop(columns="ratio"), states_partition, [RATIO], epsilon=0.1)
-    with pytest.raises(InvalidInput, match="every region is below the cohort floor"):
-        regional_report(reports, states_partition, [LOSS], epsilon=0.1, min_cohort=10**6)
-    with pytest.raises(InvalidInput, match="no epsilon given for metrics \\['ratio'\\]"):
-        regional_report(reports, states_partition, [LOSS, RATIO], epsilon={"loss": 0.1})
-    assert ledger.spent(0) == 0.0
+    bad.iloc[0, 0] = 1e6
+    other = Partition.from_geodataframe(load_us_states().iloc[:10], "state")
+    cases: list[tuple[type[Exception], str, dict[str, object]]] = [
+        (ClippingFailure, "some device did not clip", {"client_reports": bad}),
+        (BudgetExceeded, "evaluation.regional", {"metrics": [LOSS, RATIO], "epsilon": 5.0}),
+        (PartitionMismatch, "reassign every client on one partition",
+         {"client_reports": pd.concat([reports.iloc[:10].assign(partition_version="0123"),
+                                       reports.iloc[10:]])}),
+        (InvalidInput, "not in 'us48-states@", {"client_reports": reports.assign(region_id="XX")}),
+        (InvalidInput, "no 'region_id' column",
+         {"client_reports": reports.drop(columns="region_id")}),
+        (InvalidInput, "no 'partition_version' column",
+         {"client_reports": reports.drop(columns="partition_version")}),
+        (InvalidInput, "lack columns \\['ratio'\\]",
+         {"client_reports": reports.drop(columns="ratio"), "metrics": [RATIO]}),
+        (InvalidInput, "every region is below the cohort floor", {"min_cohort": 10**6}),
+        (InvalidInput, "no value for metrics \\['ratio'\\]",
+         {"metrics": [LOSS, RATIO], "epsilon": {"loss": 0.1}}),
+        (InvalidInput, "values for unknown metrics \\['lost'\\]",
+         {"epsilon": {"loss": 0.1, "lost": 0.1}}),
+        (InvalidInput, "repeat the names \\['loss'\\]", {"metrics": [LOSS, LOSS]}),
+        (InvalidInput, "min_cohort=nan is not finite", {"min_cohort": float("nan")}),
+        (InvalidInput, "min_cohort=0 is below", {"min_cohort": 0}),
+        (InvalidInput, "alpha=nan is not finite", {"alpha": float("nan")}),
+        (InvalidInput, "repeated value", {"client_reports": pd.concat([reports, reports])}),
+        (InvalidInput, "partition must be a Partition", {"partition": "us48"}),
+        (PartitionMismatch, "assigned on partition version",
+         {"partition": other, "client_reports": reports}),
+        (InvalidInput, "clipped under another spec",
+         {"metrics": [MetricSpec("loss", 0.0, 19.0)]}),
+        (InvalidInput, "non-empty list of specs", {"metrics": []}),
+    ]
+    for error, message, change in cases:
+        kwargs: dict[str, object] = {"client_reports": reports, "partition": states_partition,
+                                     "metrics": [LOSS], "epsilon": 0.1, "target": target,
+                                     **change}
+        with pytest.raises(error, match=message):
+            regional_report(**kwargs)  # type: ignore[arg-type]
+    assert ledger.spent(0) == 0.0 and len(ledger.audit()) == 0
+    ledger.close()
 
 
-def test_report_written_atomically(tmp_path: Path, states_partition: Partition) -> None:
+def test_ratio_estimator_for_a_metric_some_clients_lack(states_partition: Partition) -> None:
+    # Road mode: 40% of clients have no example near a road. Their ratio is absent,
+    # not 0: the published ratio is the mean among clients that have one.
+    rng = np.random.default_rng(4)
+    n = 30_000
+    present = rng.random(n) < 0.6
+    ratio = np.where(present, RATIO.clip(rng.lognormal(1.0, 0.4, n)), 0.0)
+    reports = tagged({"ratio": ratio, "track_present": present.astype(int)}, [ROAD_RATIO],
+                     partition=states_partition, region_id=_regions(states_partition, n, rng))
+    frame = reports[reports.track_present == 1]
+    truth = frame.groupby("region_id").ratio.mean().reindex(states_partition.region_ids)
+    sim = Simulation(rng)
+    hits, errors = [], []
+    for _ in range(150):
+        out = regional_report(reports, states_partition, [ROAD_RATIO], epsilon=1.0,
+                              min_cohort=100, target=sim)["ratio"]
+        shown = ~out.suppressed
+        hits.append(((out.ci_low <= truth) & (truth <= out.ci_high))[shown].to_numpy())
+        errors.append((out.value - truth)[shown].to_numpy())
+        assert (out.estimator == "ratio").all()
+    # The interval is conservative: it covers at least 95% (alpha = 1e-6 test).
+    hit = np.concatenate(hits)
+    assert hit.mean() >= 0.95 - Z6 * np.sqrt(0.05 * 0.95 / hit.size)
+    # Nearly unbiased (the ratio of noisy sums has O(1/n^2) bias), nowhere near
+    # the 40% downward bias of counting absent clients as 0.
+    err = np.concatenate(errors)
+    assert abs(err.mean()) < Z6 * err.std() / np.sqrt(err.size) + 0.01
+    assert float(truth.mean()) > 2.5
+
+
+def test_calibration_gap_is_published_as_a_ratio_estimator() -> None:
+    # Each client predicts 0.9 with outcome 0 in bucket 4 (gap 0.9) on 40% of
+    # clients, and nothing there on the others. A mean over ALL clients gives 0.36.
+    rng = np.random.default_rng(5)
+    n = 4000
+    has = rng.random(n) < 0.4
+    rows = pd.DataFrame({"client_id": np.arange(n), "p_pred": np.where(has, 0.9, 0.1),
+                         "outcome": 0})
+    clients = device_report(rows)
+    spec = calibration_specs(5)[4]
+    rel = aggregate_metric(clients, spec, epsilon=2.0, target=Simulation(rng))
+    low, high = rel.conf_int()
+    assert low <= 0.9 <= high and abs(rel.value - 0.9) < 0.05
+    assert abs(rel.cohort - has.sum()) < 30
+
+
+def test_mixed_partition_versions_are_refused_after_concat(states_partition: Partition
+                                                           ) -> None:
+    rng = np.random.default_rng(6)
+    states = _reports(states_partition, 2_000, rng)
+    other = us_states_partition()  # same content, same version: accepted
+    assert other.version == states_partition.version
+    coarse = Partition.from_geodataframe(load_us_states().iloc[::2], "state")
+    odd = tagged({"loss": np.ones(100)}, [LOSS], partition=coarse,
+                 region_id=np.asarray(coarse.region_ids)[:1].repeat(100),
+                 client_ids=np.arange(10_000, 10_100))
+    mixed = pd.concat([states, odd.reindex(columns=states.columns, fill_value=0.0)])
+    mixed["device_specs"] = states.device_specs.iloc[0]
+    with pytest.raises(PartitionMismatch, match="assigned on partition version"):
+        regional_report(mixed, states_partition, [LOSS], epsilon=0.5, target=Simulation(0))
+
+
+def test_report_written_atomically_and_labelled(tmp_path: Path, states_partition: Partition,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
     rng = np.random.default_rng(3)
     report = regional_report(_reports(states_partition, 5_000, rng), states_partition,
                              [LOSS, HIST], epsilon=0.5, min_cohort=60,
-                             noise=simulation_noise(rng))
+                             target=Simulation(rng))
     paths = report.write(tmp_path)
-    assert sorted(p.name for p in paths) == ["regional_report.csv", "regional_report.gpkg"]
-    back = gpd.read_file(tmp_path / "regional_report.gpkg")
+    # A simulation's files say so in their names, columns and metadata.
+    assert sorted(p.name for p in paths) == ["regional_report.SIMULATION.csv",
+                                             "regional_report.SIMULATION.gpkg",
+                                             "regional_report.SIMULATION.json"]
+    back = gpd.read_file(tmp_path / "regional_report.SIMULATION.gpkg")
     assert len(back) == 48 and "loss.value" in back.columns
-    csv = pd.read_csv(tmp_path / "regional_report.csv")
+    assert set(back.accounting) == {"simulation"}
+    csv = pd.read_csv(tmp_path / "regional_report.SIMULATION.csv")
     assert "err.error_bar" in csv.columns
+    assert '"simulated": true' in (tmp_path / "regional_report.SIMULATION.json").read_text()
+    # A writer that fails midway leaves the earlier file intact and no temporary file.
+    before = (tmp_path / "regional_report.SIMULATION.csv").read_bytes()
+
+    def broken(self: pd.DataFrame, path: str, *args: object, **kwargs: object) -> None:
+        Path(path).write_text("half a file")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(pd.DataFrame, "to_csv", broken)
+    with pytest.raises(OSError, match="disk full"):
+        report.write(tmp_path)
+    assert (tmp_path / "regional_report.SIMULATION.csv").read_bytes() == before
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_bounded_display_clamps_and_says_it_is_biased(states_partition: Partition) -> None:
+    rng = np.random.default_rng(7)
+    reports = _reports(states_partition, 3_000, rng)
+    with pytest.warns(Warning, match="exceeds the whole clip range"):
+        report = regional_report(reports, states_partition, [LOSS], epsilon=0.002,
+                                 min_cohort=20, target=Simulation(rng))
+    raw = report["loss"].value.dropna()
+    assert (raw < 0).any() or (raw > 2.5).any()
+    shown = report.bounded("loss")
+    assert shown.value.dropna().between(0.0, 2.5).all()
+    assert "biased" in shown.attrs["spatialdp"]["bounded"]
 
 
 def test_coarsen_count() -> None:

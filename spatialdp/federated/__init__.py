@@ -1,15 +1,18 @@
 """Private federated metrics: device-side bounded metrics, noise-once aggregation,
-regional reports on geometries, alerts that respect error bars."""
+regional reports on geometries, alerts that respect error bars."""  # noqa: D205, D400
 
 from __future__ import annotations
 
-from spatialdp.federated.aggregate import (
-    aggregate_histogram,
-    aggregate_metric,
-    secure_sum,
-    simulation_noise,
+from spatialdp.federated._estimate import UninformativeReleaseWarning
+from spatialdp.federated.aggregate import aggregate_histogram, aggregate_metric
+from spatialdp.federated.device import (
+    DEVICE_MODULE_VERSION,
+    calibration_specs,
+    count_bucket_spec,
+    coverage_spec,
+    device_report,
+    track_ratio_spec,
 )
-from spatialdp.federated.device import DEVICE_MODULE_VERSION, device_report
 from spatialdp.federated.health import RoundHealth, round_health
 from spatialdp.federated.incidents import (
     Incident,
@@ -25,11 +28,11 @@ from spatialdp.federated.metrics import (
     calibrate_clip,
     clip_tradeoff,
     min_cohort_for,
-    plot_clip_tradeoff,
 )
 from spatialdp.federated.monitor import compare_releases, compare_reports, drift
 from spatialdp.federated.regional import RegionalReport, regional_report
 from spatialdp.federated.release import HistogramRelease, MetricRelease, predicted_error_bar
+from spatialdp.federated.secure_sum import SecureSum, check_clipping, secure_sum
 
 __all__ = [
     "DEVICE_MODULE_VERSION",
@@ -41,23 +44,28 @@ __all__ = [
     "MetricSpec",
     "RegionalReport",
     "RoundHealth",
+    "SecureSum",
+    "UninformativeReleaseWarning",
     "aggregate_histogram",
     "aggregate_metric",
     "calibrate_clip",
+    "calibration_specs",
+    "check_clipping",
     "clip_tradeoff",
     "compare_releases",
     "compare_reports",
+    "count_bucket_spec",
+    "coverage_spec",
     "device_report",
     "drift",
     "min_cohort_for",
     "persistently_empty_buckets",
-    "plot_clip_tradeoff",
     "predicted_error_bar",
     "ratio_pinned_at_clip",
     "regional_report",
     "round_health",
     "secure_sum",
-    "simulation_noise",
     "stale_clip_bound",
     "suspiciously_good_region",
+    "track_ratio_spec",
 ]

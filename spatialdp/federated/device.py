@@ -28,6 +28,7 @@ rows. The columns read:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -53,6 +54,7 @@ from spatialdp.federated._geometry import (
     positive_number,
     track_errors,
 )
+from spatialdp.federated._tags import DEVICE_SPECS, PARTITION_VERSION, REGION_ID, spec_tag
 from spatialdp.federated.metrics import HistogramSpec, MetricSpec
 from spatialdp.geo.partition import Partition
 
@@ -61,13 +63,17 @@ __all__ = [
     "CellCoverage",
     "along_across_rmse",
     "calibration_by_bucket",
+    "calibration_specs",
     "clipped_mean_loss",
     "clipped_ratio",
+    "count_bucket_spec",
     "coverage",
+    "coverage_spec",
     "device_report",
     "error_histogram",
     "sample_count_bucket",
     "track_errors",
+    "track_ratio_spec",
 ]
 
 #: Version of the on-device computation, recorded with every report.
@@ -341,6 +347,7 @@ def device_report(
     metric_crs: Any = None,
     max_road_distance: float = 50.0,
     partition: Partition | None = None,
+    coverage_partition: Partition | None = None,
     max_cells: int = 10,
     count_edges: Sequence[int] = DEFAULT_COUNT_EDGES,
     calibration_buckets: int = 5,
@@ -348,13 +355,20 @@ def device_report(
     """Everything a device reports: one row per client, bounded numbers only.
 
     Runs each metric whose inputs are present; a spec given without its input
-    column is refused. Columns (every one bounded; ``attrs["bounds"]`` lists the
-    bounds, for the server's clipping check):
+    column is refused. The provenance travels in columns, so it survives
+    ``pd.concat`` and files (see :mod:`spatialdp.federated._tags`): the index is
+    ``client_id``; ``device_specs`` names the fingerprint of every spec the
+    device clipped under (the server refuses to release a metric under another
+    spec); with ``partition``, ``region_id`` (from the examples' ``region_id``
+    column, one region per client) and ``partition_version``. Metric columns
+    (every one bounded; ``attrs["bounds"]`` lists the bounds):
 
     - ``<loss_spec.name>``: :func:`clipped_mean_loss` of the ``loss`` column.
     - ``ratio`` in ``[0, ratio_clip]`` and ``track_present`` (0/1), from positions
       with ``heading_deg`` or ``roads``: :func:`along_across_rmse`. With roads, a
-      client with no example near a road has ``track_present = 0`` and ratio 0.
+      client with no example near a road has ``track_present = 0`` and ratio 0,
+      and the spec (:func:`track_ratio_spec`) has ``present="track_present"``:
+      such a client leaves the ratio's cohort instead of pulling it towards 0.
     - ``along_rmse``, ``across_rmse``: only with ``rmse_spec``, clipped into it.
       The raw RMSEs are unbounded, so they never leave the device unclipped.
     - ``<hist_spec.name>_0 .. _k``: :func:`error_histogram` of the ``error``
@@ -362,9 +376,9 @@ def device_report(
     - ``cal_pred_b``, ``cal_outcome_b``, ``cal_gap_b``, ``cal_present_b``: from
       ``p_pred`` and ``outcome`` (:func:`calibration_by_bucket`).
     - ``count_bucket``: :func:`sample_count_bucket`, always.
-    - ``coverage_cells``: with ``partition``, the number of its regions the client
-      has samples in, capped at ``max_cells`` (:func:`coverage` gives the
-      indicator itself). Its version is ``attrs["coverage_partition_version"]``.
+    - ``coverage_cells``: with ``coverage_partition``, the number of its regions
+      the client has samples in, capped at ``max_cells`` (:func:`coverage` gives
+      the indicator itself). Its version is ``attrs["coverage_partition_version"]``.
 
     ``attrs`` also records ``device_module_version`` and the spec keys. The metric
     CRS is not recorded: a UTM zone would locate the device.
@@ -376,8 +390,8 @@ def device_report(
     >>> report = device_report(examples, loss_spec=MetricSpec("loss", 0, 2),
     ...                        hist_spec=HistogramSpec("err", edges=(1.0,)))
     >>> list(report.columns)
-    ['loss', 'err_0', 'err_1', 'count_bucket']
-    >>> report.loc["a"].tolist()
+    ['loss', 'err_0', 'err_1', 'count_bucket', 'device_specs']
+    >>> report.loc["a", ["loss", "err_0", "err_1", "count_bucket"]].tolist()
     [1.25, 0.5, 0.5, 0.0]
     >>> report.attrs["device_module_version"]
     '1.0'
@@ -390,15 +404,19 @@ def device_report(
     columns: dict[str, ArrayLike] = {}
     bounds: dict[str, tuple[float, float]] = {}
     attrs: dict[str, Any] = {"device_module_version": DEVICE_MODULE_VERSION, "specs": {}}
+    used: list[MetricSpec | HistogramSpec] = []
 
     def add(name: str, values: ArrayLike, low: float, high: float) -> None:
         columns[name], bounds[name] = values, (float(low), float(high))
+
+    region_ids = None if partition is None else _client_regions(examples, codes, n, partition)
 
     if loss_spec is not None:
         _frame_columns(examples, ["loss"], "loss_spec=")
         add(loss_spec.name, _mean_loss(codes, n, finite_column(examples["loss"], "loss"),
                                        loss_spec), loss_spec.clip_low, loss_spec.clip_high)
         attrs["specs"][loss_spec.name] = loss_spec.key
+        used.append(loss_spec)
 
     along = across = distance = None
     positions = positions_from_frame(examples) if has_positions(examples) else None
@@ -414,10 +432,12 @@ def device_report(
                                                                    clip)
         add("ratio", np.where(present, ratio, 0.0), 0.0, clip)
         add("track_present", present.astype(np.int64), 0, 1)
+        used.append(track_ratio_spec(clip, roads=roads is not None))
         if rmse_spec is not None:
             for name, rmse in (("along_rmse", along_rmse), ("across_rmse", across_rmse)):
                 add(name, np.where(present, rmse_spec.clip(rmse), rmse_spec.clip_low),
                     rmse_spec.clip_low, rmse_spec.clip_high)
+                used.append(replace(rmse_spec, name=name))
             attrs["specs"]["rmse"] = rmse_spec.key
     elif roads is not None or rmse_spec is not None:
         raise InvalidInput(
@@ -439,6 +459,7 @@ def device_report(
         for b in range(hist_spec.n_buckets):
             add(f"{hist_spec.name}_{b}", hist[:, b], 0.0, hist_spec.mass_cap)
         attrs["specs"][hist_spec.name] = hist_spec.key
+        used.append(hist_spec)
 
     if {"p_pred", "outcome"} <= set(examples.columns):
         cal = _calibration(codes, clients, finite_column(examples["p_pred"], "p_pred"),
@@ -446,17 +467,100 @@ def device_report(
                            _positive_int(calibration_buckets, "calibration_buckets"))
         for name in cal.columns:
             add(name, cal[name].to_numpy(), -1.0 if name.startswith("cal_gap") else 0.0, 1.0)
+        used.extend(calibration_specs(_positive_int(calibration_buckets, "calibration_buckets")))
 
     add("count_bucket", _count_buckets(codes, n, lower_edges), 0, lower_edges.size - 1)
+    used.append(count_bucket_spec(count_edges))
 
-    if partition is not None:
+    if coverage_partition is not None:
         if positions is None:
-            raise InvalidInput("partition= needs true positions to find the covered regions")
-        place = partition.assign(lon=positions[0], lat=positions[1]).positions
-        cov = _coverage(codes, clients, place, partition, _positive_int(max_cells, "max_cells"))
+            raise InvalidInput(
+                "coverage_partition= needs true positions to find the covered regions")
+        place = coverage_partition.assign(lon=positions[0], lat=positions[1]).positions
+        cov = _coverage(codes, clients, place, coverage_partition,
+                        _positive_int(max_cells, "max_cells"))
         add("coverage_cells", cov.cells_per_client, 0, cov.max_cells)
+        used.append(coverage_spec(cov.max_cells))
         attrs["coverage_partition_version"] = cov.partition_version
 
     report = pd.DataFrame(columns, index=clients)
+    report[DEVICE_SPECS] = pd.Categorical([spec_tag(used)] * n)
+    if partition is not None and region_ids is not None:
+        report[REGION_ID] = region_ids
+        report[PARTITION_VERSION] = pd.Categorical([partition.version] * n)
     report.attrs.update(attrs, bounds=bounds)
     return report
+
+
+def track_ratio_spec(ratio_clip: float = 10.0, *, roads: bool = False) -> MetricSpec:
+    """Return the spec of the across/along ratio that :func:`device_report` clips under.
+
+    With roads a client may have no example near a road, so the spec has
+    ``present="track_present"`` and the ratio is released as a ratio estimator.
+
+    Examples
+    --------
+    >>> track_ratio_spec(10.0, roads=True).present
+    'track_present'
+    """
+    clip = positive_number(ratio_clip, "ratio_clip")
+    return MetricSpec("ratio", 0.0, clip, present="track_present" if roads else None)
+
+
+def calibration_specs(n_buckets: int = 5) -> list[MetricSpec]:
+    """Return the specs of the per-bucket calibration gaps (ratio estimators over presence).
+
+    The gap of bucket ``b`` is published as the noised sum of the clients' gaps
+    over the noised number of clients with a prediction in the bucket: the mean
+    gap among the clients that have the bucket (each client one vote).
+
+    Examples
+    --------
+    >>> [s.name for s in calibration_specs(2)]
+    ['cal_gap_0', 'cal_gap_1']
+    """
+    return [MetricSpec(f"cal_gap_{b}", -1.0, 1.0, present=f"cal_present_{b}")
+            for b in range(_positive_int(n_buckets, "n_buckets"))]
+
+
+def count_bucket_spec(count_edges: Sequence[int] = DEFAULT_COUNT_EDGES) -> MetricSpec:
+    """Return the spec of the sample-count bucket index.
+
+    Examples
+    --------
+    >>> count_bucket_spec().clip_high
+    3.0
+    """
+    return MetricSpec("count_bucket", 0.0, float(len(_count_edges(count_edges)) - 1))
+
+
+def coverage_spec(max_cells: int = 10) -> MetricSpec:
+    """Return the spec of ``coverage_cells``, the capped number of regions a client covers.
+
+    Examples
+    --------
+    >>> coverage_spec(10).sensitivity
+    10.0
+    """
+    return MetricSpec("coverage_cells", 0.0, float(_positive_int(max_cells, "max_cells")))
+
+
+def _client_regions(examples: pd.DataFrame, codes: IntArray, n_clients: int,
+                    partition: Partition) -> NDArray[np.object_]:
+    """Each client's one region id, from the examples' ``region_id`` column."""
+    if REGION_ID not in examples.columns:
+        raise InvalidInput(
+            "partition= needs a 'region_id' column in the examples (each client's region, "
+            "from the cohort selection or partition.assign)")
+    regions = pd.Series(examples[REGION_ID]).to_numpy(dtype=object)
+    first = np.full(n_clients, -1, dtype=np.int64)
+    first[codes[::-1]] = np.arange(codes.size)[::-1]
+    chosen = regions[first]
+    _refuse_rows(regions != chosen[codes], InvalidInput, lambda row: (
+        f"client {examples.iloc[row][CLIENT_COLUMN]!r} has examples in more than one region "
+        f"(row {row}); a client reports from one region per round"))
+    unknown = partition.region_ids.get_indexer(pd.Index(chosen)) < 0
+    _refuse_rows(unknown, InvalidInput, lambda row: (
+        f"region_id {chosen[row]!r} is not in {partition.key!r}; assign clients with "
+        "partition.assign()"))
+    return chosen

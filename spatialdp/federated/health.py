@@ -1,26 +1,44 @@
-"""Round-health counters per region: selected, dropped, returned-and-rejected.
+"""Round-health counters per region: returned, dropped, returned-and-rejected.
 
 "How many clients dropped out in region X" is a statement about connectivity
-there, so these counters are releases like any metric: the private ones get
-integer (discrete Laplace) noise, the whole region x status table is one
-release charged to the ledger, and the published counts are coarsened.
-``selected`` is the server's own choice (its stratified selection) and is
-published as chosen.
+there (seed 001), so these counters are a release like any metric: the region x
+status table gets integer (discrete Laplace) noise, is charged to the ledger as
+one release over disjoint cells, and is published only coarsened. Nothing is
+published exactly: not even ``selected``, which is the sum of the noised counts
+(post-processing), because ``selected`` minus a published cohort would give the
+exact non-returners of a region.
+
+Examples
+--------
+>>> from spatialdp.datasets import us_states_partition
+>>> from spatialdp.privacy import Simulation
+>>> states = us_states_partition()
+>>> status = np.array(["returned"] * 900 + ["dropped"] * 80 + ["rejected"] * 20)
+>>> health = round_health(status, np.full(1000, "CO"), states, epsilon=0.5,
+...                       target=Simulation(rng=0))
+>>> int(health.table.loc["CO", "selected"]) % health.granularity
+0
+>>> list(health.table.columns)
+['selected', 'returned', 'dropped', 'rejected', 'error_bar']
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import html
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
+from spatialdp._validation import check_alpha, check_epsilon, check_integer
 from spatialdp.exceptions import InvalidInput
-from spatialdp.federated.aggregate import charge, laplace_scale
+from spatialdp.federated._pipeline import ReleasePlan, run_release
 from spatialdp.geo.partition import Partition
 from spatialdp.privacy.budget import Disjoint
-from spatialdp.privacy.ledger import PrivacyLedger
+from spatialdp.privacy.noise import LaplaceMechanism
+from spatialdp.privacy.target import check_target
 
 __all__ = ["HEALTH_STATUSES", "RoundHealth", "round_health"]
 
@@ -29,58 +47,87 @@ HEALTH_STATUSES = ("returned", "dropped", "rejected")
 
 # Replacing one client moves one unit from one (region, status) cell to another.
 _SENSITIVITY = 2
+_MAX_GRANULARITY = 10**6
 
 
 @dataclass(frozen=True)
 class RoundHealth:
-    """Published round-health counters of one round.
+    """Published round-health counters of one round: every count noised and coarsened.
 
     Attributes
     ----------
     table : DataFrame
-        Per region: ``selected`` (as chosen), and noised, coarsened ``returned``,
-        ``dropped``, ``rejected``; plus ``error_bar`` of each noised count.
+        Per region: ``selected`` (the sum of the three noised counts), ``returned``,
+        ``dropped``, ``rejected`` (noised, rounded to ``granularity``) and the
+        ``error_bar`` of each single count.
     granularity : int
         Published counts are multiples of this.
     epsilon : float
+        Privacy loss of the whole table.
     partition_version : str
+        The partition the table is keyed by.
+    accounting : dict
+        How it was charged.
     """
 
     table: pd.DataFrame
     granularity: int
     epsilon: float
     partition_version: str
+    accounting: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def simulated(self) -> bool:
+        """True for a simulation's output."""
+        return bool(self.accounting.get("simulated", False))
 
     def no_contact(self) -> pd.Index:
-        """Regions with nobody selected (the cause is selection, not the clients)."""
-        return self.table.index[self.table.selected == 0]
+        """Return regions whose noised selection is within its error bar of zero."""
+        bar = self.table.error_bar * np.sqrt(3.0)
+        return self.table.index[self.table.selected <= bar]
+
+    def summary(self) -> str:
+        """Return one line: totals of the noised, coarsened counts."""
+        total = self.table[list(HEALTH_STATUSES)].sum()
+        label = " [SIMULATION]" if self.simulated else ""
+        return (f"round health{label}: ~{int(total.sum()):,} selected, ~{int(total.dropped):,} "
+                f"dropped, ~{int(total.rejected):,} rejected (noised, epsilon {self.epsilon:g}, "
+                f"coarsened to {self.granularity})")
+
+    def _repr_html_(self) -> str:
+        return f"<pre>{html.escape(self.summary())}</pre>"
 
 
-def _noised(counts: NDArray[np.int64], scale: float, rng: np.random.Generator | None
-            ) -> NDArray[np.int64]:
-    if rng is not None:  # simulation path
-        from spatialdp.privacy.noise import simulate_discrete_laplace
-
-        return np.asarray(simulate_discrete_laplace(counts, scale, rng=rng), dtype=np.int64)
-    from spatialdp.privacy.noise import release_discrete_laplace
-
-    return np.asarray(release_discrete_laplace(counts.ravel(), scale)).reshape(counts.shape)
+def _counts(status: ArrayLike, region_id: ArrayLike, partition: Partition) -> NDArray[np.int64]:
+    if isinstance(status, (str, bytes)) or isinstance(region_id, (str, bytes)):
+        raise InvalidInput("give one status and one region_id per selected client, as arrays")
+    statuses = np.asarray(status, dtype=object)
+    regions = np.asarray(region_id, dtype=object)
+    if statuses.ndim != 1 or statuses.shape != regions.shape or statuses.size == 0:
+        raise InvalidInput(
+            f"status has shape {statuses.shape} and region_id {regions.shape}; give one status "
+            "and one region_id per selected client")
+    codes = pd.Categorical(statuses, categories=list(HEALTH_STATUSES)).codes.astype(np.int64)
+    if (codes < 0).any():
+        bad = sorted({str(v) for v in statuses[codes < 0]})[:3]
+        raise InvalidInput(f"unknown statuses {bad}; use {list(HEALTH_STATUSES)}")
+    pos = partition.region_ids.get_indexer(pd.Index(regions))
+    if (pos < 0).any():
+        bad = sorted({str(v) for v in regions[pos < 0]})[:3]
+        raise InvalidInput(f"region_id values {bad} are not in {partition.key!r}")
+    n = partition.n_regions
+    return np.bincount(pos * 3 + codes, minlength=3 * n).reshape(n, 3).astype(np.int64)
 
 
 def round_health(
     status: ArrayLike,
-    region: ArrayLike,
+    region_id: ArrayLike,
     partition: Partition,
     *,
     epsilon: float,
+    target: Any,
     granularity: int = 5,
     alpha: float = 0.05,
-    ledger: PrivacyLedger | None = None,
-    epoch: int | None = None,
-    line_item: str = "evaluation.regional",
-    who: str = "spatialdp",
-    round_index: int | None = None,
-    simulate_with: np.random.Generator | None = None,
 ) -> RoundHealth:
     """Release per-region counts of what became of the selected clients.
 
@@ -88,56 +135,46 @@ def round_health(
     ----------
     status : array-like of str
         Per selected client: ``"returned"``, ``"dropped"`` or ``"rejected"``.
-    region : array-like
+    region_id : array-like
         Per selected client, its region id in ``partition``.
+    partition : Partition
+        The fixed geography.
     epsilon : float
         Privacy loss of the whole table (the regions and statuses are disjoint).
+    target : ReleaseTarget, Simulation or Unaccounted
+        Where it is charged and how its noise is drawn; required.
     granularity : int
         Noised counts are rounded to a multiple of this (post-processing, free in
-        privacy terms); they are not clamped at zero, so sums over regions stay
-        unbiased.
-    simulate_with : numpy.random.Generator, optional
-        Only for simulations: seeded noise and no ledger charge.
-    """
-    statuses = np.asarray(status).astype(str)
-    regions = np.asarray(region).astype(str)
-    if statuses.shape != regions.shape:
-        raise InvalidInput("give one status and one region per selected client")
-    unknown = ~np.isin(statuses, HEALTH_STATUSES)
-    if unknown.any():
-        raise InvalidInput(
-            f"unknown statuses {sorted(set(statuses[unknown].tolist()))[:3]}; use {HEALTH_STATUSES}"
-        )
-    if not (np.isfinite(epsilon) and epsilon > 0):
-        raise InvalidInput(f"epsilon={epsilon!r} must be a positive number")
-    if granularity < 1:
-        raise InvalidInput(f"granularity={granularity} must be a positive integer")
-    pos = partition.region_ids.get_indexer(pd.Index(regions))
-    if (pos < 0).any():
-        raise InvalidInput(
-            f"regions {sorted(set(regions[pos < 0].tolist()))[:3]} are not in {partition.key!r}"
-        )
-    code = pd.Categorical(statuses, categories=list(HEALTH_STATUSES)).codes.astype(np.int64)
-    n = partition.n_regions
-    counts = np.bincount(pos * 3 + code, minlength=3 * n).reshape(n, 3).astype(np.int64)
-    scale = laplace_scale(_SENSITIVITY, epsilon)
-    if simulate_with is not None and ledger is not None:
-        raise InvalidInput(
-            "simulate_with= (seeded noise) was given together with a ledger; releases draw "
-            "noise from OS entropy: drop simulate_with= to release, or ledger= to simulate"
-        )
-    if simulate_with is None:
-        charge(ledger=ledger, epoch=epoch, line_item=line_item,
-               structure=Disjoint(f"{partition.key}:health", parts=3 * n),
-               epsilon=float(epsilon), who=who, what="round-health counters",
-               why="round health", round_index=round_index)
-    noisy = _noised(counts, scale, simulate_with)
-    # Rounded to the granularity but not clamped at zero: clamping would bias sums.
-    coarse = (np.round(noisy / granularity) * granularity).astype(np.int64)
-    from spatialdp.privacy.accuracy import half_width
+        privacy terms); they are not clamped at zero, so sums stay unbiased.
+    alpha : float
+        ``error_bar`` is the (1 - alpha) half-width of one published count.
 
-    bar = float(half_width("discrete_laplace", scale, m=1, alpha=alpha)) + granularity / 2
-    table = pd.DataFrame(coarse, index=partition.region_ids, columns=list(HEALTH_STATUSES))
-    table.insert(0, "selected", counts.sum(axis=1))
-    table["error_bar"] = bar
-    return RoundHealth(table, granularity, float(epsilon), partition.version)
+    Returns
+    -------
+    RoundHealth
+    """
+    account = check_target(target)
+    eps = check_epsilon(epsilon)
+    step = check_integer(granularity, "granularity", low=1, high=_MAX_GRANULARITY,
+                         fix="pass a whole number of clients >= 1, e.g. 5")
+    level = check_alpha(alpha)
+    if not isinstance(partition, Partition):
+        raise InvalidInput(f"partition must be a Partition, got {type(partition).__name__}")
+    counts = _counts(status, region_id, partition)
+    mech = LaplaceMechanism(eps, _SENSITIVITY, discrete=True)
+    bar = float(mech.error_bar(1, level)) + step / 2
+
+    def finish(noisy: list[NDArray[Any]]) -> pd.DataFrame:
+        # Rounded to the granularity but not clamped at zero: clamping would bias sums.
+        coarse = (np.round(noisy[0].reshape(counts.shape) / step) * step).astype(np.int64)
+        table = pd.DataFrame(coarse, index=partition.region_ids, columns=list(HEALTH_STATUSES))
+        table.insert(0, "selected", coarse.sum(axis=1))
+        table["error_bar"] = bar
+        return table
+
+    account.prepare("evaluation.regional")
+    (table,) = run_release(
+        [ReleasePlan(eps, [(mech, counts.ravel())], finish)], target=account,
+        structure=Disjoint(f"{partition.key}:health", parts=3 * partition.n_regions),
+        what="round-health counters", default_line_item="evaluation.regional")
+    return RoundHealth(table, step, eps, partition.version, account.metadata())

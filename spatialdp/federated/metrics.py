@@ -14,7 +14,6 @@ import itertools
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -23,9 +22,6 @@ from numpy.typing import ArrayLike, NDArray
 from spatialdp.exceptions import InvalidInput, InvalidSpec
 from spatialdp.federated.release import predicted_error_bar
 
-if TYPE_CHECKING:
-    from matplotlib.axes import Axes
-
 __all__ = [
     "HistogramSpec",
     "MetricRegistry",
@@ -33,7 +29,6 @@ __all__ = [
     "calibrate_clip",
     "clip_tradeoff",
     "min_cohort_for",
-    "plot_clip_tradeoff",
 ]
 
 
@@ -48,6 +43,10 @@ def _finite(name: str, what: str, value: float) -> float:
             "(derive them with calibrate_clip from a held-out sample)"
         )
     return number
+
+
+def _digest(fields: tuple[object, ...]) -> str:
+    return hashlib.sha256(repr(fields).encode()).hexdigest()[:12]
 
 
 @dataclass(frozen=True)
@@ -65,6 +64,13 @@ class MetricSpec:
         Finite, ``clip_low < clip_high``.
     version : str
         Bump it when the bounds change: it starts a new comparison baseline.
+    present : str, optional
+        Name of a 0/1 column saying whether the client HAS this metric (a client
+        with no example near a road has no along/across ratio; a client with no
+        prediction in a confidence bucket has no calibration gap). With it the
+        metric is published as a ratio estimator, the noised sum of values over the
+        noised count of present clients, and absent clients leave its cohort
+        instead of entering it as 0 (see :mod:`spatialdp.federated.aggregate`).
 
     Examples
     --------
@@ -79,10 +85,13 @@ class MetricSpec:
     clip_low: float
     clip_high: float
     version: str = "1"
+    present: str | None = None
 
     def __post_init__(self) -> None:
-        if not self.name:
+        if not isinstance(self.name, str) or not self.name:
             raise InvalidSpec("a metric needs a non-empty name")
+        if self.present is not None and (not isinstance(self.present, str) or not self.present):
+            raise InvalidSpec(f"{self.name}: present={self.present!r} must name a 0/1 column")
         low = _finite(self.name, "clip_low", self.clip_low)
         high = _finite(self.name, "clip_high", self.clip_high)
         if not low < high:
@@ -90,13 +99,28 @@ class MetricSpec:
                 f"{self.name}: clip_low={low} must be below clip_high={high}; "
                 "give the range a device clips its value into"
             )
+        if not math.isfinite(high - low) or not math.isfinite(max(abs(low), abs(high)) * 2):
+            raise InvalidSpec(
+                f"{self.name}: the clip range [{low:g}, {high:g}] has an infinite width, so "
+                "its sensitivity cannot be noised; clip to a range you can state in numbers")
         object.__setattr__(self, "clip_low", low)
         object.__setattr__(self, "clip_high", high)
 
     @property
     def sensitivity(self) -> float:
-        """One client's largest influence on the cohort SUM (replace-one): the clip width."""
-        return self.clip_high - self.clip_low
+        """One client's largest influence on the cohort SUM (replace-one): the clip width.
+
+        With ``present``, an absent client contributes 0, so the width of
+        ``[min(clip_low, 0), max(clip_high, 0)]``.
+        """
+        if self.present is None:
+            return self.clip_high - self.clip_low
+        return max(self.clip_high, 0.0) - min(self.clip_low, 0.0)
+
+    @property
+    def fingerprint(self) -> str:
+        """Digest of every field: device reports are bound to it, not to the name alone."""
+        return _digest((self.name, self.version, self.clip_low, self.clip_high, self.present))
 
     @property
     def key(self) -> str:
@@ -146,7 +170,7 @@ class HistogramSpec:
     _edges: NDArray[np.float64] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if not self.name:
+        if not isinstance(self.name, str) or not self.name:
             raise InvalidSpec("a histogram needs a non-empty name")
         edges = tuple(_finite(self.name, "edge", e) for e in self.edges)
         if len(edges) == 0:
@@ -181,6 +205,16 @@ class HistogramSpec:
         """``name@version`` plus a digest of the edges, recorded with every release."""
         digest = hashlib.sha256(repr((self.edges, self.mass_cap)).encode()).hexdigest()[:8]
         return f"{self.name}@{self.version}:{digest}"
+
+    @property
+    def fingerprint(self) -> str:
+        """Digest of every field: device reports are bound to it, not to the name alone."""
+        return _digest((self.name, self.version, self.edges, self.mass_cap))
+
+    @property
+    def columns(self) -> list[str]:
+        """The client-report columns of the buckets: ``<name>_0 .. <name>_k``."""
+        return [f"{self.name}_{b}" for b in range(self.n_buckets)]
 
     @property
     def labels(self) -> list[str]:
@@ -317,29 +351,6 @@ def clip_tradeoff(
             "clip_bias": float(clipped.mean() - values.mean()),
         })
     return pd.DataFrame(rows)
-
-
-def plot_clip_tradeoff(table: pd.DataFrame, ax: Axes | None = None) -> Axes:
-    """Grouped bars of :func:`clip_tradeoff`: noise on the mean vs share clipped."""
-    import matplotlib.pyplot as plt
-
-    if ax is None:
-        _, ax = plt.subplots(figsize=(7, 4))
-    x = np.arange(len(table))
-    ax.bar(x - 0.2, table.noise_half_width, 0.4, label="noise half-width on the mean")
-    ax.set_ylabel("noise half-width on the published mean")
-    twin = ax.twinx()
-    twin.bar(x + 0.2, 100 * table.share_clipped, 0.4, color="tab:orange",
-             label="% of clients clipped")
-    twin.set_ylabel("% of clients clipped")
-    ax.set_xticks(x, [f"p{p:g}\n{b:.3g}" for p, b in
-                      zip(table.percentile, table.clip_high, strict=True)])
-    ax.set_xlabel("candidate clip bound (percentile, value)")
-    ax.set_title("Where to put the clip bound")
-    handles, labels = ax.get_legend_handles_labels()
-    twin_handles, twin_labels = twin.get_legend_handles_labels()
-    ax.legend(handles + twin_handles, labels + twin_labels, loc="upper center")
-    return ax
 
 
 def min_cohort_for(

@@ -18,6 +18,7 @@ import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 from scipy import integrate, optimize, special
 
+from spatialdp._validation import check_alpha, check_integer, check_number
 from spatialdp.exceptions import InvalidInput, PartitionMismatch
 from spatialdp.federated.release import MetricRelease
 
@@ -27,6 +28,7 @@ __all__ = [
     "compare_reports",
     "difference_threshold",
     "drift",
+    "latest_baseline",
     "noise_sum_quantile",
 ]
 
@@ -215,6 +217,13 @@ class Comparison:
 
 
 def _same_baseline(a: MetricRelease, b: MetricRelease) -> None:
+    for rel in (a, b):
+        if not isinstance(rel, MetricRelease):
+            raise InvalidInput(f"expected two MetricRelease objects, got {type(rel).__name__}")
+        if rel.estimator != "mean":
+            raise InvalidInput(
+                f"{rel.metric} is a ratio estimate, whose noise is not one Laplace; compare "
+                "ratio estimates by their intervals (conf_int) instead")
     if a.metric != b.metric:
         raise PartitionMismatch(
             f"cannot compare {a.metric} with {b.metric}: a new spec version starts a new "
@@ -227,138 +236,213 @@ def _same_baseline(a: MetricRelease, b: MetricRelease) -> None:
         )
 
 
-def _sampling_sd(sampling_sd: ArrayLike | None, cohort_a: ArrayLike, cohort_b: ArrayLike
-                 ) -> NDArray[np.float64]:
-    """Standard deviation of the sampling error of a difference of two cohort means."""
-    if sampling_sd is None:
-        return np.zeros(np.shape(cohort_a))
-    sd = np.asarray(sampling_sd, dtype=np.float64)
-    if (sd < 0).any() or not np.isfinite(sd).all():
-        raise InvalidInput(f"sampling_sd={sampling_sd!r} must be finite and non-negative")
+def _sampling_sd(sampling_sd: ArrayLike | None, same_clients: bool, clip_range: ArrayLike,
+                 cohort_a: ArrayLike, cohort_b: ArrayLike) -> NDArray[np.float64]:
+    """Standard deviation of the sampling error of a difference of two cohort means.
+
+    Fresh cohorts (the default) add ``s * sqrt(1/n_a + 1/n_b)``; without a given
+    ``s`` the bound ``(high - low) / 2`` on the spread of a bounded value is used
+    (conservative: valid for any population). ``same_clients`` means no sampling
+    error (a fixed panel or a re-release).
+    """
     a = np.asarray(cohort_a, dtype=np.float64)
     b = np.asarray(cohort_b, dtype=np.float64)
+    if same_clients:
+        if sampling_sd is not None:
+            raise InvalidInput("sampling_sd= and same_clients=True contradict each other; "
+                               "give one")
+        return np.zeros(np.broadcast(a, b).shape)
+    if sampling_sd is None:
+        sd = np.asarray(clip_range, dtype=np.float64) / 2.0
+    else:
+        sd = np.asarray(check_number(sampling_sd, "sampling_sd", low=0.0,
+                                     fix="pass the per-client standard deviation (>= 0)"))
     return np.asarray(sd * np.sqrt(1.0 / a + 1.0 / b))
 
 
 def compare_releases(current: MetricRelease, previous: MetricRelease, *, alpha: float = 0.01,
-                     sampling_sd: float | None = None) -> Comparison:
+                     sampling_sd: float | None = None, same_clients: bool = False
+                     ) -> Comparison:
     """Fire only when two releases differ by more than their combined uncertainty.
 
     The threshold is the exact ``1 - alpha`` quantile of what the difference would
-    be if nothing had changed, so the false-alarm rate is ``alpha``:
+    be if nothing had changed, so the false-alarm rate is at most ``alpha``:
 
-    - ``sampling_sd=None``: the two releases measure the same clients (a fixed
+    - default (fresh cohorts, the seeds' normal mode): each round draws a fresh
+      cohort from an unchanged population. The sampling error
+      ``s * sqrt(1/n_a + 1/n_b)`` is added to the two Laplace noises, with ``s``
+      the bound ``(clip_high - clip_low) / 2`` on the spread of a bounded value,
+      valid for any population (conservative), or ``sampling_sd`` when you know a
+      tighter one (from a public pilot or a published histogram).
+    - ``same_clients=True``: the two releases measure the same clients (a fixed
       panel, or a re-release); only the two Laplace noises differ.
-    - ``sampling_sd=s``: each round draws a fresh cohort from an unchanged
-      population whose per-client values have standard deviation ``s`` (from a
-      public pilot, a published histogram, or the bound ``(high - low) / 2``);
-      the sampling error ``s * sqrt(1/n_a + 1/n_b)`` is added to the noise.
-      Without it, fresh cohorts of thousands of clients raise false alarms far
-      more often than ``alpha``: the DP noise shrinks as 1/n, sampling error only
-      as 1/sqrt(n).
 
-    (The seed's rule "difference > bar_a + bar_b" is a looser version of the first
-    case with an uncalibrated false-alarm rate.)
+    (The seed's rule "difference > bar_a + bar_b" has an uncalibrated
+    false-alarm rate.)
 
     Raises
     ------
     PartitionMismatch
         The releases belong to different metric or partition versions.
+
+    Examples
+    --------
+    >>> from spatialdp.federated import MetricSpec, aggregate_metric, device_report
+    >>> from spatialdp.privacy import Simulation
+    >>> spec = MetricSpec("loss", 0.0, 2.0)
+    >>> def round_of(level, seed):
+    ...     frame = pd.DataFrame({"client_id": np.arange(5000), "loss": level})
+    ...     return aggregate_metric(device_report(frame, loss_spec=spec), spec, epsilon=1.0,
+    ...                             target=Simulation(rng=seed))
+    >>> bool(compare_releases(round_of(0.5, 1), round_of(0.5, 2)))
+    False
+    >>> bool(compare_releases(round_of(0.9, 3), round_of(0.5, 4)))
+    True
     """
     _same_baseline(current, previous)
-    spread = _sampling_sd(sampling_sd, current.contributors, previous.contributors)
-    threshold = float(difference_threshold(current.noise_scale, previous.noise_scale, alpha,
+    level = check_alpha(alpha)
+    spread = _sampling_sd(sampling_sd, same_clients, current.clip_high - current.clip_low,
+                          current.cohort, previous.cohort)
+    threshold = float(difference_threshold(current.noise_scale, previous.noise_scale, level,
                                            spread))
     diff = current.value - previous.value
-    return Comparison(diff, threshold, alpha, bool(abs(diff) > threshold))
+    return Comparison(diff, threshold, level, bool(abs(diff) > threshold))
+
+
+_FRAME_KEYS = ("partition_version", "metric")
+
+
+def _check_frames(*frames: pd.DataFrame) -> None:
+    needed = {"value", "noise_std", "cohort", "suppressed", "clip_low", "clip_high",
+              *_FRAME_KEYS}
+    for frame in frames:
+        if not isinstance(frame, pd.DataFrame) or not needed <= set(frame.columns):
+            have = list(frame.columns) if isinstance(frame, pd.DataFrame) else type(frame)
+            raise InvalidInput(
+                f"expected a regional report frame with columns {sorted(needed)}, got {have}; "
+                "pass report[metric] of a RegionalReport")
+        if "estimator" in frame.columns and (frame.estimator == "ratio").any():
+            raise InvalidInput(
+                "this metric is a ratio estimate, whose noise is not one Laplace; compare "
+                "ratio estimates by their intervals (conf_int) instead")
 
 
 def compare_reports(current: pd.DataFrame, previous: pd.DataFrame, *, alpha: float = 0.01,
-                    sampling_sd: float | None = None) -> pd.DataFrame:
-    """Region-by-region comparison of two regional report frames of one metric.
+                    sampling_sd: float | None = None, same_clients: bool = False
+                    ) -> pd.DataFrame:
+    """Compare two regional report frames of one metric, region by region.
 
     Parameters
     ----------
     current, previous : GeoDataFrame
         Frames of :class:`~spatialdp.federated.regional.RegionalReport` for the same
-        metric and partition (their ``attrs["spatialdp"]`` are checked).
+        metric and partition (their ``metric`` and ``partition_version`` columns
+        are checked).
     alpha : float
         False-alarm rate per region when nothing changed.
     sampling_sd : float, optional
-        Per-client standard deviation when the rounds draw fresh cohorts; see
-        :func:`compare_releases`.
+        Per-client standard deviation when the rounds draw fresh cohorts; default
+        the bound ``(clip_high - clip_low) / 2``. See :func:`compare_releases`.
+    same_clients : bool
+        The two rounds measured the same clients (no sampling error).
 
     Returns
     -------
     DataFrame
         Per region published in both: ``difference``, ``threshold``, ``fired``.
     """
-    meta_now = current.attrs.get("spatialdp", {})
-    meta_then = previous.attrs.get("spatialdp", {})
-    for key in ("partition_version", "metric"):
-        if meta_now.get(key) != meta_then.get(key):
+    _check_frames(current, previous)
+    level = check_alpha(alpha)
+    for key in _FRAME_KEYS:
+        now = pd.unique(current[key].astype(object))
+        then = pd.unique(previous[key].astype(object))
+        if len(now) != 1 or len(then) != 1 or now[0] != then[0]:
             raise PartitionMismatch(
-                f"the two reports differ in {key}: {meta_now.get(key)!r} vs "
-                f"{meta_then.get(key)!r}; a new version starts a new comparison baseline"
-            )
-    if meta_now.get("metrics") != meta_then.get("metrics"):
-        raise PartitionMismatch(
-            "the two reports use different metric spec versions; a new spec version starts "
-            "a new comparison baseline"
-        )
+                f"the two reports differ in {key}: {list(now)} vs {list(then)}; a new version "
+                "starts a new comparison baseline")
     both = ((~current.suppressed) & (~previous.suppressed)).to_numpy()
     scale_now = current.noise_std.to_numpy()[both] / np.sqrt(2.0)
     scale_then = previous.noise_std.to_numpy()[both] / np.sqrt(2.0)
-    spread = (_sampling_sd(sampling_sd, current.cohort.to_numpy(dtype=float)[both],
-                           previous.cohort.to_numpy(dtype=float)[both])
-              if sampling_sd is not None else 0.0)
+    width = (current.clip_high - current.clip_low).to_numpy(dtype=float)[both]
+    spread = _sampling_sd(sampling_sd, same_clients, width,
+                          current.cohort.to_numpy(dtype=float, na_value=np.nan)[both],
+                          previous.cohort.to_numpy(dtype=float, na_value=np.nan)[both])
     diff = (current.value - previous.value)[both]
-    threshold = difference_threshold(scale_now, scale_then, alpha, spread)
+    threshold = difference_threshold(scale_now, scale_then, level, spread)
     return pd.DataFrame(
         {"difference": diff, "threshold": threshold, "fired": np.abs(diff) > threshold},
         index=diff.index,
     )
 
 
+def latest_baseline(history: pd.DataFrame) -> pd.DataFrame:
+    """Return the rows of each region since its last partition or spec version change.
+
+    A changed partition or spec starts a new baseline (seed 001): earlier rounds
+    measured something else and must not enter a trend.
+    """
+    data = history.sort_values(["region_id", "round_index"], kind="stable")
+    key = data["partition_version"].astype(str) + "|" + data["metric"].astype(str)
+    changed = key.ne(key.groupby(data["region_id"]).shift()).astype(np.int64)
+    era = changed.groupby(data["region_id"]).cumsum()
+    last = era.groupby(data["region_id"]).transform("max")
+    return data[era == last]
+
+
 def drift(history: pd.DataFrame, *, window: int = 8, alpha: float = 0.01,
-          sampling_sd: float | None = None) -> pd.DataFrame:
+          sampling_sd: float | None = None, same_clients: bool = False) -> pd.DataFrame:
     """Trend over the last ``window`` releases of each region, tested against the noise.
 
     A weighted least-squares slope of value on round (weights 1 / variance of
     each release's error). Its noise is a weighted sum of the releases' Laplace
-    noises (plus, with ``sampling_sd``, the normal sampling error of fresh
-    cohorts); the drift is flagged when ``|slope|`` exceeds the exact
-    ``1 - alpha`` quantile of that sum (:func:`noise_sum_quantile`), not a normal
-    approximation, whose lighter tails would raise too many alarms.
+    noises plus the normal sampling error of fresh cohorts (by default with the
+    conservative spread ``(clip_high - clip_low) / 2``, or ``sampling_sd``; none
+    with ``same_clients``); the drift is flagged when ``|slope|`` exceeds the
+    exact ``1 - alpha`` quantile of that sum (:func:`noise_sum_quantile`), not a
+    normal approximation, whose lighter tails would raise too many alarms.
+    Rounds before a region's last partition or spec version change are left out.
 
     Parameters
     ----------
     history : DataFrame
-        Columns ``region_id``, ``round``, ``value``, ``noise_std`` (and ``cohort``
-        with ``sampling_sd``); suppressed rounds are NaN and skipped.
+        The concatenated report frames of one metric over rounds
+        (``pd.concat([r["loss"] for r in reports]).reset_index()``): columns
+        ``region_id``, ``round_index``, ``value``, ``noise_std``, ``cohort``,
+        ``clip_low``, ``clip_high``, ``metric``, ``partition_version``;
+        suppressed rounds are NaN and skipped.
     window : int
         Number of most recent published rounds per region (at least 3).
+    alpha : float
+        False-alarm rate per region.
     sampling_sd : float, optional
         Per-client standard deviation when each round draws a fresh cohort.
+    same_clients : bool
+        Every round measured the same clients.
 
     Returns
     -------
-    DataFrame indexed by region: ``slope`` (per round), ``se``, ``z``, ``threshold``,
-    ``rounds``, ``drifting``.
+    DataFrame
+        Indexed by region: ``slope`` (per round), ``se``, ``z``, ``threshold``,
+        ``rounds``, ``drifting``.
     """
-    needed = {"region_id", "round", "value", "noise_std"} | (
-        {"cohort"} if sampling_sd is not None else set())
-    if not needed <= set(history.columns):
-        raise InvalidInput(f"history lacks columns {sorted(needed - set(history.columns))}")
-    if window < 3:
-        raise InvalidInput(f"window={window} is too short for a trend; use at least 3 rounds")
-    data = history.dropna(subset=["value", "noise_std"]).sort_values(["region_id", "round"])
-    data = data.groupby("region_id", sort=True).tail(window)
+    needed = {"region_id", "round_index", "value", "noise_std", "cohort", "clip_low",
+              "clip_high", *_FRAME_KEYS}
+    if not isinstance(history, pd.DataFrame) or not needed <= set(history.columns):
+        have = set(history.columns) if isinstance(history, pd.DataFrame) else set()
+        raise InvalidInput(f"history lacks columns {sorted(needed - have)}; concatenate the "
+                           "report frames of one metric and reset_index()")
+    span = check_integer(window, "window", low=3, fix="use at least 3 rounds for a trend")
+    level = check_alpha(alpha)
+    if len(pd.unique(history["metric"].astype(object))) > 1 and history["region_id"].is_unique:
+        raise PartitionMismatch("history mixes metrics; give one metric's frames")
+    data = latest_baseline(history.dropna(subset=["value", "noise_std"]))
+    data = data.groupby("region_id", sort=True).tail(span)
     laplace = data.noise_std.to_numpy(dtype=np.float64) / np.sqrt(2.0)
-    sampling_var = (float(sampling_sd) ** 2 / data.cohort.to_numpy(dtype=np.float64)
-                    if sampling_sd is not None else np.zeros(len(data)))
+    cohort = data.cohort.to_numpy(dtype=np.float64, na_value=np.nan)
+    width = (data.clip_high - data.clip_low).to_numpy(dtype=np.float64)
+    sampling_var = _sampling_sd(sampling_sd, same_clients, width, cohort, np.inf) ** 2
     w = 1.0 / (2.0 * laplace**2 + sampling_var)
-    x = data["round"].to_numpy(dtype=np.float64)
+    x = data["round_index"].to_numpy(dtype=np.float64)
     y = data.value.to_numpy(dtype=np.float64)
     codes, regions = pd.factorize(data.region_id, sort=True)
     sums = {name: np.bincount(codes, weights=v) for name, v in
@@ -366,18 +450,21 @@ def drift(history: pd.DataFrame, *, window: int = 8, alpha: float = 0.01,
     rounds = np.bincount(codes)
     xbar = sums["wx"] / sums["w"]
     sxx = sums["wxx"] - sums["wx"] * xbar
-    slope = (sums["wxy"] - xbar * sums["wy"]) / sxx
-    # slope = sum_i c_i y_i with c_i = w_i (x_i - xbar) / sxx: its noise is sum_i c_i e_i.
-    c = w * (x - xbar[codes]) / sxx[codes]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        slope = (sums["wxy"] - xbar * sums["wy"]) / sxx
+        # slope = sum_i c_i y_i with c_i = w_i (x_i - xbar) / sxx: its noise is sum_i c_i e_i.
+        c = w * (x - xbar[codes]) / sxx[codes]
     # Rows are sorted by region, so each region's rows are one contiguous block.
     blocks = np.cumsum(rounds)[:-1]
     threshold = np.array([
-        noise_sum_quantile(cr * lr, float(np.sqrt(np.sum(cr**2 * vr))), alpha)
+        noise_sum_quantile(cr * lr, float(np.sqrt(np.sum(cr**2 * vr))), level)
         if cr.size >= 3 else np.inf
         for cr, lr, vr in zip(np.split(c, blocks), np.split(laplace, blocks),
                               np.split(sampling_var, blocks), strict=True)
     ])  # one exact quantile per region, cached by shape
-    out = pd.DataFrame({"slope": slope, "se": 1.0 / np.sqrt(sxx), "rounds": rounds,
+    with np.errstate(divide="ignore", invalid="ignore"):
+        se = 1.0 / np.sqrt(sxx)
+    out = pd.DataFrame({"slope": slope, "se": se, "rounds": rounds,
                         "threshold": threshold}, index=pd.Index(regions, name="region_id"))
     out["z"] = out.slope / out.se
     out["drifting"] = (out.rounds >= 3) & (out.slope.abs() > out.threshold)

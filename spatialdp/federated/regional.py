@@ -5,72 +5,40 @@ evaluation epsilon (parallel composition) and the whole partition is one
 release per metric. Regions whose cohort is below the floor are suppressed
 (never noised, never published) and the number of suppressed regions is itself
 published only coarsened. The result is a GeoDataFrame per metric, joined
-onto the region geometries, ready for :func:`spatialdp.viz.plot_uncertainty_choropleth`
-or ``.explore()``.
+onto the region geometries (schema: :mod:`spatialdp.federated.schema`), ready for
+:func:`spatialdp.viz.plot_uncertainty_choropleth` or ``.explore()``.
 """
 
 from __future__ import annotations
 
-import itertools
+import html
+import json
+import math
 import os
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import geopandas as gpd
 import numpy as np
 import pandas as pd
-from numpy.typing import NDArray
 
+from spatialdp._validation import check_alpha, check_cohort_floor, check_epsilon
 from spatialdp.exceptions import InvalidInput
-from spatialdp.federated.aggregate import (
-    NoiseSource,
-    charge,
-    check_clipping,
-    check_partition_version,
-    laplace_scale,
-    refuse_seeded_release,
-    release_noise,
-    resolve_epsilons,
-    secure_sum,
-)
+from spatialdp.federated._estimate import Estimate, plan_estimate, ratio_interval
+from spatialdp.federated._pipeline import run_release
+from spatialdp.federated._tags import read_reports
 from spatialdp.federated.metrics import HistogramSpec, MetricSpec
-from spatialdp.federated.release import predicted_error_bar
+from spatialdp.federated.schema import coarsen_count, reliability_class
 from spatialdp.geo.partition import Partition
 from spatialdp.privacy.budget import Disjoint
-from spatialdp.privacy.ledger import PrivacyLedger
+from spatialdp.privacy.target import check_target
 
-__all__ = ["RELIABILITY_CLASSES", "RegionalReport", "coarsen_count", "regional_report"]
+__all__ = ["RegionalReport", "regional_report"]
 
-#: Reliability classes by coefficient of variation (noise sd / |value|), as the US
-#: Census Bureau's American Community Survey grades its estimates.
-RELIABILITY_CLASSES = ("high", "medium", "low", "suppressed")
-_CV_EDGES = (0.12, 0.40)
-
-
-def coarsen_count(count: int, edges: Sequence[int] = (1, 5, 10, 20)) -> str:
-    """A count published only as a bucket label, e.g. ``'5-9'`` or ``'20+'``.
-
-    Examples
-    --------
-    >>> [coarsen_count(k) for k in (0, 3, 7, 12, 40)]
-    ['0', '1-4', '5-9', '10-19', '20+']
-    """
-    if count < edges[0]:
-        return "0" if edges[0] == 1 else f"<{edges[0]}"
-    for low, high in itertools.pairwise(edges):
-        if low <= count < high:
-            return f"{low}-{high - 1}"
-    return f"{edges[-1]}+"
-
-
-def reliability_class(cv: NDArray[np.float64], suppressed: NDArray[np.bool_]
-                      ) -> pd.Categorical[str]:
-    """ACS-style reliability: high (cv < 0.12), medium (<= 0.40), low, or suppressed."""
-    labels = np.where(cv < _CV_EDGES[0], "high", np.where(cv <= _CV_EDGES[1], "medium", "low"))
-    labels = np.where(suppressed, "suppressed", labels)
-    return pd.Categorical(labels, categories=list(RELIABILITY_CLASSES), ordered=True)
+REGIONAL_LINE_ITEM = "evaluation.regional"
 
 
 @dataclass
@@ -80,18 +48,46 @@ class RegionalReport:
     Attributes
     ----------
     frames : dict of str -> GeoDataFrame
-        Per metric, indexed by region id: ``value``, ``error_bar``, ``ci_low``,
-        ``ci_high``, ``noise_std``, ``cohort``, ``cv``, ``reliability``,
-        ``suppressed`` and ``geometry`` (histograms add one column per bucket;
-        their ``value`` is the mass in the top bucket, the tail).
+        Per metric, indexed by region id, with the columns of
+        :mod:`spatialdp.federated.schema` and ``geometry`` (histograms add one
+        column per bucket; their ``value`` is the mass in the top bucket, the tail).
     partition_version : str
+        The partition the report is keyed by.
     round_index : int or None
+        The federated round.
     epsilon : dict of str -> float
         Privacy loss of each metric's release (the round costs their sum).
     alpha : float
+        The level of the published error bars.
     min_cohort : int
+        The publication floor.
     suppressed_regions : str
         The number of suppressed regions, coarsened (e.g. ``'1-4'``).
+    metrics : dict of str -> str
+        Spec key per metric name.
+    accounting : dict
+        How the round was charged (``accounting`` is ``ledger``, ``unaccounted``
+        or ``simulation``).
+
+    Examples
+    --------
+    >>> from spatialdp.datasets import synthetic_fleet, us_states_partition
+    >>> from spatialdp.federated import MetricSpec, device_report
+    >>> from spatialdp.privacy import Simulation
+    >>> states = us_states_partition()
+    >>> fleet = synthetic_fleet(20_000, rng=0)
+    >>> examples = pd.DataFrame({"client_id": fleet.device_id, "region_id": fleet.region,
+    ...                          "loss": 1.0})
+    >>> spec = MetricSpec("loss", 0.0, 4.0)
+    >>> clients = device_report(examples, loss_spec=spec, partition=states)
+    >>> report = regional_report(clients, states, [spec], epsilon=0.5,
+    ...                          target=Simulation(rng=0), min_cohort=100)
+    >>> frame = report["loss"]
+    >>> bool((frame.value.dropna() - 1.0).abs().max() < 0.2), report.simulated
+    (True, True)
+    >>> ci = report.conf_int("loss", alpha=0.01)    # exact at any level
+    >>> bool((ci.ci_high - ci.ci_low).dropna().gt(0).all())
+    True
     """
 
     frames: dict[str, gpd.GeoDataFrame]
@@ -102,6 +98,8 @@ class RegionalReport:
     min_cohort: int
     suppressed_regions: str
     metrics: dict[str, str] = field(default_factory=dict)
+    accounting: dict[str, Any] = field(default_factory=dict)
+    estimates: dict[str, Estimate] = field(default_factory=dict, repr=False)
 
     def __getitem__(self, metric: str) -> gpd.GeoDataFrame:
         try:
@@ -112,12 +110,56 @@ class RegionalReport:
             ) from None
 
     @property
+    def simulated(self) -> bool:
+        """True for a simulation's output (seeded noise): never publish it."""
+        return bool(self.accounting.get("simulated", False))
+
+    @property
     def epsilon_total(self) -> float:
         """What the round cost each client (the metrics compose sequentially)."""
         return float(sum(self.epsilon.values()))
 
+    def conf_int(self, metric: str, alpha: float | None = None) -> pd.DataFrame:
+        """Return per-region ``(1 - alpha)`` intervals, exact for any alpha.
+
+        Means: ``value +/- scale * ln(1/alpha)``; ratio estimators: the
+        conservative interval of their two noisy sums at ``alpha``.
+        """
+        frame = self[metric]
+        level = self.alpha if alpha is None else check_alpha(alpha)
+        est = self.estimates[metric]
+        if est.estimator == "ratio":
+            spec = est.spec
+            assert isinstance(spec, MetricSpec)
+            q = math.log(2.0 / level)
+            lo, hi = ratio_interval(est.state["num"], est.state["den"],
+                                    est.state["scale_num"] * q, est.state["scale_den"] * q,
+                                    spec.clip_low, spec.clip_high)
+            lo, hi = np.where(est.suppressed, np.nan, lo), np.where(est.suppressed, np.nan, hi)
+        else:
+            half = est.state["scale"] * math.log(1.0 / level)
+            lo, hi = frame.value.to_numpy() - half, frame.value.to_numpy() + half
+        return pd.DataFrame({"ci_low": lo, "ci_high": hi}, index=frame.index)
+
+    def bounded(self, metric: str) -> gpd.GeoDataFrame:
+        """Return the metric's frame with values clamped into the clip range: display only, BIASED.
+
+        Noise can push a value outside what any client could report (a negative
+        loss); clamping makes it readable but pulls it towards the range, so
+        never average or compare clamped values. The frame's metadata says so.
+        """
+        spec = self.estimates[metric].spec
+        low, high = ((spec.clip_low, spec.clip_high) if isinstance(spec, MetricSpec)
+                     else (0.0, spec.mass_cap))
+        frame = self[metric].copy()
+        for col in ("value", "ci_low", "ci_high"):
+            frame[col] = frame[col].clip(low, high)
+        frame.attrs["spatialdp"] = {**self[metric].attrs.get("spatialdp", {}),
+                                    "bounded": "clamped into the clip range for display: biased"}
+        return frame
+
     def to_frame(self) -> gpd.GeoDataFrame:
-        """All metrics side by side, columns ``<metric>.<column>``, one geometry."""
+        """Return all metrics side by side, columns ``<metric>.<column>``, one geometry."""
         first = next(iter(self.frames.values()))
         parts = [
             frame.drop(columns="geometry").add_prefix(f"{name}.")
@@ -127,12 +169,13 @@ class RegionalReport:
         for col in wide.columns:
             if isinstance(wide[col].dtype, pd.CategoricalDtype):
                 wide[col] = wide[col].astype(str)
+        wide["accounting"] = str(self.accounting.get("accounting"))
         out = gpd.GeoDataFrame(wide, geometry=first.geometry, crs=first.crs)
         out.attrs["spatialdp"] = self.metadata()
         return out
 
-    def metadata(self) -> dict[str, object]:
-        """Versions, epsilon and floors, recorded with every output file."""
+    def metadata(self) -> dict[str, Any]:
+        """Return versions, epsilon, floors and accounting, recorded with every output file."""
         return {
             "partition_version": self.partition_version,
             "round": self.round_index,
@@ -141,37 +184,41 @@ class RegionalReport:
             "min_cohort": self.min_cohort,
             "suppressed_regions": self.suppressed_regions,
             "metrics": dict(self.metrics),
+            **{k: v for k, v in self.accounting.items() if k != "round"},
         }
 
     def write(self, folder: str | os.PathLike[str], stem: str = "regional_report") -> list[Path]:
-        """Write a GeoPackage and a CSV into ``folder``, each atomically."""
+        """Write a GeoPackage, a CSV and a JSON of the metadata into ``folder``, each atomically.
+
+        A simulation's files are named ``<stem>.SIMULATION.*`` (and an
+        unaccounted release's ``<stem>.UNACCOUNTED.*``), so they never pass for a
+        release.
+        """
         target = Path(folder)
         target.mkdir(parents=True, exist_ok=True)
+        label = {"simulation": ".SIMULATION", "unaccounted": ".UNACCOUNTED"}.get(
+            str(self.accounting.get("accounting")), "")
         wide = self.to_frame()
-        written = []
-        for suffix, writer in (
+        meta = json.dumps(self.metadata(), indent=2, default=str)
+        writers: list[tuple[str, Callable[[str], object]]] = [
             (".gpkg", lambda p: wide.reset_index().to_file(p, driver="GPKG",
                                                            layer="regional_report")),
             (".csv", lambda p: wide.drop(columns="geometry").to_csv(p)),
-        ):
-            path = target / f"{stem}{suffix}"
-            fd, tmp = tempfile.mkstemp(dir=target, prefix=f".{stem}.", suffix=suffix)
-            os.close(fd)
-            os.unlink(tmp)  # GPKG writers refuse to overwrite an empty file
-            try:
-                writer(tmp)
-                os.replace(tmp, path)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
-            written.append(path)
-        return written
+            (".json", lambda p: Path(p).write_text(meta)),
+        ]
+        return [_write_atomically(target / f"{stem}{label}{suffix}", writer)
+                for suffix, writer in writers]
 
     def summary(self) -> str:
-        """A short text summary for the CLI and notebooks."""
+        """Return a short text summary for the CLI and notebooks."""
+        kind = self.accounting.get("accounting")
+        head = {"simulation": "SIMULATION (not a release): ",
+                "unaccounted": f"UNACCOUNTED ({self.accounting.get('reason')}): "}.get(
+                    str(kind), "")
         lines = [
-            f"regional report, round {self.round_index}, partition {self.partition_version}, "
-            f"epsilon {self.epsilon_total:g} per client ({self.alpha:.0%} error bars)",
+            f"{head}regional report, round {self.round_index}, partition "
+            f"{self.partition_version}, epsilon {self.epsilon_total:g} per client "
+            f"({1 - self.alpha:.0%} error bars)",
             f"  suppressed regions (coarsened): {self.suppressed_regions}",
         ]
         for name, frame in self.frames.items():
@@ -181,41 +228,54 @@ class RegionalReport:
                 f"{shown.value.min():.3g}..{shown.value.max():.3g}, median bar "
                 f"{shown.error_bar.median():.3g}, reliability "
                 + ", ".join(f"{k}={v}" for k, v in
-                            frame.reliability.value_counts().items() if v)
+                            frame.reliability.value_counts().items() if v and k != "suppressed")
             )
         return "\n".join(lines)
 
-
-def _client_positions(reports: pd.DataFrame, partition: Partition, region_column: str
-                      ) -> NDArray[np.int64]:
-    if region_column not in reports.columns:
-        raise InvalidInput(
-            f"the client reports have no {region_column!r} column; give each client's region "
-            f"(columns are {list(reports.columns)[:8]})"
-        )
-    regions = reports[region_column].astype(str).to_numpy()
-    positions = partition.region_ids.get_indexer(pd.Index(regions))
-    if (positions < 0).any():
-        bad = pd.unique(regions[positions < 0])[:3]
-        raise InvalidInput(
-            f"{int((positions < 0).sum())} clients are in regions that are not in "
-            f"{partition.key!r} (first: {list(bad)}); assign them with partition.assign()"
-        )
-    return positions.astype(np.int64)
+    def _repr_html_(self) -> str:
+        return f"<pre>{html.escape(self.summary())}</pre>"
 
 
-def _metric_columns(reports: pd.DataFrame, spec: MetricSpec | HistogramSpec) -> NDArray[np.float64]:
-    if isinstance(spec, MetricSpec):
-        cols = [spec.name]
-    else:
-        cols = [f"{spec.name}_{i}" for i in range(spec.n_buckets)]
-    missing = [c for c in cols if c not in reports.columns]
-    if missing:
+def _write_atomically(path: Path, writer: Callable[[str], object]) -> Path:
+    """Write through a temporary file in the same folder, then rename: never half a file."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
+    os.close(fd)
+    os.unlink(tmp)  # GPKG writers refuse to overwrite an empty file
+    try:
+        writer(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _resolve_epsilons(specs: Sequence[MetricSpec | HistogramSpec],
+                      epsilon: float | Mapping[str, float]) -> dict[str, float]:
+    """Return the per-metric epsilon from one number (each metric) or a mapping by name."""
+    if isinstance(epsilon, Mapping):
+        missing = [s.name for s in specs if s.name not in epsilon]
+        extra = sorted(set(epsilon) - {s.name for s in specs})
+        if missing or extra:
+            raise InvalidInput(
+                f"epsilon has no value for metrics {missing} and values for unknown metrics "
+                f"{extra}; give one epsilon per released metric")
+        return {s.name: check_epsilon(epsilon[s.name], f"epsilon[{s.name!r}]") for s in specs}
+    eps = check_epsilon(epsilon)
+    return {s.name: eps for s in specs}
+
+
+def _check_specs(metrics: Sequence[MetricSpec | HistogramSpec]) -> None:
+    if isinstance(metrics, (MetricSpec, HistogramSpec)) or not metrics:
+        raise InvalidInput(f"metrics={metrics!r} must be a non-empty list of specs")
+    bad = [m for m in metrics if not isinstance(m, (MetricSpec, HistogramSpec))]
+    if bad:
+        raise InvalidInput(f"metrics has {bad[:2]!r}, not MetricSpec or HistogramSpec")
+    names = [m.name for m in metrics]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
         raise InvalidInput(
-            f"the client reports lack columns {missing} for metric {spec.key}; run the device "
-            "module with this spec"
-        )
-    return reports[cols].to_numpy(dtype=np.float64).squeeze(axis=1 if len(cols) == 1 else None)
+            f"metrics repeat the names {repeated}; each metric is released once per round")
 
 
 def regional_report(
@@ -224,39 +284,36 @@ def regional_report(
     metrics: Sequence[MetricSpec | HistogramSpec],
     *,
     epsilon: float | Mapping[str, float],
+    target: Any,
     min_cohort: int = 50,
     alpha: float = 0.05,
-    region_column: str = "region",
-    ledger: PrivacyLedger | None = None,
-    epoch: int | None = None,
-    line_item: str = "evaluation.regional",
-    who: str = "spatialdp",
-    why: str = "regional evaluation round",
-    round_index: int | None = None,
-    noise: NoiseSource | None = None,
 ) -> RegionalReport:
     """Private per-region metrics for a whole partition, in one call.
+
+    Validates everything, computes every secure sum and noise scale, then charges
+    the round once (one release over the partition's disjoint regions costing the
+    sum of the metrics' epsilons), then draws the noise and publishes. Linear in
+    the number of clients; the per-region work is one ``np.bincount``.
 
     Parameters
     ----------
     client_reports : DataFrame
-        One row per client, from the device module: a ``region_column`` with the
-        client's region id, a column per scalar metric (named as its spec) and
-        ``<hist>_0 .. <hist>_k`` per histogram.
+        From :func:`~spatialdp.federated.device_report` with ``partition=``: one row
+        per client (``client_id`` unique), ``region_id``, ``partition_version``,
+        ``device_specs`` and the metric columns.
     partition : Partition
+        The fixed geography; its version must match the reports'.
     metrics : sequence of MetricSpec / HistogramSpec
+        The released metrics; the devices must have clipped under exactly these.
     epsilon : float or mapping name -> float
         Privacy loss of each metric's release; every region gets it in full.
+    target : ReleaseTarget, Simulation or Unaccounted
+        Where the round is charged and how its noise is drawn; required.
     min_cohort : int
-        Publication floor per region; regions below it are suppressed.
+        Publication floor per region (a whole number >= 1); regions below it are
+        suppressed.
     alpha : float
         Error bars are (1 - alpha) intervals of the noise.
-    ledger, epoch, line_item, who, why, round_index
-        The round is charged once, before any noise is drawn, as one release over
-        the partition's disjoint regions costing the sum of the metrics' epsilons.
-    noise : callable, optional
-        Default: the release path (OS entropy, no seed). Simulations pass
-        :func:`~spatialdp.federated.aggregate.simulation_noise`.
 
     Returns
     -------
@@ -266,99 +323,93 @@ def regional_report(
     ------
     InvalidInput, PartitionMismatch, ClippingFailure, BudgetExceeded
         Nothing is charged or published when any of them is raised.
-    """
-    if not metrics:
-        raise InvalidInput("give at least one metric spec to report")
-    if not isinstance(min_cohort, (int, np.integer)) or min_cohort < 1:
-        raise InvalidInput(f"min_cohort={min_cohort!r} must be a positive integer")
-    refuse_seeded_release(noise, ledger)
-    check_partition_version(client_reports, partition.version)
-    epsilons = resolve_epsilons(metrics, epsilon)
-    positions = _client_positions(client_reports, partition, region_column)
 
-    sums = {}
-    counts = np.bincount(positions, minlength=partition.n_regions).astype(np.int64)
-    for spec in metrics:
-        summed = secure_sum(_metric_columns(client_reports, spec), positions, partition.n_regions)
-        check_clipping(spec, summed.sums, summed.counts)
-        sums[spec.name] = summed.sums
-    suppressed = counts < min_cohort
-    published = int((~suppressed).sum())
+    Warns
+    -----
+    UninformativeReleaseWarning
+        Before charging, when even the best region's error bar exceeds the clip range.
+
+    Examples
+    --------
+    See :class:`RegionalReport`.
+    """
+    account = check_target(target)
+    _check_specs(metrics)
+    if not isinstance(partition, Partition):
+        raise InvalidInput(f"partition must be a Partition, got {type(partition).__name__}")
+    epsilons = _resolve_epsilons(metrics, epsilon)
+    floor = check_cohort_floor(min_cohort)
+    level = check_alpha(alpha)
+    table = read_reports(client_reports, metrics, partition)
+    assert table.positions is not None
+    counts = np.bincount(table.positions, minlength=partition.n_regions)
+    published = int((counts >= floor).sum())
     if published == 0:
         raise InvalidInput(
-            f"every region is below the cohort floor of {min_cohort} (largest cohort "
+            f"every region is below the cohort floor min_cohort={floor} (largest cohort "
             f"{int(counts.max())}); nothing can be published: lower the floor only if the "
-            "error bar allows, or merge regions"
-        )
-    charge(
-        ledger=ledger, epoch=epoch, line_item=line_item,
-        structure=Disjoint(partition.key, parts=published),
-        epsilon=float(sum(epsilons.values())),
-        what="regional report: " + ", ".join(
-            f"{s.key} (eps {epsilons[s.name]:g})" for s in metrics),
-        who=who, why=why, round_index=round_index,
-    )
-    add_noise = noise or release_noise
-    frames = {
-        spec.name: _metric_frame(spec, sums[spec.name], counts, suppressed, epsilons[spec.name],
-                                 alpha, partition, add_noise)
+            "error bar allows, or merge regions")
+    plans = [
+        plan_estimate(spec, table.values(spec),
+                      table.presence(spec) if isinstance(spec, MetricSpec) else None,
+                      table.positions, partition.n_regions, epsilon=epsilons[spec.name],
+                      min_cohort=floor, alpha=level)
         for spec in metrics
-    }
+    ]
+    account.prepare(REGIONAL_LINE_ITEM)
+    estimates = run_release(
+        plans, target=account, structure=Disjoint(partition.key, parts=published),
+        what="regional report: " + ", ".join(
+            f"{s.key} (epsilon {epsilons[s.name]:g})" for s in metrics),
+        default_line_item=REGIONAL_LINE_ITEM)
+    suppressed = counts < floor
     report = RegionalReport(
-        frames=frames,
+        frames={est.spec.name: _metric_frame(est, partition) for est in estimates},
         partition_version=partition.version,
-        round_index=round_index,
+        round_index=account.round_index,
         epsilon=epsilons,
-        alpha=alpha,
-        min_cohort=int(min_cohort),
+        alpha=level,
+        min_cohort=floor,
         suppressed_regions=coarsen_count(int(suppressed.sum())),
         metrics={s.name: s.key for s in metrics},
+        accounting=account.metadata(),
+        estimates={est.spec.name: est for est in estimates},
     )
-    for name, frame in frames.items():
+    for name, frame in report.frames.items():
+        frame["estimator"] = report.estimates[name].estimator
+        frame["metric"] = report.metrics[name]
+        frame["partition_version"] = partition.version
+        frame["round_index"] = pd.array([account.round_index] * len(frame), dtype="Int64")
         frame.attrs["spatialdp"] = {**report.metadata(), "metric": name,
-                                    "epsilon": epsilons[name]}
+                                    "epsilon": epsilons[name],
+                                    "estimator": report.estimates[name].estimator}
     return report
 
 
-def _metric_frame(
-    spec: MetricSpec | HistogramSpec,
-    sums: NDArray[np.float64],
-    counts: NDArray[np.int64],
-    suppressed: NDArray[np.bool_],
-    epsilon: float,
-    alpha: float,
-    partition: Partition,
-    add_noise: NoiseSource,
-) -> gpd.GeoDataFrame:
-    shown = ~suppressed
-    n = counts[shown].astype(np.float64)
-    scale = laplace_scale(spec.sensitivity, epsilon)
-    # Only published regions are noised: suppressed sums never leave the server.
-    noisy = add_noise(sums[shown], scale)
-    means = noisy / (n[:, None] if noisy.ndim == 2 else n)
-    bar = predicted_error_bar(spec.sensitivity, epsilon, 1, alpha) / n  # shrinks as 1/n
+def _metric_frame(est: Estimate, partition: Partition) -> gpd.GeoDataFrame:
+    """The published frame of one metric (schema: :mod:`spatialdp.federated.schema`)."""
     table = pd.DataFrame(index=partition.region_ids)
-    if isinstance(spec, HistogramSpec):
-        for i, label in enumerate(spec.labels):
-            table[label] = np.nan
-            table.loc[shown, label] = means[:, i]
-        value = means[:, -1]
+    if isinstance(est.spec, HistogramSpec):
+        for i, label in enumerate(est.spec.labels):
+            table[label] = est.values[:, i]
+        table["value"] = est.values[:, -1]
+        table["ci_low"] = est.ci_low[:, -1]
+        table["ci_high"] = est.ci_high[:, -1]
     else:
-        value = means
-    table["value"] = np.nan
-    table.loc[shown, "value"] = value
-    table["error_bar"] = np.nan
-    table.loc[shown, "error_bar"] = bar
-    table["ci_low"] = table.value - table.error_bar
-    table["ci_high"] = table.value + table.error_bar
-    table["noise_std"] = np.nan
-    table.loc[shown, "noise_std"] = np.sqrt(2.0) * scale / n
+        table["value"] = est.values
+        table["ci_low"] = est.ci_low
+        table["ci_high"] = est.ci_high
+    table["error_bar"] = est.error_bar
+    table["noise_std"] = est.noise_std
     # Nothing is published below the floor, not even the size of the cohort.
-    table["cohort"] = pd.array(np.where(shown, counts, 0), dtype="Int64")
-    table.loc[~shown, "cohort"] = pd.NA
+    table["cohort"] = pd.array(np.where(est.suppressed, 0, est.cohort), dtype="Int64")
+    table.loc[est.suppressed, "cohort"] = pd.NA
     with np.errstate(divide="ignore", invalid="ignore"):
-        cv = (table.noise_std / table.value.abs()).to_numpy()
+        cv = est.noise_std / np.abs(table.value.to_numpy())
     table["cv"] = cv
-    table["reliability"] = reliability_class(np.nan_to_num(cv, nan=np.inf), suppressed)
-    table["suppressed"] = suppressed
+    table["reliability"] = reliability_class(np.nan_to_num(cv, nan=np.inf), est.suppressed)
+    table["suppressed"] = est.suppressed
+    low, high = ((est.spec.clip_low, est.spec.clip_high) if isinstance(est.spec, MetricSpec)
+                 else (0.0, est.spec.mass_cap))
+    table["clip_low"], table["clip_high"] = low, high
     return partition.join(table)

@@ -1,24 +1,30 @@
 """Published results: a value with its error bar, cohort, privacy loss and versions.
 
 Modelled on statsmodels results: the estimate and its uncertainty travel
-together, with ``conf_int()`` and ``summary()``. The error bar is fixed before
-the round from the clip bound, epsilon and the cohort size (it does not look
-at the data), and is published with the value.
+together, with ``conf_int(alpha=...)`` (exact for any alpha, from the noise
+scale the release used) and ``summary()`` (text, and HTML in Jupyter). The error
+bar is fixed before the round from the clip bound, epsilon and the cohort size
+(it does not look at the data), and is published with the value.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import html
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
+
+from spatialdp._validation import check_alpha
 
 __all__ = ["HistogramRelease", "MetricRelease", "predicted_error_bar"]
 
 
 def predicted_error_bar(sensitivity: float, epsilon: float, cohort: int, alpha: float = 0.05
                         ) -> float:
-    """(1 - alpha) half-width of the Laplace noise on a published mean, before the round.
+    """Return the (1 - alpha) half-width of the Laplace noise on a mean, before the round.
 
     The sum of clipped values gets Laplace noise of scale ``sensitivity / epsilon``
     once; dividing by the cohort ``n`` gives the mean, so the bar shrinks as 1/n.
@@ -33,27 +39,61 @@ def predicted_error_bar(sensitivity: float, epsilon: float, cohort: int, alpha: 
     return half_width_for_loss(sensitivity=sensitivity, cohort=cohort, loss=epsilon, alpha=alpha)
 
 
+def _accounting_text(accounting: dict[str, Any]) -> str:
+    kind = accounting.get("accounting")
+    if kind == "simulation":
+        return " [SIMULATION: not a release]"
+    if kind == "unaccounted":
+        return f" [UNACCOUNTED: {accounting.get('reason')}]"
+    return ""
+
+
 @dataclass(frozen=True)
 class MetricRelease:
-    """One published scalar metric (a cohort mean), with its uncertainty.
+    """One published scalar metric (a cohort mean, or a ratio estimate), with its uncertainty.
 
     Attributes
     ----------
     metric : str
         The spec key (``name@version``).
     value : float
-        The noised mean.
+        The noised estimate.
     error_bar : float
-        Half-width of the (1 - alpha) interval from the noise alone.
+        Half-width of the (1 - alpha) interval from the noise alone (for a ratio
+        estimate, the larger side of its conservative interval).
     alpha : float
+        The level of ``error_bar``.
     noise_scale : float
-        Laplace scale of the noise on ``value`` (sensitivity / (epsilon * n)).
-    contributors : int
+        Laplace scale of the noise on ``value`` (sensitivity / (epsilon * cohort));
+        NaN for ratio estimates, whose noise is not a single Laplace.
+    cohort : int
+        Clients behind the value (for a ratio estimate: the noised count of clients
+        that have the metric).
     epsilon : float
         Privacy loss of this release.
-    partition_version : str or None
-    region : str or None
-    round_index : int or None
+    clip_low, clip_high : float
+        The spec's clip range (the value's possible range).
+    estimator : str
+        ``"mean"`` or ``"ratio"``.
+    accounting : dict
+        How it was charged: ``{"accounting": "ledger" | "unaccounted" | "simulation", ...}``.
+    bounded : bool
+        True when the value was clamped into the clip range for display (biased).
+
+    Examples
+    --------
+    >>> from spatialdp.federated import MetricSpec, aggregate_metric, device_report
+    >>> from spatialdp.privacy import Simulation
+    >>> import pandas as pd
+    >>> examples = pd.DataFrame({"client_id": np.arange(600), "loss": 0.8})
+    >>> spec = MetricSpec("loss", 0.0, 2.5)
+    >>> clients = device_report(examples, loss_spec=spec)
+    >>> rel = aggregate_metric(clients, spec, epsilon=1.0, target=Simulation(rng=0))
+    >>> rel.cohort, round(rel.error_bar, 4), rel.simulated
+    (600, 0.0125, True)
+    >>> low, high = rel.conf_int(alpha=0.01)   # exact for any alpha
+    >>> round(high - low, 4)
+    0.0192
     """
 
     metric: str
@@ -61,28 +101,68 @@ class MetricRelease:
     error_bar: float
     alpha: float
     noise_scale: float
-    contributors: int
+    cohort: int
     epsilon: float
+    clip_low: float = -math.inf
+    clip_high: float = math.inf
+    estimator: str = "mean"
     partition_version: str | None = None
-    region: str | None = None
+    region_id: str | None = None
     round_index: int | None = None
+    accounting: dict[str, Any] = field(default_factory=dict, compare=False)
+    bounded: bool = False
+    _state: dict[str, float] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def simulated(self) -> bool:
+        """True for a simulation's output (seeded noise): never publish it."""
+        return bool(self.accounting.get("simulated", False))
 
     @property
     def noise_std(self) -> float:
-        """Standard deviation of the noise on ``value`` (sqrt(2) x scale)."""
+        """Standard deviation of the Laplace noise on ``value`` (sqrt(2) x scale)."""
         return float(np.sqrt(2.0) * self.noise_scale)
 
-    def conf_int(self) -> tuple[float, float]:
-        """The (1 - alpha) interval ``value +/- error_bar``."""
-        return (self.value - self.error_bar, self.value + self.error_bar)
+    def conf_int(self, alpha: float | None = None) -> tuple[float, float]:
+        """Return the exact ``(1 - alpha)`` interval from the noise (default: the release's alpha).
+
+        A mean's interval is ``value +/- noise_scale * ln(1 / alpha)``; a ratio
+        estimate's is the conservative interval of
+        :func:`~spatialdp.federated._estimate.ratio_interval`.
+        """
+        level = self.alpha if alpha is None else check_alpha(alpha)
+        if self.estimator == "ratio":
+            from spatialdp.federated._estimate import ratio_interval
+
+            q = math.log(2.0 / level)
+            lo, hi = ratio_interval(np.array([self._state["num"]]), np.array([self._state["den"]]),
+                                    self._state["scale_num"] * q, self._state["scale_den"] * q,
+                                    self.clip_low, self.clip_high)
+            return float(lo[0]), float(hi[0])
+        half = self.noise_scale * math.log(1.0 / level)
+        return (self.value - half, self.value + half)
+
+    def bounded_display(self) -> MetricRelease:
+        """Return a copy with the value clamped into the clip range: for display, BIASED.
+
+        Clamping a noisy value pulls it towards the range, so averages of clamped
+        values are biased; publish the unclamped value, show this one.
+        """
+        return replace(self, value=float(np.clip(self.value, self.clip_low, self.clip_high)),
+                       bounded=True)
 
     def summary(self) -> str:
-        """One readable line."""
-        where = f" in {self.region}" if self.region is not None else ""
+        """Return one readable line."""
+        where = f" in {self.region_id}" if self.region_id is not None else ""
+        clamp = " (clamped for display, biased)" if self.bounded else ""
         return (
             f"{self.metric}{where}: {self.value:.4g} +/- {self.error_bar:.3g} "
-            f"({100 * (1 - self.alpha):.0f}%), n={self.contributors}, eps={self.epsilon:g}"
+            f"({100 * (1 - self.alpha):.0f}%){clamp}, cohort={self.cohort}, "
+            f"epsilon={self.epsilon:g}{_accounting_text(self.accounting)}"
         )
+
+    def _repr_html_(self) -> str:
+        return f"<code>{html.escape(self.summary())}</code>"
 
     def __repr__(self) -> str:
         return f"MetricRelease({self.summary()})"
@@ -94,6 +174,18 @@ class HistogramRelease:
 
     The buckets are one release (one client's mass is bounded in L1 across all
     of them), so every bucket carries the same error bar.
+
+    Examples
+    --------
+    >>> from spatialdp.federated import HistogramSpec, aggregate_histogram, device_report
+    >>> from spatialdp.privacy import Simulation
+    >>> import pandas as pd
+    >>> spec = HistogramSpec("err", edges=(1.0, 2.0))
+    >>> examples = pd.DataFrame({"client_id": np.arange(400), "error": 1.5})
+    >>> clients = device_report(examples, hist_spec=spec)
+    >>> rel = aggregate_histogram(clients, spec, epsilon=1.0, target=Simulation(rng=1))
+    >>> rel.labels, rel.cohort
+    (('<=1', '(1, 2]', '>2'), 400)
     """
 
     metric: str
@@ -102,20 +194,32 @@ class HistogramRelease:
     error_bar: float
     alpha: float
     noise_scale: float
-    contributors: int
+    cohort: int
     epsilon: float
     partition_version: str | None = None
-    region: str | None = None
+    region_id: str | None = None
     round_index: int | None = None
+    accounting: dict[str, Any] = field(default_factory=dict, compare=False)
 
-    def conf_int(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-        """Per-bucket (1 - alpha) intervals."""
-        return (self.values - self.error_bar, self.values + self.error_bar)
+    @property
+    def simulated(self) -> bool:
+        """True for a simulation's output (seeded noise): never publish it."""
+        return bool(self.accounting.get("simulated", False))
+
+    def conf_int(self, alpha: float | None = None
+                 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """Return per-bucket exact ``(1 - alpha)`` intervals (default: the release's alpha)."""
+        level = self.alpha if alpha is None else check_alpha(alpha)
+        half = self.noise_scale * math.log(1.0 / level)
+        return (self.values - half, self.values + half)
 
     def summary(self) -> str:
-        """One readable line per bucket."""
-        head = (f"{self.metric}: n={self.contributors}, eps={self.epsilon:g}, "
-                f"+/- {self.error_bar:.3g} per bucket")
+        """Return one readable line per bucket."""
+        head = (f"{self.metric}: cohort={self.cohort}, epsilon={self.epsilon:g}, "
+                f"+/- {self.error_bar:.3g} per bucket{_accounting_text(self.accounting)}")
         rows = [f"  {label:>12}  {v:.4f}" for label, v in
                 zip(self.labels, self.values, strict=True)]
         return "\n".join([head, *rows])
+
+    def _repr_html_(self) -> str:
+        return f"<pre>{html.escape(self.summary())}</pre>"

@@ -15,17 +15,15 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from spatialdp.exceptions import InvalidInput
+from spatialdp.federated.schema import RELIABILITY_CLASSES as _RELIABILITY_CLASSES
+from spatialdp.federated.schema import coarsen_count
 
 if TYPE_CHECKING:
     import geopandas as gpd
 
 
-#: Columns every regional report must have (besides ``geometry``).
+#: Columns a map needs (a subset of the report schema, :mod:`spatialdp.federated.schema`).
 REPORT_COLUMNS: tuple[str, ...] = ("value", "error_bar", "cohort", "reliability", "suppressed")
-
-# The reliability classes in order (US Census ACS coefficient-of-variation classes),
-# as spatialdp.federated.regional writes them.
-_RELIABILITY_CLASSES: tuple[str, ...] = ("high", "medium", "low", "suppressed")
 
 #: Fill opacity of each published reliability class on the maps.
 RELIABILITY_ALPHA: Mapping[str, float] = {"high": 1.0, "medium": 0.5, "low": 0.22}
@@ -114,6 +112,10 @@ def _column_name(meta: Mapping[str, Any], column: str) -> str:
 
 def _title(meta: Mapping[str, Any], column: str, n_suppressed: int, n_regions: int) -> str:
     head = _column_name(meta, column)
+    label = {"simulation": "SIMULATION", "unaccounted": "UNACCOUNTED"}.get(
+        str(meta.get("accounting")))
+    if label:
+        head = f"[{label}] {head}"
     if meta.get("round") is not None:
         head += f" · round {meta['round']}"
     details = []
@@ -122,5 +124,6 @@ def _title(meta: Mapping[str, Any], column: str, n_suppressed: int, n_regions: i
         details.append(eps)
     if meta.get("alpha") is not None:
         details.append(f"{1 - float(meta['alpha']):.0%} error bars")
-    details.append(f"{n_suppressed} of {n_regions} regions suppressed")
+    # The count is published only coarsened (seed 001), here as everywhere.
+    details.append(f"{coarsen_count(n_suppressed)} regions suppressed")
     return head + "\n" + " · ".join(details)

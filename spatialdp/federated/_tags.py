@@ -1,0 +1,189 @@
+"""Client reports carry their provenance in the data: who, where, under which specs.
+
+A client report is one row per client. Its provenance lives in columns (not in
+``DataFrame.attrs``, which ``pd.concat`` drops), so it survives concatenation,
+Parquet and CSV:
+
+==========================  =================================================
+index ``client_id``         the client, unique per release
+``region_id``               the client's region in the partition (with one)
+``partition_version``       the version of that partition
+``device_specs``            ``name=fingerprint`` of every spec the device
+                            clipped under, ``;``-separated
+==========================  =================================================
+
+The server reads a report only through :func:`read_reports`, which refuses a
+report that lacks any of them, repeats a client, mixes partition versions, or
+was clipped under another spec than the one being released.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+
+from spatialdp._validation import check_ids
+from spatialdp.exceptions import InvalidInput, PartitionMismatch
+from spatialdp.federated.metrics import HistogramSpec, MetricSpec
+
+__all__ = ["CLIENT_ID", "DEVICE_SPECS", "PARTITION_VERSION", "REGION_ID", "ClientTable",
+           "read_reports", "spec_tag"]
+
+CLIENT_ID = "client_id"
+REGION_ID = "region_id"
+PARTITION_VERSION = "partition_version"
+DEVICE_SPECS = "device_specs"
+
+Spec = MetricSpec | HistogramSpec
+
+
+def spec_tag(specs: Iterable[Spec]) -> str:
+    """The ``device_specs`` value for reports clipped under ``specs``.
+
+    Examples
+    --------
+    >>> spec_tag([MetricSpec("loss", 0, 2)]).startswith("loss=")
+    True
+    """
+    return ";".join(sorted(f"{s.name}={s.fingerprint}" for s in specs))
+
+
+def _parse(tag: str) -> dict[str, str]:
+    pairs = (item.split("=", 1) for item in str(tag).split(";") if "=" in item)
+    return {name: fp for name, fp in pairs}
+
+
+@dataclass(frozen=True)
+class ClientTable:
+    """A validated client report: ids, optional region positions, the frame itself."""
+
+    frame: pd.DataFrame
+    client_ids: pd.Index
+    positions: NDArray[np.int64] | None
+
+    def values(self, spec: Spec) -> NDArray[np.float64]:
+        """The spec's column(s) as float64: shape (n,) for a metric, (n, k) for a histogram."""
+        cols = spec.columns if isinstance(spec, HistogramSpec) else [spec.name]
+        data = self._numeric(cols, spec.key)
+        return data if isinstance(spec, HistogramSpec) else data[:, 0]
+
+    def presence(self, spec: MetricSpec) -> NDArray[np.float64] | None:
+        """The 0/1 presence column of a metric that has one."""
+        if spec.present is None:
+            return None
+        flags = self._numeric([spec.present], spec.key)[:, 0]
+        bad = (flags != 0) & (flags != 1)
+        if bad.any():
+            raise InvalidInput(
+                f"column {spec.present!r} has {int(bad.sum())} values other than 0 and 1; it "
+                "says whether a client has the metric: the device writes 0 or 1")
+        return flags
+
+    def _numeric(self, cols: Sequence[str], key: str) -> NDArray[np.float64]:
+        missing = [c for c in cols if c not in self.frame.columns]
+        if missing:
+            raise InvalidInput(
+                f"the client reports lack columns {missing} for metric {key}; run the device "
+                "module with this spec")
+        try:
+            data = self.frame[list(cols)].to_numpy(dtype=np.float64)
+        except (TypeError, ValueError):
+            raise InvalidInput(f"columns {list(cols)} of {key} are not numeric") from None
+        bad = ~np.isfinite(data)
+        if bad.any():
+            raise InvalidInput(
+                f"{key}: {int(bad.any(axis=1).sum())} clients sent NaN or infinite values; "
+                "devices send clipped finite numbers: find the device build that does not")
+        return data
+
+
+def _client_ids(frame: pd.DataFrame) -> pd.Index:
+    if CLIENT_ID in frame.columns:
+        ids = frame[CLIENT_ID]
+    elif frame.index.name == CLIENT_ID:
+        ids = frame.index.to_series()
+    else:
+        raise InvalidInput(
+            "the client reports have no client_id (neither an index of that name nor a "
+            "column); one client, one row needs the ids: use device_report's output")
+    return check_ids(ids.to_numpy(), CLIENT_ID)
+
+
+def _check_specs(frame: pd.DataFrame, specs: Sequence[Spec]) -> None:
+    if DEVICE_SPECS not in frame.columns:
+        raise InvalidInput(
+            "the client reports carry no device_specs column, so nothing shows which bounds "
+            "the devices clipped to; produce them with device_report(..., specs)")
+    tags = pd.Series(frame[DEVICE_SPECS]).astype(object)
+    if tags.isna().any():
+        raise InvalidInput(
+            f"{int(tags.isna().sum())} client reports have no device_specs; every report "
+            "must come from the device module")
+    codes, uniques = pd.factorize(tags)
+    for code, tag in enumerate(uniques):
+        device = _parse(tag)
+        for spec in specs:
+            have = device.get(spec.name)
+            if have != spec.fingerprint:
+                rows = int((codes == code).sum())
+                said = "no spec" if have is None else f"another spec ({have})"
+                raise InvalidInput(
+                    f"{rows} client reports were clipped under {said} for {spec.name!r}, not "
+                    f"the released {spec.key} ({spec.fingerprint}); their bounds may differ, "
+                    "so the noise would not cover them: re-run the device module with the "
+                    "released spec")
+
+
+def _positions(frame: pd.DataFrame, partition: object) -> NDArray[np.int64]:
+    from spatialdp.geo.partition import Partition
+
+    assert isinstance(partition, Partition)
+    for column in (PARTITION_VERSION, REGION_ID):
+        if column not in frame.columns:
+            raise InvalidInput(
+                f"the client reports have no {column!r} column; reports keyed by a region "
+                "must say on which partition: pass partition= to device_report")
+    versions = pd.unique(pd.Series(frame[PARTITION_VERSION]).astype(object))
+    wrong = [v for v in versions if v != partition.version]
+    if wrong:
+        raise PartitionMismatch(
+            f"client reports were assigned on partition version(s) {wrong[:3]}, but the "
+            f"release is on {partition.version!r}; reassign every client on one partition")
+    regions = pd.Index(pd.Series(frame[REGION_ID]).astype(object))
+    if regions.isna().any():
+        raise InvalidInput(f"{int(regions.isna().sum())} client reports have no region_id")
+    positions = partition.region_ids.get_indexer(regions)
+    if (positions < 0).any():
+        bad = pd.unique(np.asarray(regions)[positions < 0])[:3]
+        raise InvalidInput(
+            f"{int((positions < 0).sum())} clients are in regions that are not in "
+            f"{partition.key!r} (first: {list(bad)}); assign them with partition.assign()")
+    return positions.astype(np.int64)
+
+
+def read_reports(reports: object, specs: Sequence[Spec], partition: object | None = None
+                 ) -> ClientTable:
+    """Validate client reports for a release of ``specs`` (on ``partition``, if given).
+
+    Raises
+    ------
+    InvalidInput
+        Not a DataFrame, empty, no or repeated client ids, untagged, or clipped under
+        another spec.
+    PartitionMismatch
+        Tagged with another partition version.
+    """
+    if not isinstance(reports, pd.DataFrame):
+        raise InvalidInput(
+            f"client reports must be a DataFrame from device_report, got "
+            f"{type(reports).__name__}")
+    if len(reports) == 0:
+        raise InvalidInput("the client reports are empty; there is nothing to release")
+    ids = _client_ids(reports)
+    _check_specs(reports, specs)
+    positions = None if partition is None else _positions(reports, partition)
+    return ClientTable(reports, ids, positions)
