@@ -9,10 +9,13 @@ from spatialdp.exceptions import InvalidInput
 
 def test_states_and_cities_load() -> None:
     states = load_us_states()
-    assert len(states) == 48 and states.crs.to_epsg() == 4326
-    assert states.is_valid.all() and states.state.is_unique
+    assert len(states) == 48
+    assert states.crs.to_epsg() == 4326
+    assert states.is_valid.all()
+    assert states.state.is_unique
     cities = load_us_cities()
-    assert len(cities) > 3000 and (cities.population >= 15000).all()
+    assert len(cities) > 3000
+    assert (cities.population >= 15000).all()
     assert us_states_partition().n_regions == 48
 
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import geopandas as gpd
@@ -10,6 +11,8 @@ import pytest
 import shapely
 
 from spatialdp.exceptions import CRSError, InvalidCells, InvalidInput, PartitionMismatch
+from spatialdp.geo import UnassignedPointsWarning, _io
+from spatialdp.geo._interior import InteriorCellIndex
 from spatialdp.geo.partition import Partition
 
 # --------------------------------------------------------------------------- building
@@ -18,7 +21,9 @@ from spatialdp.geo.partition import Partition
 def test_from_h3_cells_sorted_and_versioned() -> None:
     cells = [h3.latlng_to_cell(40.0 + i * 0.1, -105.0, 6) for i in range(5)]
     part = Partition.from_h3_cells(cells[::-1], name="five")
-    assert part.kind == "h3" and part.resolution == 6 and part.n_regions == 5
+    assert part.kind == "h3"
+    assert part.resolution == 6
+    assert part.n_regions == 5
     assert list(part.region_ids) == sorted(cells)
     assert Partition.from_h3_cells(cells).version == part.version  # order-free, name-free
     assert Partition.from_h3_cells(cells[:4]).version != part.version
@@ -144,6 +149,45 @@ def test_assign_refuses_points_without_crs(colorado_h3: Partition) -> None:
         colorado_h3.assign()
 
 
+@pytest.fixture(scope="module")
+def europe() -> Partition:
+    area = gpd.GeoSeries([shapely.box(5, 45, 15, 55)], crs=4326)
+    return Partition.from_h3_cover(area, 5, containment="overlap", name="europe")
+
+
+def test_swapped_lonlat_warns(europe: Partition) -> None:
+    """3,180 points given as (lat, lon) used to be assigned 0 of 3,180 without a word."""
+    rng = np.random.default_rng(8)
+    lon, lat = rng.uniform(6, 14, 3180), rng.uniform(46, 54, 3180)
+    assert europe.assign(lon=lon, lat=lat).n_unassigned == 0
+    with pytest.warns(UnassignedPointsWarning,
+                      match=r"3,180 of 3,180 points \(100%\) fall in no region of 'europe@.*"
+                            r"lon and lat look swapped"):
+        result = europe.assign(lon=lat, lat=lon)  # swapped, yet inside [-180, 180] x [-90, 90]
+    assert result.n_unassigned == 3180
+    far = gpd.GeoSeries(gpd.points_from_xy(lon - 100, lat - 80), crs=4326)
+    with pytest.warns(UnassignedPointsWarning, match=r"3,180 of 3,180 .* or the points in "
+                                                     r"another CRS"):
+        europe.assign(far)
+
+
+def test_a_few_unassigned_points_do_not_warn(europe: Partition,
+                                            states_partition: Partition) -> None:
+    rng = np.random.default_rng(9)
+    lon, lat = rng.uniform(6, 14, 1000), rng.uniform(46, 54, 1000)
+    lon[:400] += 20  # 40% outside: no warning (warnings are errors in this suite)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert europe.assign(lon=lon, lat=lat).n_unassigned == 400
+        assert europe.assign(lon=lat[:99], lat=lon[:99]).n_unassigned == 99  # < 100 points
+        # A uniform scatter over the states' bounding box: a third falls in the sea.
+        box_lon, box_lat = rng.uniform(-125, -66, 5000), rng.uniform(24, 50, 5000)
+        assert 0 < states_partition.assign(lon=box_lon, lat=box_lat).n_unassigned < 2500
+    lon[:601] += 20
+    with pytest.warns(UnassignedPointsWarning, match="601 of 1,000 points"):
+        europe.assign(lon=lon, lat=lat)
+
+
 # --------------------------------------------------------------------------- polygons -> cells
 
 
@@ -159,9 +203,12 @@ def test_polygons_to_cells_csr(colorado_h3: Partition) -> None:
     inc = colorado_h3.polygons_to_cells(queries)
     assert inc.matrix.shape == (3, colorado_h3.n_regions)
     m = inc.cells_per_query
-    assert m[0] > 20 and m[1] == 0 and m[2] > 0
+    assert m[0] > 20
+    assert m[1] == 0
+    assert m[2] > 0
     assert inc.uncovered.tolist() == [1]
-    assert inc.cells_outside[0] == 0 and inc.cells_outside[2] > 0
+    assert inc.cells_outside[0] == 0
+    assert inc.cells_outside[2] > 0
     expected = set(h3.h3shape_to_cells_experimental(h3.geo_to_h3shape(queries.geometry[0]), 5))
     got = set(np.asarray(colorado_h3.region_ids)[inc.cell_indices(0)])
     assert got == expected
@@ -171,7 +218,8 @@ def test_polygons_to_cells_csr(colorado_h3: Partition) -> None:
         inc.answer(np.ones(3))
     overlap = colorado_h3.polygons_to_cells(queries, containment="overlap")
     full = colorado_h3.polygons_to_cells(queries, containment="full")
-    assert (full.cells_per_query <= m).all() and (m <= overlap.cells_per_query).all()
+    assert (full.cells_per_query <= m).all()
+    assert (m <= overlap.cells_per_query).all()
 
 
 def test_polygons_to_cells_needs_h3(states_partition: Partition, states: gpd.GeoDataFrame) -> None:
@@ -201,7 +249,8 @@ def test_rollup_and_coarsen(colorado_h3: Partition) -> None:
 def test_h3_adjacency_matches_are_neighbor_cells(colorado_h3: Partition) -> None:
     adj = colorado_h3.adjacency()
     ids = np.asarray(colorado_h3.region_ids)
-    assert (adj != adj.T).nnz == 0 and adj.diagonal().sum() == 0
+    assert (adj != adj.T).nnz == 0
+    assert adj.diagonal().sum() == 0
     rng = np.random.default_rng(0)
     for i in rng.choice(ids.size, 30, replace=False):
         row = set(ids[adj.indices[adj.indptr[i] : adj.indptr[i + 1]]])
@@ -225,13 +274,15 @@ def test_state_neighbours_share_borders(states_partition: Partition) -> None:
 def test_join_onto_geometries(colorado_h3: Partition, states_partition: Partition) -> None:
     some = colorado_h3.region_ids[:3]
     joined = colorado_h3.join(pd.Series([1.0, 2.0, 3.0], index=some, name="metric"))
-    assert isinstance(joined, gpd.GeoDataFrame) and len(joined) == colorado_h3.n_regions
+    assert isinstance(joined, gpd.GeoDataFrame)
+    assert len(joined) == colorado_h3.n_regions
     assert joined.metric.notna().sum() == 3
     assert (joined.geometry.geom_type == "Polygon").all()
     assert joined.attrs["partition_version"] == colorado_h3.version
     frame = pd.DataFrame({"region_id": ["CO", "UT"], "value": [1, 2]})
     states = states_partition.join(frame)
-    assert states.loc["CO", "value"] == 1 and np.isnan(states.loc["TX", "value"])
+    assert states.loc["CO", "value"] == 1
+    assert np.isnan(states.loc["TX", "value"])
     assert states_partition.join({"CO": 5}).loc["CO", "value"] == 5
     with pytest.raises(InvalidInput, match="are not regions of"):
         states_partition.join({"ZZ": 1})
@@ -247,8 +298,45 @@ def test_save_load_roundtrip(
         path = tmp_path / f"{part.name}.parquet"
         part.to_file(str(path))
         loaded = Partition.read_file(str(path), expected_version=part.version)
-        assert loaded == part and loaded.kind == part.kind and loaded.name == part.name
+        assert loaded == part
+        assert loaded.kind == part.kind
+        assert loaded.name == part.name
     assert list(tmp_path.glob("*.tmp")) == []
+
+
+@pytest.mark.parametrize("failing_call", [1, 2])  # GeoPandas' write; the metadata rewrite
+@pytest.mark.parametrize("had_old_file", [True, False])
+def test_failed_write_leaves_old_file_and_no_temporary(
+    tmp_path: Path, colorado_h3: Partition, monkeypatch: pytest.MonkeyPatch,
+    failing_call: int, had_old_file: bool,
+) -> None:
+    path = tmp_path / "p.parquet"
+    if had_old_file:
+        Partition.from_h3_cells(colorado_h3.region_ids[:5]).to_file(str(path))
+    before = path.read_bytes() if had_old_file else None
+    real_write = _io.pq.write_table
+    temporaries: list[Path] = []
+
+    def write_then_fail(table: object, where: object, *args: object, **kwargs: object) -> None:
+        calls = len(temporaries) + 1
+        temporaries.append(Path(str(where)))
+        if calls < failing_call:
+            real_write(table, where, *args, **kwargs)
+            return
+        Path(str(where)).write_bytes(b"PAR1 half a file")  # a crash midway
+        raise OSError("disk full")
+
+    monkeypatch.setattr(_io.pq, "write_table", write_then_fail)
+    with pytest.raises(OSError, match="disk full"):
+        colorado_h3.to_file(str(path))
+    assert len(temporaries) == failing_call
+    assert all(t.parent == tmp_path and t != path for t in temporaries)  # wrote a temporary
+    assert not any(t.exists() for t in temporaries)  # ...and removed it
+    assert sorted(tmp_path.iterdir()) == ([path] if had_old_file else [])
+    if had_old_file:
+        assert path.read_bytes() == before  # the old partition is intact
+        monkeypatch.undo()
+        assert Partition.read_file(str(path)).n_regions == 5
 
 
 def test_load_refuses_wrong_version_and_foreign_files(
@@ -282,7 +370,9 @@ def test_require_version(colorado_h3: Partition, states_partition: Partition) ->
     assert colorado_h3 != states_partition
 
 
-def test_interior_cell_shortcut_is_exact_near_borders(states: gpd.GeoDataFrame) -> None:
+def test_interior_cell_shortcut_is_exact_near_borders(
+    states: gpd.GeoDataFrame, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Large batches use interior H3 cells first; the answer must equal sjoin's."""
     part = Partition.from_geodataframe(states, "state")
     rng = np.random.default_rng(4)
@@ -293,8 +383,20 @@ def test_interior_cell_shortcut_is_exact_near_borders(states: gpd.GeoDataFrame) 
     jitter = rng.normal(0, 0.03, (60_000, 2))  # within ~3 km of a border
     lon = shapely.get_x(along) + jitter[:, 0]
     lat = shapely.get_y(along) + jitter[:, 1]
+    labelled: list[int] = []
+    real_lookup = InteriorCellIndex.lookup
+
+    def spy(self: InteriorCellIndex, lon: np.ndarray, lat: np.ndarray) -> np.ndarray:
+        positions = real_lookup(self, lon, lat)
+        labelled.append(int((positions >= 0).sum()))
+        return positions
+
+    monkeypatch.setattr(InteriorCellIndex, "lookup", spy)
     result = part.assign(lon=lon, lat=lat)
-    assert part._interior is not None  # the shortcut was used
+    # The shortcut ran once over the whole batch and labelled a good share of it
+    # (the rest, within its 2 km margin of a border, went to the exact test).
+    assert len(labelled) == 1
+    assert labelled[0] > 2_000  # about 4,700 of the 60,000
     pts = gpd.GeoDataFrame(geometry=gpd.points_from_xy(lon, lat), crs=4326)
     joined = gpd.sjoin(pts, part.regions.reset_index()[["region_id", "geometry"]],
                        how="left", predicate="intersects")

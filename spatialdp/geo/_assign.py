@@ -115,8 +115,8 @@ def warn_if_mostly_unassigned(partition: Partition, positions: NDArray[np.int64]
     if sample.size:
         placed = int((positions_of(partition, lat[sample], lon[sample]) >= 0).sum())
         if placed > sample.size / 2:
-            hint = (f"with lon and lat swapped, {placed:,} of {sample.size:,} of them fall "
-                    "in a region: pass lon=x (east-west) and lat=y (north-south)")
+            hint = (f"lon and lat look swapped: swapped, {placed:,} of the {sample.size:,} "
+                    "checked fall in a region; pass lon=x (east-west), lat=y (north-south)")
     west, south, east, north = partition.regions.total_bounds
     warnings.warn(
         f"{outside.size:,} of {n:,} points ({outside.size / n:.0%}) fall in no region of "

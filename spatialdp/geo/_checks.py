@@ -27,6 +27,7 @@ __all__ = [
     "check_lonlat",
     "check_polygons",
     "geometry_array",
+    "kind_name",
     "points_lonlat",
     "region_ids_of",
     "require_lonlat_crs",
@@ -36,6 +37,16 @@ __all__ = [
 LONLAT_EPSG = 4326
 
 _NUMERIC_KINDS = ("floating", "integer", "mixed-integer-float", "decimal", "empty")
+
+
+_KIND_NAMES = {"U": "string", "S": "bytes", "b": "bool", "c": "complex", "M": "datetime",
+               "m": "timedelta", "V": "raw", "O": "object", "f": "float", "i": "integer",
+               "u": "integer"}
+
+
+def kind_name(dtype: np.dtype[Any]) -> str:
+    """Return a plain name for the kind of values a numpy dtype holds ("string", "bool"...)."""
+    return _KIND_NAMES.get(dtype.kind, str(dtype))
 
 
 def short_repr(value: Any) -> str:
@@ -99,8 +110,7 @@ def _coordinates(values: Any, name: str) -> NDArray[np.float64]:
             raise InvalidInput(f"{name} holds {kind} values, not numbers; {fix}")
         return np.asarray(pd.Series(arr.ravel()).astype(np.float64), dtype=np.float64)
     if arr.dtype.kind not in "iuf":
-        kind = "bool" if arr.dtype.kind == "b" else str(arr.dtype)
-        raise InvalidInput(f"{name} holds {kind} values, not numbers; {fix}")
+        raise InvalidInput(f"{name} holds {kind_name(arr.dtype)} values, not numbers; {fix}")
     return np.asarray(arr, dtype=np.float64).ravel()
 
 
@@ -254,7 +264,7 @@ def check_degrees(geoms: NDArray[np.object_], what: str) -> None:
     bad_lat = (np.abs(lat) > 90).any(axis=1)
     if bad_lat.any():
         row = int(np.flatnonzero(bad_lat)[0])
-        value = lat[row][np.argmax(np.abs(lat[row]))]
+        value = float(lat[row][np.argmax(np.abs(lat[row]))])
         raise CRSError(
             f"{what}: latitude={value!r} at row {row} is outside [-90, 90]; are lon and "
             "lat swapped? shapely and GeoPandas take (x, y) = (lon, lat)"
@@ -262,7 +272,7 @@ def check_degrees(geoms: NDArray[np.object_], what: str) -> None:
     bad_lon = (np.abs(lon) > 180).any(axis=1)
     if bad_lon.any():
         row = int(np.flatnonzero(bad_lon)[0])
-        value = lon[row][np.argmax(np.abs(lon[row]))]
+        value = float(lon[row][np.argmax(np.abs(lon[row]))])
         raise CRSError(
             f"{what}: longitude={value!r} at row {row} is outside [-180, 180]; wrap "
             "longitudes into that range, and give a shape that crosses the antimeridian "

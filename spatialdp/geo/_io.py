@@ -6,12 +6,14 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import geopandas as gpd
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from spatialdp.exceptions import InvalidInput, PartitionMismatch
+from spatialdp.geo._checks import short_repr
 
 if TYPE_CHECKING:
     from spatialdp.geo.partition import Partition
@@ -19,9 +21,16 @@ if TYPE_CHECKING:
 _META_KEY = b"spatialdp.partition"
 
 
+def _check_path(path: Any) -> Path:
+    if not isinstance(path, (str, os.PathLike)):
+        raise InvalidInput(f"path={short_repr(path)} is a {type(path).__name__}, not a file "
+                           "path; pass a str or pathlib.Path")
+    return Path(path)
+
+
 def write_partition(partition: Partition, path: str | os.PathLike[str]) -> None:
     """Write atomically: temporary file in the same folder, then ``os.replace``."""
-    target = Path(path)
+    target = _check_path(path)
     frame = partition.regions.reset_index()
     meta = {
         "kind": partition.kind,
@@ -47,21 +56,34 @@ def read_partition(path: str | os.PathLike[str]) -> Partition:
     """Read a partition file and check that its content still hashes to its version."""
     from spatialdp.geo.partition import Partition
 
-    schema_meta = pq.read_schema(path).metadata or {}
+    _check_path(path)
+    fix = "build one with Partition.from_geodataframe(...) and save it with .to_file()"
+    try:
+        schema_meta = pq.read_schema(path).metadata or {}
+    except pa.ArrowInvalid as err:
+        raise InvalidInput(f"{path} is not a Parquet file ({err}); {fix}") from None
     if _META_KEY not in schema_meta:
         raise InvalidInput(
             f"{path} is not a spatialdp partition file (no {_META_KEY.decode()!r} metadata); "
-            "build one with Partition.from_geodataframe(...) and save it with .to_file()"
+            f"{fix}"
         )
-    meta = json.loads(schema_meta[_META_KEY])
+    try:
+        meta = json.loads(schema_meta[_META_KEY])
+        kind, name, version = meta["kind"], meta["name"], meta["version"]
+    except (ValueError, TypeError, KeyError):
+        raise InvalidInput(f"{path} has unreadable spatialdp metadata; rebuild the file from "
+                           "source and save it with .to_file()") from None
     frame = gpd.read_parquet(path)
-    if meta["kind"] == "h3":
-        part = Partition.from_h3_cells(frame["region_id"].to_numpy(), name=meta["name"])
+    if "region_id" not in frame.columns or kind not in ("h3", "polygons"):
+        raise InvalidInput(f"{path} has no region_id column or an unknown kind {kind!r}; "
+                           "rebuild the file from source and save it with .to_file()")
+    if kind == "h3":
+        part = Partition.from_h3_cells(frame["region_id"].to_numpy(), name=name)
     else:
-        part = Partition.from_geodataframe(frame, "region_id", name=meta["name"])
-    if part.version != meta["version"]:
+        part = Partition.from_geodataframe(frame, "region_id", name=name)
+    if part.version != version:
         raise PartitionMismatch(
-            f"{path} claims partition version {meta['version']!r} but its content hashes "
+            f"{path} claims partition version {version!r} but its content hashes "
             f"to {part.version!r}; the file was edited or corrupted: rebuild it from source"
         )
     return part

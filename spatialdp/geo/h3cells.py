@@ -25,7 +25,7 @@ from numpy.typing import ArrayLike, NDArray
 from spatialdp._validation import check_integer, check_resolution
 from spatialdp.exceptions import InvalidCells, InvalidInput
 from spatialdp.geo import _cover
-from spatialdp.geo._checks import check_lonlat, check_polygons, short_repr
+from spatialdp.geo._checks import check_lonlat, check_polygons, kind_name, short_repr
 from spatialdp.geo._cover import CONTAINMENT_MODES, MAX_LIST_CELLS
 
 __all__ = [
@@ -125,7 +125,8 @@ def parse_cells(cells: ArrayLike | Iterable[Any]) -> NDArray[np.uint64]:
             raise InvalidCells(f"negative H3 cell ids {values[values < 0][:3].tolist()}; {_FIX}")
         as_int = values.astype(np.uint64)
     else:
-        raise InvalidCells(f"H3 cell ids must be strings or integers, got {kind} values; {_FIX}")
+        named = kind_name(np.dtype(kind)) if len(kind) == 1 else kind
+        raise InvalidCells(f"H3 cell ids must be strings or integers, got {named} values; {_FIX}")
     valid = _arrow_to_numpy(h3ronpy.cells_valid(as_int, booleanarray=True)).astype(bool)
     if not valid.all():
         bad = [format(int(c), "x") for c in as_int[~valid][:3]]  # may not be cells at all
@@ -294,7 +295,7 @@ def check_cell_values(values: ArrayLike, n_cells: int, name: str) -> NDArray[Any
     if arr.dtype.kind == "b":
         arr = arr.astype(np.int64)
     if arr.dtype.kind not in "iuf":
-        raise InvalidInput(f"{name} holds {arr.dtype} values, not numbers; "
+        raise InvalidInput(f"{name} holds {kind_name(arr.dtype)} values, not numbers; "
                            "give one number per cell")
     if arr.shape != (n_cells,):
         raise InvalidInput(f"{name} has shape {arr.shape}, but there are {n_cells} cells; "
