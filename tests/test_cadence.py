@@ -157,14 +157,51 @@ def test_no_shift_only_false_alarms_fire() -> None:
     [
         ({"half_width": 0.05, "epoch_budget": 1.0}, "pass exactly one"),
         ({}, "pass exactly one"),
-        ({"half_width": 0.05, "every": 0}, "every=0 is not an integer >= 1"),
-        ({"half_width": 0.05, "alpha": 1.5}, r"alpha=1.5 is not in \(0, 1\)"),
-        ({"half_width": -1.0}, r"half_width=-1.0 is not > 0"),
-        ({"half_width": 0.05, "mechanism": "exponential"}, "mechanism='exponential'"),
-        ({"half_width": 0.05, "cohort": 0}, "cohort=0 is not an integer >= 1"),
+        ({"half_width": 0.05, "every": 0}, "every=0 is below the limit >= 1; pass a whole"),
+        ({"half_width": 0.05, "every": 2.5}, "every=2.5 is not a whole number"),
+        ({"half_width": 0.05, "every": True}, "every=True is a bool, not a number"),
+        ({"half_width": 0.05, "alpha": 1.5}, r"alpha=1.5 is above the limit < 1; pass a level"),
+        ({"half_width": -1.0}, r"half_width=-1.0 is below the limit > 0"),
+        ({"half_width": "0.05"}, r"half_width='0.05' is a string, not a number"),
+        ({"half_width": math.inf}, r"half_width=inf is not finite"),
+        ({"epoch_budget": math.nan}, r"epoch_budget=nan is not finite"),
+        ({"half_width": 0.05, "shift": math.nan}, r"shift=nan is not finite"),
+        ({"half_width": 0.05, "confidence": 1.0}, r"confidence=1.0 is above the limit < 1"),
+        ({"half_width": 0.05, "mechanism": "exponential"}, "mechanism='exponential' is not one"),
+        ({"half_width": 0.05, "cohort": 0}, "cohort=0 is below the limit >= 1"),
+        ({"half_width": 0.05, "sensitivity": np.float64(-1)}, "sensitivity=.*below the limit"),
     ],
 )
 def test_invalid_plans_are_refused(kwargs: dict[str, object], pattern: str) -> None:
     args: dict[str, object] = {"every": 4, "shift": 0.1, **BASE, **kwargs}
     with pytest.raises(InvalidInput, match=pattern):
         plan_cadence(**args)
+
+
+def test_numpy_scalars_are_accepted_like_python_numbers() -> None:
+    plain = plan_cadence(every=4, shift=0.1, half_width=0.05, **BASE)
+    numpy = plan_cadence(every=np.int64(4), shift=np.float32(0.1), half_width=np.float64(0.05),
+                         sensitivity=np.float64(1.0), cohort=np.int32(500),
+                         rounds_per_epoch=np.int64(24), alpha=np.float64(0.05))
+    assert numpy.loss_per_epoch == pytest.approx(plain.loss_per_epoch)
+    assert isinstance(numpy.every, int)
+    assert numpy.releases_per_epoch == plain.releases_per_epoch
+
+
+@pytest.mark.parametrize(
+    ("call", "pattern"),
+    [
+        (lambda: half_width_for_loss(sensitivity=1.0, cohort=500, loss=0.1, mechanism="x"),
+         "mechanism='x' is not one of the accepted values"),
+        (lambda: loss_for_half_width(sensitivity=1.0, cohort=0, half_width=0.1),
+         "cohort=0 is below the limit"),
+        (lambda: detection_probability("0.1", 0.05), "shift='0.1' is a string"),
+        (lambda: detection_probability(0.1, 0.05, alpha=0.0), "alpha=0.0 is below the limit"),
+        (lambda: cadence_table([], shift=0.1, epoch_budget=1.0, **BASE), "every=.* is empty"),
+        (lambda: cadence_table(4, shift=0.1, epoch_budget=1.0, **BASE),
+         "every=4 is a int, not a list of cadences"),
+    ],
+)
+def test_every_public_function_uses_the_validation_layer(call: object, pattern: str) -> None:
+    with pytest.raises(InvalidInput, match=pattern):
+        call()  # type: ignore[operator]

@@ -7,8 +7,7 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
-from spatialdp.exceptions import LedgerError
-from spatialdp.privacy._ledger_schema import UP
+from spatialdp.privacy._ledger_files import ledger_error
 from spatialdp.privacy.budget import LineItem
 
 if TYPE_CHECKING:
@@ -25,7 +24,7 @@ def summary_frame(
     unit: str,
     to_epsilon: Callable[[float], float] | None,
 ) -> pd.DataFrame:
-    """Line items plus ``evaluation`` subtotal and ``total`` rows, as floats."""
+    """Return line items plus ``evaluation`` subtotal and ``total`` rows, as floats."""
     import pandas as pd
 
     keys = ("base_cap", "borrowed", "cap", "spent", "remaining", "n_charges")
@@ -45,7 +44,7 @@ def summary_frame(
 
 
 def audit_frame(conn: sqlite3.Connection, unit: str, epoch: int | None) -> pd.DataFrame:
-    """The ``charges`` table, oldest first, amounts as floats, times as UTC datetimes."""
+    """Return the ``charges`` table, oldest first, amounts as floats, times as UTC datetimes."""
     import pandas as pd
 
     sql = f"SELECT {_AUDIT_COLUMNS} FROM charges"
@@ -63,7 +62,7 @@ def audit_frame(conn: sqlite3.Connection, unit: str, epoch: int | None) -> pd.Da
 
 
 def borrows_frame(conn: sqlite3.Connection) -> pd.DataFrame:
-    """The ``borrows`` table, by epoch."""
+    """Return the ``borrows`` table, by epoch."""
     import pandas as pd
 
     cur = conn.execute("SELECT * FROM borrows ORDER BY epoch")
@@ -73,42 +72,9 @@ def borrows_frame(conn: sqlite3.Connection) -> pd.DataFrame:
     return df
 
 
-def verify(
-    conn: sqlite3.Connection, path: str, cap_of: Callable[[int, str], Decimal]
-) -> dict[str, int]:
-    """Integrity check, totals == sum of audit rows, spent <= cap; raise LedgerError if not."""
-    check = [r[0] for r in conn.execute("PRAGMA integrity_check")]
+def integrity(conn: sqlite3.Connection, path: str) -> None:
+    """Run SQLite's ``integrity_check`` on the file; raise :class:`LedgerError` if it fails."""
+    check = [str(r[0]) for r in conn.execute("PRAGMA integrity_check")]
     if check != ["ok"]:
-        raise LedgerError(
-            f"SQLite integrity_check failed on {path!r}: {check[:5]}; restore the ledger "
-            "from a backup."
-        )
-    sums: dict[tuple[int, str], tuple[Decimal, int]] = {}
-    for ep, item, charged in conn.execute(
-        "SELECT epoch, line_item, charged FROM charges ORDER BY seq"
-    ):
-        s, n = sums.get((ep, item), (Decimal(0), 0))
-        sums[(ep, item)] = (UP.add(s, Decimal(charged)), n + 1)
-    totals = {
-        (ep, it): (Decimal(s), int(n))
-        for ep, it, s, n in conn.execute("SELECT epoch, line_item, spent, n_charges FROM spend")
-    }
-    if sums != totals:
-        bad = sorted(set(sums.items()) ^ set(totals.items()))[:3]
-        raise LedgerError(
-            f"line-item totals disagree with the audit rows in {path!r} ({bad}); the file was "
-            "modified outside PrivacyLedger. Restore it from a backup."
-        )
-    for (ep, item), (s, _) in totals.items():
-        cap = cap_of(ep, item)
-        if s > cap:
-            raise LedgerError(
-                f"epoch {ep} line item {item!r} spent {s}, above its cap {cap}, in {path!r}; "
-                "the file was modified outside PrivacyLedger. Restore it from a backup."
-            )
-    n_borrows = conn.execute("SELECT COUNT(*) FROM borrows").fetchone()[0]
-    return {
-        "charges": sum(n for _, n in sums.values()),
-        "line_items": len(totals),
-        "borrows": int(n_borrows),
-    }
+        raise ledger_error(path, f"fails SQLite's integrity_check: {check[:5]}",
+                           "restore the ledger from a backup")

@@ -8,12 +8,11 @@ past a cap. Charges are rounded up and caps down, so rounding never overspends.
 
 from __future__ import annotations
 
-import math
 import sqlite3
+from contextlib import closing
 from datetime import UTC, datetime
 from decimal import ROUND_CEILING, ROUND_FLOOR, Context, Decimal
-
-from spatialdp.exceptions import InvalidInput, LedgerError
+from functools import cache
 
 SCHEMA_VERSION = 1
 APPLICATION = "spatialdp.PrivacyLedger"
@@ -21,6 +20,16 @@ APPLICATION = "spatialdp.PrivacyLedger"
 #: Rounding for amounts that are charged (up) and for caps (down).
 UP = Context(prec=40, rounding=ROUND_CEILING)
 DOWN = Context(prec=40, rounding=ROUND_FLOOR)
+
+#: Settings every ledger stores in its ``meta`` table.
+SETTINGS = (
+    "application",
+    "schema_version",
+    "accounting",
+    "epoch_budget",
+    "evaluation_share",
+    "global_share",
+)
 
 DDL = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -67,8 +76,31 @@ CREATE TABLE IF NOT EXISTS borrows (
 """
 
 
-def dec(x: float | int | str | Decimal) -> Decimal:
-    """The decimal the caller wrote: ``dec(0.1) == Decimal('0.1')``."""
+@cache
+def table_columns() -> dict[str, tuple[str, ...]]:
+    """Return the columns of every ledger table, read from :data:`DDL` itself.
+
+    Examples
+    --------
+    >>> table_columns()["spend"]
+    ('epoch', 'line_item', 'spent', 'n_charges')
+    """
+    with closing(sqlite3.connect(":memory:")) as conn:
+        conn.executescript(DDL)
+        tables = [r[0] for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
+            "ORDER BY rowid")]
+        return {t: tuple(r[1] for r in conn.execute(f"PRAGMA table_info({t})")) for t in tables}
+
+
+def dec(x: float | str | Decimal) -> Decimal:
+    """Return the decimal the caller wrote: ``dec(0.1) == Decimal('0.1')``.
+
+    Examples
+    --------
+    >>> dec(0.1)
+    Decimal('0.1')
+    """
     if isinstance(x, Decimal):
         return x
     if isinstance(x, str):
@@ -77,61 +109,20 @@ def dec(x: float | int | str | Decimal) -> Decimal:
 
 
 def fmt(x: Decimal) -> str:
-    """Exact, round-trippable text for storage."""
+    """Return exact, round-trippable text for storage."""
     return str(x)
 
 
-def connect(path: str, timeout: float) -> sqlite3.Connection:
-    """Open ``path`` in autocommit mode (transactions are explicit) with a busy timeout."""
-    conn = sqlite3.connect(path, timeout=timeout, isolation_level=None)
-    conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
-    if path != ":memory:" and not path.startswith("file::memory:"):
-        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-        if str(mode).lower() != "wal":  # pragma: no cover - e.g. network filesystems
-            conn.execute("PRAGMA journal_mode = DELETE")
-    conn.execute("PRAGMA synchronous = FULL")
-    conn.execute("PRAGMA foreign_keys = ON")
-    return conn
+def initialise(conn: sqlite3.Connection, config: dict[str, str]) -> None:
+    """Create the schema in an empty database and store ``config`` in ``meta``.
 
-
-def read_meta(conn: sqlite3.Connection) -> dict[str, str]:
-    """The meta table as a dict, or ``{}`` for a fresh database."""
-    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    if "meta" not in tables:
-        if tables - {"sqlite_sequence"}:
-            raise LedgerError(
-                f"the database holds tables {sorted(tables)} but no 'meta' table, so it is not "
-                "a spatialdp privacy ledger; open a new file or the ledger's own file."
-            )
-        return {}
-    return dict(conn.execute("SELECT key, value FROM meta").fetchall())
-
-
-def check_version(meta: dict[str, str], path: str) -> None:
-    """Refuse files written by another application or a newer schema."""
-    if meta.get("application") != APPLICATION:
-        raise LedgerError(
-            f"{path!r} has application={meta.get('application')!r} in its meta table, "
-            f"expected {APPLICATION!r}; it is not a spatialdp privacy ledger."
-        )
-    version = int(meta.get("schema_version", "0"))
-    if version > SCHEMA_VERSION:
-        raise LedgerError(
-            f"{path!r} has ledger schema version {version}, newer than the {SCHEMA_VERSION} "
-            "this spatialdp understands; upgrade spatialdp to read it."
-        )
-    if version < 1:
-        raise LedgerError(
-            f"{path!r} has ledger schema version {version}; versions start at 1. "
-            "The file is damaged or not a ledger."
-        )
-
-
-def initialise(conn: sqlite3.Connection, config: dict[str, str]) -> dict[str, str]:
-    """Create the schema and store ``config`` unless another process got there first.
-
-    Returns the stored meta (which may differ from ``config`` if the file was
-    created concurrently; the caller compares).
+    Parameters
+    ----------
+    conn : sqlite3.Connection
+        Connection in autocommit mode to a database nobody else can see yet
+        (a temporary file, or ``":memory:"``).
+    config : dict of str to str
+        The settings to store besides ``application`` and ``schema_version``.
     """
     conn.execute("BEGIN IMMEDIATE")
     try:
@@ -139,43 +130,17 @@ def initialise(conn: sqlite3.Connection, config: dict[str, str]) -> dict[str, st
             if stmt.strip():
                 conn.execute(stmt)
         rows = {"application": APPLICATION, "schema_version": str(SCHEMA_VERSION), **config}
-        conn.executemany(
-            "INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)", sorted(rows.items())
-        )
-        meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+        conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)", sorted(rows.items()))
         conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
         raise
-    return meta
 
 
 def now() -> str:
-    """UTC time stamp, ISO 8601 with microseconds."""
+    """Return the UTC time, ISO 8601 with microseconds."""
     return datetime.now(UTC).isoformat(timespec="microseconds")
-
-
-def check_text(label: str, value: object, example: str) -> str:
-    """A non-empty audit string, stripped."""
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidInput(f"{label}={value!r} is empty; the audit trail needs it, e.g. {example}.")
-    return value.strip()
-
-
-def check_epoch(epoch: object) -> int:
-    """An epoch number (int >= 0)."""
-    if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
-        raise InvalidInput(f"epoch={epoch!r} is not an integer >= 0; number epochs 0, 1, 2, ...")
-    return epoch
-
-
-def check_positive(label: str, value: object) -> Decimal:
-    """A finite loss > 0, as the decimal the caller wrote."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise InvalidInput(f"{label}={value!r} is not a finite number; pass a positive loss.")
-    if value <= 0:
-        raise InvalidInput(f"{label}={value!r} is not > 0; a charge must be a positive loss.")
-    return dec(value)
 
 
 def add_to_total(conn: sqlite3.Connection, epoch: int, item: str, new_total: Decimal) -> None:

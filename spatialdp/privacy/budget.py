@@ -23,9 +23,11 @@ import math
 import warnings
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Literal
+from typing import Any, Literal
 
-from spatialdp.exceptions import InvalidInput
+import numpy as np
+
+from spatialdp._validation import check_count, check_number, fail
 
 __all__ = [
     "Accounting",
@@ -66,15 +68,18 @@ class LineItem(StrEnum):
         --------
         >>> LineItem.parse("evaluation.regional") is LineItem.EVALUATION_REGIONAL
         True
+        >>> LineItem.parse("marketing")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        spatialdp.exceptions.InvalidInput: line_item='marketing' is not one of the ledger's ...
         """
-        try:
+        if isinstance(value, cls):
+            return value
+        allowed = [m.value for m in cls]
+        if isinstance(value, str) and value in allowed:
             return cls(value)
-        except ValueError:
-            allowed = ", ".join(repr(m.value) for m in cls)
-            raise InvalidInput(
-                f"line item {value!r} is not one of the ledger's line items ({allowed}); "
-                "pass one of those (or a LineItem member)."
-            ) from None
+        raise fail("line_item", value, "is not one of the ledger's line items",
+                   f"pass one of {allowed} (or a LineItem member)")
 
     @property
     def is_evaluation(self) -> bool:
@@ -82,12 +87,8 @@ class LineItem(StrEnum):
         return self is not LineItem.TRAINING
 
 
-def _check_fraction(name: str, value: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not (0.0 <= value <= 1.0):
-        raise InvalidInput(
-            f"{name}={value!r} is not a fraction in [0, 1]; pass a share such as 0.3 (=30%)."
-        )
-    return float(value)
+def _check_fraction(name: str, value: Any) -> float:
+    return check_number(value, name, low=0.0, high=1.0, fix="pass a share such as 0.3 (=30%)")
 
 
 @dataclass(frozen=True)
@@ -139,7 +140,20 @@ class BudgetSplit:
             )
 
     def allocate(self, epoch_budget: float) -> dict[str, float]:
-        """Split ``epoch_budget`` into the three line-item caps (floats, for display)."""
+        """Split ``epoch_budget`` into the three line-item caps (floats, for display).
+
+        Parameters
+        ----------
+        epoch_budget : float
+            The per-client budget of an epoch, positive and finite.
+
+        Returns
+        -------
+        dict of str to float
+            Cap of each line item, keyed by its name.
+        """
+        epoch_budget = check_number(epoch_budget, "epoch_budget", low=0.0, low_open=True,
+                                    fix="pass a positive finite budget such as 1.0")
         evaluation = epoch_budget * self.evaluation_share
         glob = evaluation * self.global_share
         return {
@@ -154,19 +168,20 @@ class BudgetSplit:
 # --------------------------------------------------------------------------------------
 
 
-def _check_name(name: object) -> str:
-    if not isinstance(name, str) or not name.strip():
-        raise InvalidInput(
-            f"structure name {name!r} is empty; name the partition or histogram released "
-            "over, with its version, e.g. 'partition:us48@ab12cd'."
-        )
-    return name
+def _check_name(obj: object, name: object) -> None:
+    fix = ("name the partition or histogram released over, with its version, "
+           "e.g. 'partition:us48@ab12cd'")
+    if not isinstance(name, str):
+        raise fail("name", name, f"is a {type(name).__name__}, not a string", fix)
+    if not name.strip():
+        raise fail("name", name, "is empty", fix)
+    object.__setattr__(obj, "name", name)
 
 
-def _check_count(label: str, value: object, low: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise InvalidInput(f"{label}={value!r} must be an integer >= {low}.")
-    return value
+def _check_parts(obj: object, *fields: str) -> None:
+    """Store each count field as a Python int >= 1 (numpy integers accepted)."""
+    for field in fields:
+        object.__setattr__(obj, field, check_count(getattr(obj, field), field, low=1))
 
 
 class _ChargedOnce:
@@ -203,7 +218,7 @@ class Single(_ChargedOnce):
     kind = "single"
 
     def __post_init__(self) -> None:
-        _check_name(self.name)
+        _check_name(self, self.name)
 
     @property
     def parts(self) -> int:
@@ -211,7 +226,7 @@ class Single(_ChargedOnce):
         return 1
 
     def describe(self) -> str:
-        """A one-line description for the audit trail."""
+        """Return a one-line description for the audit trail."""
         return f"single {self.name!r}"
 
 
@@ -234,11 +249,11 @@ class Disjoint(_ChargedOnce):
     kind = "disjoint"
 
     def __post_init__(self) -> None:
-        _check_name(self.name)
-        _check_count("parts", self.parts)
+        _check_name(self, self.name)
+        _check_parts(self, "parts")
 
     def describe(self) -> str:
-        """A one-line description for the audit trail."""
+        """Return a one-line description for the audit trail."""
         return f"disjoint {self.name!r}, {self.parts} parts, charged once"
 
 
@@ -277,14 +292,16 @@ class Overlapping:
     kind = "overlapping"
 
     def __post_init__(self) -> None:
-        _check_name(self.name)
-        _check_count("parts", self.parts)
-        _check_count("max_parts_per_client", self.max_parts_per_client)
+        _check_name(self, self.name)
+        _check_parts(self, "parts", "max_parts_per_client")
+        if not isinstance(self.calibrated, bool | np.bool_):
+            raise fail("calibrated", self.calibrated,
+                       f"is a {type(self.calibrated).__name__}, not a bool", "pass True or False")
+        object.__setattr__(self, "calibrated", bool(self.calibrated))
         if self.max_parts_per_client > self.parts:
-            raise InvalidInput(
-                f"max_parts_per_client={self.max_parts_per_client} exceeds parts={self.parts}; "
-                "a client cannot touch more parts than are released. Lower the bound."
-            )
+            raise fail("max_parts_per_client", self.max_parts_per_client,
+                       f"exceeds parts={self.parts}: a client cannot touch more parts than "
+                       "are released", "lower the bound")
 
     @property
     def multiplier(self) -> int:
@@ -292,7 +309,7 @@ class Overlapping:
         return 1 if self.calibrated else self.max_parts_per_client
 
     def describe(self) -> str:
-        """A one-line description for the audit trail."""
+        """Return a one-line description for the audit trail."""
         how = "sensitivity calibrated to k" if self.calibrated else "basic composition x k"
         return (
             f"overlapping {self.name!r}, {self.parts} parts, "
@@ -308,25 +325,28 @@ Structure = Single | Disjoint | Overlapping
 # --------------------------------------------------------------------------------------
 
 
-def _check_nonneg(name: str, value: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise InvalidInput(f"{name}={value!r} is not a finite number; pass a value >= 0.")
-    if value < 0:
-        raise InvalidInput(f"{name}={value!r} is negative; privacy losses are >= 0.")
-    return float(value)
+def _check_nonneg(name: str, value: Any) -> float:
+    return check_number(value, name, low=0.0, fix="privacy losses are finite and >= 0")
 
 
-def _check_delta(delta: float) -> float:
-    if isinstance(delta, bool) or not isinstance(delta, int | float) or not 0.0 < delta < 1.0:
-        raise InvalidInput(
-            f"delta={delta!r} is not in (0, 1); pass a small failure probability "
-            "such as 1e-6 (well below 1/population)."
-        )
-    return float(delta)
+def _check_delta(delta: Any) -> float:
+    return check_number(delta, "delta", low=0.0, high=1.0, low_open=True, high_open=True,
+                        fix="pass a small failure probability such as 1e-6 (well below "
+                        "1/population)")
 
 
 def epsilon_to_rho(epsilon: float) -> float:
-    """The zCDP rho of a pure epsilon-DP release: ``epsilon**2 / 2``.
+    """Return the zCDP rho of a pure epsilon-DP release: ``epsilon**2 / 2``.
+
+    Parameters
+    ----------
+    epsilon : float
+        The pure-DP loss, finite and ``>= 0``.
+
+    Returns
+    -------
+    float
+        ``epsilon**2 / 2`` (Bun & Steinke 2016, Prop. 1.4).
 
     Examples
     --------
@@ -338,9 +358,21 @@ def epsilon_to_rho(epsilon: float) -> float:
 
 
 def rho_to_epsilon_classic(rho: float, delta: float) -> float:
-    """The classic bound ``rho + 2 sqrt(rho ln(1/delta))`` (Bun & Steinke 2016, Prop. 1.3).
+    """Return the classic bound ``rho + 2 sqrt(rho ln(1/delta))`` (Bun & Steinke, Prop. 1.3).
 
     Looser than :func:`rho_to_epsilon`; kept for comparison.
+
+    Parameters
+    ----------
+    rho : float
+        The zCDP loss, finite and ``>= 0``.
+    delta : float
+        Failure probability, strictly between 0 and 1.
+
+    Returns
+    -------
+    float
+        An epsilon such that rho-zCDP implies (epsilon, delta)-DP.
 
     Examples
     --------
@@ -353,12 +385,24 @@ def rho_to_epsilon_classic(rho: float, delta: float) -> float:
 
 
 def rho_to_epsilon(rho: float, delta: float) -> float:
-    """The smallest epsilon such that rho-zCDP implies (epsilon, delta)-DP.
+    """Return the smallest epsilon such that rho-zCDP implies (epsilon, delta)-DP.
 
     Uses OpenDP's ``make_zCDP_to_approxDP``, which implements the exact
     conversion of Canonne, Kamath & Steinke (2020, Prop. 12) with conservative
     (upward) rounding. The measurement handed to OpenDP is a Gaussian mechanism
     whose privacy map at the chosen input distance is at least ``rho``.
+
+    Parameters
+    ----------
+    rho : float
+        The zCDP loss, finite and ``>= 0``.
+    delta : float
+        Failure probability, strictly between 0 and 1.
+
+    Returns
+    -------
+    float
+        The epsilon, rounded up.
 
     Examples
     --------
@@ -378,5 +422,5 @@ def rho_to_epsilon(rho: float, delta: float) -> float:
     gauss = dp.m.make_gaussian(
         dp.atom_domain(T=float, nan=False), dp.absolute_distance(T=float), scale=1.0
     )
-    curve = dp.c.make_zCDP_to_approxDP(gauss).map(d_in)
+    curve = dp.c.make_zCDP_to_approxDP(gauss).map(d_in)  # type: ignore[no-untyped-call]
     return float(curve.epsilon(d))

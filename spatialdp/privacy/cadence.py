@@ -33,11 +33,18 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from scipy.stats import norm
 
-from spatialdp.exceptions import InvalidInput
+from spatialdp._validation import (
+    check_alpha,
+    check_choice,
+    check_count,
+    check_number,
+    check_positive,
+    fail,
+)
 from spatialdp.privacy.accuracy import half_width as accuracy_half_width
 
 if TYPE_CHECKING:
@@ -56,37 +63,22 @@ __all__ = [
 Mechanism = Literal["laplace", "gaussian"]
 
 
-def _pos(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise InvalidInput(f"{name}={value!r} is not a finite number; pass a value > 0.")
-    if value <= 0:
-        raise InvalidInput(f"{name}={value!r} is not > 0; pass a positive value.")
-    return float(value)
+def _pos(name: str, value: Any) -> float:
+    return check_positive(value, name)
 
 
-def _count(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidInput(f"{name}={value!r} is not an integer >= 1; pass a whole number.")
-    return value
+def _count(name: str, value: Any) -> int:
+    return check_count(value, name, low=1)
 
 
-def _prob(name: str, value: float) -> float:
-    if not 0.0 < value < 1.0:
-        raise InvalidInput(f"{name}={value!r} is not in (0, 1); e.g. alpha=0.05 for 95% bars.")
-    return value
-
-
-def _check_mechanism(mechanism: str) -> None:
-    if mechanism not in ("laplace", "gaussian"):
-        raise InvalidInput(
-            f"mechanism={mechanism!r} is not 'laplace' (pure epsilon) or 'gaussian' (zCDP rho)."
-        )
+def _check_mechanism(mechanism: Any) -> Mechanism:
+    return check_choice(mechanism, "mechanism", ("laplace", "gaussian"))
 
 
 def _width_factor(alpha: float, mechanism: Mechanism) -> float:
-    """Half-width / noise scale: ln(1/alpha) for Laplace, z_{1-alpha/2} for Gaussian."""
-    _check_mechanism(mechanism)
-    return float(accuracy_half_width(mechanism, 1.0, m=1, alpha=_prob("alpha", alpha)))
+    """Return half-width / noise scale: ln(1/alpha) for Laplace, z_{1-alpha/2} for Gaussian."""
+    mechanism = _check_mechanism(mechanism)
+    return float(accuracy_half_width(mechanism, 1.0, m=1, alpha=check_alpha(alpha)))
 
 
 def half_width_for_loss(
@@ -97,15 +89,32 @@ def half_width_for_loss(
     alpha: float = 0.05,
     mechanism: Mechanism = "laplace",
 ) -> float:
-    """Half-width of the (1 - alpha) error bar on a regional mean released at ``loss``.
+    """Return the half-width of the (1 - alpha) error bar on a regional mean released at ``loss``.
 
-    ``loss`` is epsilon for ``"laplace"`` and rho for ``"gaussian"``.
+    Parameters
+    ----------
+    sensitivity : float
+        How far one client can move the regional sum (the clip width), > 0.
+    cohort : int
+        Clients in the region, >= 1.
+    loss : float
+        Per-release epsilon for ``"laplace"``, rho for ``"gaussian"``.
+    alpha : float, default 0.05
+        One minus the bar's coverage.
+    mechanism : {"laplace", "gaussian"}
+        The noise added.
+
+    Returns
+    -------
+    float
+        The half-width, in the metric's unit.
 
     Examples
     --------
     >>> round(half_width_for_loss(sensitivity=1.0, cohort=500, loss=0.1), 5)
     0.05991
     """
+    mechanism = _check_mechanism(mechanism)
     d, n, lo = _pos("sensitivity", sensitivity), _count("cohort", cohort), _pos("loss", loss)
     scale = d / (n * lo) if mechanism == "laplace" else d / (n * math.sqrt(2.0 * lo))
     return _width_factor(alpha, mechanism) * scale
@@ -119,13 +128,32 @@ def loss_for_half_width(
     alpha: float = 0.05,
     mechanism: Mechanism = "laplace",
 ) -> float:
-    """The per-release epsilon (Laplace) or rho (Gaussian) giving a target half-width.
+    """Return the per-release epsilon (Laplace) or rho (Gaussian) giving a target half-width.
+
+    Parameters
+    ----------
+    sensitivity : float
+        How far one client can move the regional sum (the clip width), > 0.
+    cohort : int
+        Clients in the region, >= 1.
+    half_width : float
+        The target half-width of the (1 - alpha) error bar on the mean, > 0.
+    alpha : float, default 0.05
+        One minus the bar's coverage.
+    mechanism : {"laplace", "gaussian"}
+        The noise added.
+
+    Returns
+    -------
+    float
+        Epsilon for ``"laplace"``, rho for ``"gaussian"``.
 
     Examples
     --------
     >>> round(loss_for_half_width(sensitivity=1.0, cohort=500, half_width=0.05), 4)
     0.1198
     """
+    mechanism = _check_mechanism(mechanism)
     d, n, h = (
         _pos("sensitivity", sensitivity),
         _count("cohort", cohort),
@@ -138,7 +166,23 @@ def loss_for_half_width(
 def detection_probability(
     shift: float, half_width: float, *, alpha: float = 0.05, mechanism: Mechanism = "laplace"
 ) -> float:
-    """P(one release alerts) for a true shift, alerting when |value - baseline| > half_width.
+    """Return P(one release alerts) for a true shift, alerting when |value - baseline| > h.
+
+    Parameters
+    ----------
+    shift : float
+        The true regression (either sign), in the metric's unit.
+    half_width : float
+        The alert threshold h: the release's (1 - alpha) half-width, > 0.
+    alpha : float, default 0.05
+        The false-alarm rate per release.
+    mechanism : {"laplace", "gaussian"}
+        The noise added.
+
+    Returns
+    -------
+    float
+        The probability, in [0, 1].
 
     Examples
     --------
@@ -147,7 +191,8 @@ def detection_probability(
     >>> round(detection_probability(0.12, 0.06), 3)
     0.975
     """
-    s = abs(float(shift))
+    mechanism = _check_mechanism(mechanism)
+    s = abs(check_number(shift, "shift", fix="pass the regression size, a finite number"))
     h = _pos("half_width", half_width)
     scale = h / _width_factor(alpha, mechanism)
 
@@ -196,6 +241,32 @@ def plan_cadence(
     follows) or ``epoch_budget`` (fixed spend per epoch on this metric, epsilon
     or rho: the precision follows).
 
+    Parameters
+    ----------
+    every : int
+        Publish every ``every`` rounds, >= 1.
+    sensitivity : float
+        How far one client can move the regional sum (the clip width), > 0.
+    cohort : int
+        Clients in the region, >= 1.
+    rounds_per_epoch : int
+        Training rounds per epoch, >= 1.
+    shift : float
+        The regression to detect, in the metric's unit.
+    half_width, epoch_budget : float, optional
+        Exactly one: precision per release, or spend per epoch.
+    alpha : float, default 0.05
+        False-alarm rate per release (one minus the bar's coverage).
+    confidence : float, default 0.95
+        Probability at which the worst-case latency is stated.
+    mechanism : {"laplace", "gaussian"}
+        Laplace spends epsilon, Gaussian spends rho.
+
+    Returns
+    -------
+    CadencePlan
+        Cost, precision and latency of the cadence.
+
     Examples
     --------
     >>> p = plan_cadence(every=4, sensitivity=1.0, cohort=500, rounds_per_epoch=24,
@@ -205,12 +276,13 @@ def plan_cadence(
     """
     k = _count("every", every)
     rounds = _count("rounds_per_epoch", rounds_per_epoch)
-    c = _prob("confidence", confidence)
+    alpha = check_alpha(alpha)
+    mechanism = _check_mechanism(mechanism)
+    c = check_number(confidence, "confidence", low=0.0, high=1.0, low_open=True,
+                     high_open=True, fix="pass a probability such as 0.95")
     if (half_width is None) == (epoch_budget is None):
-        raise InvalidInput(
-            f"plan_cadence got half_width={half_width!r} and epoch_budget={epoch_budget!r}; "
-            "pass exactly one (precision per release, or spend per epoch)."
-        )
+        raise fail("half_width", half_width, f"was passed with epoch_budget={epoch_budget!r}",
+                   "pass exactly one (precision per release, or spend per epoch)")
     releases = math.ceil(rounds / k)
     common = {"sensitivity": sensitivity, "cohort": cohort, "alpha": alpha, "mechanism": mechanism}
     if half_width is not None:
@@ -233,7 +305,7 @@ def plan_cadence(
         loss_per_epoch=loss * releases,
         unit="epsilon" if mechanism == "laplace" else "rho",
         half_width=h,
-        shift=abs(float(shift)),
+        shift=abs(float(shift)),  # checked by detection_probability
         detection_probability=p,
         false_alarms_per_epoch=alpha * releases,
         expected_latency_rounds=expected,
@@ -243,7 +315,19 @@ def plan_cadence(
 
 
 def cadence_table(every: Iterable[int], **kwargs: object) -> pd.DataFrame:
-    """:func:`plan_cadence` for several cadences, one row each, indexed by ``every``.
+    """Return :func:`plan_cadence` for several cadences, one row each, indexed by ``every``.
+
+    Parameters
+    ----------
+    every : iterable of int
+        The cadences to compare (at least one).
+    **kwargs
+        The other arguments of :func:`plan_cadence`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per cadence, the fields of :class:`CadencePlan` as columns.
 
     Examples
     --------
@@ -254,5 +338,11 @@ def cadence_table(every: Iterable[int], **kwargs: object) -> pd.DataFrame:
     """
     import pandas as pd
 
-    plans = [plan_cadence(every=k, **kwargs) for k in every]  # type: ignore[arg-type]
+    if isinstance(every, str | bytes) or not isinstance(every, Iterable):
+        raise fail("every", every, f"is a {type(every).__name__}, not a list of cadences",
+                   "pass whole numbers >= 1, e.g. [1, 2, 4]")
+    cadences = list(every)
+    if not cadences:
+        raise fail("every", every, "is empty", "pass at least one cadence, e.g. [1, 2, 4]")
+    plans = [plan_cadence(every=k, **kwargs) for k in cadences]  # type: ignore[arg-type]
     return pd.DataFrame([asdict(p) for p in plans]).set_index("every")

@@ -5,6 +5,11 @@ accounting unit (pure epsilon or zCDP rho, see :mod:`spatialdp.privacy.budget`).
 Every charge is checked against its line-item cap and recorded in the same
 ``BEGIN IMMEDIATE`` transaction, so concurrent processes cannot overspend and a
 process killed mid-charge leaves the whole charge or none of it.
+
+The file is checked on open (:mod:`~spatialdp.privacy._ledger_checks`), and every
+failure a user can cause is a :class:`~spatialdp.exceptions.LedgerError` or
+:class:`~spatialdp.exceptions.InvalidInput` naming the file, what is wrong and
+the fix (:mod:`~spatialdp.privacy._ledger_files`).
 """
 
 from __future__ import annotations
@@ -12,22 +17,25 @@ from __future__ import annotations
 import os
 import sqlite3
 import uuid
-import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import partial
 from typing import TYPE_CHECKING
 
-from spatialdp.exceptions import BudgetExceeded, InvalidInput, LedgerError
+from spatialdp._validation import check_choice, fail
+from spatialdp.exceptions import LedgerError, SpatialDPError
+from spatialdp.privacy import _ledger_caps as caps
+from spatialdp.privacy import _ledger_checks as checks
+from spatialdp.privacy import _ledger_files as files
+from spatialdp.privacy import _ledger_open as opening
 from spatialdp.privacy import _ledger_reports as reports
 from spatialdp.privacy import _ledger_schema as schema
-from spatialdp.privacy._ledger_schema import DOWN, UP, dec, fmt
+from spatialdp.privacy._ledger_schema import UP, fmt
 from spatialdp.privacy.budget import (
     Accounting,
     BudgetSplit,
-    BudgetSplitWarning,
     LineItem,
     Structure,
     rho_to_epsilon,
@@ -59,16 +67,32 @@ class PrivacyLedger:
     Parameters
     ----------
     path : str or os.PathLike, default ":memory:"
-        SQLite file (created if missing, resumed if it exists) or ``":memory:"``.
+        SQLite file or ``":memory:"``. A path that does not exist is created
+        (atomically); an existing file must be a ledger: an empty or foreign
+        file is refused, never overwritten.
     epoch_budget : float, optional
-        Per-client budget of each epoch, in the ledger's unit. Required for a
-        new ledger; when reopening, omit it or pass the stored value.
+        Per-client budget of each epoch, in the ledger's unit (at most 1e6).
+        Required for a new ledger; when reopening, omit it or pass the stored value.
     accounting : {"pure", "zcdp"}, optional
         Unit of the ledger: pure epsilon or zCDP rho. New ledgers default to "pure".
     split : BudgetSplit, optional
         Training/evaluation and global/regional shares (default 70/30, 20% global).
     timeout : float, default 30.0
-        Seconds to wait for another process's transaction before giving up.
+        Seconds to wait for another process's transaction before giving up
+        with a :class:`LedgerError`.
+    read_only : bool, default False
+        Open an existing file with SQLite's ``mode=ro``: reading works, charges
+        and borrows are refused. A file this process may not write must be
+        opened this way (a WAL ledger also needs its folder writable, or its
+        ``-wal`` and ``-shm`` files present, for SQLite to read it).
+
+    Raises
+    ------
+    InvalidInput
+        An argument of the wrong type or out of range.
+    LedgerError
+        The file is missing (read-only), empty, foreign, damaged, locked, edited
+        (a stored setting or amount out of range) or configured differently.
 
     Examples
     --------
@@ -89,107 +113,62 @@ class PrivacyLedger:
         accounting: Accounting | None = None,
         split: BudgetSplit | None = None,
         timeout: float = 30.0,
+        read_only: bool = False,
     ) -> None:
-        self._path = os.fspath(path)
-        self._conn: sqlite3.Connection | None = schema.connect(self._path, timeout)
+        self._conn: sqlite3.Connection | None = None
+        self._path = checks.check_path(path)
+        self._timeout = checks.check_timeout(timeout)
+        self._read_only = checks.check_flag(read_only, "read_only")
+        budget = None if epoch_budget is None else checks.check_amount(epoch_budget,
+                                                                      "epoch_budget")
+        acc = None if accounting is None else check_choice(accounting, "accounting",
+                                                            checks.ACCOUNTING)
+        sp = None if split is None else checks.check_split(split)
+        if self._read_only and self._path == files.MEMORY:
+            raise fail("read_only", read_only, "cannot apply to a new in-memory ledger",
+                       "pass the path of a ledger file, or read_only=False")
         try:
-            self._open(epoch_budget, accounting, split)
+            with files.guard(self._path, "opening the ledger", self._timeout):
+                self._conn = opening.connect(self._path, self._timeout, self._read_only,
+                                             budget, acc, sp)
+                stored = opening.resume(self._conn, self._path, budget, acc, sp)
+                if not self._read_only and self._path != files.MEMORY:
+                    files.use_wal(self._conn)
         except BaseException:
             self.close()
             raise
-
-    def _open(
-        self, epoch_budget: float | None, accounting: str | None, split: BudgetSplit | None
-    ) -> None:
-        conn = self._live()
-        meta = schema.read_meta(conn)
-        if not meta:
-            if epoch_budget is None:
-                raise LedgerError(
-                    f"{self._path!r} is a new ledger and epoch_budget was not given; pass "
-                    "epoch_budget=<per-client budget per epoch> to create it."
-                )
-            acc = accounting or "pure"
-            if acc not in _UNIT:
-                raise InvalidInput(f"accounting={acc!r} is not 'pure' or 'zcdp'; pick one.")
-            budget = schema.check_positive("epoch_budget", epoch_budget)
-            sp = split if split is not None else BudgetSplit()
-            config = {
-                "accounting": acc,
-                "epoch_budget": fmt(budget),
-                "evaluation_share": repr(sp.evaluation_share),
-                "global_share": repr(sp.global_share),
-                "created_at": schema.now(),
-            }
-            meta = schema.initialise(conn, config)
-        schema.check_version(meta, self._path)
-        self._accounting: str = meta["accounting"]
-        self._budget = Decimal(meta["epoch_budget"])
-        with warnings.catch_warnings():  # warned when the split was first made
-            warnings.simplefilter("ignore", BudgetSplitWarning)
-            self._split = BudgetSplit(float(meta["evaluation_share"]), float(meta["global_share"]))
-        given = {
-            "epoch_budget": None if epoch_budget is None else dec(epoch_budget),
-            "accounting": accounting,
-            "split": split,
-        }
-        stored = {
-            "epoch_budget": self._budget,
-            "accounting": self._accounting,
-            "split": self._split,
-        }
-        for key, value in given.items():
-            if value is not None and value != stored[key]:
-                raise LedgerError(
-                    f"{self._path!r} was created with {key}={stored[key]!r}, but {key}="
-                    f"{value!r} was passed; omit {key} to resume the stored ledger, or use a "
-                    "new file for a different configuration."
-                )
-        ev = DOWN.multiply(self._budget, dec(self._split.evaluation_share))
-        gl = DOWN.multiply(ev, dec(self._split.global_share))
-        self._base = {
-            LineItem.TRAINING: DOWN.subtract(self._budget, ev),
-            LineItem.EVALUATION_GLOBAL: gl,
-            LineItem.EVALUATION_REGIONAL: DOWN.subtract(ev, gl),
-        }
+        self._accounting = stored.accounting
+        self._budget = stored.epoch_budget
+        self._split = stored.split
+        self._base = stored.base
 
     # -- plumbing ---------------------------------------------------------------------
 
     def _live(self) -> sqlite3.Connection:
         if self._conn is None:
-            raise LedgerError(
-                f"the ledger {self._path!r} is closed; open a new PrivacyLedger on the file."
-            )
+            raise files.ledger_error(self._path, "is closed",
+                                     "open a new PrivacyLedger on the file")
         return self._conn
 
+    def _writable(self, action: str) -> None:
+        if self._read_only:
+            raise files.ledger_error(self._path, f"was opened with read_only=True, so "
+                                     f"{action} is refused", "open it with read_only=False")
+
     @contextmanager
-    def _transaction(self, mode: str = "IMMEDIATE") -> Iterator[sqlite3.Connection]:
+    def _transaction(self, action: str, mode: str = "DEFERRED"
+                     ) -> Iterator[sqlite3.Connection]:
         conn = self._live()
-        conn.execute(f"BEGIN {mode}")
-        try:
-            yield conn
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-
-    def _cap(self, conn: sqlite3.Connection, epoch: int, item: LineItem) -> tuple[Decimal, Decimal]:
-        """(cap, adjustment from borrowing) of ``item`` in ``epoch``."""
-        adj = Decimal(0)
-        for ep, amount in conn.execute(
-            "SELECT epoch, amount FROM borrows WHERE epoch IN (?, ?) AND line_item = ?",
-            (epoch, epoch - 1, item.value),
-        ):
-            adj = UP.add(adj, Decimal(amount)) if ep == epoch else UP.subtract(adj, Decimal(amount))
-        return DOWN.add(self._base[item], adj), adj
-
-    def _spent(self, conn: sqlite3.Connection, epoch: int, item: LineItem) -> tuple[Decimal, int]:
-        row = conn.execute(
-            "SELECT spent, n_charges FROM spend WHERE epoch = ? AND line_item = ?",
-            (epoch, item.value),
-        ).fetchone()
-        return (Decimal(row[0]), int(row[1])) if row else (Decimal(0), 0)
+        with files.guard(self._path, action, self._timeout):
+            conn.execute(f"BEGIN {mode}")
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    with suppress(sqlite3.Error):  # keep the original error
+                        conn.execute("ROLLBACK")
+                raise
 
     # -- properties ---------------------------------------------------------------------
 
@@ -218,6 +197,11 @@ class PrivacyLedger:
         """The training/evaluation and global/regional shares."""
         return self._split
 
+    @property
+    def read_only(self) -> bool:
+        """Whether charges and borrows are refused (the file was opened ``mode=ro``)."""
+        return self._read_only
+
     # -- charging ---------------------------------------------------------------------
 
     def spend(
@@ -239,7 +223,7 @@ class PrivacyLedger:
         Parameters
         ----------
         epoch : int
-            Epoch the release belongs to.
+            Epoch the release belongs to (a whole number >= 0).
         line_item : str or LineItem
             ``"training"``, ``"evaluation.global"`` or ``"evaluation.regional"``.
         structure : Single, Disjoint or Overlapping
@@ -266,63 +250,55 @@ class PrivacyLedger:
         ------
         BudgetExceeded
             The charge does not fit in the remaining cap; nothing is recorded.
+        InvalidInput
+            An argument of the wrong type or out of range.
         LedgerError
-            ``rho`` on a pure ledger, or a duplicate ``release_id``.
+            ``rho`` on a pure ledger, a duplicate ``release_id``, a read-only
+            ledger, or a file that is locked or damaged.
+
+        Examples
+        --------
+        >>> from spatialdp.privacy.budget import Overlapping
+        >>> with PrivacyLedger(epoch_budget=1.0) as ledger:
+        ...     c = ledger.spend(0, "evaluation.regional", epsilon=0.05, round_index=3,
+        ...                      structure=Overlapping("h3:res7@v2", parts=900,
+        ...                                            max_parts_per_client=2),
+        ...                      who="ana", what="loss by cell", why="drift check")
+        >>> round(c.charged, 6), round(c.remaining, 6)
+        (0.1, 0.14)
         """
-        ep = schema.check_epoch(epoch)
+        ep = checks.check_index(epoch, "epoch")
         item = LineItem.parse(line_item)
-        who, what, why = (
-            schema.check_text("who", who, "who='ana@example.org'"),
-            schema.check_text("what", what, "what='mean loss by region'"),
-            schema.check_text("why", why, "why='daily regional dashboard'"),
-        )
+        structure = checks.check_structure(structure)
+        who, what, why = (checks.check_audit_text(v, k)
+                          for k, v in (("who", who), ("what", what), ("why", why)))
         if (epsilon is None) == (rho is None):
-            raise InvalidInput(
-                f"spend got epsilon={epsilon!r} and rho={rho!r}; pass exactly one of them."
-            )
+            raise fail("epsilon", epsilon, f"was passed with rho={rho!r}",
+                       "pass exactly one of epsilon= and rho=")
         if rho is not None and self._accounting == "pure":
             raise LedgerError(
                 f"rho={rho!r} cannot be charged to a pure-epsilon ledger: zCDP does not imply "
                 "pure DP. Charge the release's pure epsilon, or keep this workload in a "
                 "ledger created with accounting='zcdp'."
             )
-        unit, loss = (
-            ("rho", schema.check_positive("rho", rho))
-            if rho is not None
-            else ("epsilon", schema.check_positive("epsilon", epsilon))
-        )
-        per_part = (
-            UP.multiply(UP.power(loss, 2), Decimal("0.5"))
-            if (unit == "epsilon" and self._accounting == "zcdp")
-            else loss
-        )
+        unit, loss = (("rho", checks.check_amount(rho, "rho")) if rho is not None
+                      else ("epsilon", checks.check_amount(epsilon, "epsilon")))
+        rounds = None if round_index is None else checks.check_index(round_index, "round_index")
+        rid = uuid.uuid4().hex if release_id is None else checks.check_audit_text(
+            release_id, "release_id")
+        self._writable("charging")
+        per_part = (UP.multiply(UP.power(loss, 2), Decimal("0.5"))
+                    if (unit == "epsilon" and self._accounting == "zcdp") else loss)
         charged = UP.multiply(per_part, Decimal(structure.multiplier))
-        rid = release_id if release_id is not None else uuid.uuid4().hex
-        schema.check_text("release_id", rid, "release_id='round-12/regional-loss'")
         when = schema.now()
-        with self._transaction() as conn:
+        with self._transaction("charging", "IMMEDIATE") as conn:
             if conn.execute("SELECT 1 FROM charges WHERE release_id = ?", (rid,)).fetchone():
                 raise LedgerError(
                     f"release_id={rid!r} is already charged; a release is charged once. "
                     "Use a new id for a new release (look the old one up with audit())."
                 )
-            cap, _ = self._cap(conn, ep, item)
-            spent, _ = self._spent(conn, ep, item)
-            new_total = UP.add(spent, charged)
-            if new_total > cap:
-                remaining = DOWN.subtract(cap, spent)
-                hint = (
-                    f"or borrow from epoch {ep + 1} once with a named approver"
-                    if item.is_evaluation
-                    else "or let training back off until the next epoch"
-                )
-                raise BudgetExceeded(
-                    f"charge of {float(charged):.6g} {self.unit} for {what!r} "
-                    f"({structure.describe()}) to epoch {ep} line item {item.value!r} exceeds "
-                    f"its cap: {float(spent):.6g} of {float(cap):.6g} spent, "
-                    f"{float(remaining):.6g} remaining. Reduce the loss (publish less often or "
-                    f"at coarser precision), {hint}."
-                )
+            cap, new_total = caps.fit(conn, self._base, epoch=ep, item=item, charged=charged,
+                                      unit=self.unit, label=f"{what!r} ({structure.describe()})")
             schema.insert_charge(
                 conn,
                 release_id=rid, epoch=ep, line_item=item.value, charged=fmt(charged),
@@ -330,7 +306,7 @@ class PrivacyLedger:
                 structure_name=structure.name, parts=structure.parts,
                 max_parts_per_client=structure.max_parts_per_client,
                 multiplier=structure.multiplier, structure=structure.describe(),
-                who=who, what=what, why=why, round=round_index, recorded_at=when,
+                who=who, what=what, why=why, round=rounds, recorded_at=when,
             )  # fmt: skip
             schema.add_to_total(conn, ep, item.value, new_total)
         return Charge(rid, ep, item.value, float(charged), float(cap - new_total), when)
@@ -345,91 +321,103 @@ class PrivacyLedger:
         why: str,
         line_item: str | LineItem = LineItem.EVALUATION_REGIONAL,
     ) -> None:
-        """Move ``amount`` of next epoch's evaluation allowance into ``epoch``; once per epoch.
+        """Move ``amount`` of the next epoch's evaluation allowance into ``epoch``.
 
         The cap of ``line_item`` grows by ``amount`` in ``epoch`` and shrinks by
-        the same in ``epoch + 1``. Only evaluation items may borrow.
+        the same in ``epoch + 1``. The rule: only evaluation items borrow; an
+        epoch borrows at most once; an epoch that lent cannot borrow and an
+        epoch that borrowed cannot lend (no chains), so no epoch's cap ever
+        exceeds its base cap plus one approved borrow, and ``amount`` is at
+        most what ``epoch + 1`` has left on ``line_item``.
+
+        Parameters
+        ----------
+        epoch : int
+            The borrowing epoch; ``epoch + 1`` lends.
+        amount : float
+            How much to move, in the ledger's unit.
+        approver, who, why : str
+            Who approved the borrow, who asked, and why (all recorded).
+        line_item : str or LineItem, default "evaluation.regional"
+            An evaluation line item.
 
         Raises
         ------
         InvalidInput
-            Empty approver, non-positive amount.
+            Empty approver, non-positive amount, or another bad argument.
         LedgerError
-            A second borrow for ``epoch``, or a training line item.
+            A second borrow for ``epoch``, a borrow by an epoch that lent or from
+            an epoch that borrowed, a training line item, or a read-only ledger.
         BudgetExceeded
             ``epoch + 1`` has less than ``amount`` left on ``line_item``.
+
+        Examples
+        --------
+        >>> with PrivacyLedger(epoch_budget=1.0) as ledger:
+        ...     ledger.borrow(0, 0.1, approver="lead@example.org", who="ana", why="incident 7")
+        ...     [round(ledger.cap(e, "evaluation.regional"), 6) for e in (0, 1)]
+        [0.34, 0.14]
         """
-        ep = schema.check_epoch(epoch)
+        ep = checks.check_index(epoch, "epoch")
+        value = checks.check_amount(amount, "amount")
         item = LineItem.parse(line_item)
-        approver = schema.check_text("approver", approver, "approver='head-of-privacy@example.org'")
-        who = schema.check_text("who", who, "who='ana@example.org'")
-        why = schema.check_text("why", why, "why='incident 4411: regional drift'")
-        value = schema.check_positive("amount", amount)
+        audit = tuple(checks.check_audit_text(v, k) for k, v in
+                      (("approver", approver), ("who", who), ("why", why)))
         if not item.is_evaluation:
             raise LedgerError(
                 f"line_item={item.value!r} cannot borrow: only evaluation may borrow from the "
                 "next epoch. Let training back off instead."
             )
-        with self._transaction() as conn:
-            prior = conn.execute(
-                "SELECT line_item, amount, approver FROM borrows WHERE epoch = ?", (ep,)
-            ).fetchone()
-            if prior:
-                raise LedgerError(
-                    f"epoch {ep} already borrowed {prior[1]} {self.unit} for {prior[0]!r} "
-                    f"(approved by {prior[2]!r}); evaluation may borrow once per epoch. "
-                    f"Wait for epoch {ep + 1}."
-                )
-            cap, _ = self._cap(conn, ep + 1, item)
-            spent, _ = self._spent(conn, ep + 1, item)
-            left = DOWN.subtract(cap, spent)
-            if value > left:
-                raise BudgetExceeded(
-                    f"borrowing {float(value):.6g} {self.unit} for epoch {ep} {item.value!r} "
-                    f"exceeds what epoch {ep + 1} has left on that item ({float(left):.6g}); "
-                    "borrow at most that much."
-                )
-            conn.execute(
-                "INSERT INTO borrows (epoch, line_item, amount, approver, who, why, "
-                "recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (ep, item.value, fmt(value), approver, who, why, schema.now()),
-            )
+        self._writable("borrowing")
+        with self._transaction("borrowing", "IMMEDIATE") as conn:
+            caps.borrow(conn, self._base, epoch=ep, item=item, amount=value, unit=self.unit,
+                        audit=(audit[0], audit[1], audit[2]))
 
     # -- reading ----------------------------------------------------------------------
 
     def cap(self, epoch: int, line_item: str | LineItem) -> float:
-        """The cap of ``line_item`` in ``epoch``, after borrowing."""
-        with self._transaction("DEFERRED") as conn:
-            return float(self._cap(conn, schema.check_epoch(epoch), LineItem.parse(line_item))[0])
+        """Return the cap of ``line_item`` in ``epoch``, after borrowing."""
+        ep, item = checks.check_index(epoch, "epoch"), LineItem.parse(line_item)
+        with self._transaction("reading a cap") as conn:
+            return float(caps.cap(conn, self._base, ep, item)[0])
 
     def spent(self, epoch: int, line_item: str | LineItem | None = None) -> float:
-        """Spent on ``line_item`` in ``epoch`` (all items if ``None``)."""
+        """Return what was spent on ``line_item`` in ``epoch`` (all items if ``None``)."""
+        ep = checks.check_index(epoch, "epoch")
         items = list(LineItem) if line_item is None else [LineItem.parse(line_item)]
-        with self._transaction("DEFERRED") as conn:
-            total = sum(
-                (self._spent(conn, schema.check_epoch(epoch), i)[0] for i in items), Decimal(0)
-            )
+        with self._transaction("reading spent budget") as conn:
+            total = sum((caps.spent(conn, ep, i)[0] for i in items), Decimal(0))
         return float(total)
 
     def remaining(self, epoch: int, line_item: str | LineItem) -> float:
-        """What ``line_item`` can still spend in ``epoch``."""
-        ep, item = schema.check_epoch(epoch), LineItem.parse(line_item)
-        with self._transaction("DEFERRED") as conn:
-            return float(self._cap(conn, ep, item)[0] - self._spent(conn, ep, item)[0])
+        """Return what ``line_item`` can still spend in ``epoch``."""
+        ep, item = checks.check_index(epoch, "epoch"), LineItem.parse(line_item)
+        with self._transaction("reading remaining budget") as conn:
+            return float(caps.cap(conn, self._base, ep, item)[0] - caps.spent(conn, ep, item)[0])
 
     def epochs(self) -> list[int]:
-        """Epochs with at least one charge or borrow."""
-        rows = self._live().execute(
-            "SELECT epoch FROM spend UNION SELECT epoch FROM borrows ORDER BY epoch"
-        )
-        return [int(r[0]) for r in rows]
+        """Return the epochs with at least one charge or borrow, in order."""
+        with self._transaction("listing epochs") as conn:
+            rows = conn.execute(
+                "SELECT epoch FROM spend UNION SELECT epoch FROM borrows ORDER BY epoch")
+            return [int(r[0]) for r in rows]
 
     def summary(self, epoch: int, *, delta: float | None = None) -> pd.DataFrame:
-        """Line items x (base_cap, borrowed, cap, spent, remaining, n_charges) for ``epoch``.
+        """Return line items x (base_cap, borrowed, cap, spent, remaining, n_charges).
 
-        Rows are the three line items, then the ``evaluation`` subtotal and the
-        ``total`` (amounts in :attr:`unit`). For a zCDP ledger, ``delta`` adds
-        ``spent_epsilon``: each row's spent rho converted to epsilon at that delta.
+        Parameters
+        ----------
+        epoch : int
+            The epoch to summarise.
+        delta : float, optional
+            For a zCDP ledger, adds ``spent_epsilon``: each row's spent rho
+            converted to epsilon at this delta.
+
+        Returns
+        -------
+        pandas.DataFrame
+            Rows are the three line items, then the ``evaluation`` subtotal and
+            the ``total`` (amounts in :attr:`unit`).
 
         Examples
         --------
@@ -438,58 +426,86 @@ class PrivacyLedger:
         >>> [round(float(caps[k]), 6) for k in ("training", "evaluation", "total")]
         [1.4, 0.6, 2.0]
         """
-        ep = schema.check_epoch(epoch)
-        rows: dict[str, dict[str, Decimal]] = {}
-        with self._transaction("DEFERRED") as conn:
-            for item in LineItem:
-                cap, adj = self._cap(conn, ep, item)
-                spent, n = self._spent(conn, ep, item)
-                rows[item.value] = {
-                    "base_cap": self._base[item],
-                    "borrowed": adj,
-                    "cap": cap,
-                    "spent": spent,
-                    "remaining": cap - spent,
-                    "n_charges": Decimal(n),
-                }
+        ep = checks.check_index(epoch, "epoch")
         conv = None
-        if delta is not None and self._accounting == "zcdp":
-            conv = partial(rho_to_epsilon, delta=delta)
+        if delta is not None:
+            d = checks.check_delta(delta)
+            if self._accounting == "zcdp":
+                conv = partial(rho_to_epsilon, delta=d)
+        rows: dict[str, dict[str, Decimal]] = {}
+        with self._transaction("summarising an epoch") as conn:
+            for item in LineItem:
+                cap, adj = caps.cap(conn, self._base, ep, item)
+                spent, n = caps.spent(conn, ep, item)
+                rows[item.value] = {"base_cap": self._base[item], "borrowed": adj, "cap": cap,
+                                    "spent": spent, "remaining": cap - spent,
+                                    "n_charges": Decimal(n)}
         return reports.summary_frame(rows, self.unit, conv)
 
     def audit(self, epoch: int | None = None) -> pd.DataFrame:
-        """Every charge (who / what / when / why, structure, amounts), oldest first."""
-        ep = None if epoch is None else schema.check_epoch(epoch)
-        return reports.audit_frame(self._live(), self.unit, ep)
+        """Return every charge (who / what / when / why, structure, amounts), oldest first.
+
+        Parameters
+        ----------
+        epoch : int, optional
+            Only this epoch's charges.
+
+        Returns
+        -------
+        pandas.DataFrame
+            One row per charge; ``recorded_at`` in UTC.
+        """
+        ep = None if epoch is None else checks.check_index(epoch, "epoch")
+        with self._transaction("reading the audit trail") as conn:
+            return reports.audit_frame(conn, self.unit, ep)
 
     def borrows(self) -> pd.DataFrame:
-        """Every borrow: epoch, line item, amount, approver, who, why, when."""
-        return reports.borrows_frame(self._live())
+        """Return every borrow: epoch, line item, amount, approver, who, why, when."""
+        with self._transaction("reading the borrows") as conn:
+            return reports.borrows_frame(conn)
 
     def verify(self) -> dict[str, int]:
-        """Check the file: SQLite integrity, line-item totals = audit rows, spent <= cap.
+        """Check the whole file: SQLite integrity, amounts, totals, borrows and caps.
 
-        Returns counts (``charges``, ``line_items``, ``borrows``) or raises
-        :class:`LedgerError` describing the first inconsistency.
+        Returns
+        -------
+        dict of str to int
+            Counts of ``charges``, ``line_items`` (epoch x item totals) and ``borrows``.
+
+        Raises
+        ------
+        LedgerError
+            Describing the first inconsistency.
+
+        Examples
+        --------
+        >>> with PrivacyLedger(epoch_budget=1.0) as ledger:
+        ...     ledger.verify()
+        {'charges': 0, 'line_items': 0, 'borrows': 0}
         """
-        with self._transaction("DEFERRED") as conn:
-            return reports.verify(
-                conn, self._path, lambda ep, item: self._cap(conn, ep, LineItem.parse(item))[0]
-            )
+        with self._transaction("verifying the file") as conn:
+            reports.integrity(conn, self._path)
+            return checks.check_contents(conn, self._path, self._base)
 
     # -- lifecycle ----------------------------------------------------------------------
 
     def close(self) -> None:
         """Close the connection (idempotent)."""
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
 
     def __enter__(self) -> PrivacyLedger:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def __del__(self) -> None:
+        conn = getattr(self, "_conn", None)
+        if conn is not None:
+            with suppress(Exception):
+                conn.close()
 
     def __repr__(self) -> str:
         split = (
@@ -498,8 +514,12 @@ class PrivacyLedger:
         )
         state = "closed"
         if self._conn is not None:
-            n = self._conn.execute("SELECT COUNT(*) FROM charges").fetchone()[0]
-            state = f"{len(self.epochs())} epochs, {n} charges"
+            try:
+                with self._transaction("describing the ledger") as conn:
+                    n = int(conn.execute("SELECT COUNT(*) FROM charges").fetchone()[0])
+                state = f"{len(self.epochs())} epochs, {n} charges"
+            except SpatialDPError:
+                state = "unreadable"
         return (
             f"PrivacyLedger({self._path!r}, accounting={self._accounting!r}, "
             f"epoch_budget={float(self._budget):g} {self.unit}, {split}; {state})"
