@@ -92,15 +92,52 @@ def spent(conn: sqlite3.Connection, epoch: int, item: LineItem) -> tuple[Decimal
     return (Decimal(row[0]), int(row[1])) if row else (Decimal(0), 0)
 
 
+def charged(loss: Decimal, unit: str, accounting: str, multiplier: int) -> Decimal:
+    """Return what a release costs in the ledger's unit, rounded up.
+
+    A zCDP ledger counts a pure ``epsilon`` as ``epsilon**2 / 2`` per part;
+    the structure's multiplier (k for uncalibrated overlapping parts) applies.
+
+    Examples
+    --------
+    >>> charged(Decimal("0.2"), "epsilon", "zcdp", 3)
+    Decimal('0.060')
+    """
+    per_part = (UP.multiply(UP.power(loss, 2), Decimal("0.5"))
+                if unit == "epsilon" and accounting == "zcdp" else loss)
+    return UP.multiply(per_part, Decimal(multiplier))
+
+
+def epoch_rows(conn: sqlite3.Connection, base: Mapping[LineItem, Decimal], epoch: int
+               ) -> dict[str, dict[str, Decimal]]:
+    """Return, per line item, base cap, borrowed, cap, spent, remaining and charge count."""
+    rows: dict[str, dict[str, Decimal]] = {}
+    for item in LineItem:
+        limit, adjustment = cap(conn, base, epoch, item)
+        so_far, n = spent(conn, epoch, item)
+        rows[item.value] = {"base_cap": base[item], "borrowed": adjustment, "cap": limit,
+                            "spent": so_far, "remaining": limit - so_far,
+                            "n_charges": Decimal(n)}
+    return rows
+
+
 def fit(conn: sqlite3.Connection, base: Mapping[LineItem, Decimal], *, epoch: int,
-        item: LineItem, charged: Decimal, unit: str, label: str) -> tuple[Decimal, Decimal]:
-    """Return ``(cap, new total)`` if ``charged`` fits in ``item``'s cap, else refuse.
+        item: LineItem, charged: Decimal, unit: str, release_id: str, label: str
+        ) -> tuple[Decimal, Decimal]:
+    """Return ``(cap, new total)`` if a new release fits in ``item``'s cap, else refuse.
 
     Raises
     ------
+    LedgerError
+        ``release_id`` is already charged.
     BudgetExceeded
         The charge does not fit; the message says what is left and what to do.
     """
+    if conn.execute("SELECT 1 FROM charges WHERE release_id = ?", (release_id,)).fetchone():
+        raise LedgerError(
+            f"release_id={release_id!r} is already charged; a release is charged once. "
+            "Use a new id for a new release (look the old one up with audit())."
+        )
     limit, _ = cap(conn, base, epoch, item)
     so_far, _ = spent(conn, epoch, item)
     new_total = UP.add(so_far, charged)
@@ -123,6 +160,11 @@ def borrow(conn: sqlite3.Connection, base: Mapping[LineItem, Decimal], *, epoch:
 
     Call inside a write transaction. ``audit`` is ``(approver, who, why)``.
     """
+    if not item.is_evaluation:
+        raise LedgerError(
+            f"line_item={item.value!r} cannot borrow: only evaluation may borrow from the "
+            "next epoch. Let training back off instead."
+        )
     near = borrows_near(conn, epoch)
     rule = "an epoch borrows once, a lender cannot borrow, a borrower cannot lend"
     prior, lent, next_took = near.get(epoch), near.get(epoch - 1), near.get(epoch + 1)

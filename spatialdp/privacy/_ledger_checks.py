@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from spatialdp._validation import (
+    check_choice,
     check_count,
     check_epsilon,
     check_number,
@@ -32,6 +33,7 @@ from spatialdp._validation import (
     check_text,
     fail,
 )
+from spatialdp.exceptions import LedgerError
 from spatialdp.privacy import _ledger_schema as schema
 from spatialdp.privacy._ledger_caps import Borrow, cap_from
 from spatialdp.privacy._ledger_files import ledger_error
@@ -96,6 +98,29 @@ def check_amount(value: Any, name: str) -> Decimal:
     return dec(check_epsilon(value, name))
 
 
+def check_loss(epsilon: Any, rho: Any, accounting: str) -> tuple[str, Decimal]:
+    """Return ``(unit, loss)`` from exactly one of ``epsilon`` and ``rho``.
+
+    Raises
+    ------
+    InvalidInput
+        Neither or both given, or the one given is not a valid privacy amount.
+    LedgerError
+        ``rho`` for a pure-epsilon ledger (zCDP does not imply pure DP).
+    """
+    if (epsilon is None) == (rho is None):
+        raise fail("epsilon", epsilon, f"was passed with rho={rho!r}",
+                   "pass exactly one of epsilon= and rho=")
+    if rho is None:
+        return "epsilon", check_amount(epsilon, "epsilon")
+    if accounting == "pure":
+        raise LedgerError(
+            f"rho={rho!r} cannot be charged to a pure-epsilon ledger: zCDP does not imply "
+            "pure DP. Charge the release's pure epsilon, or keep this workload in a "
+            "ledger created with accounting='zcdp'.")
+    return "rho", check_amount(rho, "rho")
+
+
 def check_path(value: Any) -> str:
     """Return a ledger path as text: ``":memory:"`` or a file path (str or os.PathLike)."""
     try:
@@ -114,11 +139,25 @@ def check_timeout(value: Any) -> float:
                         fix="pass seconds to wait for another process's lock, e.g. 30.0")
 
 
-def check_flag(value: Any, name: str) -> bool:
-    """Return a ``True``/``False`` option (numpy bools accepted, nothing else)."""
-    if isinstance(value, bool | np.bool_):
-        return bool(value)
-    raise fail(name, value, f"is a {type(value).__name__}, not a bool", "pass True or False")
+def check_flag(value: Any, name: str, *, memory: str = "") -> bool:
+    """Return a ``True``/``False`` option (numpy bools accepted, nothing else).
+
+    ``read_only=True`` is refused for an in-memory ledger (pass its ``path`` as ``memory``).
+    """
+    if not isinstance(value, bool | np.bool_):
+        raise fail(name, value, f"is a {type(value).__name__}, not a bool", "pass True or False")
+    if value and memory == ":memory:":
+        raise fail(name, value, "cannot apply to a new in-memory ledger",
+                   "pass the path of a ledger file, or read_only=False")
+    return bool(value)
+
+
+def check_configuration(epoch_budget: Any, accounting: Any, split: Any
+                        ) -> tuple[Decimal | None, str | None, BudgetSplit | None]:
+    """Return the checked ``(epoch_budget, accounting, split)``; ``None`` stays ``None``."""
+    return (None if epoch_budget is None else check_amount(epoch_budget, "epoch_budget"),
+            None if accounting is None else check_choice(accounting, "accounting", ACCOUNTING),
+            None if split is None else check_split(split))
 
 
 def check_structure(value: Any) -> Structure:

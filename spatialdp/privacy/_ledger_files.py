@@ -109,6 +109,26 @@ def guard(path: str, action: str, timeout: float) -> Iterator[None]:
         raise translate(err, path, action, timeout) from err
 
 
+@contextmanager
+def transaction(conn: sqlite3.Connection, path: str, action: str, timeout: float,
+                mode: str = "DEFERRED") -> Iterator[sqlite3.Connection]:
+    """Run the block in one SQLite transaction, guarded; roll back on any error.
+
+    ``mode`` is ``"DEFERRED"`` to read, ``"IMMEDIATE"`` to write (the write
+    lock is taken at ``BEGIN``, so the check and the write see the same state).
+    """
+    with guard(path, action, timeout):
+        conn.execute(f"BEGIN {mode}")
+        try:
+            yield conn
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                with suppress(sqlite3.Error):  # keep the original error
+                    conn.execute("ROLLBACK")
+            raise
+
+
 def _uri(path: str, mode: str) -> str:
     return f"{Path(os.path.abspath(path)).as_uri()}?mode={mode}"
 

@@ -32,6 +32,27 @@ class Opened:
     base: dict[LineItem, Decimal]
 
 
+def open_ledger(path: str, timeout: float, read_only: bool, budget: Decimal | None,
+                accounting: str | None, split: BudgetSplit | None
+                ) -> tuple[sqlite3.Connection, Opened]:
+    """Return a connection to the checked ledger at ``path`` and what it stores.
+
+    Nothing is left open on failure; every raw error becomes a LedgerError.
+    """
+    conn: sqlite3.Connection | None = None
+    try:
+        with files.guard(path, "opening the ledger", timeout):
+            conn = connect(path, timeout, read_only, budget, accounting, split)
+            opened = resume(conn, path, budget, accounting, split)
+            if not read_only and path != files.MEMORY:
+                files.use_wal(conn)
+    except BaseException:
+        if conn is not None:
+            conn.close()
+        raise
+    return conn, opened
+
+
 def connect(path: str, timeout: float, read_only: bool, budget: Decimal | None,
             accounting: str | None, split: BudgetSplit | None) -> sqlite3.Connection:
     """Return a connection to the ledger at ``path``, creating it if it does not exist.

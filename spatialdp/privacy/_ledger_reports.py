@@ -8,7 +8,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING
 
 from spatialdp.privacy._ledger_files import ledger_error
-from spatialdp.privacy.budget import LineItem
+from spatialdp.privacy.budget import BudgetSplit, LineItem
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -70,6 +70,26 @@ def borrows_frame(conn: sqlite3.Connection) -> pd.DataFrame:
     df["amount"] = df["amount"].astype(float)
     df["recorded_at"] = pd.to_datetime(df["recorded_at"], utc=True, format="ISO8601")
     return df
+
+
+def describe_split(split: BudgetSplit) -> str:
+    """Return the split in words, e.g. ``70%/30% training/evaluation, 20% of evaluation global``.
+
+    Examples
+    --------
+    >>> describe_split(BudgetSplit())
+    '70%/30% training/evaluation, 20% of evaluation global'
+    """
+    return (f"{1 - split.evaluation_share:.0%}/{split.evaluation_share:.0%} "
+            f"training/evaluation, {split.global_share:.0%} of evaluation global")
+
+
+def state(conn: sqlite3.Connection) -> str:
+    """Return ``"<n> epochs, <m> charges"`` (call inside a read transaction)."""
+    epochs, charges = conn.execute(
+        "SELECT (SELECT COUNT(*) FROM (SELECT epoch FROM spend UNION SELECT epoch FROM "
+        "borrows)), (SELECT COUNT(*) FROM charges)").fetchone()
+    return f"{int(epochs)} epochs, {int(charges)} charges"
 
 
 def integrity(conn: sqlite3.Connection, path: str) -> None:

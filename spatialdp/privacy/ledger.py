@@ -17,22 +17,20 @@ from __future__ import annotations
 import os
 import sqlite3
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, suppress
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import partial
 from typing import TYPE_CHECKING
 
-from spatialdp._validation import check_choice, fail
-from spatialdp.exceptions import LedgerError, SpatialDPError
+from spatialdp.exceptions import SpatialDPError
 from spatialdp.privacy import _ledger_caps as caps
 from spatialdp.privacy import _ledger_checks as checks
 from spatialdp.privacy import _ledger_files as files
 from spatialdp.privacy import _ledger_open as opening
 from spatialdp.privacy import _ledger_reports as reports
 from spatialdp.privacy import _ledger_schema as schema
-from spatialdp.privacy._ledger_schema import UP, fmt
+from spatialdp.privacy._ledger_schema import fmt
 from spatialdp.privacy.budget import (
     Accounting,
     BudgetSplit,
@@ -118,25 +116,10 @@ class PrivacyLedger:
         self._conn: sqlite3.Connection | None = None
         self._path = checks.check_path(path)
         self._timeout = checks.check_timeout(timeout)
-        self._read_only = checks.check_flag(read_only, "read_only")
-        budget = None if epoch_budget is None else checks.check_amount(epoch_budget,
-                                                                      "epoch_budget")
-        acc = None if accounting is None else check_choice(accounting, "accounting",
-                                                            checks.ACCOUNTING)
-        sp = None if split is None else checks.check_split(split)
-        if self._read_only and self._path == files.MEMORY:
-            raise fail("read_only", read_only, "cannot apply to a new in-memory ledger",
-                       "pass the path of a ledger file, or read_only=False")
-        try:
-            with files.guard(self._path, "opening the ledger", self._timeout):
-                self._conn = opening.connect(self._path, self._timeout, self._read_only,
-                                             budget, acc, sp)
-                stored = opening.resume(self._conn, self._path, budget, acc, sp)
-                if not self._read_only and self._path != files.MEMORY:
-                    files.use_wal(self._conn)
-        except BaseException:
-            self.close()
-            raise
+        self._read_only = checks.check_flag(read_only, "read_only", memory=self._path)
+        budget, acc, sp = checks.check_configuration(epoch_budget, accounting, split)
+        self._conn, stored = opening.open_ledger(self._path, self._timeout, self._read_only,
+                                                 budget, acc, sp)
         self._accounting = stored.accounting
         self._budget = stored.epoch_budget
         self._split = stored.split
@@ -155,20 +138,9 @@ class PrivacyLedger:
             raise files.ledger_error(self._path, f"was opened with read_only=True, so "
                                      f"{action} is refused", "open it with read_only=False")
 
-    @contextmanager
     def _transaction(self, action: str, mode: str = "DEFERRED"
-                     ) -> Iterator[sqlite3.Connection]:
-        conn = self._live()
-        with files.guard(self._path, action, self._timeout):
-            conn.execute(f"BEGIN {mode}")
-            try:
-                yield conn
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    with suppress(sqlite3.Error):  # keep the original error
-                        conn.execute("ROLLBACK")
-                raise
+                     ) -> AbstractContextManager[sqlite3.Connection]:
+        return files.transaction(self._live(), self._path, action, self._timeout, mode)
 
     # -- properties ---------------------------------------------------------------------
 
@@ -272,33 +244,17 @@ class PrivacyLedger:
         structure = checks.check_structure(structure)
         who, what, why = (checks.check_audit_text(v, k)
                           for k, v in (("who", who), ("what", what), ("why", why)))
-        if (epsilon is None) == (rho is None):
-            raise fail("epsilon", epsilon, f"was passed with rho={rho!r}",
-                       "pass exactly one of epsilon= and rho=")
-        if rho is not None and self._accounting == "pure":
-            raise LedgerError(
-                f"rho={rho!r} cannot be charged to a pure-epsilon ledger: zCDP does not imply "
-                "pure DP. Charge the release's pure epsilon, or keep this workload in a "
-                "ledger created with accounting='zcdp'."
-            )
-        unit, loss = (("rho", checks.check_amount(rho, "rho")) if rho is not None
-                      else ("epsilon", checks.check_amount(epsilon, "epsilon")))
+        unit, loss = checks.check_loss(epsilon, rho, self._accounting)
         rounds = None if round_index is None else checks.check_index(round_index, "round_index")
         rid = uuid.uuid4().hex if release_id is None else checks.check_audit_text(
             release_id, "release_id")
         self._writable("charging")
-        per_part = (UP.multiply(UP.power(loss, 2), Decimal("0.5"))
-                    if (unit == "epsilon" and self._accounting == "zcdp") else loss)
-        charged = UP.multiply(per_part, Decimal(structure.multiplier))
+        charged = caps.charged(loss, unit, self._accounting, structure.multiplier)
         when = schema.now()
         with self._transaction("charging", "IMMEDIATE") as conn:
-            if conn.execute("SELECT 1 FROM charges WHERE release_id = ?", (rid,)).fetchone():
-                raise LedgerError(
-                    f"release_id={rid!r} is already charged; a release is charged once. "
-                    "Use a new id for a new release (look the old one up with audit())."
-                )
             cap, new_total = caps.fit(conn, self._base, epoch=ep, item=item, charged=charged,
-                                      unit=self.unit, label=f"{what!r} ({structure.describe()})")
+                                      unit=self.unit, release_id=rid,
+                                      label=f"{what!r} ({structure.describe()})")
             schema.insert_charge(
                 conn,
                 release_id=rid, epoch=ep, line_item=item.value, charged=fmt(charged),
@@ -361,28 +317,46 @@ class PrivacyLedger:
         ep = checks.check_index(epoch, "epoch")
         value = checks.check_amount(amount, "amount")
         item = LineItem.parse(line_item)
-        audit = tuple(checks.check_audit_text(v, k) for k, v in
-                      (("approver", approver), ("who", who), ("why", why)))
-        if not item.is_evaluation:
-            raise LedgerError(
-                f"line_item={item.value!r} cannot borrow: only evaluation may borrow from the "
-                "next epoch. Let training back off instead."
-            )
+        approver, who, why = (checks.check_audit_text(v, k) for k, v in
+                              (("approver", approver), ("who", who), ("why", why)))
         self._writable("borrowing")
         with self._transaction("borrowing", "IMMEDIATE") as conn:
             caps.borrow(conn, self._base, epoch=ep, item=item, amount=value, unit=self.unit,
-                        audit=(audit[0], audit[1], audit[2]))
+                        audit=(approver, who, why))
 
     # -- reading ----------------------------------------------------------------------
 
     def cap(self, epoch: int, line_item: str | LineItem) -> float:
-        """Return the cap of ``line_item`` in ``epoch``, after borrowing."""
+        """Return the cap of ``line_item`` in ``epoch``, after borrowing.
+
+        Parameters
+        ----------
+        epoch : int
+        line_item : str or LineItem
+
+        Returns
+        -------
+        float
+            The cap, in :attr:`unit`.
+        """
         ep, item = checks.check_index(epoch, "epoch"), LineItem.parse(line_item)
         with self._transaction("reading a cap") as conn:
             return float(caps.cap(conn, self._base, ep, item)[0])
 
     def spent(self, epoch: int, line_item: str | LineItem | None = None) -> float:
-        """Return what was spent on ``line_item`` in ``epoch`` (all items if ``None``)."""
+        """Return what was spent on ``line_item`` in ``epoch`` (all items if ``None``).
+
+        Parameters
+        ----------
+        epoch : int
+        line_item : str or LineItem, optional
+            One line item; by default the sum over all three.
+
+        Returns
+        -------
+        float
+            The amount spent, in :attr:`unit`.
+        """
         ep = checks.check_index(epoch, "epoch")
         items = list(LineItem) if line_item is None else [LineItem.parse(line_item)]
         with self._transaction("reading spent budget") as conn:
@@ -390,7 +364,18 @@ class PrivacyLedger:
         return float(total)
 
     def remaining(self, epoch: int, line_item: str | LineItem) -> float:
-        """Return what ``line_item`` can still spend in ``epoch``."""
+        """Return what ``line_item`` can still spend in ``epoch`` (cap minus spent).
+
+        Parameters
+        ----------
+        epoch : int
+        line_item : str or LineItem
+
+        Returns
+        -------
+        float
+            The amount left, in :attr:`unit`.
+        """
         ep, item = checks.check_index(epoch, "epoch"), LineItem.parse(line_item)
         with self._transaction("reading remaining budget") as conn:
             return float(caps.cap(conn, self._base, ep, item)[0] - caps.spent(conn, ep, item)[0])
@@ -432,14 +417,8 @@ class PrivacyLedger:
             d = checks.check_delta(delta)
             if self._accounting == "zcdp":
                 conv = partial(rho_to_epsilon, delta=d)
-        rows: dict[str, dict[str, Decimal]] = {}
         with self._transaction("summarising an epoch") as conn:
-            for item in LineItem:
-                cap, adj = caps.cap(conn, self._base, ep, item)
-                spent, n = caps.spent(conn, ep, item)
-                rows[item.value] = {"base_cap": self._base[item], "borrowed": adj, "cap": cap,
-                                    "spent": spent, "remaining": cap - spent,
-                                    "n_charges": Decimal(n)}
+            rows = caps.epoch_rows(conn, self._base, ep)
         return reports.summary_frame(rows, self.unit, conv)
 
     def audit(self, epoch: int | None = None) -> pd.DataFrame:
@@ -508,19 +487,13 @@ class PrivacyLedger:
                 conn.close()
 
     def __repr__(self) -> str:
-        split = (
-            f"{1 - self._split.evaluation_share:.0%}/{self._split.evaluation_share:.0%} "
-            f"training/evaluation, {self._split.global_share:.0%} of evaluation global"
-        )
         state = "closed"
         if self._conn is not None:
             try:
                 with self._transaction("describing the ledger") as conn:
-                    n = int(conn.execute("SELECT COUNT(*) FROM charges").fetchone()[0])
-                state = f"{len(self.epochs())} epochs, {n} charges"
+                    state = reports.state(conn)
             except SpatialDPError:
                 state = "unreadable"
-        return (
-            f"PrivacyLedger({self._path!r}, accounting={self._accounting!r}, "
-            f"epoch_budget={float(self._budget):g} {self.unit}, {split}; {state})"
-        )
+        return (f"PrivacyLedger({self._path!r}, accounting={self._accounting!r}, "
+                f"epoch_budget={float(self._budget):g} {self.unit}, "
+                f"{reports.describe_split(self._split)}; {state})")
