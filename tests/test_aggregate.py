@@ -125,7 +125,7 @@ def test_accounting_is_never_optional() -> None:
     free = aggregate_metric(clients, LOSS, epsilon=0.1, target=Unaccounted("synthetic data"))
     assert not free.simulated and "UNACCOUNTED: synthetic data" in free.summary()
     assert free.accounting == {"accounting": "unaccounted", "simulated": False,
-                               "reason": "synthetic data", "round": None}
+                               "reason": "synthetic data", "round_index": None}
 
 
 def _refusals(ledger: PrivacyLedger) -> list[tuple[type[Exception], str, object]]:

@@ -32,7 +32,11 @@ def test_demo_writes_report_map_and_ledger(tmp_path: Path, capsys) -> None:  # t
 
     with PrivacyLedger(tmp_path / "ledger.sqlite") as ledger:
         audit = ledger.audit(0)
-        assert len(audit) == 3 and ledger.verify()
+        assert len(audit) == 3
+        # verify() raises on any inconsistency; its counts must match the audit trail.
+        assert ledger.verify()["charges"] == 3
+        assert set(audit.why) == {"regional evaluation round of the model", "national loss",
+                                  "round health"}
     csv = pd.read_csv(tmp_path / "regional_report.csv")
     assert len(csv) == 48
 

@@ -30,7 +30,7 @@ def _hist(values: list[float], bar: float = 0.01) -> HistogramRelease:
 def test_ratio_pinned_at_clip() -> None:
     frame = _frame([1.1, 9.8, 3.0], [0.05, 0.3, 0.1], [500, 400, 600])
     found = ratio_pinned_at_clip(frame, clip=10.0)
-    assert [i.region for i in found] == ["r1"]
+    assert [i.region_id for i in found] == ["r1"]
     assert "CRS" in found[0].hint
 
 
@@ -46,7 +46,7 @@ def test_persistently_empty_bucket() -> None:
 def test_suspiciously_good_region() -> None:
     frame = _frame([0.5, 0.9, 1.0, 1.1], [0.5, 0.05, 0.05, 0.05], [30, 900, 800, 700])
     found = suspiciously_good_region(frame)
-    assert [i.region for i in found] == ["r0"] and "cohort" in found[0].hint
+    assert [i.region_id for i in found] == ["r0"] and "cohort" in found[0].hint
     clear = _frame([0.5, 0.9, 1.0, 1.1], [0.01, 0.05, 0.05, 0.05], [900] * 4)
     assert suspiciously_good_region(clear) == []
 

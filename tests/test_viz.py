@@ -22,7 +22,7 @@ from matplotlib.collections import PathCollection, PolyCollection
 from matplotlib.patches import PathPatch
 
 from spatialdp.datasets import us_states_partition
-from spatialdp.exceptions import InvalidInput
+from spatialdp.exceptions import InvalidInput, PartitionMismatch
 from spatialdp.viz.maps import explore_report, plot_uncertainty_choropleth, save_figure
 from spatialdp.viz.timeseries import plot_region_timeseries
 
@@ -76,7 +76,7 @@ def make_report(seed: int = 3, round_: int = 12) -> gpd.GeoDataFrame:
     table.loc[supp, "reliability"] = "suppressed"
     report = part.join(table)
     report.attrs["spatialdp"] = {"metric": "loss", "alpha": ALPHA, "epsilon": EPSILON,
-                                 "partition_version": part.version, "round": round_,
+                                 "partition_version": part.version, "round_index": round_,
                                  "min_cohort": FLOOR}
     return report
 
@@ -96,7 +96,7 @@ def make_history(regions: tuple[str, ...] = ("CA", "TX", "NV", "WY", "VT", "MT")
             level = 0.42 + (0.25 if rid == "NV" and r >= 16 else 0.0)
             value = level + rng.laplace(0, scale)
             eb = scale * math.log(1 / ALPHA)
-            rows.append({"region_id": rid, "round": r,
+            rows.append({"region_id": rid, "round_index": r,
                          "value": np.nan if suppressed else value,
                          "error_bar": np.nan if suppressed else eb,
                          "cohort": cohort, "suppressed": suppressed})
@@ -180,7 +180,7 @@ def test_value_colours_follow_the_values(report: gpd.GeoDataFrame) -> None:
 def test_two_way_key_and_title(report: gpd.GeoDataFrame) -> None:
     ax = plot_uncertainty_choropleth(report)
     title = ax.get_title(loc="left")
-    for part in ("loss", "round 12", "ε = 1", "95% error bars", "3 of 48 regions suppressed"):
+    for part in ("loss", "round 12", "ε = 1", "95% error bars", "1-4 regions suppressed"):
         assert part in title
     (key,) = [a for a in ax.child_axes if a.get_gid() == "legend:value-reliability"]
     rows = [t.get_text() for t in key.get_yticklabels()]
@@ -383,7 +383,7 @@ def test_suppressed_rounds_are_gaps() -> None:
     history = make_history()
     fig = plot_region_timeseries(history, regions=["VT"])
     ax = _panel(fig, "VT")
-    vt = history[history.region_id == "VT"].sort_values("round")
+    vt = history[history.region_id == "VT"].sort_values("round_index")
     assert vt.suppressed.any()
     (line,) = [ln for ln in ax.lines if ln.get_gid() == "value"]
     ydata = np.asarray(line.get_ydata(), dtype=float)
@@ -421,7 +421,7 @@ def test_alerts_and_layout_options() -> None:
 
 def test_isolated_published_round_gets_a_bar() -> None:
     history = pd.DataFrame({
-        "region_id": "WY", "round": [1, 2, 3, 4, 5],
+        "region_id": "WY", "round_index": [1, 2, 3, 4, 5],
         "value": [0.4, np.nan, 0.5, np.nan, 0.45], "error_bar": [0.2, np.nan, 0.2, np.nan, 0.2],
         "cohort": [12, 5, 14, 6, 13], "suppressed": [False, True, False, True, False]})
     fig = plot_region_timeseries(history)
@@ -436,7 +436,7 @@ def test_bad_histories_are_refused() -> None:
         plot_region_timeseries(history.drop(columns="cohort"))
     with pytest.raises(InvalidInput, match=r"regions \['XX'\] are not in the history"):
         plot_region_timeseries(history, regions=["CA", "XX"])
-    with pytest.raises(InvalidInput, match="duplicate \\(region_id, round\\)"):
+    with pytest.raises(InvalidInput, match="duplicate \\(region_id, round_index\\)"):
         plot_region_timeseries(pd.concat([history, history.iloc[:1]]))
     with pytest.raises(InvalidInput, match="0 rows"):
         plot_region_timeseries(history.iloc[:0])
@@ -489,3 +489,18 @@ def test_explore_without_folium_says_what_to_install(
     monkeypatch.setitem(sys.modules, "folium", None)
     with pytest.raises(ImportError, match="pip install folium mapclassify"):
         explore_report(report)
+
+
+def test_time_series_refuses_mixed_baselines() -> None:
+    history = make_history()
+    history["partition_version"] = np.where(history.round_index > 10, "new", "old")
+    with pytest.raises(PartitionMismatch, match="mixes partition_version"):
+        plot_region_timeseries(history)
+
+
+def test_simulation_maps_say_so(report: gpd.GeoDataFrame) -> None:
+    simulated = report.copy()
+    simulated.attrs["spatialdp"] = {**report.attrs.get("spatialdp", {}),
+                                    "accounting": "simulation"}
+    ax = plot_uncertainty_choropleth(simulated)
+    assert ax.get_title(loc="left").startswith("[SIMULATION]")

@@ -90,7 +90,7 @@ class ClientTable:
                 f"the client reports lack columns {missing} for metric {key}; run the device "
                 "module with this spec")
         try:
-            data = self.frame[list(cols)].to_numpy(dtype=np.float64)
+            data = np.column_stack([self.frame[c].to_numpy(dtype=np.float64) for c in cols])
         except (TypeError, ValueError):
             raise InvalidInput(f"columns {list(cols)} of {key} are not numeric") from None
         bad = ~np.isfinite(data)
@@ -113,23 +113,31 @@ def _client_ids(frame: pd.DataFrame) -> pd.Index:
     return check_ids(ids.to_numpy(), CLIENT_ID)
 
 
+def _unique_tags(column: pd.Series) -> list[object]:
+    """The distinct device_specs values (a categorical column's codes are read directly)."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        used = np.unique(column.cat.codes.to_numpy())
+        cats = column.cat.categories
+        return [None if code < 0 else cats[code] for code in used]
+    return list(pd.unique(column.to_numpy(dtype=object)))
+
+
 def _check_specs(frame: pd.DataFrame, specs: Sequence[Spec]) -> None:
     if DEVICE_SPECS not in frame.columns:
         raise InvalidInput(
             "the client reports carry no device_specs column, so nothing shows which bounds "
             "the devices clipped to; produce them with device_report(..., specs)")
-    tags = pd.Series(frame[DEVICE_SPECS]).astype(object)
-    if tags.isna().any():
-        raise InvalidInput(
-            f"{int(tags.isna().sum())} client reports have no device_specs; every report "
-            "must come from the device module")
-    codes, uniques = pd.factorize(tags)
-    for code, tag in enumerate(uniques):
-        device = _parse(tag)
+    column = frame[DEVICE_SPECS]
+    for tag in _unique_tags(column):
+        if tag is None or (isinstance(tag, float) and np.isnan(tag)):
+            raise InvalidInput(
+                f"{int(column.isna().sum())} client reports have no device_specs; every "
+                "report must come from the device module")
+        device = _parse(str(tag))
         for spec in specs:
             have = device.get(spec.name)
             if have != spec.fingerprint:
-                rows = int((codes == code).sum())
+                rows = int((column == tag).sum())
                 said = "no spec" if have is None else f"another spec ({have})"
                 raise InvalidInput(
                     f"{rows} client reports were clipped under {said} for {spec.name!r}, not "

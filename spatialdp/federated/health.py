@@ -107,7 +107,7 @@ def _counts(status: ArrayLike, region_id: ArrayLike, partition: Partition) -> ND
         raise InvalidInput(
             f"status has shape {statuses.shape} and region_id {regions.shape}; give one status "
             "and one region_id per selected client")
-    codes = pd.Categorical(statuses, categories=list(HEALTH_STATUSES)).codes.astype(np.int64)
+    codes = pd.Index(HEALTH_STATUSES).get_indexer(pd.Index(statuses)).astype(np.int64)
     if (codes < 0).any():
         bad = sorted({str(v) for v in statuses[codes < 0]})[:3]
         raise InvalidInput(f"unknown statuses {bad}; use {list(HEALTH_STATUSES)}")

@@ -32,12 +32,12 @@ class Incident:
     """A published pattern that needs a human: what, where, and what to check."""
 
     kind: str
-    region: str | None
+    region_id: str | None
     message: str
     hint: str
 
     def __str__(self) -> str:
-        where = f" [{self.region}]" if self.region is not None else ""
+        where = f" [{self.region_id}]" if self.region_id is not None else ""
         return f"{self.kind}{where}: {self.message} -- {self.hint}"
 
 
@@ -92,7 +92,7 @@ def persistently_empty_buckets(
     labels = recent[-1].labels
     return [
         Incident(
-            "empty-histogram-bucket", recent[-1].region,
+            "empty-histogram-bucket", recent[-1].region_id,
             f"bucket {labels[i]} of {recent[-1].metric} held under {min_share:.0%} of the mass "
             f"in each of the last {rounds} releases",
             "the edges no longer match the model's error scale: bump the edge version (a new "
@@ -164,7 +164,7 @@ def stale_clip_bound(
     estimate = estimate_quantile(release, spec, percentile / 100.0)
     if np.isfinite(estimate) and estimate < factor * current_clip:
         return [Incident(
-            "stale-clip-bound", release.region,
+            "stale-clip-bound", release.region_id,
             f"the published p{percentile:g} of {spec.name} is <= {estimate:g}, far below the "
             f"clip bound {current_clip:g}",
             f"re-derive the bound from published aggregates (about {estimate:g}) and release "

@@ -178,13 +178,13 @@ class RegionalReport:
         """Return versions, epsilon, floors and accounting, recorded with every output file."""
         return {
             "partition_version": self.partition_version,
-            "round": self.round_index,
+            "round_index": self.round_index,
             "epsilon": dict(self.epsilon),
             "alpha": self.alpha,
             "min_cohort": self.min_cohort,
             "suppressed_regions": self.suppressed_regions,
             "metrics": dict(self.metrics),
-            **{k: v for k, v in self.accounting.items() if k != "round"},
+            **{k: v for k, v in self.accounting.items() if k != "round_index"},
         }
 
     def write(self, folder: str | os.PathLike[str], stem: str = "regional_report") -> list[Path]:

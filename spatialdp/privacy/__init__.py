@@ -46,6 +46,7 @@ from spatialdp.privacy.simulate import (
     simulate_gaussian,
     simulate_laplace,
 )
+from spatialdp.privacy.target import ReleaseTarget, Simulation, Unaccounted
 
 __all__ = [
     "MAX_SCALE",
@@ -62,7 +63,10 @@ __all__ = [
     "Overlapping",
     "PrivacyLedger",
     "PrivacyLoss",
+    "ReleaseTarget",
+    "Simulation",
     "Single",
+    "Unaccounted",
     "cadence_table",
     "epsilon_to_rho",
     "gaussian_sigma",

@@ -144,7 +144,7 @@ class ReleaseTarget:
     def metadata(self) -> dict[str, Any]:
         """Accounting kind, ledger path, epoch, line item and round."""
         return {"accounting": "ledger", "simulated": False, "ledger": self.ledger.path,
-                "epoch": self.epoch, "line_item": self.line_item, "round": self.round_index}
+                "epoch": self.epoch, "line_item": self.line_item, "round_index": self.round_index}
 
     def __repr__(self) -> str:
         return (f"ReleaseTarget({self.ledger.path!r}, epoch={self.epoch}, "
@@ -187,7 +187,7 @@ class Unaccounted:
     def metadata(self) -> dict[str, Any]:
         """Accounting kind ``unaccounted`` and the reason."""
         return {"accounting": "unaccounted", "simulated": False, "reason": self.reason,
-                "round": self.round_index}
+                "round_index": self.round_index}
 
     def __repr__(self) -> str:
         return f"Unaccounted({self.reason!r})"
@@ -229,7 +229,7 @@ class Simulation:
 
     def metadata(self) -> dict[str, Any]:
         """Accounting kind ``simulation``; ``simulated`` is True."""
-        return {"accounting": "simulation", "simulated": True, "round": self.round_index}
+        return {"accounting": "simulation", "simulated": True, "round_index": self.round_index}
 
     def __repr__(self) -> str:
         return "Simulation()"

@@ -138,8 +138,8 @@ def explore_report(
         return style
 
     caption_bits = [str(meta.get("metric", column))]
-    if meta.get("round") is not None:
-        caption_bits.append(f"round {meta['round']}")
+    if meta.get("round_index") is not None:
+        caption_bits.append(f"round {meta['round_index']}")
     if meta.get("epsilon") is not None:
         caption_bits.append(f"ε={float(meta['epsilon']):g}")
     options: dict[str, Any] = {

@@ -116,8 +116,8 @@ def _title(meta: Mapping[str, Any], column: str, n_suppressed: int, n_regions: i
         str(meta.get("accounting")))
     if label:
         head = f"[{label}] {head}"
-    if meta.get("round") is not None:
-        head += f" · round {meta['round']}"
+    if meta.get("round_index") is not None:
+        head += f" · round {meta['round_index']}"
     details = []
     eps = _epsilon_text(meta)
     if eps:

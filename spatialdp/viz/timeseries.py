@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from spatialdp.exceptions import InvalidInput
+from spatialdp.exceptions import InvalidInput, PartitionMismatch
 from spatialdp.viz._report import _epsilon_text, _meta, _require_columns
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ __all__ = ["HISTORY_COLUMNS", "cohort_label", "plot_region_timeseries"]
 
 #: Columns a history (long table, one row per region and round) must have.
 HISTORY_COLUMNS: tuple[str, ...] = (
-    "region_id", "round", "value", "error_bar", "cohort", "suppressed",
+    "region_id", "round_index", "value", "error_bar", "cohort", "suppressed",
 )
 
 _BAND = "#9ecae1"
@@ -63,7 +63,7 @@ def _check_history(history: Any) -> pd.DataFrame:
         raise InvalidInput("the history has 0 rows; there is nothing to draw")
     frame = history.loc[:, list(HISTORY_COLUMNS)].copy()
     frame["region_id"] = frame["region_id"].astype(str)
-    for col in ("round", "value", "error_bar", "cohort"):
+    for col in ("round_index", "value", "error_bar", "cohort"):
         try:
             frame[col] = pd.to_numeric(frame[col]).astype("float64")
         except (TypeError, ValueError):
@@ -71,23 +71,36 @@ def _check_history(history: Any) -> pd.DataFrame:
                 f"history column {col!r} is not numeric (dtype {history[col].dtype}); "
                 "give numbers (NaN where suppressed)"
             ) from None
-    if frame["round"].isna().any():
+    if frame["round_index"].isna().any():
         raise InvalidInput(
-            f"{int(frame['round'].isna().sum())} history rows have no round; every row "
+            f"{int(frame['round_index'].isna().sum())} history rows have no round_index; every row "
             "needs the round it was published in"
         )
     frame["suppressed"] = frame["suppressed"].fillna(False).astype(bool)
-    dup = frame.duplicated(["region_id", "round"])
+    dup = frame.duplicated(["region_id", "round_index"])
     if dup.any():
-        first = frame.loc[dup, ["region_id", "round"]].iloc[0]
+        first = frame.loc[dup, ["region_id", "round_index"]].iloc[0]
         raise InvalidInput(
-            f"{int(dup.sum())} duplicate (region_id, round) rows in the history (first: "
-            f"{first['region_id']!r}, round {first['round']:g}); keep one row per region "
+            f"{int(dup.sum())} duplicate (region_id, round_index) rows in the history (first: "
+            f"{first['region_id']!r}, round {first['round_index']:g}); keep one row per region "
             "and round"
         )
+    _one_baseline(history)
     # Suppressed rounds publish nothing: never draw a value there, whatever it holds.
     frame.loc[frame["suppressed"], ["value", "error_bar"]] = np.nan
-    return frame.sort_values(["region_id", "round"], kind="stable")
+    return frame.sort_values(["region_id", "round_index"], kind="stable")
+
+
+def _one_baseline(history: pd.DataFrame) -> None:
+    """Refuse a history that mixes partition or spec versions (a new baseline each)."""
+    for key in ("partition_version", "metric"):
+        if key in history.columns:
+            versions = pd.unique(history[key].dropna().astype(str))
+            if len(versions) > 1:
+                raise PartitionMismatch(
+                    f"the history mixes {key} values {list(versions)[:3]}; a new version "
+                    "starts a new baseline: draw spatialdp.federated.monitor."
+                    "latest_baseline(history) or one version at a time")
 
 
 def _alerts_for(alert_rounds: Any, region: str) -> list[float]:
@@ -163,7 +176,7 @@ def plot_region_timeseries(
     >>> matplotlib.use("Agg")
     >>> import matplotlib.pyplot as plt
     >>> history = pd.DataFrame({
-    ...     "region_id": ["CA"] * 4 + ["WY"] * 4, "round": [1, 2, 3, 4] * 2,
+    ...     "region_id": ["CA"] * 4 + ["WY"] * 4, "round_index": [1, 2, 3, 4] * 2,
     ...     "value": [0.42, 0.40, 0.43, 0.41, 0.5, None, 0.3, 0.45],
     ...     "error_bar": [0.01] * 4 + [0.2, None, 0.25, 0.2],
     ...     "cohort": [5200, 5150, 5230, 5190, 14, 6, 12, 15],
@@ -219,14 +232,14 @@ def plot_region_timeseries(
     alpha = meta.get("alpha")
     band_label = ("value ± error bar" if alpha is None
                   else f"value ± {1 - float(alpha):.0%} error bar")
-    lo_all, hi_all = frame["round"].min(), frame["round"].max()
+    lo_all, hi_all = frame["round_index"].min(), frame["round_index"].max()
     any_suppressed = any_alert = False
 
     for k, region in enumerate(chosen):
         ax: Axes = grid[k // cols][k % cols]
         ax.set_gid(f"region:{region}")
         part = frame[frame["region_id"] == region]
-        x = part["round"].to_numpy()
+        x = part["round_index"].to_numpy()
         y = part["value"].to_numpy()
         eb = part["error_bar"].to_numpy()
         supp = part["suppressed"].to_numpy()
