@@ -467,8 +467,13 @@ def _edited(*statements: str) -> Callable[[Path], None]:
     return build
 
 
-def _bytes(make: Callable[[int], bytes]) -> Callable[[Path], None]:
-    return lambda path: path.write_bytes(make(len(_ledger_file(path).read_bytes())))
+def _bytes(cut: Callable[[bytes], bytes]) -> Callable[[Path], None]:
+    """Write ``cut(bytes of a good ledger)``; the good ledger lives outside the case folder."""
+
+    def build(path: Path) -> None:
+        path.write_bytes(cut(_ledger_file(path.parent.parent / "good.db").read_bytes()))
+
+    return build
 
 
 def _foreign(*statements: str) -> Callable[[Path], None]:
@@ -482,15 +487,15 @@ def _meta(key: str, value: str) -> str:
 RANDOM = np.random.default_rng(7).bytes(65536)
 BAD_FILES: dict[str, Callable[[Path], None]] = {
     "empty file": lambda p: p.write_bytes(b""),
-    **{f"truncated at {n}": _bytes(lambda size, n=n: _ledger_file_bytes()[: n % size])
+    **{f"truncated at {n}": _bytes(lambda good, n=n: good[:n])
        for n in (1, 50, 99, 1000, 4096, 4096 + 512, 8192)},
-    "truncated by one page": _bytes(lambda size: _ledger_file_bytes()[: size - 4096]),
-    "truncated by one byte": _bytes(lambda size: _ledger_file_bytes()[: size - 1]),
+    "truncated by one page": _bytes(lambda good: good[:-4096]),
+    "truncated by one byte": _bytes(lambda good: good[:-1]),
     "random bytes": lambda p: p.write_bytes(RANDOM[:8192]),
     "a few random bytes": lambda p: p.write_bytes(RANDOM[:37]),
     "text file": lambda p: p.write_text("epoch,spent\n0,0.1\n" * 100),
     "SQLite header then garbage": lambda p: p.write_bytes(b"SQLite format 3\x00" + RANDOM[:8192]),
-    "pages overwritten": _bytes(lambda size: _ledger_file_bytes()[:4096] + RANDOM[: size - 4096]),
+    "pages overwritten": _bytes(lambda good: good[:4096] + RANDOM[: len(good) - 4096]),
     "SQLite database with no tables": _foreign("PRAGMA user_version = 7"),
     "foreign schema": _foreign("CREATE TABLE users (id INTEGER, name TEXT)",
                                "INSERT INTO users VALUES (1, 'ana')"),
@@ -533,11 +538,6 @@ BAD_FILES: dict[str, Callable[[Path], None]] = {
 }
 
 
-def _ledger_file_bytes() -> bytes:
-    folder = Path(os.environ.get("PYTEST_LEDGER_TMP", "."))
-    return (folder / "good.db").read_bytes()
-
-
 def _snapshot(folder: Path) -> dict[str, bytes | None]:
     return {str(p.relative_to(folder)): None if p.is_dir() else p.read_bytes()
             for p in sorted(folder.rglob("*"))}
@@ -568,19 +568,13 @@ def _is_closed(conn: sqlite3.Connection) -> bool:
 
 @pytest.mark.parametrize("case", list(BAD_FILES))
 def test_bad_file_is_refused_clearly_and_left_untouched(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str
+    tmp_path: Path, connections: list[sqlite3.Connection], case: str
 ) -> None:
-    monkeypatch.setenv("PYTEST_LEDGER_TMP", str(tmp_path))
-    _ledger_file(tmp_path / "good.db")
     folder = tmp_path / "case"
     folder.mkdir()
     path = folder / "l.db"
     BAD_FILES[case](path)
     before = _snapshot(folder)
-    opened: list[sqlite3.Connection] = []
-    real = sqlite3.connect
-    monkeypatch.setattr(_ledger_files.sqlite3, "connect",
-                        lambda *a, **k: opened.append(real(*a, **k)) or opened[-1])
     for kwargs in ({}, {"epoch_budget": 10.0}, {"timeout": 0.0}):
         with pytest.raises(LedgerError) as err:
             PrivacyLedger(path, **kwargs)  # type: ignore[arg-type]
@@ -588,9 +582,9 @@ def test_bad_file_is_refused_clearly_and_left_untouched(
         assert message.startswith(f"ledger {str(path)!r} "), message
         assert "; " in message, message  # what is wrong; the fix
         assert _snapshot(folder) == before, "the refused file was modified"
-    assert all(_is_closed(c) for c in opened)
     with pytest.raises(LedgerError):
         PrivacyLedger(path, read_only=True)
+    assert all(_is_closed(c) for c in connections)  # no connection left open on any path
     if path.is_file():
         assert path.read_bytes() == before["l.db"]
 
@@ -602,6 +596,25 @@ def test_edited_budget_is_not_taken_as_no_limit(tmp_path: Path) -> None:
                        r"a positive finite budget.*restore it from a backup") as err:
         PrivacyLedger(path)
     assert isinstance(err.value.__cause__, InvalidInput)
+
+
+def test_file_edited_while_open_gives_a_ledger_error_at_next_use(tmp_path: Path) -> None:
+    path = _ledger_file(tmp_path / "l.db")
+    with PrivacyLedger(path) as led:
+        edit(path, f"UPDATE spend SET spent = 'abc' WHERE line_item = '{REG}'",
+             "UPDATE charges SET charged = 'x' WHERE release_id = 'a'")
+        with pytest.raises(LedgerError, match=r"holds a value spatialdp cannot read while "
+                           r"charging \(a stored amount is not a decimal number.*; the file was "
+                           r"edited outside PrivacyLedger: restore") as err:
+            charge(led, release_id="refused")
+        assert isinstance(err.value.__cause__, ArithmeticError)  # decimal.InvalidOperation
+        with pytest.raises(LedgerError, match="while reading the audit trail"):
+            led.audit()
+        with pytest.raises(LedgerError, match=r"stores charged='x' in charge #1"):
+            led.verify()
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT COUNT(*) FROM charges").fetchone()[0] == 3
+    conn.close()
 
 
 def test_locked_ledger_gives_a_clear_error_at_first_use(tmp_path: Path) -> None:

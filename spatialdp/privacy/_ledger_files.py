@@ -26,6 +26,7 @@ import stat
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
+from decimal import DecimalException
 from pathlib import Path
 
 from spatialdp.exceptions import LedgerError, SpatialDPError
@@ -89,6 +90,8 @@ def translate(err: BaseException, path: str, action: str, timeout: float) -> Led
     if isinstance(err, sqlite3.Error):
         return ledger_error(path, f"could not be read or written while {action} {detail}",
                             f"run verify() on it, or {_RESTORE}")
+    if isinstance(err, DecimalException):
+        detail = f"(a stored amount is not a decimal number; {type(err).__name__})"
     return ledger_error(
         path, f"holds a value spatialdp cannot read while {action} {detail}",
         f"the file was edited outside PrivacyLedger: {_RESTORE}")

@@ -6,10 +6,9 @@ Every charge is checked against its line-item cap and recorded in the same
 ``BEGIN IMMEDIATE`` transaction, so concurrent processes cannot overspend and a
 process killed mid-charge leaves the whole charge or none of it.
 
-The file is checked on open (:mod:`~spatialdp.privacy._ledger_checks`), and every
-failure a user can cause is a :class:`~spatialdp.exceptions.LedgerError` or
-:class:`~spatialdp.exceptions.InvalidInput` naming the file, what is wrong and
-the fix (:mod:`~spatialdp.privacy._ledger_files`).
+The file is checked on open (:mod:`~spatialdp.privacy._ledger_checks`); every failure
+a user can cause is a :class:`~spatialdp.exceptions.LedgerError` or ``InvalidInput``
+naming the file, what is wrong and the fix (:mod:`~spatialdp.privacy._ledger_files`).
 """
 
 from __future__ import annotations
@@ -30,14 +29,7 @@ from spatialdp.privacy import _ledger_files as files
 from spatialdp.privacy import _ledger_open as opening
 from spatialdp.privacy import _ledger_reports as reports
 from spatialdp.privacy import _ledger_schema as schema
-from spatialdp.privacy._ledger_schema import fmt
-from spatialdp.privacy.budget import (
-    Accounting,
-    BudgetSplit,
-    LineItem,
-    Structure,
-    rho_to_epsilon,
-)
+from spatialdp.privacy.budget import Accounting, BudgetSplit, LineItem, Structure, rho_to_epsilon
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -49,7 +41,19 @@ _UNIT = {"pure": "epsilon", "zcdp": "rho"}
 
 @dataclass(frozen=True)
 class Charge:
-    """The receipt of a recorded charge (amounts in the ledger's unit)."""
+    """The receipt of a recorded charge (amounts in the ledger's unit).
+
+    Attributes
+    ----------
+    release_id, line_item : str
+        The release's unique id, and the line item charged.
+    epoch : int
+        The epoch charged.
+    charged, remaining : float
+        The amount charged, and what the line item has left after it.
+    recorded_at : str
+        UTC time stamp, ISO 8601.
+    """
 
     release_id: str
     epoch: int
@@ -257,8 +261,8 @@ class PrivacyLedger:
                                       label=f"{what!r} ({structure.describe()})")
             schema.insert_charge(
                 conn,
-                release_id=rid, epoch=ep, line_item=item.value, charged=fmt(charged),
-                loss=fmt(loss), loss_unit=unit, structure_kind=structure.kind,
+                release_id=rid, epoch=ep, line_item=item.value, charged=schema.fmt(charged),
+                loss=schema.fmt(loss), loss_unit=unit, structure_kind=structure.kind,
                 structure_name=structure.name, parts=structure.parts,
                 max_parts_per_client=structure.max_parts_per_client,
                 multiplier=structure.multiplier, structure=structure.describe(),
