@@ -325,7 +325,7 @@ def check_ids(values: Any, name: str, *, unique: bool = True) -> pd.Index:
     index: pd.Index = pd.Index(values)
     if index.isna().any():
         raise InvalidInput(
-            f"{name} has {int(index.isna().sum())} missing values; every row needs its id")
+            f"{name} has {int(np.sum(index.isna()))} missing values; every row needs its id")
     if unique and not index.is_unique:
         repeated = index[index.duplicated()]
         raise InvalidInput(

@@ -103,7 +103,8 @@ def test_release_charges_the_ledger_and_draws_fresh_entropy() -> None:
     assert a.value != b.value  # fresh OS entropy each time
     assert ledger.spent(0, "evaluation.global") == pytest.approx(0.5)
     assert len(ledger.audit(0)) == 2
-    assert a.accounting["accounting"] == "ledger" and not a.simulated
+    assert a.accounting["accounting"] == "ledger"
+    assert not a.simulated
     ledger.close()
 
 
@@ -121,9 +122,11 @@ def test_accounting_is_never_optional() -> None:
         Unaccounted("")
     # The two opt-outs are visible on the result.
     sim = aggregate_metric(clients, LOSS, epsilon=0.1, target=Simulation(rng=0))
-    assert sim.simulated and "SIMULATION" in sim.summary()
+    assert sim.simulated
+    assert "SIMULATION" in sim.summary()
     free = aggregate_metric(clients, LOSS, epsilon=0.1, target=Unaccounted("synthetic data"))
-    assert not free.simulated and "UNACCOUNTED: synthetic data" in free.summary()
+    assert not free.simulated
+    assert "UNACCOUNTED: synthetic data" in free.summary()
     assert free.accounting == {"accounting": "unaccounted", "simulated": False,
                                "reason": "synthetic data", "round_index": None}
 
@@ -185,7 +188,8 @@ def test_every_refusal_charges_nothing() -> None:
     for error, message, release in _refusals(ledger):
         with pytest.raises(error, match=message):
             release()
-    assert ledger.spent(0) == 0.0 and len(ledger.audit()) == 0
+    assert ledger.spent(0) == 0.0
+    assert len(ledger.audit()) == 0
     ledger.close()
 
 
@@ -221,7 +225,8 @@ def test_uninformative_epsilon_warns_before_charging() -> None:
     with pytest.warns(UninformativeReleaseWarning, match="bounded"):
         rel = aggregate_metric(clients, LOSS, epsilon=0.001, target=target)
     shown = rel.bounded_display()
-    assert LOSS.clip_low <= shown.value <= LOSS.clip_high and shown.bounded
+    assert LOSS.clip_low <= shown.value <= LOSS.clip_high
+    assert shown.bounded
     assert "clamped for display, biased" in shown.summary()
     ledger.close()
 

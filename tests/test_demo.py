@@ -14,7 +14,8 @@ from spatialdp.privacy.ledger import PrivacyLedger
 def test_demo_writes_report_map_and_ledger(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     assert main(["demo", "--out", str(tmp_path), "--devices", "200000"]) == 0
     out = capsys.readouterr().out
-    assert "regional report" in out and "ledger (epoch 0)" in out
+    assert "regional report" in out
+    assert "ledger (epoch 0)" in out
     names = {p.name for p in tmp_path.iterdir()}
     assert {"regional_report.gpkg", "regional_report.csv", "ratio_choropleth.png",
             "loss_choropleth.png", "abs_error_m_choropleth.png", "ledger.sqlite"} <= names
@@ -27,7 +28,8 @@ def test_demo_writes_report_map_and_ledger(tmp_path: Path, capsys) -> None:  # t
     runner_up = ratio.drop("CO").max()
     assert ratio["CO"] - report.loc["CO", "ratio.error_bar"] > runner_up
     suppressed = report["ratio.suppressed"].astype(bool)
-    assert suppressed.any() and ratio[suppressed].isna().all()
+    assert suppressed.any()
+    assert ratio[suppressed].isna().all()
     assert (report.loc[~suppressed, "ratio.cohort"] >= 300).all()
 
     with PrivacyLedger(tmp_path / "ledger.sqlite") as ledger:

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 import geopandas as gpd
@@ -13,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from spatialdp.exceptions import CRSError, InvalidInput
+from spatialdp.federated.aggregate import aggregate_metric
 from spatialdp.federated.device import (
     DEVICE_MODULE_VERSION,
     along_across_rmse,
@@ -26,7 +26,6 @@ from spatialdp.federated.device import (
     track_errors,
     track_ratio_spec,
 )
-from spatialdp.federated.aggregate import aggregate_metric
 from spatialdp.federated.metrics import HistogramSpec, MetricSpec
 from spatialdp.federated.regional import regional_report
 from spatialdp.geo.partition import Partition
@@ -121,7 +120,8 @@ def mixed_examples(n_clients: int = 30, seed: int = 0) -> pd.DataFrame:
 def test_clipped_mean_loss_clips_each_example_then_averages() -> None:
     frame = pd.DataFrame({"client_id": ["b", "a", "a", "b"], "loss": [1e6, -3.0, 1.0, 1.0]})
     out = clipped_mean_loss(frame, LOSS)
-    assert out.name == "loss" and out.index.name == "client_id"
+    assert out.name == "loss"
+    assert out.index.name == "client_id"
     assert out.to_dict() == {"a": 0.5, "b": 1.75}  # per example: b = (2.5 + 1) / 2
 
 
@@ -152,7 +152,8 @@ def test_heading_north_pure_east_offset_is_all_across() -> None:
     frame = track_frame(0.0, 3.0, heading=0.0)
     az, _, dist = GEOD.inv(frame.true_lon[0], frame.true_lat[0], frame.pred_lon[0],
                            frame.pred_lat[0])
-    assert az == pytest.approx(90.0) and dist == pytest.approx(3.0)
+    assert az == pytest.approx(90.0)
+    assert dist == pytest.approx(3.0)
 
 
 def test_heading_east_offset_north_is_across_to_the_left() -> None:
@@ -270,7 +271,8 @@ def test_road_matches_shapely_line_locate_reference() -> None:
         tangent /= np.hypot(*tangent)
         along[i] = err_xy[i] @ tangent / scale[i]
         across[i] = (err_xy[i, 0] * tangent[1] - err_xy[i, 1] * tangent[0]) / scale[i]
-    assert np.isnan(along[-1]) and np.isfinite(along[-3:-1]).all()
+    assert np.isnan(along[-1])
+    assert np.isfinite(along[-3:-1]).all()
     np.testing.assert_array_equal(np.isnan(got.along), np.isnan(along))
     np.testing.assert_allclose(got.along, along, atol=2e-4)
     np.testing.assert_allclose(got.across, across, atol=2e-4)
@@ -280,7 +282,8 @@ def test_examples_far_from_roads_are_left_out() -> None:
     frame = pd.concat([road_frame((50, 2), 1, 1).assign(client_id="near"),
                        road_frame((50, 500), 1, 1).assign(client_id="far")])
     errors = track_errors(frame, roads=BEND)
-    assert np.isfinite(errors.along.iloc[0]) and np.isnan(errors.along.iloc[1])
+    assert np.isfinite(errors.along.iloc[0])
+    assert np.isnan(errors.along.iloc[1])
     assert errors.distance.iloc[1] == pytest.approx(np.sqrt(2), abs=1e-6)
     assert list(along_across_rmse(frame, roads=BEND).index) == ["near"]  # not ratio 1.0
     report = device_report(frame, roads=BEND)
@@ -417,7 +420,8 @@ def test_seed_histogram_checks_done_right() -> None:
     ids = ["heavy"] * 10_000 + ["light"] * 5
     hist, clients = error_histogram(np.full(10_005, 0.2), ids, capped)
     assert list(clients) == ["heavy", "light"]
-    assert hist[0].sum() == pytest.approx(100.0) and hist[0, 0] == pytest.approx(100.0)
+    assert hist[0].sum() == pytest.approx(100.0)
+    assert hist[0, 0] == pytest.approx(100.0)
     assert hist[1].sum() == 5.0  # a light client is not inflated to the cap
     distributions, _ = error_histogram(np.full(10_005, 0.2), ids, HIST)  # mass_cap 1
     assert distributions.sum(axis=1) == pytest.approx([1.0, 1.0])
@@ -494,7 +498,8 @@ def test_calibration_columns_stay_in_bounds(rows: list[tuple[float, int, int]], 
     cal = calibration_by_bucket(p, y, ids, n_buckets=n)
     gap = cal.filter(like="cal_gap").to_numpy()
     rest = cal.drop(columns=cal.filter(like="cal_gap").columns).to_numpy()
-    assert ((gap >= -1) & (gap <= 1)).all() and ((rest >= 0) & (rest <= 1)).all()
+    assert ((gap >= -1) & (gap <= 1)).all()
+    assert ((rest >= 0) & (rest <= 1)).all()
     assert (cal.filter(like="cal_present").sum(axis=1) >= 1).all()
 
 
@@ -525,7 +530,8 @@ def test_coverage_keeps_the_busiest_cells_ties_by_position(two_boxes: Partition)
     cov = coverage(lon, lat, ids, two_boxes, max_cells=2)
     assert list(cov.client_ids) == ["x", "y", "z"]
     assert cov.matrix.toarray().tolist() == [[0, 1, 0, 1], [1, 0, 0, 0], [0, 0, 0, 0]]
-    assert cov.cells_per_client.tolist() == [2, 1, 0] and cov.sensitivity == 4.0
+    assert cov.cells_per_client.tolist() == [2, 1, 0]
+    assert cov.sensitivity == 4.0
     assert cov.partition_version == two_boxes.version
     assert coverage(lon, lat, ids, two_boxes).cells_per_client.tolist() == [3, 1, 0]
 
@@ -537,7 +543,8 @@ def test_coverage_on_an_h3_partition() -> None:
     lon, lat = rng.uniform(-105.1, -104.9, 500), rng.uniform(39.95, 40.05, 500)
     cov = coverage(lon, lat, rng.integers(0, 5, 500), part, max_cells=3)
     assert cov.matrix.shape == (5, part.n_regions)
-    assert (cov.cells_per_client == 3).all() and set(cov.matrix.data) == {1}
+    assert (cov.cells_per_client == 3).all()
+    assert set(cov.matrix.data) == {1}
 
 
 def test_coverage_refusals(two_boxes: Partition) -> None:
@@ -558,7 +565,8 @@ def test_coverage_rows_never_exceed_max_cells(two_boxes: Partition,
                                               cap: int) -> None:
     lon, lat, ids = zip(*rows, strict=True)
     cov = coverage(lon, lat, ids, two_boxes, max_cells=cap)
-    assert (cov.cells_per_client <= cap).all() and set(cov.matrix.data) <= {1}
+    assert (cov.cells_per_client <= cap).all()
+    assert set(cov.matrix.data) <= {1}
 
 
 # --------------------------------------------------------------------------- report
@@ -573,7 +581,8 @@ def test_device_report_columns_bounds_and_version(two_boxes: Partition) -> None:
     assert report.attrs["coverage_partition_version"] == two_boxes.version
     assert report.attrs["specs"] == {"loss": LOSS.key, "rmse": rmse.key, HIST.name: HIST.key}
     assert "partition_version" not in report.attrs  # reserved for the region assignment
-    assert report.index.name == "client_id" and report.index.is_monotonic_increasing
+    assert report.index.name == "client_id"
+    assert report.index.is_monotonic_increasing
     expected = (["loss", "ratio", "track_present", "along_rmse", "across_rmse"]
                 + [f"abs_error_m_{b}" for b in range(7)]
                 + [f"cal_{kind}_{b}" for kind in ("pred", "outcome", "gap", "present")
@@ -584,7 +593,8 @@ def test_device_report_columns_bounds_and_version(two_boxes: Partition) -> None:
     for column, (low, high) in report.attrs["bounds"].items():
         assert report[column].between(low, high).all(), column
     assert report.filter(like="abs_error_m_").sum(axis=1).to_numpy() == pytest.approx(1.0)
-    assert report.loc["c000", "count_bucket"] == 0 and report.loc["c001", "count_bucket"] == 3
+    assert report.loc["c000", "count_bucket"] == 0
+    assert report.loc["c001", "count_bucket"] == 3
     raw = along_across_rmse(examples)
     np.testing.assert_allclose(report.along_rmse, rmse.clip(raw.along_rmse))
 
@@ -659,7 +669,8 @@ def test_report_of_a_hand_worked_client() -> None:
     rmse = MetricSpec("rmse_m", 0.0, 8.0)
     report = device_report(frame, loss_spec=LOSS, hist_spec=HIST, rmse_spec=rmse)
     x, y = report.loc["x"], report.loc["y"]
-    assert x.loss == pytest.approx(1.75) and y.loss == pytest.approx(0.5)
+    assert x.loss == pytest.approx(1.75)
+    assert y.loss == pytest.approx(0.5)
     assert x.along_rmse == pytest.approx(np.sqrt(8.0), rel=1e-4)
     assert x.across_rmse == pytest.approx(np.sqrt(4.5), rel=1e-4)
     assert x.ratio == pytest.approx(0.75, rel=1e-4)
@@ -667,8 +678,10 @@ def test_report_of_a_hand_worked_client() -> None:
     assert report.filter(like="abs_error_m_").loc["y"].tolist() == [1.0, 0, 0, 0, 0, 0, 0]
     assert [x[f"cal_gap_{b}"] for b in range(5)] == pytest.approx([0.1, 0, 0, 0, 0.9])
     assert [x[f"cal_present_{b}"] for b in range(5)] == [1, 0, 0, 0, 1]
-    assert y.cal_gap_2 == pytest.approx(-0.5) and y.cal_present_2 == 1
-    assert x.count_bucket == 0 and y.count_bucket == 0
+    assert y.cal_gap_2 == pytest.approx(-0.5)
+    assert y.cal_present_2 == 1
+    assert x.count_bucket == 0
+    assert y.count_bucket == 0
 
 
 def test_reports_carry_their_provenance_in_columns(two_boxes: Partition) -> None:
@@ -704,7 +717,8 @@ def test_road_mode_ratio_leaves_clients_without_roads_out() -> None:
     rel = aggregate_metric(clients, spec, epsilon=5.0, target=Simulation(rng=0))
     assert rel.estimator == "ratio"
     lo, hi = rel.conf_int()
-    assert lo <= 3.0 <= hi and hi - lo < 0.2
+    assert lo <= 3.0 <= hi
+    assert hi - lo < 0.2
     assert abs(rel.value - 3.0) < 0.1  # 1.5 if absent clients counted as 0
 
 

@@ -40,7 +40,8 @@ def test_round_health_noised_coarsened_and_charged(states_partition: Partition) 
     exact = np.bincount(states_partition.region_ids.get_indexer(region), minlength=48)
     assert (table.selected.to_numpy() != exact).any()
     assert 6 <= len(health.no_contact()) <= 10  # 8 regions had nobody, up to the noise
-    assert "selected" in health.summary() and not health.simulated
+    assert "selected" in health.summary()
+    assert not health.simulated
     ledger.close()
 
 
@@ -87,5 +88,6 @@ def test_round_health_refusals_charge_nothing(states_partition: Partition) -> No
                                      "target": target, **change}
         with pytest.raises(error, match=message):
             round_health(**kwargs)  # type: ignore[arg-type]
-    assert ledger.spent(0) == 0.0 and len(ledger.audit()) == 0
+    assert ledger.spent(0) == 0.0
+    assert len(ledger.audit()) == 0
     ledger.close()

@@ -46,7 +46,8 @@ def test_persistently_empty_bucket() -> None:
 def test_suspiciously_good_region() -> None:
     frame = _frame([0.5, 0.9, 1.0, 1.1], [0.5, 0.05, 0.05, 0.05], [30, 900, 800, 700])
     found = suspiciously_good_region(frame)
-    assert [i.region_id for i in found] == ["r0"] and "cohort" in found[0].hint
+    assert [i.region_id for i in found] == ["r0"]
+    assert "cohort" in found[0].hint
     clear = _frame([0.5, 0.9, 1.0, 1.1], [0.01, 0.05, 0.05, 0.05], [900] * 4)
     assert suspiciously_good_region(clear) == []
 
@@ -55,5 +56,6 @@ def test_stale_clip_from_published_histogram_only() -> None:
     improved = _hist([0.6, 0.3, 0.08, 0.02, 0.0, 0.0, 0.0])
     assert estimate_quantile(improved, SPEC, 0.99) == 5.0
     found = stale_clip_bound(improved, SPEC, current_clip=25.0)
-    assert found and "about 5" in found[0].hint
+    assert found
+    assert "about 5" in found[0].hint
     assert stale_clip_bound(improved, SPEC, current_clip=6.0) == []

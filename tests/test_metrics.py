@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 from spatialdp.exceptions import InvalidInput, InvalidSpec
-from spatialdp.viz import plot_clip_tradeoff
 from spatialdp.federated.metrics import (
     HistogramSpec,
     MetricRegistry,
@@ -17,6 +16,7 @@ from spatialdp.federated.metrics import (
     min_cohort_for,
 )
 from spatialdp.federated.release import predicted_error_bar
+from spatialdp.viz import plot_clip_tradeoff
 
 matplotlib.use("Agg")
 

@@ -71,7 +71,8 @@ def test_within_bar_movement_never_fires(value: float, scale_a: float, scale_b: 
 def test_beyond_bar_movement_fires() -> None:
     a, b = _release(1.0, 0.01), _release(1.2, 0.01)
     result = compare_releases(b, a, same_clients=True)
-    assert result.fired and result.difference == pytest.approx(0.2)
+    assert result.fired
+    assert result.difference == pytest.approx(0.2)
     # With fresh cohorts of 100 the sampling error alone is about 0.18: no alarm.
     assert not compare_releases(b, a)
     assert compare_releases(_release(1.6, 0.01), a)
@@ -130,7 +131,8 @@ def test_drift_detects_trend_and_controls_false_alarms() -> None:
     rng = np.random.default_rng(9)
     flagged = drift(_history({"steady": 0.0, "sliding": 0.03}, 10, rng), window=8,
                     same_clients=True)
-    assert flagged.loc["sliding", "drifting"] and not flagged.loc["steady", "drifting"]
+    assert flagged.loc["sliding", "drifting"]
+    assert not flagged.loc["steady", "drifting"]
     regions = 20_000
     null = _history({f"r{i}": 0.0 for i in range(regions)}, 8, rng)
     rate = drift(null, window=8, alpha=0.01, same_clients=True).drifting.mean()
@@ -151,7 +153,8 @@ def test_a_new_partition_or_spec_starts_a_new_baseline() -> None:
     both = pd.concat([old, new], ignore_index=True)
     assert len(latest_baseline(both)) == 4
     out = drift(both, window=8, same_clients=True)
-    assert out.loc["a", "rounds"] == 4 and not out.loc["a", "drifting"]
+    assert out.loc["a", "rounds"] == 4
+    assert not out.loc["a", "drifting"]
     spec_change = pd.concat([old, new.assign(partition_version="v", metric="loss@2")])
     assert drift(spec_change, window=8, same_clients=True).loc["a", "rounds"] == 4
 
@@ -170,11 +173,12 @@ def test_the_default_null_is_valid_for_fresh_cohorts() -> None:
     a = _fresh_rounds(rng, trials, n, sd, scale)
     b = _fresh_rounds(rng, trials, n, sd, scale)
     se = np.sqrt(alpha * (1 - alpha) / trials)
-    default = np.mean([compare_releases(x, y, alpha=alpha).fired for x, y in zip(a, b)])
+    pairs = list(zip(a, b, strict=True))
+    default = np.mean([compare_releases(x, y, alpha=alpha).fired for x, y in pairs])
     known = np.mean([compare_releases(x, y, alpha=alpha, sampling_sd=sd).fired
-                     for x, y in zip(a, b)])
+                     for x, y in zip(a, b, strict=True)])
     panel = np.mean([compare_releases(x, y, alpha=alpha, same_clients=True).fired
-                     for x, y in zip(a, b)])
+                     for x, y in zip(a, b, strict=True)])
     assert default <= alpha + Z6 * se, default  # conservative: the bound (high - low) / 2
     assert abs(known - alpha) < Z6 * se, known  # exact with the true spread
     assert panel > 10 * alpha  # the same-clients null is wrong for fresh cohorts

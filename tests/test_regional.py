@@ -60,22 +60,28 @@ def test_regional_report_one_release_per_round(states_partition: Partition) -> N
     assert ledger.spent(0, "evaluation.regional") == pytest.approx(1.0)
     assert report.epsilon_total == pytest.approx(1.0)
     loss = report["loss"]
-    assert isinstance(loss, gpd.GeoDataFrame) and len(loss) == 48
+    assert isinstance(loss, gpd.GeoDataFrame)
+    assert len(loss) == 48
     cohort = reports.region_id.value_counts().reindex(states_partition.region_ids, fill_value=0)
     small = (cohort < 150).to_numpy()
     # Published cohorts are exact; below the floor not even the cohort size is shown.
     np.testing.assert_array_equal(loss.cohort[~small].to_numpy(dtype=int), cohort[~small])
-    assert loss.cohort[small].isna().all() and small.any() and (~small).any()
+    assert loss.cohort[small].isna().all()
+    assert small.any()
+    assert (~small).any()
     assert loss.suppressed.to_numpy().tolist() == small.tolist()
-    assert loss.value[small].isna().all() and loss.value[~small].notna().all()
+    assert loss.value[small].isna().all()
+    assert loss.value[~small].notna().all()
     assert (loss.reliability[small] == "suppressed").all()
     assert report.suppressed_regions == coarsen_count(int(small.sum()))
     # The bar is predicted from clip, epsilon and cohort: b ln(20) / n.
     shown = loss[~loss.suppressed]
     np.testing.assert_allclose(shown.error_bar, 2.5 / 0.5 * np.log(20) / shown.cohort)
     assert set(HIST.labels) <= set(report["err"].columns)
-    assert set(loss.metric) == {"loss@1"} and set(loss.round_index) == {1}
-    assert "loss" in report.summary() and "SIMULATION" not in report.summary()
+    assert set(loss.metric) == {"loss@1"}
+    assert set(loss.round_index) == {1}
+    assert "loss" in report.summary()
+    assert "SIMULATION" not in report.summary()
     ledger.close()
 
 
@@ -145,7 +151,8 @@ def test_regional_refusals_charge_nothing(states_partition: Partition) -> None:
                                      **change}
         with pytest.raises(error, match=message):
             regional_report(**kwargs)  # type: ignore[arg-type]
-    assert ledger.spent(0) == 0.0 and len(ledger.audit()) == 0
+    assert ledger.spent(0) == 0.0
+    assert len(ledger.audit()) == 0
     ledger.close()
 
 
@@ -191,7 +198,8 @@ def test_calibration_gap_is_published_as_a_ratio_estimator() -> None:
     spec = calibration_specs(5)[4]
     rel = aggregate_metric(clients, spec, epsilon=2.0, target=Simulation(rng))
     low, high = rel.conf_int()
-    assert low <= 0.9 <= high and abs(rel.value - 0.9) < 0.05
+    assert low <= 0.9 <= high
+    assert abs(rel.value - 0.9) < 0.05
     assert abs(rel.cohort - has.sum()) < 30
 
 
@@ -223,7 +231,8 @@ def test_report_written_atomically_and_labelled(tmp_path: Path, states_partition
                                              "regional_report.SIMULATION.gpkg",
                                              "regional_report.SIMULATION.json"]
     back = gpd.read_file(tmp_path / "regional_report.SIMULATION.gpkg")
-    assert len(back) == 48 and "loss.value" in back.columns
+    assert len(back) == 48
+    assert "loss.value" in back.columns
     assert set(back.accounting) == {"simulation"}
     csv = pd.read_csv(tmp_path / "regional_report.SIMULATION.csv")
     assert "err.error_bar" in csv.columns

@@ -139,7 +139,8 @@ def test_suppressed_regions_are_hatched_one_patch_each(report: gpd.GeoDataFrame)
     # Grey, not a value colour, and named in the legend with the count.
     for patch in hatched:
         r, g, b, _ = patch.get_facecolor()
-        assert abs(r - g) < 1e-6 and abs(g - b) < 1e-6
+        assert abs(r - g) < 1e-6
+        assert abs(g - b) < 1e-6
     legend = ax.get_legend()
     assert legend is not None
     assert [t.get_text() for t in legend.get_texts()] == [f"suppressed ({len(SUPPRESSED)})"]
@@ -189,7 +190,8 @@ def test_two_way_key_and_title(report: gpd.GeoDataFrame) -> None:
     (image,) = key.get_images()
     assert np.allclose(image.get_array()[:, 0, 3], [1.0, 0.5, 0.22])
     no_legend = plot_uncertainty_choropleth(report, legend=False)
-    assert no_legend.get_legend() is None and not no_legend.child_axes
+    assert no_legend.get_legend() is None
+    assert not no_legend.child_axes
 
 
 def test_projection_auto_conus_albers_or_as_given(report: gpd.GeoDataFrame) -> None:
@@ -198,7 +200,8 @@ def test_projection_auto_conus_albers_or_as_given(report: gpd.GeoDataFrame) -> N
     x0, x1 = albers.get_xlim()
     assert x1 - x0 > 4e6  # CONUS is ~4,600 km wide in EPSG:5070
     lonlat = plot_uncertainty_choropleth(report, projection=None)
-    assert lonlat.axison and -130 < lonlat.get_xlim()[0] < -120
+    assert lonlat.axison
+    assert -130 < lonlat.get_xlim()[0] < -120
     assert lonlat.get_xticklabels()[1].get_text().endswith("°W")
     mercator = plot_uncertainty_choropleth(report, projection="EPSG:3857")
     assert mercator.get_xlim()[0] < -1.3e7
@@ -208,7 +211,8 @@ def test_projection_auto_conus_albers_or_as_given(report: gpd.GeoDataFrame) -> N
     moved["geometry"] = shapely.transform(report.geometry.values, lambda xy: xy + shift)
     moved = moved.set_crs(4326, allow_override=True)
     elsewhere = plot_uncertainty_choropleth(moved)
-    assert elsewhere.axison and elsewhere.get_xlim()[0] > 60
+    assert elsewhere.axison
+    assert elsewhere.get_xlim()[0] > 60
 
 
 def test_robust_range_and_extension_triangles(report: gpd.GeoDataFrame) -> None:
@@ -219,7 +223,8 @@ def test_robust_range_and_extension_triangles(report: gpd.GeoDataFrame) -> None:
     (key,) = robust.child_axes
     lo, hi = key.get_xlim()
     published = report.value[~report.suppressed]
-    assert hi < published.max() and lo > published.min()
+    assert hi < published.max()
+    assert lo > published.min()
     assert len([p for p in key.patches if type(p).__name__ == "Polygon"]) == 6  # 2 per row
 
 
@@ -243,7 +248,8 @@ def test_cohort_labels_do_not_overlap(report: gpd.GeoDataFrame) -> None:
                                if k != "min_cohort"}
     ax = plot_uncertainty_choropleth(bare, annotate_cohort=True)
     gids = {t.get_gid() for t in ax.texts}
-    assert "cohort:TX" in gids and not {f"cohort:{r}" for r in SUPPRESSED} & gids
+    assert "cohort:TX" in gids
+    assert not {f"cohort:{r}" for r in SUPPRESSED} & gids
 
 
 def test_title_reads_a_per_metric_epsilon_dict(report: gpd.GeoDataFrame) -> None:
@@ -253,7 +259,8 @@ def test_title_reads_a_per_metric_epsilon_dict(report: gpd.GeoDataFrame) -> None
     assert "ε = 0.25 ·" in plot_uncertainty_choropleth(multi).get_title(loc="left")
     del multi.attrs["spatialdp"]["metric"]
     title = plot_uncertainty_choropleth(multi).get_title(loc="left")
-    assert title.startswith("value") and "ε = 0.75 (all metrics)" in title
+    assert title.startswith("value")
+    assert "ε = 0.75 (all metrics)" in title
 
 
 def test_other_columns_and_no_data(report: gpd.GeoDataFrame) -> None:
@@ -280,7 +287,8 @@ def test_missing_kwds_restyle_the_suppressed(report: gpd.GeoDataFrame) -> None:
 def test_draws_on_a_given_axes(report: gpd.GeoDataFrame) -> None:
     _fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4))
     out = plot_uncertainty_choropleth(report, ax=right, title="mine")
-    assert out is right and not left.collections
+    assert out is right
+    assert not left.collections
     assert right.get_title(loc="left") == "mine"
 
 
@@ -359,7 +367,8 @@ def test_band_is_drawn_first_and_the_line_second() -> None:
         children = ax.get_children()
         bands = [c for c in ax.collections if c.get_gid() == "band"]
         (line,) = [ln for ln in ax.lines if ln.get_gid() == "value"]
-        assert bands and isinstance(bands[0], PolyCollection)
+        assert bands
+        assert isinstance(bands[0], PolyCollection)
         # Added first, and below in the z-order: the line is drawn over the band.
         assert children.index(bands[0]) < children.index(line)
         assert all(b.zorder < line.zorder for b in bands)
@@ -416,7 +425,8 @@ def test_alerts_and_layout_options() -> None:
     # Empty grid slots are removed; a given figure is used.
     given = plt.figure()
     out = plot_region_timeseries(history, regions=["CA", "TX", "NV"], ncols=2, fig=given)
-    assert out is given and len(given.axes) == 3
+    assert out is given
+    assert len(given.axes) == 3
 
 
 def test_isolated_published_round_gets_a_bar() -> None:
@@ -463,7 +473,8 @@ def test_explore_report_tooltip_and_styles(report: gpd.GeoDataFrame) -> None:
                               "reliability_class"]
     assert tooltip.aliases == ["region", "value ± error bar (95%)", "interval (95%)",
                                "cohort", "CV", "reliability"]
-    assert "20,356" in html and '"reliability_class": "suppressed"' in html
+    assert "20,356" in html
+    assert '"reliability_class": "suppressed"' in html
     # Suppressed regions: "below the floor", never the exact cohort.
     assert html.count(f'"cohort_n": "\\u003c{FLOOR}"') == len(SUPPRESSED)  # "<10", escaped
     assert '"cohort_n": "4"' not in html

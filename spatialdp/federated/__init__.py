@@ -1,5 +1,6 @@
 """Private federated metrics: device-side bounded metrics, noise-once aggregation,
-regional reports on geometries, alerts that respect error bars."""  # noqa: D205, D400
+regional reports on geometries, alerts that respect error bars.
+"""  # noqa: D205
 
 from __future__ import annotations
 

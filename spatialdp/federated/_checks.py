@@ -39,7 +39,7 @@ def finite_column(values: ArrayLike, column: str) -> FloatArray:
 
 
 def positive_number(value: Any, name: str) -> float:
-    """A positive, finite float, or InvalidInput naming the argument."""
+    """Return a positive, finite float, or InvalidInput naming the argument."""
     try:
         number = float(value)
     except (TypeError, ValueError):

@@ -32,8 +32,8 @@ from numpy.typing import NDArray
 
 from spatialdp.exceptions import SpatialDPError
 from spatialdp.federated._pipeline import ReleasePlan
-from spatialdp.federated.secure_sum import check_clipping, secure_sum
 from spatialdp.federated.metrics import HistogramSpec, MetricSpec
+from spatialdp.federated.secure_sum import check_clipping, secure_sum
 from spatialdp.privacy.noise import LaplaceMechanism
 
 __all__ = ["Estimate", "EstimatePlan", "UninformativeReleaseWarning", "plan_estimate",
@@ -168,9 +168,8 @@ def plan_estimate(
             out = np.full(shape, np.nan)
             out[shown] = noisy[0] / (n[:, None] if noisy[0].ndim == 2 else n)
             half = _scatter(bar, shown, n_groups)
-            centre = out if out.ndim == 1 else out
-            lo = centre - (half[:, None] if out.ndim == 2 else half)
-            hi = centre + (half[:, None] if out.ndim == 2 else half)
+            lo = out - (half[:, None] if out.ndim == 2 else half)
+            hi = out + (half[:, None] if out.ndim == 2 else half)
             spread = _scatter(scale, shown, n_groups)
             return Estimate(spec, out, lo, hi, half, spread, np.sqrt(2.0) * spread,
                             np.where(shown, cohort, 0), ~shown, epsilon, "mean",

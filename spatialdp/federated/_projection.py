@@ -28,7 +28,7 @@ _WGS84_E2 = 0.0066943799901413165
 
 
 def resolve_metric_crs(metric_crs: Any, lon: FloatArray, lat: FloatArray) -> pyproj.CRS:
-    """The projected, metre-based CRS to work in; by default chosen for the data.
+    """Return the projected, metre-based CRS to work in; by default chosen for the data.
 
     The default is the WGS 84 UTM zone of the data's centre (circular mean
     longitude, so data straddling the antimeridian are centred correctly), the

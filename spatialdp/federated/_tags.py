@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -28,10 +29,14 @@ from numpy.typing import NDArray
 
 from spatialdp._validation import check_ids
 from spatialdp.exceptions import InvalidInput, PartitionMismatch
+from spatialdp.federated._checks import _refuse_rows
 from spatialdp.federated.metrics import HistogramSpec, MetricSpec
 
+if TYPE_CHECKING:
+    from spatialdp.geo.partition import Partition
+
 __all__ = ["CLIENT_ID", "DEVICE_SPECS", "PARTITION_VERSION", "REGION_ID", "ClientTable",
-           "read_reports", "spec_tag"]
+           "client_regions", "read_reports", "spec_tag"]
 
 CLIENT_ID = "client_id"
 REGION_ID = "region_id"
@@ -42,7 +47,7 @@ Spec = MetricSpec | HistogramSpec
 
 
 def spec_tag(specs: Iterable[Spec]) -> str:
-    """The ``device_specs`` value for reports clipped under ``specs``.
+    """Return the ``device_specs`` value for reports clipped under ``specs``.
 
     Examples
     --------
@@ -66,13 +71,13 @@ class ClientTable:
     positions: NDArray[np.int64] | None
 
     def values(self, spec: Spec) -> NDArray[np.float64]:
-        """The spec's column(s) as float64: shape (n,) for a metric, (n, k) for a histogram."""
+        """Return the spec's column(s) as float64: (n,) for a metric, (n, k) for a histogram."""
         cols = spec.columns if isinstance(spec, HistogramSpec) else [spec.name]
         data = self._numeric(cols, spec.key)
         return data if isinstance(spec, HistogramSpec) else data[:, 0]
 
     def presence(self, spec: MetricSpec) -> NDArray[np.float64] | None:
-        """The 0/1 presence column of a metric that has one."""
+        """Return the 0/1 presence column of a metric that has one."""
         if spec.present is None:
             return None
         flags = self._numeric([spec.present], spec.key)[:, 0]
@@ -114,7 +119,7 @@ def _client_ids(frame: pd.DataFrame) -> pd.Index:
 
 
 def _unique_tags(column: pd.Series) -> list[object]:
-    """The distinct device_specs values (a categorical column's codes are read directly)."""
+    """Return the distinct device_specs values (a categorical column's codes are read directly)."""
     if isinstance(column.dtype, pd.CategoricalDtype):
         used = np.unique(column.cat.codes.to_numpy())
         cats = column.cat.categories
@@ -195,3 +200,24 @@ def read_reports(reports: object, specs: Sequence[Spec], partition: object | Non
     _check_specs(reports, specs)
     positions = None if partition is None else _positions(reports, partition)
     return ClientTable(reports, ids, positions)
+
+
+def client_regions(examples: pd.DataFrame, codes: NDArray[np.int64], n_clients: int,
+                   partition: Partition) -> NDArray[np.object_]:
+    """Each client's one region id, from the examples' ``region_id`` column."""
+    if REGION_ID not in examples.columns:
+        raise InvalidInput(
+            "partition= needs a 'region_id' column in the examples (each client's region, "
+            "from the cohort selection or partition.assign)")
+    regions = pd.Series(examples[REGION_ID]).to_numpy(dtype=object)
+    first = np.full(n_clients, -1, dtype=np.int64)
+    first[codes[::-1]] = np.arange(codes.size)[::-1]
+    chosen = regions[first]
+    _refuse_rows(regions != chosen[codes], InvalidInput, lambda row: (
+        f"client {examples.iloc[row][CLIENT_ID]!r} has examples in more than one region "
+        f"(row {row}); a client reports from one region per round"))
+    unknown = partition.region_ids.get_indexer(pd.Index(chosen)) < 0
+    _refuse_rows(unknown, InvalidInput, lambda row: (
+        f"region_id {chosen[row]!r} is not in {partition.key!r}; assign clients with "
+        "partition.assign()"))
+    return chosen

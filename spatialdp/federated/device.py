@@ -54,7 +54,21 @@ from spatialdp.federated._geometry import (
     positive_number,
     track_errors,
 )
-from spatialdp.federated._tags import DEVICE_SPECS, PARTITION_VERSION, REGION_ID, spec_tag
+from spatialdp.federated._tags import (
+    DEVICE_SPECS,
+    PARTITION_VERSION,
+    REGION_ID,
+    client_regions,
+    spec_tag,
+)
+from spatialdp.federated.device_specs import (
+    DEFAULT_COUNT_EDGES,
+    _count_edges,
+    calibration_specs,
+    count_bucket_spec,
+    coverage_spec,
+    track_ratio_spec,
+)
 from spatialdp.federated.metrics import HistogramSpec, MetricSpec
 from spatialdp.geo.partition import Partition
 
@@ -78,8 +92,6 @@ __all__ = [
 
 #: Version of the on-device computation, recorded with every report.
 DEVICE_MODULE_VERSION = "1.0"
-#: Lower edges of the sample-count buckets: 1-9, 10-99, 100-999, 1000+.
-DEFAULT_COUNT_EDGES = (1, 10, 100, 1000)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -314,20 +326,6 @@ def sample_count_bucket(client_ids: ArrayLike, edges: Sequence[int] = DEFAULT_CO
                      name="count_bucket")
 
 
-def _count_edges(edges: Sequence[int]) -> FloatArray:
-    try:
-        lower = np.asarray(edges, dtype=np.float64)
-    except (TypeError, ValueError):
-        lower = np.array([np.nan])
-    if (lower.ndim != 1 or lower.size == 0 or not np.isfinite(lower).all()
-            or lower[0] != 1 or (np.diff(lower) <= 0).any()):
-        raise InvalidInput(
-            f"count edges {edges!r} must be strictly increasing and start at 1 (they are "
-            "the buckets' lower bounds; every reporting client has at least one example)"
-        )
-    return lower
-
-
 def _count_buckets(codes: IntArray, n_clients: int, lower: FloatArray) -> IntArray:
     counts = np.bincount(codes, minlength=n_clients)
     return (np.searchsorted(lower, counts, side="right") - 1).astype(np.int64)
@@ -409,7 +407,7 @@ def device_report(
     def add(name: str, values: ArrayLike, low: float, high: float) -> None:
         columns[name], bounds[name] = values, (float(low), float(high))
 
-    region_ids = None if partition is None else _client_regions(examples, codes, n, partition)
+    region_ids = None if partition is None else client_regions(examples, codes, n, partition)
 
     if loss_spec is not None:
         _frame_columns(examples, ["loss"], "loss_spec=")
@@ -490,77 +488,3 @@ def device_report(
         report[PARTITION_VERSION] = pd.Categorical([partition.version] * n)
     report.attrs.update(attrs, bounds=bounds)
     return report
-
-
-def track_ratio_spec(ratio_clip: float = 10.0, *, roads: bool = False) -> MetricSpec:
-    """Return the spec of the across/along ratio that :func:`device_report` clips under.
-
-    With roads a client may have no example near a road, so the spec has
-    ``present="track_present"`` and the ratio is released as a ratio estimator.
-
-    Examples
-    --------
-    >>> track_ratio_spec(10.0, roads=True).present
-    'track_present'
-    """
-    clip = positive_number(ratio_clip, "ratio_clip")
-    return MetricSpec("ratio", 0.0, clip, present="track_present" if roads else None)
-
-
-def calibration_specs(n_buckets: int = 5) -> list[MetricSpec]:
-    """Return the specs of the per-bucket calibration gaps (ratio estimators over presence).
-
-    The gap of bucket ``b`` is published as the noised sum of the clients' gaps
-    over the noised number of clients with a prediction in the bucket: the mean
-    gap among the clients that have the bucket (each client one vote).
-
-    Examples
-    --------
-    >>> [s.name for s in calibration_specs(2)]
-    ['cal_gap_0', 'cal_gap_1']
-    """
-    return [MetricSpec(f"cal_gap_{b}", -1.0, 1.0, present=f"cal_present_{b}")
-            for b in range(_positive_int(n_buckets, "n_buckets"))]
-
-
-def count_bucket_spec(count_edges: Sequence[int] = DEFAULT_COUNT_EDGES) -> MetricSpec:
-    """Return the spec of the sample-count bucket index.
-
-    Examples
-    --------
-    >>> count_bucket_spec().clip_high
-    3.0
-    """
-    return MetricSpec("count_bucket", 0.0, float(len(_count_edges(count_edges)) - 1))
-
-
-def coverage_spec(max_cells: int = 10) -> MetricSpec:
-    """Return the spec of ``coverage_cells``, the capped number of regions a client covers.
-
-    Examples
-    --------
-    >>> coverage_spec(10).sensitivity
-    10.0
-    """
-    return MetricSpec("coverage_cells", 0.0, float(_positive_int(max_cells, "max_cells")))
-
-
-def _client_regions(examples: pd.DataFrame, codes: IntArray, n_clients: int,
-                    partition: Partition) -> NDArray[np.object_]:
-    """Each client's one region id, from the examples' ``region_id`` column."""
-    if REGION_ID not in examples.columns:
-        raise InvalidInput(
-            "partition= needs a 'region_id' column in the examples (each client's region, "
-            "from the cohort selection or partition.assign)")
-    regions = pd.Series(examples[REGION_ID]).to_numpy(dtype=object)
-    first = np.full(n_clients, -1, dtype=np.int64)
-    first[codes[::-1]] = np.arange(codes.size)[::-1]
-    chosen = regions[first]
-    _refuse_rows(regions != chosen[codes], InvalidInput, lambda row: (
-        f"client {examples.iloc[row][CLIENT_COLUMN]!r} has examples in more than one region "
-        f"(row {row}); a client reports from one region per round"))
-    unknown = partition.region_ids.get_indexer(pd.Index(chosen)) < 0
-    _refuse_rows(unknown, InvalidInput, lambda row: (
-        f"region_id {chosen[row]!r} is not in {partition.key!r}; assign clients with "
-        "partition.assign()"))
-    return chosen

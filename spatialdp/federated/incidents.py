@@ -104,7 +104,7 @@ def persistently_empty_buckets(
 
 def suspiciously_good_region(frame: pd.DataFrame, *, lower_is_better: bool = True
                              ) -> list[Incident]:
-    """The best region, when it leads far but its wide bar makes the lead insignificant.
+    """Return the best region, when it leads far but its wide bar makes the lead insignificant.
 
     Fires when the best region leads the runner-up by more than the typical
     (median) error bar, its own bar is at least 1.5 times the typical one (a
@@ -131,7 +131,7 @@ def suspiciously_good_region(frame: pd.DataFrame, *, lower_is_better: bool = Tru
 
 
 def estimate_quantile(release: HistogramRelease, spec: HistogramSpec, q: float) -> float:
-    """The ``q`` quantile of the released distribution, from its noised buckets.
+    """Return the ``q`` quantile of the released distribution, from its noised buckets.
 
     Negative noisy buckets are set to zero (post-processing) and the quantile is
     the upper edge of the bucket where the cumulative share first reaches ``q``

@@ -238,7 +238,7 @@ def _same_baseline(a: MetricRelease, b: MetricRelease) -> None:
 
 def _sampling_sd(sampling_sd: ArrayLike | None, same_clients: bool, clip_range: ArrayLike,
                  cohort_a: ArrayLike, cohort_b: ArrayLike) -> NDArray[np.float64]:
-    """Standard deviation of the sampling error of a difference of two cohort means.
+    """Return standard deviation of the sampling error of a difference of two cohort means.
 
     Fresh cohorts (the default) add ``s * sqrt(1/n_a + 1/n_b)``; without a given
     ``s`` the bound ``(high - low) / 2`` on the spread of a bounded value is used

@@ -387,7 +387,7 @@ def regional_report(
 
 
 def _metric_frame(est: Estimate, partition: Partition) -> gpd.GeoDataFrame:
-    """The published frame of one metric (schema: :mod:`spatialdp.federated.schema`)."""
+    """Return the published frame of one metric (schema: :mod:`spatialdp.federated.schema`)."""
     table = pd.DataFrame(index=partition.region_ids)
     if isinstance(est.spec, HistogramSpec):
         for i, label in enumerate(est.spec.labels):

@@ -64,7 +64,7 @@ def coarsen_count(count: int, edges: Sequence[int] = (1, 5, 10, 20)) -> str:
 
 
 def reliability_class(cv: NDArray[np.float64], suppressed: NDArray[np.bool_]
-                      ) -> pd.Categorical:
+                      ) -> pd.Categorical[str]:
     """Grade estimates: high (cv < 0.12), medium (<= 0.40), low, or suppressed.
 
     Examples

@@ -47,10 +47,10 @@ class Mechanism(Protocol):
     """What a target needs of a mechanism: a release and a simulation sampler."""
 
     def release(self, x: Any) -> Any:
-        """Noisy ``x`` from OS entropy."""
+        """Return ``x`` noised from OS entropy."""
 
-    def simulate(self, x: Any, rng: Any = None) -> Any:
-        """Noisy ``x`` from a seeded generator."""
+    def simulate(self, x: Any, *, rng: RandomLike = None) -> Any:
+        """Return ``x`` noised from a seeded generator."""
 
 
 class Accounting(Protocol):
@@ -71,7 +71,7 @@ class Accounting(Protocol):
         """Draw the noise of one release."""
 
     def metadata(self) -> dict[str, Any]:
-        """What the result records about its accounting."""
+        """Return what the result records about its accounting."""
 
 
 def _round_index(value: Any) -> int | None:

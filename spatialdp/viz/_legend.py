@@ -32,7 +32,7 @@ _LOW_HATCH = "...."
 
 
 def _dot(artist: _A) -> _A:
-    """The dotted fill that marks the low-reliability class (map and key alike)."""
+    """Return the dotted fill that marks the low-reliability class (map and key alike)."""
     artist.set_hatch(_LOW_HATCH)
     artist.set_hatchcolor((0.25, 0.25, 0.25, 0.55))
     artist.set_hatch_linewidth(0.6)

@@ -103,7 +103,7 @@ def _cohort_text(cohort: Any, suppressed: bool, meta: Mapping[str, Any]) -> str 
 
 
 def _column_name(meta: Mapping[str, Any], column: str) -> str:
-    """What ``column`` shows: the metric's name, with the column unless it is ``value``."""
+    """Return what ``column`` shows: the metric's name, with the column unless it is ``value``."""
     metric = meta.get("metric")
     if metric is None:
         return column

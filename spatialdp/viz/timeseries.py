@@ -37,7 +37,7 @@ _MAX_PANELS = 60
 
 
 def cohort_label(cohort: pd.Series | Sequence[float]) -> str:
-    """The cohort-size label of a panel: ``n=1,234``, or the range over the window.
+    """Return the cohort-size label of a panel: ``n=1,234``, or the range over the window.
 
     Examples
     --------
