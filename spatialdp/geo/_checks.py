@@ -24,6 +24,7 @@ from spatialdp.geo._antimeridian import check_edges
 
 __all__ = [
     "LONLAT_EPSG",
+    "as_array",
     "check_lonlat",
     "check_polygons",
     "geometry_array",
@@ -99,11 +100,20 @@ def geometry_array(frame: Any, name: str, what: str) -> NDArray[np.object_]:
     return np.asarray(geometry.values, dtype=object)
 
 
+def as_array(values: Any, name: str, fix: str) -> NDArray[Any]:
+    """Return ``np.asarray(values)``, refusing what numpy cannot hold as one array."""
+    try:
+        return np.asarray(values)
+    except (TypeError, ValueError, UnicodeError):  # ragged lists, undecodable bytes...
+        raise InvalidInput(f"{name}={short_repr(values)} cannot be read as one array; "
+                           f"{fix}") from None
+
+
 def _coordinates(values: Any, name: str) -> NDArray[np.float64]:
     fix = "pass longitudes and latitudes in degrees as numbers"
     if values is None or isinstance(values, (str, bytes)):
         raise InvalidInput(f"{name}={short_repr(values)} is not an array of numbers; {fix}")
-    arr = np.asarray(values)
+    arr = as_array(values, name, fix)
     if arr.dtype.kind == "O":
         kind = pd.api.types.infer_dtype(arr.ravel(), skipna=True)
         if kind not in _NUMERIC_KINDS:

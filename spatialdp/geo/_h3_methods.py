@@ -12,7 +12,7 @@ from numpy.typing import ArrayLike, NDArray
 from spatialdp._validation import check_integer, check_resolution
 from spatialdp.exceptions import InvalidInput
 from spatialdp.geo import _assign, _cover, h3cells
-from spatialdp.geo._checks import check_polygons, geometry_array
+from spatialdp.geo._checks import as_array, check_polygons, geometry_array
 from spatialdp.geo.results import CellIncidence
 
 if TYPE_CHECKING:
@@ -109,13 +109,14 @@ class H3Methods:
         """
         own = self._require_h3("rollup")
         resolution = check_resolution(resolution)
-        shape = np.shape(values) if not isinstance(values, (str, bytes)) else ()
+        array = as_array(values, "values", "give one number per cell")
+        shape = array.shape if not isinstance(values, (str, bytes)) else ()
         if shape != own.shape:
             raise InvalidInput(
                 f"values has shape {shape}; the partition has {own.size} cells, give one "
                 "value per cell in partition order"
             )
-        checked = h3cells.check_cell_values(values, own.size, "values")
+        checked = h3cells.check_cell_values(array, own.size, "values")
         parents, sums = h3cells._rollup(own, checked, resolution)
         return pd.Series(sums, index=pd.Index(h3cells._to_str(parents), name="region_id"))
 

@@ -25,6 +25,8 @@ def _check_path(path: Any) -> Path:
     if not isinstance(path, (str, os.PathLike)):
         raise InvalidInput(f"path={short_repr(path)} is a {type(path).__name__}, not a file "
                            "path; pass a str or pathlib.Path")
+    if not os.fspath(path):
+        raise InvalidInput("path='' is empty; pass the name of a .parquet file")
     return Path(path)
 
 

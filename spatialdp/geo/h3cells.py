@@ -25,7 +25,13 @@ from numpy.typing import ArrayLike, NDArray
 from spatialdp._validation import check_integer, check_resolution
 from spatialdp.exceptions import InvalidCells, InvalidInput
 from spatialdp.geo import _cover
-from spatialdp.geo._checks import check_lonlat, check_polygons, kind_name, short_repr
+from spatialdp.geo._checks import (
+    as_array,
+    check_lonlat,
+    check_polygons,
+    kind_name,
+    short_repr,
+)
 from spatialdp.geo._cover import CONTAINMENT_MODES, MAX_LIST_CELLS
 
 __all__ = [
@@ -60,13 +66,15 @@ def _as_array(cells: Any) -> NDArray[Any]:
         raise InvalidCells(f"cells={short_repr(cells)} is a single value, not a list of "
                            "cells; wrap one cell in a list: [cell]")
     try:
-        return np.asarray(list(cells))
+        listed = list(cells)
     except TypeError:
         raise InvalidCells(f"cells={short_repr(cells)} is a {type(cells).__name__}, not a "
                            f"list or array of cells; {_FIX}") from None
-    except ValueError:
-        raise InvalidCells(f"cells={short_repr(cells)} is nested unevenly; {_FIX}, "
-                           "one per row") from None
+    try:
+        return np.asarray(listed)
+    except (ValueError, TypeError, UnicodeError):
+        raise InvalidCells(f"cells={short_repr(cells)} is nested unevenly or mixes text and "
+                           f"bytes; {_FIX}, one per row") from None
 
 
 def _parse_text(text: NDArray[np.object_]) -> NDArray[np.uint64]:
@@ -118,7 +126,10 @@ def parse_cells(cells: ArrayLike | Iterable[Any]) -> NDArray[np.uint64]:
             except OverflowError:
                 raise InvalidCells(f"cells hold integers outside 0..2**64-1; {_FIX}") from None
             kind = "u"
-    if kind in ("U", "S"):
+    if kind == "S":
+        values = np.char.decode(values.astype(bytes), "ascii", errors="replace")
+        kind = "U"
+    if kind == "U":
         as_int = _parse_text(values.astype(str).astype(object))
     elif kind in ("i", "u"):
         if kind == "i" and (values < 0).any():
@@ -291,7 +302,7 @@ def check_cell_values(values: ArrayLike, n_cells: int, name: str) -> NDArray[Any
     if isinstance(values, (str, bytes)) or values is None:
         raise InvalidInput(f"{name}={short_repr(values)} is not an array of numbers; "
                            "give one number per cell")
-    arr = np.asarray(values)
+    arr = as_array(values, name, "give one number per cell")
     if arr.dtype.kind == "b":
         arr = arr.astype(np.int64)
     if arr.dtype.kind not in "iuf":

@@ -283,7 +283,13 @@ class Partition(H3Methods):
         Raises
         ------
         PartitionMismatch
+            If ``version`` is another partition's.
+        InvalidInput
+            If ``version`` is not a string.
         """
+        if not isinstance(version, str):
+            raise InvalidInput(f"version={short_repr(version)} is a {type(version).__name__}, "
+                               "not a partition version; pass the result's partition_version")
         if version != self.version:
             raise PartitionMismatch(
                 f"{what} was computed on partition version {version!r}, but this is "
