@@ -39,7 +39,7 @@ def exact_total(epsilons: Sequence[float]) -> float:
     Examples
     --------
     >>> exact_total([0.1, 0.2])
-    0.30000000000000004
+    0.3
     """
     exact = sum((Decimal(repr(float(e))) for e in epsilons), Decimal(0))
     total = float(exact)

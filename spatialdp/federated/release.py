@@ -92,8 +92,8 @@ class MetricRelease:
     >>> rel.cohort, round(rel.error_bar, 4), rel.simulated
     (600, 0.0125, True)
     >>> low, high = rel.conf_int(alpha=0.01)   # exact for any alpha
-    >>> round(high - low, 4)
-    0.0192
+    >>> round(high - low, 4)          # 2 x 2.5 / 600 x ln(100)
+    0.0384
     """
 
     metric: str
