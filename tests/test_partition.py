@@ -370,8 +370,23 @@ def test_require_version(colorado_h3: Partition, states_partition: Partition) ->
     assert colorado_h3 != states_partition
 
 
+@pytest.fixture
+def shortcut(monkeypatch: pytest.MonkeyPatch) -> list[np.ndarray]:
+    """Record what every interior-cell lookup answered (-1: left to the exact test)."""
+    answers: list[np.ndarray] = []
+    real_lookup = InteriorCellIndex.lookup
+
+    def spy(self: InteriorCellIndex, lon: np.ndarray, lat: np.ndarray) -> np.ndarray:
+        positions = real_lookup(self, lon, lat)
+        answers.append(positions.copy())
+        return positions
+
+    monkeypatch.setattr(InteriorCellIndex, "lookup", spy)
+    return answers
+
+
 def test_interior_cell_shortcut_is_exact_near_borders(
-    states: gpd.GeoDataFrame, monkeypatch: pytest.MonkeyPatch
+    states: gpd.GeoDataFrame, shortcut: list[np.ndarray]
 ) -> None:
     """Large batches use interior H3 cells first; the answer must equal sjoin's."""
     part = Partition.from_geodataframe(states, "state")
@@ -383,20 +398,12 @@ def test_interior_cell_shortcut_is_exact_near_borders(
     jitter = rng.normal(0, 0.03, (60_000, 2))  # within ~3 km of a border
     lon = shapely.get_x(along) + jitter[:, 0]
     lat = shapely.get_y(along) + jitter[:, 1]
-    labelled: list[int] = []
-    real_lookup = InteriorCellIndex.lookup
-
-    def spy(self: InteriorCellIndex, lon: np.ndarray, lat: np.ndarray) -> np.ndarray:
-        positions = real_lookup(self, lon, lat)
-        labelled.append(int((positions >= 0).sum()))
-        return positions
-
-    monkeypatch.setattr(InteriorCellIndex, "lookup", spy)
     result = part.assign(lon=lon, lat=lat)
     # The shortcut ran once over the whole batch and labelled a good share of it
     # (the rest, within its 2 km margin of a border, went to the exact test).
-    assert len(labelled) == 1
-    assert labelled[0] > 2_000  # about 4,700 of the 60,000
+    assert len(shortcut) == 1
+    assert shortcut[0].size == 60_000
+    assert (shortcut[0] >= 0).sum() > 2_000  # about 4,700 of the 60,000
     pts = gpd.GeoDataFrame(geometry=gpd.points_from_xy(lon, lat), crs=4326)
     joined = gpd.sjoin(pts, part.regions.reset_index()[["region_id", "geometry"]],
                        how="left", predicate="intersects")
@@ -408,11 +415,25 @@ def test_interior_cell_shortcut_is_exact_near_borders(
     assert (got[ok] == expected[ok]).all()
 
 
-def test_interior_shortcut_respects_overlapping_regions() -> None:
+def test_interior_shortcut_respects_overlapping_regions(shortcut: list[np.ndarray]) -> None:
     frame = gpd.GeoDataFrame(
         {"id": ["a", "b"]}, geometry=[shapely.box(0, 0, 2, 2), shapely.box(1, 1, 3, 3)], crs=4326
     )
     part = Partition.from_geodataframe(frame, "id")
     rng = np.random.default_rng(0)
-    lon, lat = rng.uniform(1.2, 1.8, 60_000), rng.uniform(1.2, 1.8, 60_000)
-    assert set(part.assign(lon=lon, lat=lat).ids()) == {"a"}  # first region wins, as in sjoin
+    # 40,000 points where a and b overlap, 10,000 inside a alone, 10,000 inside b alone.
+    lon = np.concatenate([rng.uniform(1.2, 1.8, 40_000), rng.uniform(0.2, 0.8, 10_000),
+                          rng.uniform(2.2, 2.8, 10_000)])
+    lat = np.concatenate([rng.uniform(1.2, 1.8, 40_000), rng.uniform(0.2, 0.8, 10_000),
+                          rng.uniform(2.2, 2.8, 10_000)])
+    ids = part.assign(lon=lon, lat=lat).ids()
+    assert set(ids[:40_000]) == {"a"}  # first region wins, as in sjoin
+    assert set(ids[40_000:50_000]) == {"a"}
+    assert set(ids[50_000:]) == {"b"}
+    # The shortcut ran: it labelled the points inside one region only, and left every
+    # point of the overlap to the exact test.
+    assert len(shortcut) == 1
+    answer = shortcut[0]
+    assert (answer[:40_000] == -1).all()
+    assert (answer[40_000:50_000] == 0).all()
+    assert (answer[50_000:] == 1).all()
