@@ -267,3 +267,36 @@ def test_bounded_display_clamps_and_says_it_is_biased(states_partition: Partitio
 def test_coarsen_count() -> None:
     assert [coarsen_count(k) for k in (0, 1, 4, 5, 19, 20)] == ["0", "1-4", "1-4", "5-9",
                                                                  "10-19", "20+"]
+
+
+def test_coverage_counts_are_one_release_with_honest_bars(states_partition: Partition
+                                                          ) -> None:
+    from spatialdp.federated import release_coverage
+    from spatialdp.federated.device import coverage
+
+    rng = np.random.default_rng(9)
+    n = 3000
+    # Devices in the western states only: the east must not be called covered.
+    west = states_partition.region_ids[:20]
+    fleet_regions = rng.choice(np.asarray(west), size=n)
+    centroids = load_us_states().set_index("state").geometry.representative_point()
+    lon = centroids.x.reindex(fleet_regions).to_numpy()
+    lat = centroids.y.reindex(fleet_regions).to_numpy()
+    rows = coverage(lon, lat, np.arange(n), states_partition, max_cells=2)
+    truth = np.bincount(rows.matrix.indices, minlength=48)
+    ledger = PrivacyLedger(epoch_budget=5.0)
+    out = release_coverage(rows, states_partition, epsilon=0.5, target=ReleaseTarget(ledger, 0))
+    assert len(ledger.audit(0)) == 1 and ledger.spent(0) == pytest.approx(0.5)
+    ledger.close()
+    sim = Simulation(rng)
+    hits, false_cover = [], []
+    for _ in range(300):
+        frame = release_coverage(rows, states_partition, epsilon=0.5, target=sim).frame
+        hits.append(np.abs(frame.clients.to_numpy() - truth) <= frame.error_bar.to_numpy())
+        false_cover.append(frame.covered.to_numpy()[truth == 0])
+    rate = np.mean(hits)
+    assert rate >= 0.95 - Z6 * np.sqrt(0.05 * 0.95 / np.size(hits))
+    assert np.mean(false_cover) <= 0.05 + Z6 * np.sqrt(0.05 * 0.95 / np.size(false_cover))
+    with pytest.raises(PartitionMismatch, match="recompute them on the released partition"):
+        other = Partition.from_geodataframe(load_us_states().iloc[:5], "state")
+        release_coverage(rows, other, epsilon=0.5, target=sim)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from spatialdp.federated._estimate import UninformativeReleaseWarning
 from spatialdp.federated.aggregate import aggregate_histogram, aggregate_metric
+from spatialdp.federated.coverage_release import CoverageRelease, release_coverage
 from spatialdp.federated.device import (
     DEVICE_MODULE_VERSION,
     calibration_specs,
@@ -37,6 +38,7 @@ from spatialdp.federated.secure_sum import SecureSum, check_clipping, secure_sum
 
 __all__ = [
     "DEVICE_MODULE_VERSION",
+    "CoverageRelease",
     "HistogramRelease",
     "HistogramSpec",
     "Incident",
@@ -64,6 +66,7 @@ __all__ = [
     "predicted_error_bar",
     "ratio_pinned_at_clip",
     "regional_report",
+    "release_coverage",
     "round_health",
     "secure_sum",
     "stale_clip_bound",
