@@ -1,4 +1,45 @@
-"""spatialdp: differential privacy for federated spatial models."""
+"""spatialdp: differential privacy for federated spatial models, on GeoPandas and H3.
+
+The flow a newcomer follows, one step per module:
+
+1. **A fixed geography** (:class:`Partition`): H3 cells or polygons, versioned
+   by content. Everything downstream is keyed by it::
+
+       from spatialdp.datasets import us_states_partition
+       states = us_states_partition()
+
+2. **A cohort**: who takes part this round, and in which region (participation
+   is public; the cohort-selection issue adds stratified sampling).
+
+3. **Device reports** (:func:`device_report`): bounded numbers computed and
+   clipped on the device, one row per client, tagged with the client id, its
+   ``region_id``, the partition version and the fingerprint of every spec it
+   clipped under::
+
+       clients = device_report(examples, loss_spec=loss, partition=states)
+
+4. **A release** (:func:`regional_report`, :func:`aggregate_metric`): secure
+   sum, then noise once per published value, in one order (validate, compute,
+   charge, draw noise, publish). Every release names its ``target``: a
+   :class:`ReleaseTarget` charged to a :class:`PrivacyLedger`, or a visible
+   opt-out (:class:`Simulation`, :class:`Unaccounted`)::
+
+       with PrivacyLedger("ledger.sqlite", epoch_budget=10.0) as ledger:
+           report = regional_report(clients, states, [loss], epsilon=0.4,
+                                    target=ReleaseTarget(ledger, epoch=0, why="weekly"))
+
+5. **A GeoDataFrame** per metric (:class:`RegionalReport`): value, error bar,
+   exact ``conf_int(alpha)``, cohort, reliability, suppressed regions, joined
+   onto the region geometries.
+
+6. **A map** (:func:`plot_uncertainty_choropleth`) whose uncertainty you can
+   see, alerts that fire only beyond the error bars (``compare_reports``,
+   ``drift``), and, later, the model card.
+
+Release noise comes from OS entropy and takes no seed; simulations take
+``rng=``. Every refusal is a :class:`SpatialDPError` naming the value, the
+limit and the fix, and leaves nothing in the ledger.
+"""
 
 from __future__ import annotations
 
@@ -16,13 +57,23 @@ from spatialdp.exceptions import (
 )
 from spatialdp.federated import (
     HistogramSpec,
+    MetricRelease,
     MetricSpec,
+    RegionalReport,
+    aggregate_histogram,
     aggregate_metric,
     device_report,
     regional_report,
 )
 from spatialdp.geo import Partition
-from spatialdp.privacy import LaplaceMechanism, PrivacyLedger
+from spatialdp.privacy import (
+    LaplaceMechanism,
+    PrivacyLedger,
+    ReleaseTarget,
+    Simulation,
+    Unaccounted,
+)
+from spatialdp.viz.maps import plot_uncertainty_choropleth
 
 __version__ = "0.1.0"
 
@@ -37,13 +88,20 @@ __all__ = [
     "InvalidSpec",
     "LaplaceMechanism",
     "LedgerError",
+    "MetricRelease",
     "MetricSpec",
     "Partition",
     "PartitionMismatch",
     "PrivacyLedger",
+    "RegionalReport",
+    "ReleaseTarget",
+    "Simulation",
     "SpatialDPError",
+    "Unaccounted",
     "__version__",
+    "aggregate_histogram",
     "aggregate_metric",
     "device_report",
+    "plot_uncertainty_choropleth",
     "regional_report",
 ]
