@@ -41,7 +41,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of the ``spatialdp`` command."""
+    """Return the argument parser of the ``spatialdp`` command."""
     parser = argparse.ArgumentParser(
         prog="spatialdp",
         description="Differential privacy for federated spatial models.",
