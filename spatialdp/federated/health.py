@@ -7,19 +7,6 @@ one release over disjoint cells, and is published only coarsened. Nothing is
 published exactly: not even ``selected``, which is the sum of the noised counts
 (post-processing), because ``selected`` minus a published cohort would give the
 exact non-returners of a region.
-
-Examples
---------
->>> from spatialdp.datasets import us_states_partition
->>> from spatialdp.privacy import Simulation
->>> states = us_states_partition()
->>> status = np.array(["returned"] * 900 + ["dropped"] * 80 + ["rejected"] * 20)
->>> health = round_health(status, np.full(1000, "CO"), states, epsilon=0.5,
-...                       target=Simulation(rng=0))
->>> int(health.table.loc["CO", "selected"]) % health.granularity
-0
->>> list(health.table.columns)
-['selected', 'returned', 'dropped', 'rejected', 'error_bar']
 """
 
 from __future__ import annotations
@@ -152,6 +139,19 @@ def round_health(
     Returns
     -------
     RoundHealth
+
+    Examples
+    --------
+    >>> from spatialdp.datasets import us_states_partition
+    >>> from spatialdp.privacy import Simulation
+    >>> states = us_states_partition()
+    >>> status = np.array(["returned"] * 900 + ["dropped"] * 80 + ["rejected"] * 20)
+    >>> health = round_health(status, np.full(1000, "CO"), states, epsilon=0.5,
+    ...                       target=Simulation(rng=0))
+    >>> int(health.table.loc["CO", "selected"]) % health.granularity
+    0
+    >>> list(health.table.columns)
+    ['selected', 'returned', 'dropped', 'rejected', 'error_bar']
     """
     account = check_target(target)
     eps = check_epsilon(epsilon)

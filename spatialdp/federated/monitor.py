@@ -350,6 +350,23 @@ def compare_reports(current: pd.DataFrame, previous: pd.DataFrame, *, alpha: flo
     -------
     DataFrame
         Per region published in both: ``difference``, ``threshold``, ``fired``.
+
+    Examples
+    --------
+    >>> from spatialdp.datasets import synthetic_fleet, us_states_partition
+    >>> from spatialdp.federated import MetricSpec, device_report, regional_report
+    >>> from spatialdp.privacy import Simulation
+    >>> states, spec = us_states_partition(), MetricSpec("loss", 0.0, 4.0)
+    >>> def week(level, seed):
+    ...     fleet = synthetic_fleet(30_000, rng=seed)
+    ...     frame = pd.DataFrame({"client_id": fleet.device_id, "region_id": fleet.region,
+    ...                           "loss": np.where(fleet.region == "CO", level, 1.0)})
+    ...     clients = device_report(frame, loss_spec=spec, partition=states)
+    ...     return regional_report(clients, states, [spec], epsilon=1.0, min_cohort=200,
+    ...                            target=Simulation(rng=seed))["loss"]
+    >>> alerts = compare_reports(week(3.0, 2), week(1.0, 1))
+    >>> alerts.index[alerts.fired].tolist()
+    ['CO']
     """
     _check_frames(current, previous)
     level = check_alpha(alpha)
@@ -424,6 +441,17 @@ def drift(history: pd.DataFrame, *, window: int = 8, alpha: float = 0.01,
     DataFrame
         Indexed by region: ``slope`` (per round), ``se``, ``z``, ``threshold``,
         ``rounds``, ``drifting``.
+
+    Examples
+    --------
+    >>> rounds = np.arange(1, 7)
+    >>> history = pd.DataFrame({
+    ...     "region_id": np.repeat(["CO", "UT"], 6), "round_index": np.tile(rounds, 2),
+    ...     "value": np.r_[1.0 + 0.3 * rounds, np.full(6, 1.0)], "noise_std": 0.01,
+    ...     "cohort": 5000, "clip_low": 0.0, "clip_high": 4.0, "metric": "ratio@1",
+    ...     "partition_version": "v1"})
+    >>> drift(history).drifting.to_dict()
+    {'CO': True, 'UT': False}
     """
     needed = {"region_id", "round_index", "value", "noise_std", "cohort", "clip_low",
               "clip_high", *_FRAME_KEYS}
