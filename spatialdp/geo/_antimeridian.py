@@ -143,7 +143,7 @@ def repair_cell_polygons(polys: NDArray[np.object_]) -> NDArray[np.object_]:
         redrawn[closed] = shapely.polygons(
             shapely.linearrings(unwrapped[keep],
                                 indices=np.unique(vertex_ring[keep], return_inverse=True)[1]))
-    for i in np.flatnonzero(~closed):  # a cell around a pole: at most two per call
+    for i in np.flatnonzero(~closed):  # a cell around a pole: one per pole and resolution
         ring = unwrapped[ring_start[i]:ring_end[i] + 1]
         pole = 90.0 if ring[:, 1].mean() > 0 else -90.0
         redrawn[i] = shapely.Polygon(np.vstack(

@@ -19,6 +19,7 @@ import pandas as pd
 import shapely
 from numpy.typing import ArrayLike, NDArray
 
+from spatialdp._validation import check_ids
 from spatialdp.exceptions import CRSError, InvalidInput
 from spatialdp.geo._antimeridian import check_edges
 
@@ -313,12 +314,7 @@ def region_ids_of(frame: gpd.GeoDataFrame, id_column: Any) -> NDArray[np.object_
     if isinstance(column, pd.DataFrame):
         raise InvalidInput(f"id_column {id_column!r} names {column.shape[1]} columns; "
                            "rename the repeats so that it names one")
-    missing = column.isna().to_numpy()
-    if missing.any():
-        raise InvalidInput(
-            f"id_column {id_column!r} has {int(missing.sum())} missing ids (first at row "
-            f"{int(np.flatnonzero(missing)[0])}); every region needs an id"
-        )
+    check_ids(column, f"id_column {id_column!r}", unique=False)  # no missing ids
     ids = column.astype(str).to_numpy(dtype=object)
     duplicated = pd.Index(ids).duplicated()
     if duplicated.any():
