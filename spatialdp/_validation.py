@@ -52,6 +52,7 @@ __all__ = [
     "check_resolution",
     "check_text",
     "fail",
+    "short_repr",
 ]
 
 #: Largest epsilon (or rho) a check accepts: beyond it a release is not private in any
@@ -69,7 +70,19 @@ def fail(name: str, value: Any, problem: str, fix: str) -> InvalidInput:
     >>> str(fail("alpha", 2.0, "is above 1", "pass e.g. 0.05"))
     'alpha=2.0 is above 1; pass e.g. 0.05'
     """
-    return InvalidInput(f"{name}={value!r} {problem}; {fix}")
+    return InvalidInput(f"{name}={short_repr(value)} {problem}; {fix}")
+
+
+def short_repr(value: Any, limit: int = 80) -> str:
+    """Return ``repr(value)`` cut to ``limit`` characters (a frame must not flood a message).
+
+    Examples
+    --------
+    >>> short_repr(list(range(100)), limit=20)
+    '[0, 1, 2, 3, 4, 5...'
+    """
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def check_number(
@@ -293,9 +306,14 @@ def check_finite_array(values: Any, name: str, *, ndim: Iterable[int] = (1,),
     if isinstance(values, (str, bytes)):
         raise fail(name, values, "is a string, not an array of numbers", fix)
     try:
-        arr = np.asarray(values, dtype=np.float64)
+        raw = np.asarray(values)
     except (TypeError, ValueError):
-        raise InvalidInput(f"{name} is not numeric; {fix}") from None
+        raise InvalidInput(f"{name} is not an array of numbers; {fix}") from None
+    if raw.dtype.kind not in "iuf" or (raw.dtype == object):
+        raise InvalidInput(
+            f"{name} has dtype {raw.dtype} (strings, bools, objects or complex are not "
+            f"numbers); {fix}")
+    arr = raw.astype(np.float64)
     dims = tuple(ndim)
     if arr.ndim not in dims:
         raise InvalidInput(f"{name} has shape {arr.shape}; give an array of {dims} dimensions")
@@ -310,7 +328,9 @@ def check_finite_array(values: Any, name: str, *, ndim: Iterable[int] = (1,),
     return arr
 
 
-def check_ids(values: Any, name: str, *, unique: bool = True) -> pd.Index:
+def check_ids(values: Any, name: str, *, unique: bool = True,
+              fix: str = "one client, one row: drop or merge the repeats before the release"
+              ) -> pd.Index:
     """Return identifiers (client or region ids) as an Index: no missing values, unique.
 
     Examples
@@ -330,6 +350,5 @@ def check_ids(values: Any, name: str, *, unique: bool = True) -> pd.Index:
         repeated = index[index.duplicated()]
         raise InvalidInput(
             f"{name} has {len(repeated)} repeated value{'s' if len(repeated) > 1 else ''} "
-            f"(first: {repeated.tolist()[0]!r}); one client, one row: drop or merge the repeats "
-            "before the release")
+            f"(first: {repeated.tolist()[0]!r}); {fix}")
     return index
