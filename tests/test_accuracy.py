@@ -11,10 +11,14 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 from scipy import integrate, special, stats
 
-from spatialdp.exceptions import InvalidInput
+from spatialdp.exceptions import InvalidInput, SpatialDPError
 from spatialdp.privacy.accuracy import (
+    MAX_LATTICE_SD,
     NOISE_KINDS,
     Accuracy,
     accuracy,
@@ -358,10 +362,98 @@ def test_tiny_scales_give_zero_error() -> None:
             assert half_width(kind, scale, 10**6, 1e-15) == 0
             assert mean_abs_error(kind, scale, 7) == 0
             assert noise_std(kind, scale, 7) == 0
-            assert tail_probability(kind, scale, 0.0, 10**12) == 0
+            assert tail_probability(kind, scale, 0.0, 10**10) == 0
 
 
 def test_scale_for_sub_unit_target_gives_noise_free_half_width() -> None:
     scale = scale_for_half_width("discrete_laplace", 0.5, 3, 0.05)
     assert half_width("discrete_laplace", scale, 3, 0.05) == 0
     assert half_width("discrete_laplace", scale * 1.01, 3, 0.05) >= 1
+
+
+# ---------------------------------------------------------------------------
+# adversarial inputs: only spatialdp errors, finite results
+# ---------------------------------------------------------------------------
+
+adv_scalars = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.booleans(),
+    st.none(),
+    st.sampled_from(["1", "laplace", b"x", 1 + 1j]),
+    st.floats(width=32).map(np.float32),
+    st.integers(min_value=-5, max_value=10**6).map(np.int64),
+    st.decimals(allow_nan=True, places=2),
+)
+adv_scales = st.one_of(adv_scalars, st.floats(min_value=1e-300, max_value=2e15),
+                       st.sampled_from([5e-324, 1e-3, 0.3, 1e15]))
+adv_m = st.one_of(
+    adv_scalars,
+    st.integers(min_value=1, max_value=10**4),
+    st.sampled_from([10**10, 10**10 + 1, np.array(5), np.array([], dtype=np.int64)]),
+    st.lists(st.one_of(st.integers(0, 50), st.floats()), max_size=3),
+    hnp.arrays(st.sampled_from([np.int64, np.float64, np.bool_, np.str_]),
+               hnp.array_shapes(min_dims=0, max_dims=2, max_side=3), elements=None),
+)
+adv_alpha = st.one_of(adv_scalars, st.floats(min_value=0.0, max_value=1.0))
+adv_kind = st.one_of(st.sampled_from([*NOISE_KINDS, "cauchy", "", None, 3, ["laplace"]]))
+
+
+def _finite(out: object) -> None:
+    assert np.isfinite(np.asarray(out, dtype=np.float64)).all()
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(kind=adv_kind, scale=adv_scales, m=adv_m, alpha=adv_alpha, threshold=adv_scales)
+def test_accuracy_functions_raise_only_spatialdp_errors(
+    kind: object, scale: object, m: object, alpha: object, threshold: object
+) -> None:
+    calls = [
+        lambda: noise_std(kind, scale, m),  # type: ignore[arg-type]
+        lambda: mean_abs_error(kind, scale, m),  # type: ignore[arg-type]
+        lambda: half_width(kind, scale, m, alpha),  # type: ignore[arg-type]
+        lambda: tail_probability(kind, scale, threshold, m),  # type: ignore[arg-type]
+        lambda: scale_for_half_width(kind, scale, m, alpha),  # type: ignore[arg-type]
+    ]
+    for call in calls:
+        try:
+            out = call()
+        except SpatialDPError:
+            continue
+        _finite(out)
+    try:
+        acc = accuracy(kind, scale, m, alpha)  # type: ignore[arg-type]
+    except SpatialDPError:
+        return
+    for figure in (acc.std, acc.mean_abs_error, acc.half_width):
+        _finite(figure)
+
+
+@settings(max_examples=150, deadline=None)
+@given(kind=st.sampled_from(NOISE_KINDS), scale=st.floats(min_value=1e-300, max_value=1e15),
+       m=st.integers(min_value=1, max_value=10**10), alpha=st.floats(min_value=1e-15,
+                                                                      max_value=0.999))
+@example(kind="discrete_gaussian", scale=196160454485058.0, m=33, alpha=0.5)  # was an error
+@example(kind="discrete_laplace", scale=196160454526029.0, m=38, alpha=0.5)
+def test_accuracy_figures_are_finite_over_the_whole_range(
+    kind: str, scale: float, m: int, alpha: float
+) -> None:
+    if kind.startswith("discrete_") and scale * math.sqrt(m) > MAX_LATTICE_SD * (1 + 1e-12):
+        with pytest.raises(InvalidInput, match="standard deviation about .* use kind="):
+            half_width(kind, scale, m, alpha)
+        scale = MAX_LATTICE_SD / math.sqrt(m)
+    hw = half_width(kind, scale, m, alpha)
+    assert math.isfinite(hw)
+    assert hw >= 0
+    assert math.isfinite(mean_abs_error(kind, scale, m))
+    assert 0 <= tail_probability(kind, scale, hw, m) <= 1
+
+
+def test_huge_sums_are_accurate() -> None:
+    """Regressions: log-gamma differences lost digits for m near 1e10 (Laplace MAE and tails)."""
+    m = 10**10
+    assert mean_abs_error("laplace", 1.0, m) == pytest.approx(
+        math.sqrt(4 * m / math.pi) * (1 - 1 / (8 * m)), rel=1e-12)
+    sd1 = float(noise_std("discrete_laplace", 300.0, 1))
+    hw = half_width("discrete_laplace", 300.0, m, 0.5)
+    assert hw == pytest.approx(half_width("gaussian", sd1, m, 0.5), rel=1e-5)

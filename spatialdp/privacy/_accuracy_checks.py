@@ -7,6 +7,7 @@ figures are computed once per distinct ``m`` by :func:`per_m`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any, Literal, TypeAlias
 
@@ -23,8 +24,10 @@ FloatOrArray: TypeAlias = "float | NDArray[np.float64]"
 
 #: Smallest miss probability of an error bar (beyond about 8 standard deviations).
 MIN_ALPHA = 1e-15
-#: Largest number of noisy values in one sum.
-MAX_M = 10**12
+#: Largest number of noisy values in one sum (the lattice numerics lose digits beyond).
+MAX_M = 10**10
+#: Largest standard deviation of a sum of lattice (discrete) draws whose figures are computed.
+MAX_LATTICE_SD = 1e14
 
 _M_FIX = f"pass the number of noisy values summed, a whole number in [1, {MAX_M:.0e}], e.g. m=1"
 
@@ -87,9 +90,23 @@ def check_m(m: Any) -> tuple[NDArray[np.int64], bool]:
     return f.astype(np.int64), False
 
 
-def per_m(m: ArrayLike, fn: Callable[[int], float]) -> FloatOrArray:
-    """Return ``fn(m)`` for a scalar ``m``, or ``fn`` per distinct entry of an array ``m``."""
+def per_m(m: ArrayLike, fn: Callable[[int], float], kind: str, scale: float) -> FloatOrArray:
+    """Return ``fn(m)`` for a scalar ``m``, or ``fn`` per distinct entry of an array ``m``.
+
+    For the lattice kinds the sum's standard deviation ``scale * sqrt(m)`` must be
+    at most :data:`MAX_LATTICE_SD`.
+    """
     arr, scalar = check_m(m)
+    if kind.startswith("discrete_") and arr.size:
+        top = int(arr.max())
+        if scale * math.sqrt(top) > MAX_LATTICE_SD * (1 + 1e-12):  # rounding slack
+            raise fail(
+                "scale", scale,
+                f"with m={top} gives a sum whose noise has standard deviation about "
+                f"{scale * math.sqrt(top):.3g}, beyond {MAX_LATTICE_SD:g} where the discrete "
+                "figures are computed",
+                f"use kind={kind.removeprefix('discrete_')!r}: at this scale the discrete "
+                "noise is indistinguishable from it")
     if scalar:
         return float(fn(int(arr)))
     uniq, inv = np.unique(arr, return_inverse=True)

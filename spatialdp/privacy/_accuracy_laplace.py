@@ -13,16 +13,16 @@ from functools import lru_cache
 import numpy as np
 from scipy import optimize, special
 
-from spatialdp.privacy._accuracy_numerics import CACHE, logsumexp_c
+from spatialdp.privacy._accuracy_numerics import CACHE, logsumexp_c, poisson_logpmf
 
 
 def lap_mae(m: int) -> float:
-    """Return E|S| / b for S a sum of m Laplace(1): 2 m C(2m, m) / 4**m."""
-    return (
-        2.0
-        * m
-        * math.exp(special.gammaln(2 * m + 1) - 2 * special.gammaln(m + 1) - 2 * m * math.log(2))
-    )
+    """Return E|S| / b for S a sum of m Laplace(1): 2 m C(2m, m) / 4**m.
+
+    ``C(2m, m) / 4**m = Gamma(m + 1/2) / (sqrt(pi) Gamma(m + 1))``, a ratio taken by
+    :func:`scipy.special.poch` (no cancellation of two huge log-gammas at large m).
+    """
+    return 2.0 * m * float(special.poch(m + 1, -0.5)) / math.sqrt(math.pi)
 
 
 def lap_log_sf(m: int, x: float) -> float:
@@ -38,7 +38,7 @@ def lap_log_sf(m: int, x: float) -> float:
     k = np.arange(max(0, int(x - spread)), min(m - 1, int(x + spread)) + 1, dtype=np.float64)
     if k.size == 0:
         return -math.inf
-    log_pmf = k * math.log(x) - x - special.gammaln(k + 1)
+    log_pmf = poisson_logpmf(k, x)
     with np.errstate(divide="ignore"):
         log_cdf = np.log(special.betainc(m, m - k, 0.5))
     return float(logsumexp_c(log_pmf + log_cdf))

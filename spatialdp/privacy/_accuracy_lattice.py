@@ -29,7 +29,7 @@ from spatialdp.privacy._accuracy_numerics import (
 
 _POISSON_SIGMA = 8.0  # discrete Gaussian: variance and phi by their sigma -> inf forms above
 # Below this sigma, P(Z != 0) <= 2 exp(-1 / (2 sigma**2)) = 2 exp(-800): every figure of a
-# sum of up to 1e12 draws is 0 in double precision (and sigma**2 may underflow).
+# sum of up to 1e10 draws is 0 in double precision (and sigma**2 may underflow).
 _DG_NOISELESS = 0.025
 
 
@@ -83,13 +83,10 @@ def _dlap_log_tail_nb(m: int, j: int, b: float) -> float:
     )
     if k.size == 0:
         return -math.inf
-    log_pmf = (
-        special.gammaln(k + r)
-        - special.gammaln(r)
-        - special.gammaln(k + 1)
-        - r / b
-        + k * math.log(oma)
-    )
+    # log C(k + r - 1, k) = -log k - log B(k, r) (k >= 1): betaln has no log-gamma cancellation
+    kk = np.maximum(k, 1.0)
+    log_binom = np.where(k == 0, 0.0, -np.log(kk) - special.betaln(kk, r))
+    log_pmf = log_binom - r / b + k * math.log(oma)
     with np.errstate(divide="ignore"):
         log_cdf = np.log(special.betainc(m, m - k, q))
     return float(logsumexp_c(log_pmf + log_cdf))

@@ -10,13 +10,15 @@ Boolean ARRAYS are 0/1 indicators; a lone ``True`` is refused (not a count).
 
 from __future__ import annotations
 
+import numbers
+from decimal import Decimal
 from typing import Any, TypeAlias
 
 import numpy as np
 import scipy.sparse
 from numpy.typing import NDArray
 
-from spatialdp._validation import check_positive, fail
+from spatialdp._validation import check_number, check_positive, fail
 from spatialdp.exceptions import InvalidInput
 from spatialdp.privacy.calibration import MAX_SCALE
 
@@ -46,6 +48,8 @@ def _dense(x: Any, name: str) -> NDArray[Any]:
         raise fail(name, x, "is a bool, not a number", _VALUES_FIX)
     if isinstance(x, (str, bytes)):
         raise fail(name, x, "is a string, not numbers", _VALUES_FIX)
+    if isinstance(x, (numbers.Real, Decimal)) and not isinstance(x, (np.generic, int, float)):
+        x = check_number(x, name, fix=_VALUES_FIX)  # Fraction, Decimal: as a float
     try:
         arr = np.asarray(x)
     except (TypeError, ValueError):

@@ -40,10 +40,13 @@ Methods - all exact up to quadrature/rounding error (relative error well below
 Discrete half-widths are integers: the smallest ``k`` with ``P(|S| <= k) >=
 1 - alpha``, so the interval covers AT LEAST ``1 - alpha`` (usually a bit more).
 
-Limits: scales ``0 < scale <= 1e15``; ``1 <= m <= 1e12``; ``alpha`` in
-``[1e-15, 1)`` (:data:`MIN_ALPHA`). Arguments are checked by the shared
-validation layer; every refusal is an
-:class:`~spatialdp.exceptions.InvalidInput`.
+Limits: scales ``0 < scale <= 1e15``; ``1 <= m <= 1e10`` (:data:`MAX_M`);
+``alpha`` in ``[1e-15, 1)`` (:data:`MIN_ALPHA`); for the discrete kinds, the
+noise of the sum has a standard deviation ``scale * sqrt(m)`` of at most
+``1e14`` (:data:`MAX_LATTICE_SD`; beyond it the discrete noise is
+indistinguishable from the continuous kind, whose figures have no such
+limit). Arguments are checked by the shared validation layer; every refusal
+is an :class:`~spatialdp.exceptions.InvalidInput`.
 
 This module is the public entry point; the numerics live in private modules:
 ``_accuracy_numerics`` (quadrature, lattice inversion, integer search),
@@ -64,6 +67,7 @@ from scipy import optimize
 
 from spatialdp._validation import check_number, fail
 from spatialdp.privacy._accuracy_checks import (
+    MAX_LATTICE_SD,
     MAX_M,
     MIN_ALPHA,
     NOISE_KINDS,
@@ -80,6 +84,7 @@ from spatialdp.privacy._accuracy_figures import FIGURES
 from spatialdp.privacy.calibration import MAX_SCALE
 
 __all__ = [
+    "MAX_LATTICE_SD",
     "MAX_M",
     "MIN_ALPHA",
     "NOISE_KINDS",
@@ -94,7 +99,6 @@ __all__ = [
 ]
 
 ScalarInt: TypeAlias = "int | np.integer[Any]"
-_LOG_MAX_SCALE = math.log(MAX_SCALE)
 
 
 # ---------------------------------------------------------------------------
@@ -172,7 +176,7 @@ def mean_abs_error(kind: NoiseKind | str, scale: float, m: ArrayLike = 1) -> Flo
     """
     fig = FIGURES[check_kind(kind)]
     s = check_scale(scale)
-    return per_m(m, lambda k: fig.mae(k, s))
+    return per_m(m, lambda k: fig.mae(k, s), kind, s)
 
 
 @overload
@@ -220,7 +224,7 @@ def half_width(
     fig = FIGURES[check_kind(kind)]
     s = check_scale(scale)
     a = check_level(alpha)
-    return per_m(m, lambda k: fig.half_width(k, s, a))
+    return per_m(m, lambda k: fig.half_width(k, s, a), kind, s)
 
 
 @overload
@@ -264,7 +268,7 @@ def tail_probability(
     s = check_scale(scale)
     x = check_number(threshold, "threshold", low=0.0,
                      fix="pass a finite distance >= 0 from the true value, e.g. 10.0")
-    return per_m(m, lambda k: fig.tail(k, x, s))
+    return per_m(m, lambda k: fig.tail(k, x, s), kind, s)
 
 
 @dataclass(frozen=True)
@@ -365,7 +369,8 @@ def scale_for_half_width(
     Returns
     -------
     float
-        At most 1e15 (the largest supported scale).
+        At most 1e15, and for the discrete kinds at most ``1e14 / sqrt(m)`` (the
+        largest scales with error figures).
 
     Raises
     ------
@@ -394,14 +399,16 @@ def scale_for_half_width(
     def excess(log_scale: float) -> float:  # +-0.5 or more: never 0, sign flips at the jump
         return float(half_width(kind, math.exp(log_scale), mm, a)) - whole - 0.5
 
-    lo = math.log(1e-6)  # half-width 0 here for any m <= 1e12 and alpha >= 1e-15
-    hi = math.log(min(max(2 * t / float(noise_std(kind, 1.0, mm)), 1.0), MAX_SCALE))
+    top = min(MAX_SCALE, MAX_LATTICE_SD / math.sqrt(mm))  # the largest scale with figures
+    log_top = math.log(top)
+    lo = math.log(1e-6)  # half-width 0 here for any m <= 1e10 and alpha >= 1e-15
+    hi = min(math.log(max(2 * t / float(noise_std(kind, 1.0, mm)), 1.0)), log_top)
     for _ in range(64):  # widen the bracket (a few steps: the guess is within a factor 2)
-        if hi >= _LOG_MAX_SCALE or excess(hi) > 0:
+        if hi >= log_top or excess(hi) > 0:
             break
-        lo, hi = hi, min(hi + math.log(2.0), _LOG_MAX_SCALE)
+        lo, hi = hi, min(hi + math.log(2.0), log_top)
     if excess(hi) <= 0:
-        return MAX_SCALE
+        return top
     root = float(optimize.brentq(excess, lo, hi, xtol=1e-10, rtol=1e-12))
     for _ in range(64):  # brentq may land just past the jump: step back onto the good side
         if excess(root) <= 0:
