@@ -44,7 +44,8 @@ def _skip_package_inits() -> None:
         sys.modules[name] = package
 
 
-_skip_package_inits()
+if __name__ == "__main__":  # never when pytest imports this file for doctests
+    _skip_package_inits()
 
 from spatialdp.exceptions import BudgetExceeded  # noqa: E402
 from spatialdp.privacy import _ledger_schema  # noqa: E402

@@ -8,6 +8,9 @@ import pytest
 from spatialdp.datasets import load_us_states, us_states_partition
 from spatialdp.geo.partition import Partition
 
+# A subprocess worker, not a test module: importing it in the test process is pointless.
+collect_ignore = ["_ledger_worker.py"]
+
 
 @pytest.fixture(scope="session")
 def states() -> gpd.GeoDataFrame:
