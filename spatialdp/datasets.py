@@ -115,13 +115,13 @@ def synthetic_fleet(
     rural_share : float
         Share of devices in the uniform rural background.
     partition : Partition, optional
-        The partition that gives each device its ``region``; default the 48 states.
+        The partition that gives each device its ``region_id``; default the 48 states.
 
     Returns
     -------
     GeoDataFrame
         Columns ``device_id``, ``lon``, ``lat``, ``heading_deg`` (direction of
-        travel, degrees clockwise from north), ``region``, ``geometry``. Every
+        travel, degrees clockwise from north), ``region_id``, ``geometry``. Every
         device lies in a region of the partition.
 
     Raises
@@ -133,7 +133,7 @@ def synthetic_fleet(
     Examples
     --------
     >>> fleet = synthetic_fleet(1000, rng=7)
-    >>> len(fleet), int(fleet.region.isna().sum())
+    >>> len(fleet), int(fleet.region_id.isna().sum())
     (1000, 0)
     """
     n = check_integer(n, "n", low=1, fix="give a positive whole number of devices")
@@ -196,7 +196,7 @@ def synthetic_fleet(
             "lon": lon,
             "lat": lat,
             "heading_deg": heading,
-            "region": np.asarray(part.region_ids)[region],
+            "region_id": np.asarray(part.region_ids)[region],
         },
         geometry=gpd.points_from_xy(lon, lat),
         crs=4326,

@@ -121,7 +121,7 @@ def run_demo(
         min_cohort=min_cohort, target=target("regional evaluation round of the model"),
     )
     national = aggregate_metric(clients, loss_spec, epsilon=0.1, target=target("national loss"))
-    health = round_health(status, selected.region.to_numpy(), partition, epsilon=0.2,
+    health = round_health(status, selected.region_id.to_numpy(), partition, epsilon=0.2,
                           target=target("round health"))
     incidents = ratio_pinned_at_clip(report["ratio"], RATIO_CLIP) + suspiciously_good_region(
         report["loss"])

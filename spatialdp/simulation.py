@@ -42,7 +42,7 @@ def positioning_predictions(
     ----------
     fleet : GeoDataFrame
         From :func:`spatialdp.datasets.synthetic_fleet` (``device_id``, ``lon``,
-        ``lat``, ``heading_deg``, ``region``).
+        ``lat``, ``heading_deg``, ``region_id``).
     along_sd_m, across_sd_m : float
         Error standard deviations in metres, along and across the track.
     region_error_factor : mapping region -> factor, optional
@@ -99,7 +99,6 @@ def positioning_predictions(
 
 
 def _region_column(fleet: pd.DataFrame) -> str:
-    for name in ("region_id", "region"):
-        if name in fleet.columns:
-            return name
+    if "region_id" in fleet.columns:
+        return "region_id"
     raise InvalidInput("the fleet has no region_id column; place it with synthetic_fleet")

@@ -24,15 +24,15 @@ def test_fleet_is_deterministic_and_on_land() -> None:
     b = synthetic_fleet(5000, rng=11)
     assert a.equals(b)
     assert not synthetic_fleet(5000, rng=12).lon.equals(a.lon)
-    assert a.region.notna().all()
+    assert a.region_id.notna().all()
     assert us_states_partition().assign(a).n_unassigned == 0
     assert a.heading_deg.between(0, 360).all()
-    assert list(a.columns) == ["device_id", "lon", "lat", "heading_deg", "region", "geometry"]
+    assert list(a.columns) == ["device_id", "lon", "lat", "heading_deg", "region_id", "geometry"]
 
 
 def test_fleet_density_runs_from_urban_to_remote() -> None:
     fleet = synthetic_fleet(100_000, rng=3)
-    per_state = fleet.region.value_counts()
+    per_state = fleet.region_id.value_counts()
     # California (big cities) holds far more devices than Wyoming (remote).
     assert per_state["CA"] > 20 * per_state["WY"]
     # Dense urban: many devices within 20 km of Manhattan; remote: the rural share

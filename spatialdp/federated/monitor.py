@@ -359,8 +359,8 @@ def compare_reports(current: pd.DataFrame, previous: pd.DataFrame, *, alpha: flo
     >>> states, spec = us_states_partition(), MetricSpec("loss", 0.0, 4.0)
     >>> def week(level, seed):
     ...     fleet = synthetic_fleet(30_000, rng=seed)
-    ...     frame = pd.DataFrame({"client_id": fleet.device_id, "region_id": fleet.region,
-    ...                           "loss": np.where(fleet.region == "CO", level, 1.0)})
+    ...     frame = pd.DataFrame({"client_id": fleet.device_id, "region_id": fleet.region_id,
+    ...                           "loss": np.where(fleet.region_id == "CO", level, 1.0)})
     ...     clients = device_report(frame, loss_spec=spec, partition=states)
     ...     return regional_report(clients, states, [spec], epsilon=1.0, min_cohort=200,
     ...                            target=Simulation(rng=seed))["loss"]

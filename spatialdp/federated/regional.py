@@ -76,7 +76,7 @@ class RegionalReport:
     >>> from spatialdp.privacy import Simulation
     >>> states = us_states_partition()
     >>> fleet = synthetic_fleet(20_000, rng=0)
-    >>> examples = pd.DataFrame({"client_id": fleet.device_id, "region_id": fleet.region,
+    >>> examples = pd.DataFrame({"client_id": fleet.device_id, "region_id": fleet.region_id,
     ...                          "loss": 1.0})
     >>> spec = MetricSpec("loss", 0.0, 4.0)
     >>> clients = device_report(examples, loss_spec=spec, partition=states)
