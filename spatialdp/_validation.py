@@ -313,7 +313,7 @@ def check_finite_array(values: Any, name: str, *, ndim: Iterable[int] = (1,),
         raise InvalidInput(
             f"{name} has dtype {raw.dtype} (strings, bools, objects or complex are not "
             f"numbers); {fix}")
-    arr = raw.astype(np.float64)
+    arr = raw.astype(np.float64, copy=False)
     dims = tuple(ndim)
     if arr.ndim not in dims:
         raise InvalidInput(f"{name} has shape {arr.shape}; give an array of {dims} dimensions")

@@ -94,10 +94,15 @@ class ClientTable:
             raise InvalidInput(
                 f"the client reports lack columns {missing} for metric {key}; run the device "
                 "module with this spec")
+        # One contiguous row per column, returned transposed: each column of the
+        # (n, k) result is contiguous, so the per-column bincounts read it in place.
+        data = np.empty((len(cols), len(self.frame)))
         try:
-            data = np.column_stack([self.frame[c].to_numpy(dtype=np.float64) for c in cols])
+            for row, col in enumerate(cols):
+                data[row] = self.frame[col].to_numpy(dtype=np.float64)
         except (TypeError, ValueError):
             raise InvalidInput(f"columns {list(cols)} of {key} are not numeric") from None
+        data = data.T
         bad = ~np.isfinite(data)
         if bad.any():
             raise InvalidInput(
@@ -108,14 +113,14 @@ class ClientTable:
 
 def _client_ids(frame: pd.DataFrame) -> pd.Index:
     if CLIENT_ID in frame.columns:
-        ids = frame[CLIENT_ID]
+        ids: object = frame[CLIENT_ID].to_numpy()
     elif frame.index.name == CLIENT_ID:
-        ids = frame.index.to_series()
+        ids = frame.index  # an Index caches its uniqueness: no copy, no rehash
     else:
         raise InvalidInput(
             "the client reports have no client_id (neither an index of that name nor a "
             "column); one client, one row needs the ids: use device_report's output")
-    return check_ids(ids.to_numpy(), CLIENT_ID)
+    return check_ids(ids, CLIENT_ID)
 
 
 def _unique_tags(column: pd.Series) -> list[object]:
@@ -160,22 +165,25 @@ def _positions(frame: pd.DataFrame, partition: object) -> NDArray[np.int64]:
             raise InvalidInput(
                 f"the client reports have no {column!r} column; reports keyed by a region "
                 "must say on which partition: pass partition= to device_report")
-    versions = pd.unique(pd.Series(frame[PARTITION_VERSION]).astype(object))
+    versions = _unique_tags(frame[PARTITION_VERSION])
     wrong = [v for v in versions if v != partition.version]
     if wrong:
         raise PartitionMismatch(
             f"client reports were assigned on partition version(s) {wrong[:3]}, but the "
             f"release is on {partition.version!r}; reassign every client on one partition")
-    regions = pd.Index(pd.Series(frame[REGION_ID]).astype(object))
-    if regions.isna().any():
-        raise InvalidInput(f"{int(regions.isna().sum())} client reports have no region_id")
-    positions = partition.region_ids.get_indexer(regions)
-    if (positions < 0).any():
-        bad = pd.unique(np.asarray(regions)[positions < 0])[:3]
+    # Factorise once (a categorical column is already factorised), then look the few
+    # distinct labels up in the partition: linear in clients, no per-client lookup.
+    codes, labels = pd.factorize(frame[REGION_ID], use_na_sentinel=True)
+    if (codes < 0).any():
+        raise InvalidInput(f"{int((codes < 0).sum())} client reports have no region_id")
+    lookup = partition.region_ids.get_indexer(pd.Index(labels))
+    if (lookup < 0).any():
+        bad = list(pd.Index(labels)[lookup < 0][:3])
+        missing = int(np.isin(codes, np.flatnonzero(lookup < 0)).sum())
         raise InvalidInput(
-            f"{int((positions < 0).sum())} clients are in regions that are not in "
-            f"{partition.key!r} (first: {list(bad)}); assign them with partition.assign()")
-    return positions.astype(np.int64)
+            f"{missing} clients are in regions that are not in {partition.key!r} (first: "
+            f"{bad}); assign them with partition.assign()")
+    return lookup.astype(np.int64)[codes]
 
 
 def read_reports(reports: object, specs: Sequence[Spec], partition: object | None = None

@@ -388,28 +388,27 @@ def regional_report(
 
 def _metric_frame(est: Estimate, partition: Partition) -> gpd.GeoDataFrame:
     """Return the published frame of one metric (schema: :mod:`spatialdp.federated.schema`)."""
-    table = pd.DataFrame(index=partition.region_ids)
+    columns: dict[str, object] = {}
     if isinstance(est.spec, HistogramSpec):
-        for i, label in enumerate(est.spec.labels):
-            table[label] = est.values[:, i]
-        table["value"] = est.values[:, -1]
-        table["ci_low"] = est.ci_low[:, -1]
-        table["ci_high"] = est.ci_high[:, -1]
+        columns.update({label: est.values[:, i] for i, label in enumerate(est.spec.labels)})
+        columns.update(value=est.values[:, -1], ci_low=est.ci_low[:, -1],
+                       ci_high=est.ci_high[:, -1])
+        low, high = 0.0, est.spec.mass_cap
     else:
-        table["value"] = est.values
-        table["ci_low"] = est.ci_low
-        table["ci_high"] = est.ci_high
-    table["error_bar"] = est.error_bar
-    table["noise_std"] = est.noise_std
-    # Nothing is published below the floor, not even the size of the cohort.
-    table["cohort"] = pd.array(np.where(est.suppressed, 0, est.cohort), dtype="Int64")
-    table.loc[est.suppressed, "cohort"] = pd.NA
+        columns.update(value=est.values, ci_low=est.ci_low, ci_high=est.ci_high)
+        low, high = est.spec.clip_low, est.spec.clip_high
     with np.errstate(divide="ignore", invalid="ignore"):
-        cv = est.noise_std / np.abs(table.value.to_numpy())
-    table["cv"] = cv
-    table["reliability"] = reliability_class(np.nan_to_num(cv, nan=np.inf), est.suppressed)
-    table["suppressed"] = est.suppressed
-    low, high = ((est.spec.clip_low, est.spec.clip_high) if isinstance(est.spec, MetricSpec)
-                 else (0.0, est.spec.mass_cap))
-    table["clip_low"], table["clip_high"] = low, high
-    return partition.join(table)
+        cv = est.noise_std / np.abs(np.asarray(columns["value"], dtype=np.float64))
+    # Nothing is published below the floor, not even the size of the cohort.
+    cohort = pd.array(est.cohort, dtype="Int64")
+    cohort[est.suppressed] = pd.NA
+    columns.update(
+        error_bar=est.error_bar, noise_std=est.noise_std, cohort=cohort, cv=cv,
+        reliability=reliability_class(np.nan_to_num(cv, nan=np.inf), est.suppressed),
+        suppressed=est.suppressed, clip_low=low, clip_high=high)
+    # The table is indexed by the partition's own region ids, in order: no join needed.
+    regions = partition.regions
+    frame = gpd.GeoDataFrame({"geometry": regions.geometry.array, **columns},
+                             index=regions.index, geometry="geometry", crs=regions.crs)
+    frame.attrs["partition_version"] = partition.version
+    return frame
