@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
+from spatialdp._validation import check_text, fail
 from spatialdp.exceptions import InvalidInput
 from spatialdp.federated._checks import FloatArray, _refuse_rows
 
@@ -22,12 +23,24 @@ IntArray = NDArray[np.int64]
 
 def _client_codes(client_ids: ArrayLike) -> tuple[IntArray, pd.Index]:
     """Sorted client index and each example's position in it (a factorisation)."""
+    if isinstance(client_ids, pd.DataFrame):
+        raise InvalidInput(
+            f"client_id is a table of {client_ids.shape[1]} columns (is the column name "
+            "repeated?); give one client id per example")
+    if isinstance(client_ids, (str, bytes)) or np.ndim(client_ids) == 0:
+        raise fail("client_ids", client_ids, "is not a sequence of ids",
+                   "give one client id per example (a column, list or array)")
     values = client_ids if isinstance(client_ids, pd.Series) else np.asarray(client_ids).ravel()
     if len(values) == 0:
         raise InvalidInput(
             "there are no examples; a client with no examples reports nothing: skip it"
         )
-    codes, uniques = pd.factorize(values, sort=True)
+    try:
+        codes, uniques = pd.factorize(values, sort=True)
+    except TypeError:
+        raise InvalidInput(
+            "client ids must be hashable values such as ints or strings (found lists, dicts "
+            "or arrays); give one plain id per example") from None
     _refuse_rows(codes < 0, InvalidInput, lambda first: (
         f"{int((codes < 0).sum())} examples have no client_id (first at row {first}); "
         "every example needs its client"
@@ -50,6 +63,13 @@ def _frame_columns(frame: pd.DataFrame, columns: Sequence[str], purpose: str) ->
         raise InvalidInput(
             "the examples frame is empty; a client with no examples reports nothing: skip it"
         )
+    repeated = frame.columns[frame.columns.duplicated()]
+    if len(repeated):
+        raise InvalidInput(
+            f"the examples frame repeats the column names {list(repeated)[:5]}; give each "
+            "column once")
+    for column in columns:
+        check_text(column, "column name")
     missing = [c for c in columns if c not in frame.columns]
     if missing:
         raise InvalidInput(

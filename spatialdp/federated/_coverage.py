@@ -9,7 +9,8 @@ import pandas as pd
 from numpy.typing import ArrayLike
 from scipy import sparse
 
-from spatialdp.federated._checks import _positive_int
+from spatialdp._validation import check_instance
+from spatialdp.federated._checks import MAX_COVERAGE_CELLS, _positive_int
 from spatialdp.federated._clients import IntArray, _client_codes, _same_length
 from spatialdp.geo.partition import Partition
 
@@ -68,7 +69,9 @@ def coverage(lon: ArrayLike, lat: ArrayLike, client_ids: ArrayLike, partition: P
     >>> cov.matrix.toarray().tolist(), list(cov.client_ids)
     ([[1, 0], [0, 0]], ['a', 'b'])
     """
-    cap = _positive_int(max_cells, "max_cells")
+    cap = _positive_int(max_cells, "max_cells", high=MAX_COVERAGE_CELLS)
+    check_instance(partition, "partition", Partition,
+                   "pass the Partition whose regions the coverage rows count")
     codes, clients = _client_codes(client_ids)
     position = partition.assign(lon=lon, lat=lat).positions
     _same_length(position.astype(np.float64), codes, "lon/lat")

@@ -33,7 +33,7 @@ from numpy.typing import NDArray
 from spatialdp.exceptions import SpatialDPError
 from spatialdp.federated._pipeline import ReleasePlan
 from spatialdp.federated.metrics import HistogramSpec, MetricSpec
-from spatialdp.federated.secure_sum import check_clipping, secure_sum
+from spatialdp.federated.secure_sum import check_clipping, sum_by_group
 from spatialdp.privacy.noise import LaplaceMechanism
 
 __all__ = ["Estimate", "EstimatePlan", "UninformativeReleaseWarning", "plan_estimate",
@@ -152,7 +152,8 @@ def plan_estimate(
     alpha: float,
 ) -> EstimatePlan:
     """Plan one metric's release over groups (see the module docstring)."""
-    total = secure_sum(values, groups, n_groups)
+    # The values come validated from the client table (finite, one row per client).
+    total = sum_by_group(values, groups, n_groups)
     check_clipping(spec, total.sums, total.counts, absent_allowed=presence is not None)
     cohort = total.counts
     shown = cohort >= min_cohort
@@ -177,7 +178,7 @@ def plan_estimate(
 
         return ReleasePlan(epsilon, [(mech, total.sums[shown])], finish_mean)
 
-    present = secure_sum(presence, groups, n_groups).sums
+    present = sum_by_group(presence, groups, n_groups).sums
     eps_value, eps_count = split_epsilon(epsilon, spec)
     mech_value = _mechanism(eps_value, spec.sensitivity)
     mech_count = _mechanism(eps_count, 1.0)

@@ -94,15 +94,12 @@ class ClientTable:
             raise InvalidInput(
                 f"the client reports lack columns {missing} for metric {key}; run the device "
                 "module with this spec")
-        # One contiguous row per column, returned transposed: each column of the
-        # (n, k) result is contiguous, so the per-column bincounts read it in place.
-        data = np.empty((len(cols), len(self.frame)))
         try:
-            for row, col in enumerate(cols):
-                data[row] = self.frame[col].to_numpy(dtype=np.float64)
+            # A float block comes back as a column-major view: no copy, and each
+            # column is contiguous for the per-column bincounts of the secure sum.
+            data = self.frame[list(cols)].to_numpy(dtype=np.float64)
         except (TypeError, ValueError):
             raise InvalidInput(f"columns {list(cols)} of {key} are not numeric") from None
-        data = data.T
         bad = ~np.isfinite(data)
         if bad.any():
             raise InvalidInput(
@@ -126,7 +123,8 @@ def _client_ids(frame: pd.DataFrame) -> pd.Index:
 def _unique_tags(column: pd.Series) -> list[object]:
     """Return the distinct device_specs values (a categorical column's codes are read directly)."""
     if isinstance(column.dtype, pd.CategoricalDtype):
-        used = np.unique(column.cat.codes.to_numpy())
+        seen = np.bincount(column.cat.codes.to_numpy().astype(np.int64) + 1)
+        used = np.flatnonzero(seen) - 1  # bincount, not np.unique: no sort of n codes
         cats = column.cat.categories
         return [None if code < 0 else cats[code] for code in used]
     return list(pd.unique(column.to_numpy(dtype=object)))

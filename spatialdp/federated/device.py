@@ -35,8 +35,15 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
+from spatialdp._validation import check_instance, check_text
 from spatialdp.exceptions import InvalidInput
-from spatialdp.federated._checks import FloatArray, _positive_int, _refuse_rows
+from spatialdp.federated._checks import (
+    MAX_CALIBRATION_BUCKETS,
+    MAX_COVERAGE_CELLS,
+    FloatArray,
+    _positive_int,
+    _refuse_rows,
+)
 from spatialdp.federated._clients import (
     CLIENT_COLUMN,
     IntArray,
@@ -94,7 +101,23 @@ __all__ = [
 DEVICE_MODULE_VERSION = "1.0"
 
 
+
 # --------------------------------------------------------------------------- helpers
+
+
+def _spec(value: Any, name: str, kind: type[MetricSpec] | type[HistogramSpec]) -> Any:
+    """Return ``value`` if it is a spec of ``kind`` (``None`` passes: the metric is off)."""
+    if value is None:
+        return None
+    return check_instance(value, name, kind, f"pass a {kind.__name__} or None")
+
+
+def _partition(value: Any, name: str) -> Partition | None:
+    if value is None:
+        return None
+    return check_instance(value, name, Partition,
+                          "pass a Partition (e.g. spatialdp.datasets.us_states_partition()) "
+                          "or None")
 
 
 def _group_mean(codes: IntArray, values: FloatArray, n_clients: int) -> FloatArray:
@@ -129,7 +152,11 @@ def clipped_mean_loss(frame: pd.DataFrame, spec: MetricSpec, loss_column: str = 
     >>> clipped_mean_loss(frame, MetricSpec("loss", 0.0, 2.0)).to_dict()
     {'a': 1.5, 'b': 0.5}
     """
-    _frame_columns(frame, [CLIENT_COLUMN, loss_column], "clipped_mean_loss")
+    _spec(spec, "spec", MetricSpec)
+    if spec is None:
+        raise InvalidInput("spec=None: clipped_mean_loss needs the MetricSpec to clip into")
+    _frame_columns(frame, [CLIENT_COLUMN, check_text(loss_column, "loss_column")],
+                   "clipped_mean_loss")
     codes, clients = _client_codes(frame[CLIENT_COLUMN])
     mean = _mean_loss(codes, clients.size, finite_column(frame[loss_column], loss_column), spec)
     return pd.Series(mean, index=clients, name=spec.name)
@@ -225,6 +252,8 @@ def error_histogram(errors: ArrayLike, client_ids: ArrayLike, spec: HistogramSpe
     >>> hist.tolist(), list(clients)
     ([[0.5, 1.0, 0.5], [1.0, 0.0, 0.0]], ['a', 'b'])
     """
+    if _spec(spec, "spec", HistogramSpec) is None:
+        raise InvalidInput("spec=None: error_histogram needs the HistogramSpec of its buckets")
     codes, clients = _client_codes(client_ids)
     values = finite_column(np.asarray(errors).ravel(), "errors")
     _same_length(values, codes, "errors")
@@ -266,10 +295,10 @@ def calibration_by_bucket(p_pred: ArrayLike, outcome: ArrayLike, client_ids: Arr
     >>> cal.loc["a", ["cal_gap_0", "cal_gap_1", "cal_present_1"]].round(2).tolist()
     [0.1, 0.4, 1.0]
     """
-    n = _positive_int(n_buckets, "n_buckets")
+    n = _positive_int(n_buckets, "n_buckets", high=MAX_CALIBRATION_BUCKETS)
     codes, clients = _client_codes(client_ids)
     p = finite_column(np.asarray(p_pred).ravel(), "p_pred")
-    y = finite_column(np.asarray(outcome).ravel(), "outcome")
+    y = finite_column(np.asarray(outcome).ravel(), "outcome", allow_bool=True)
     _same_length(p, codes, "p_pred")
     _same_length(y, codes, "outcome")
     return _calibration(codes, clients, p, y, n)
@@ -397,6 +426,14 @@ def device_report(
     _frame_columns(examples, [CLIENT_COLUMN], "device_report")
     clip = positive_number(ratio_clip, "ratio_clip")
     lower_edges = _count_edges(count_edges)
+    loss_spec = _spec(loss_spec, "loss_spec", MetricSpec)
+    hist_spec = _spec(hist_spec, "hist_spec", HistogramSpec)
+    rmse_spec = _spec(rmse_spec, "rmse_spec", MetricSpec)
+    partition = _partition(partition, "partition")
+    coverage_partition = _partition(coverage_partition, "coverage_partition")
+    n_cal = _positive_int(calibration_buckets, "calibration_buckets",
+                          high=MAX_CALIBRATION_BUCKETS)
+    cap_cells = _positive_int(max_cells, "max_cells", high=MAX_COVERAGE_CELLS)
     codes, clients = _client_codes(examples[CLIENT_COLUMN])
     n = clients.size
     columns: dict[str, ArrayLike] = {}
@@ -461,11 +498,11 @@ def device_report(
 
     if {"p_pred", "outcome"} <= set(examples.columns):
         cal = _calibration(codes, clients, finite_column(examples["p_pred"], "p_pred"),
-                           finite_column(examples["outcome"], "outcome"),
-                           _positive_int(calibration_buckets, "calibration_buckets"))
+                           finite_column(examples["outcome"], "outcome", allow_bool=True),
+                           n_cal)
         for name in cal.columns:
             add(name, cal[name].to_numpy(), -1.0 if name.startswith("cal_gap") else 0.0, 1.0)
-        used.extend(calibration_specs(_positive_int(calibration_buckets, "calibration_buckets")))
+        used.extend(calibration_specs(n_cal))
 
     add("count_bucket", _count_buckets(codes, n, lower_edges), 0, lower_edges.size - 1)
     used.append(count_bucket_spec(count_edges))
@@ -475,8 +512,7 @@ def device_report(
             raise InvalidInput(
                 "coverage_partition= needs true positions to find the covered regions")
         place = coverage_partition.assign(lon=positions[0], lat=positions[1]).positions
-        cov = _coverage(codes, clients, place, coverage_partition,
-                        _positive_int(max_cells, "max_cells"))
+        cov = _coverage(codes, clients, place, coverage_partition, cap_cells)
         add("coverage_cells", cov.cells_per_client, 0, cov.max_cells)
         used.append(coverage_spec(cov.max_cells))
         attrs["coverage_partition_version"] = cov.partition_version

@@ -11,8 +11,16 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from spatialdp._validation import check_flag
 from spatialdp.exceptions import InvalidInput
-from spatialdp.federated._checks import FloatArray, _positive_int, positive_number
+from spatialdp.federated._checks import (
+    MAX_CALIBRATION_BUCKETS,
+    MAX_COVERAGE_CELLS,
+    FloatArray,
+    _is_real,
+    _positive_int,
+    positive_number,
+)
 from spatialdp.federated.metrics import MetricSpec
 
 __all__ = ["DEFAULT_COUNT_EDGES", "calibration_specs", "count_bucket_spec", "coverage_spec",
@@ -24,11 +32,15 @@ DEFAULT_COUNT_EDGES = (1, 10, 100, 1000)
 
 def _count_edges(edges: Sequence[int]) -> FloatArray:
     try:
-        lower = np.asarray(edges, dtype=np.float64)
-    except (TypeError, ValueError):
+        raw = np.asarray(edges)
+        numeric = raw.dtype.kind in "iuf" or (
+            raw.dtype.kind == "O" and all(_is_real(e) for e in raw.ravel()))
+        lower = raw.astype(np.float64) if numeric else np.array([np.nan])
+    except (TypeError, ValueError, OverflowError):
         lower = np.array([np.nan])
     if (lower.ndim != 1 or lower.size == 0 or not np.isfinite(lower).all()
-            or lower[0] != 1 or (np.diff(lower) <= 0).any()):
+            or lower[0] != 1 or (np.diff(lower) <= 0).any()
+            or (lower != np.round(lower)).any()):
         raise InvalidInput(
             f"count edges {edges!r} must be strictly increasing and start at 1 (they are "
             "the buckets' lower bounds; every reporting client has at least one example)"
@@ -49,7 +61,8 @@ def track_ratio_spec(ratio_clip: float = 10.0, *, roads: bool = False) -> Metric
     'track_present'
     """
     clip = positive_number(ratio_clip, "ratio_clip")
-    return MetricSpec("ratio", 0.0, clip, present="track_present" if roads else None)
+    with_roads = check_flag(roads, "roads")
+    return MetricSpec("ratio", 0.0, clip, present="track_present" if with_roads else None)
 
 
 def calibration_specs(n_buckets: int = 5) -> list[MetricSpec]:
@@ -65,7 +78,7 @@ def calibration_specs(n_buckets: int = 5) -> list[MetricSpec]:
     ['cal_gap_0', 'cal_gap_1']
     """
     return [MetricSpec(f"cal_gap_{b}", -1.0, 1.0, present=f"cal_present_{b}")
-            for b in range(_positive_int(n_buckets, "n_buckets"))]
+            for b in range(_positive_int(n_buckets, "n_buckets", high=MAX_CALIBRATION_BUCKETS))]
 
 
 def count_bucket_spec(count_edges: Sequence[int] = DEFAULT_COUNT_EDGES) -> MetricSpec:
@@ -87,4 +100,5 @@ def coverage_spec(max_cells: int = 10) -> MetricSpec:
     >>> coverage_spec(10).sensitivity
     10.0
     """
-    return MetricSpec("coverage_cells", 0.0, float(_positive_int(max_cells, "max_cells")))
+    return MetricSpec("coverage_cells", 0.0,
+                      float(_positive_int(max_cells, "max_cells", high=MAX_COVERAGE_CELLS)))

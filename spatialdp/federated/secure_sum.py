@@ -17,7 +17,7 @@ from spatialdp._validation import check_count, check_finite_array
 from spatialdp.exceptions import ClippingFailure, InvalidInput
 from spatialdp.federated.metrics import HistogramSpec, MetricSpec
 
-__all__ = ["SecureSum", "check_clipping", "secure_sum"]
+__all__ = ["SecureSum", "check_clipping", "secure_sum", "sum_by_group"]
 
 
 @dataclass(frozen=True)
@@ -63,14 +63,24 @@ def secure_sum(values: ArrayLike, groups: ArrayLike | None = None, n_groups: int
         raise InvalidInput(
             f"groups must give an integer position in 0..{size - 1} for each of the "
             f"{data.shape[0]} clients")
-    counts = np.bincount(idx, minlength=size).astype(np.int64)
+    return sum_by_group(data, idx, size)
+
+
+def sum_by_group(data: NDArray[np.float64], groups: NDArray[np.int64], n_groups: int
+                 ) -> SecureSum:
+    """Sum validated rows per group: one ``np.bincount`` per column (no checks).
+
+    For callers that validated ``data`` (finite, 1-D or 2-D) and ``groups``
+    (integers in ``0..n_groups-1``) already; :func:`secure_sum` is the checked entry.
+    """
+    counts = np.bincount(groups, minlength=n_groups).astype(np.int64)
     sums: NDArray[np.float64]
     if data.ndim == 1:
-        sums = np.bincount(idx, weights=data, minlength=size).astype(np.float64)
+        sums = np.bincount(groups, weights=data, minlength=n_groups).astype(np.float64)
     else:
-        sums = np.zeros((size, data.shape[1]))
+        sums = np.zeros((n_groups, data.shape[1]))
         for col in range(data.shape[1]):  # a handful of buckets, never a loop over clients
-            sums[:, col] = np.bincount(idx, weights=data[:, col], minlength=size)
+            sums[:, col] = np.bincount(groups, weights=data[:, col], minlength=n_groups)
     return SecureSum(sums, counts)
 
 
