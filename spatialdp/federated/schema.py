@@ -33,13 +33,17 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-__all__ = ["RELIABILITY_CLASSES", "REPORT_COLUMNS", "coarsen_count", "reliability_class"]
+__all__ = ["MAP_COLUMNS", "RELIABILITY_CLASSES", "REPORT_COLUMNS", "coarsen_count",
+           "reliability_class"]
 
 #: Columns every regional report frame has (besides ``geometry``).
 REPORT_COLUMNS: tuple[str, ...] = (
     "value", "error_bar", "ci_low", "ci_high", "noise_std", "cohort", "cv", "reliability",
     "suppressed", "clip_low", "clip_high", "estimator", "metric", "partition_version",
     "round_index")
+
+#: The columns a map reads (:mod:`spatialdp.viz`); any frame with them can be drawn.
+MAP_COLUMNS: tuple[str, ...] = ("value", "error_bar", "cohort", "reliability", "suppressed")
 
 #: Reliability classes by coefficient of variation (noise sd / |value|), as the US
 #: Census Bureau's American Community Survey grades its estimates.

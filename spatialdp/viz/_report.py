@@ -15,15 +15,15 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from spatialdp.exceptions import InvalidInput
+from spatialdp.federated.schema import MAP_COLUMNS, coarsen_count
 from spatialdp.federated.schema import RELIABILITY_CLASSES as _RELIABILITY_CLASSES
-from spatialdp.federated.schema import coarsen_count
 
 if TYPE_CHECKING:
     import geopandas as gpd
 
 
-#: Columns a map needs (a subset of the report schema, :mod:`spatialdp.federated.schema`).
-REPORT_COLUMNS: tuple[str, ...] = ("value", "error_bar", "cohort", "reliability", "suppressed")
+#: Columns a map needs: the report schema's own subset.
+REPORT_COLUMNS = MAP_COLUMNS
 
 #: Fill opacity of each published reliability class on the maps.
 RELIABILITY_ALPHA: Mapping[str, float] = {"high": 1.0, "medium": 0.5, "low": 0.22}

@@ -35,6 +35,7 @@ import shapely
 from numpy.typing import NDArray
 
 from spatialdp.exceptions import CRSError, InvalidInput
+from spatialdp.federated.schema import coarsen_count
 from spatialdp.viz._explore import explore_report
 from spatialdp.viz._legend import _dot, _draw_legend, _extend
 from spatialdp.viz._report import (
@@ -329,7 +330,8 @@ def plot_uncertainty_choropleth(
     if "color" in user_style:  # geopandas' missing_kwds spelling: the fill colour here
         user_style["facecolor"] = user_style.pop("color")
     supp_style = {**_SUPPRESSED_STYLE, **user_style}
-    label = f"{supp_style.pop('label', 'suppressed')} ({int(suppressed.sum())})"
+    # Published only coarsened (seed 001), in the key as in the title.
+    label = f"{supp_style.pop('label', 'suppressed')} ({coarsen_count(int(suppressed.sum()))})"
     for i in map(int, np.flatnonzero(suppressed)):
         if i not in paths:
             continue
