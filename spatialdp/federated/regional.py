@@ -331,7 +331,23 @@ def regional_report(
 
     Examples
     --------
-    See :class:`RegionalReport`.
+    >>> from spatialdp.datasets import synthetic_fleet, us_states_partition
+    >>> from spatialdp.federated import MetricSpec, device_report
+    >>> from spatialdp.privacy import PrivacyLedger, ReleaseTarget
+    >>> states = us_states_partition()
+    >>> fleet = synthetic_fleet(20_000, rng=1)
+    >>> examples = pd.DataFrame({"client_id": fleet.device_id, "region_id": fleet.region_id,
+    ...                          "loss": 1.5})
+    >>> spec = MetricSpec("loss", 0.0, 4.0)
+    >>> clients = device_report(examples, loss_spec=spec, partition=states)
+    >>> with PrivacyLedger(":memory:", epoch_budget=5.0) as ledger:
+    ...     report = regional_report(clients, states, [spec], epsilon=0.5, min_cohort=100,
+    ...                              target=ReleaseTarget(ledger, epoch=0, why="weekly"))
+    ...     spent = ledger.spent(0)
+    >>> spent                          # the whole partition is one charge
+    0.5
+    >>> report["loss"].loc["CA", "reliability"], bool(report["loss"].loc["VT", "suppressed"])
+    ('high', True)
     """
     account = check_target(target)
     _check_specs(metrics)
