@@ -44,11 +44,14 @@ __all__ = [
     "check_count",
     "check_epsilon",
     "check_finite_array",
+    "check_flag",
     "check_ids",
+    "check_instance",
     "check_integer",
     "check_number",
     "check_positive",
     "check_probability",
+    "check_real",
     "check_resolution",
     "check_text",
     "fail",
@@ -122,6 +125,33 @@ def check_number(
     ...
     spatialdp.exceptions.InvalidInput: k='3' is a string, not a number; pass a finite number
     """
+    number = check_real(value, name, fix=fix)
+    if not math.isfinite(number):
+        raise fail(name, value, "is not finite", fix)
+    if low is not None and (number < low or (low_open and number == low)):
+        raise fail(name, value, f"is below the limit {'>' if low_open else '>='} {low:g}", fix)
+    if high is not None and (number > high or (high_open and number == high)):
+        raise fail(name, value, f"is above the limit {'<' if high_open else '<='} {high:g}", fix)
+    return number
+
+
+def check_real(value: Any, name: str, *, fix: str = "pass a finite number") -> float:
+    """Return a real number as a Python float; NaN and infinities pass (callers decide).
+
+    The type half of :func:`check_number`: bools, strings, ``None``, complex
+    numbers, arrays and every other non-real are refused.
+
+    Examples
+    --------
+    >>> check_real(np.float32(0.5), "x")
+    0.5
+    >>> check_real(float("inf"), "x")
+    inf
+    >>> check_real(True, "x")
+    Traceback (most recent call last):
+    ...
+    spatialdp.exceptions.InvalidInput: x=True is a bool, not a number; pass a finite number
+    """
     if isinstance(value, (bool, np.bool_)):
         raise fail(name, value, "is a bool, not a number", fix)
     if isinstance(value, (str, bytes)):
@@ -131,16 +161,47 @@ def check_number(
     if not isinstance(value, (numbers.Real, Decimal)):
         raise fail(name, value, f"is a {type(value).__name__}, not a real number", fix)
     try:
-        number = float(value)
+        return float(value)
     except (OverflowError, ValueError):
         raise fail(name, value, "does not fit in a float", fix) from None
-    if not math.isfinite(number):
-        raise fail(name, value, "is not finite", fix)
-    if low is not None and (number < low or (low_open and number == low)):
-        raise fail(name, value, f"is below the limit {'>' if low_open else '>='} {low:g}", fix)
-    if high is not None and (number > high or (high_open and number == high)):
-        raise fail(name, value, f"is above the limit {'<' if high_open else '<='} {high:g}", fix)
-    return number
+
+
+def check_flag(value: Any, name: str) -> bool:
+    """Return a yes/no switch: ``True``/``False`` (or a numpy bool), nothing else.
+
+    ``1``, ``"yes"`` or an array are refused: a switch given a number is a mistake
+    (often an argument in the wrong position), not a truth value.
+
+    Examples
+    --------
+    >>> check_flag(np.True_, "same_clients")
+    True
+    >>> check_flag(1, "same_clients")
+    Traceback (most recent call last):
+    ...
+    spatialdp.exceptions.InvalidInput: same_clients=1 is a int, not a bool; pass True or False
+    """
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise fail(name, value, f"is a {type(value).__name__}, not a bool", "pass True or False")
+
+
+def check_instance(value: Any, name: str, types: type[_T] | tuple[type[_T], ...],
+                   fix: str) -> _T:
+    """Return ``value`` if it is an instance of ``types``, else refuse naming the type.
+
+    Examples
+    --------
+    >>> check_instance(None, "spec", dict, "pass a dict")
+    Traceback (most recent call last):
+    ...
+    spatialdp.exceptions.InvalidInput: spec=None is a NoneType, not a dict; pass a dict
+    """
+    if isinstance(value, types):
+        return value
+    kinds = types if isinstance(types, tuple) else (types,)
+    wanted = " or ".join(t.__name__ for t in kinds)
+    raise fail(name, value, f"is a {type(value).__name__}, not a {wanted}", fix)
 
 
 def check_positive(value: Any, name: str, *, high: float | None = None,
@@ -294,8 +355,10 @@ def check_text(value: Any, name: str, *, allow_empty: bool = False) -> str:
 
 
 def check_finite_array(values: Any, name: str, *, ndim: Iterable[int] = (1,),
-                       allow_empty: bool = False) -> np.ndarray:
+                       allow_empty: bool = False, finite: bool = True) -> np.ndarray:
     """Return a float64 array with no NaN or infinity, of an accepted dimension.
+
+    With ``finite=False`` NaN and infinities pass (the caller words that refusal).
 
     Examples
     --------
@@ -320,7 +383,7 @@ def check_finite_array(values: Any, name: str, *, ndim: Iterable[int] = (1,),
     if arr.size == 0 and not allow_empty:
         raise InvalidInput(f"{name} is empty; {fix}")
     bad = ~np.isfinite(arr)
-    if bad.any():
+    if finite and bad.any():
         first = int(np.flatnonzero(bad.ravel())[0])
         raise InvalidInput(
             f"{name} has {int(bad.sum())} NaN or infinite values (first at flat index {first}); "

@@ -34,6 +34,7 @@ import pyproj
 import shapely
 from numpy.typing import ArrayLike
 
+from spatialdp._validation import check_text
 from spatialdp.exceptions import CRSError, InvalidInput
 from spatialdp.federated._checks import (
     FloatArray,
@@ -250,8 +251,13 @@ def track_errors(
     """
     if not isinstance(frame, pd.DataFrame) or len(frame) == 0:
         raise InvalidInput("track_errors needs a non-empty DataFrame of examples")
+    repeated = frame.columns[frame.columns.duplicated()]
+    if len(repeated):
+        raise InvalidInput(f"the examples frame repeats the column names {list(repeated)[:5]}; "
+                           "give each column once")
     heading = None
     if roads is None:
+        check_text(heading_column, "heading_column")
         if heading_column not in frame.columns:
             raise InvalidInput(
                 f"no {heading_column!r} column and no roads=: give the direction of travel "
@@ -281,8 +287,12 @@ def clipped_ratio(across_rmse: ArrayLike, along_rmse: ArrayLike, ratio_clip: flo
     [1.0, 6.0, 10.0, 1.0]
     """
     clip = positive_number(ratio_clip, "ratio_clip")
-    across = finite_column(across_rmse, "across_rmse")
-    along = finite_column(along_rmse, "along_rmse")
+    across = np.atleast_1d(finite_column(across_rmse, "across_rmse"))
+    along = np.atleast_1d(finite_column(along_rmse, "along_rmse"))
+    if across.shape != along.shape or across.ndim != 1:
+        raise InvalidInput(
+            f"across_rmse has shape {across.shape} and along_rmse {along.shape}; give one "
+            "RMSE of each per client, as two 1-D arrays of the same length")
     if (across < 0).any() or (along < 0).any():
         raise InvalidInput("an RMSE is negative; give root-mean-square errors (>= 0)")
     moving = along > RMSE_ATOL_M

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pyproj
 
+from spatialdp._validation import short_repr
 from spatialdp.exceptions import CRSError
 from spatialdp.federated._checks import FloatArray, _refuse_rows
 
@@ -60,10 +61,15 @@ def resolve_metric_crs(metric_crs: Any, lon: FloatArray, lat: FloatArray) -> pyp
             )
         zone = int((centre_lon + 180.0) // 6.0) % 60 + 1
         return pyproj.CRS.from_epsg((32600 if centre_lat >= 0 else 32700) + zone)
+    if isinstance(metric_crs, (bool, np.bool_, float, np.floating, np.ndarray)):
+        raise CRSError(
+            f"metric_crs={short_repr(metric_crs)} is a {type(metric_crs).__name__}, not a "
+            "CRS; pass an EPSG code, a CRS string or a pyproj.CRS in metres, or None")
     try:
         crs = pyproj.CRS.from_user_input(metric_crs)
-    except pyproj.exceptions.CRSError as err:
-        raise CRSError(f"metric_crs={metric_crs!r} is not a CRS pyproj knows: {err}") from None
+    except (pyproj.exceptions.CRSError, TypeError, ValueError, OverflowError) as err:
+        raise CRSError(f"metric_crs={short_repr(metric_crs)} is not a CRS pyproj knows: "
+                       f"{err}") from None
     units = {axis.unit_name for axis in crs.axis_info}
     if not crs.is_projected or not units <= {"metre", "meter"}:
         raise CRSError(

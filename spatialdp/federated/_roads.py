@@ -39,7 +39,19 @@ def _roads_in(roads: Any, crs: pyproj.CRS) -> NDArray[np.object_]:
             )
         geoms = np.asarray(roads.to_crs(crs).values, dtype=object)
     else:
-        geoms = np.asarray(roads, dtype=object).ravel()
+        if isinstance(roads, (str, bytes)):
+            raise InvalidInput("roads is a string; give LineStrings (a GeoSeries with a CRS)")
+        try:
+            geoms = np.asarray(roads, dtype=object).ravel()
+        except (TypeError, ValueError):
+            raise InvalidInput("roads is not an array of LineStrings; give a GeoSeries of "
+                               "lines with a CRS") from None
+        not_geometry = [g for g in geoms if g is not None and not isinstance(
+            g, shapely.Geometry)]
+        if not_geometry:
+            raise InvalidInput(
+                f"roads holds {len(not_geometry)} values that are not geometries (first: "
+                f"{type(not_geometry[0]).__name__}); give LineStrings")
         if geoms.size and not shapely.is_missing(geoms).any():
             coords = shapely.get_coordinates(geoms)
             _check_range(coords[:, 0], coords[:, 1], "roads (an array is taken as lon/lat)")

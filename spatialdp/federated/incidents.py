@@ -13,6 +13,15 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from spatialdp._validation import (
+    check_flag,
+    check_instance,
+    check_integer,
+    check_number,
+    check_positive,
+    check_probability,
+    fail,
+)
 from spatialdp.exceptions import InvalidInput
 from spatialdp.federated.metrics import HistogramSpec
 from spatialdp.federated.release import HistogramRelease
@@ -41,11 +50,38 @@ class Incident:
         return f"{self.kind}{where}: {self.message} -- {self.hint}"
 
 
+_FRAME_FIX = "pass report[metric] of a RegionalReport"
+
+
 def _published(frame: pd.DataFrame) -> pd.DataFrame:
+    """Return the published rows, with numeric ``value``, ``error_bar`` and ``cohort``."""
+    if not isinstance(frame, pd.DataFrame):
+        raise fail("frame", frame, f"is a {type(frame).__name__}, not a report frame",
+                   _FRAME_FIX)
     missing = {"value", "error_bar", "suppressed", "cohort"} - set(frame.columns)
     if missing:
-        raise InvalidInput(f"the report frame lacks columns {sorted(missing)}")
-    return frame[~frame.suppressed.astype(bool)]
+        raise InvalidInput(f"the report frame lacks columns {sorted(missing)}; {_FRAME_FIX}")
+    if frame.columns.duplicated().any():
+        raise InvalidInput(f"the report frame repeats column names; {_FRAME_FIX}")
+    flags = frame["suppressed"]
+    if not (pd.api.types.is_bool_dtype(flags.dtype) or flags.isin([0, 1]).all()):
+        raise InvalidInput(f"the report frame's 'suppressed' column is not True/False; "
+                           f"{_FRAME_FIX}")
+    shown = frame[~flags.astype(bool).to_numpy()]
+    numeric = {}
+    for column in ("value", "error_bar", "cohort"):
+        try:
+            numeric[column] = pd.to_numeric(shown[column]).astype("float64")
+        except (TypeError, ValueError):
+            raise InvalidInput(f"the report frame's {column!r} column is not numeric; "
+                               f"{_FRAME_FIX}") from None
+    bad = numeric["value"].isna() | ~np.isfinite(numeric["error_bar"]) | (
+        numeric["error_bar"] < 0) | numeric["cohort"].isna()
+    if bad.any():
+        raise InvalidInput(
+            f"{int(bad.sum())} published regions have no value, cohort or finite error bar "
+            f"(first: {shown.index[bad.to_numpy()][0]!r}); {_FRAME_FIX}")
+    return shown.assign(**numeric)
 
 
 def ratio_pinned_at_clip(frame: pd.DataFrame, clip: float, *, tolerance: float = 0.1
@@ -57,12 +93,15 @@ def ratio_pinned_at_clip(frame: pd.DataFrame, clip: float, *, tolerance: float =
     merely a noisy region whose interval happens to reach it.
     """
     shown = _published(frame)
-    pinned = shown[shown.value - shown.error_bar >= (1.0 - tolerance) * clip]
+    cap = check_positive(clip, "clip", fix="pass the ratio's clip bound, e.g. 10.0")
+    tol = check_number(tolerance, "tolerance", low=0.0, high=1.0, high_open=True,
+                       fix="pass a share of the clip in [0, 1), e.g. 0.1")
+    pinned = shown[shown.value - shown.error_bar >= (1.0 - tol) * cap]
     return [
         Incident(
             "ratio-pinned-at-clip", str(region),
             f"mean across/along ratio {row.value:.2f} +/- {row.error_bar:.2f} is at the clip "
-            f"{clip:g} (n={int(row.cohort)})",
+            f"{cap:g} (n={int(row.cohort)})",
             "either the model drifts sideways there or a subset of devices uses the wrong "
             "coordinate frame: check the devices' CRS/projection handling before retraining",
         )
@@ -80,21 +119,34 @@ def persistently_empty_buckets(
     releases : sequence of HistogramRelease
         Oldest first, one metric and spec version.
     """
-    if len(releases) < rounds:
+    count = check_integer(rounds, "rounds", low=1, fix="pass a number of releases >= 1, e.g. 3")
+    share = check_probability(min_share, "min_share")
+    if isinstance(releases, (str, bytes, pd.DataFrame)) or not isinstance(releases, Sequence):
+        raise fail("releases", releases, "is not a sequence of HistogramRelease",
+                   "pass a list of histogram releases, oldest first")
+    for i, rel in enumerate(releases):
+        check_instance(rel, f"releases[{i}]", HistogramRelease,
+                       "pass the releases aggregate_histogram returned")
+    if len(releases) < count:
         return []
-    recent = releases[-rounds:]
-    if len({r.metric for r in recent}) != 1:
+    recent = list(releases[-count:])
+    if len({r.metric for r in recent}) != 1 or len({len(r.labels) for r in recent}) != 1:
         raise InvalidInput("the releases mix histogram spec versions; compare one version")
-    mass = np.array([r.values.sum() for r in recent])
-    upper = np.array([(r.values + r.error_bar) / max(m, 1e-12)
-                      for r, m in zip(recent, mass, strict=True)])
-    empty = (upper < min_share).all(axis=0)
+    values = [np.asarray(r.values, dtype=np.float64) for r in recent]
+    if any(v.shape != (len(recent[-1].labels),) or not np.isfinite(v).all() for v in values) or (
+            not all(np.isfinite(r.error_bar) and r.error_bar >= 0 for r in recent)):
+        raise InvalidInput("a release has values that do not match its labels, or values or "
+                           "an error bar that are not finite; pass unmodified releases")
+    mass = np.array([v.sum() for v in values])
+    upper = np.array([(v + r.error_bar) / max(m, 1e-12)
+                      for v, r, m in zip(values, recent, mass, strict=True)])
+    empty = (upper < share).all(axis=0)
     labels = recent[-1].labels
     return [
         Incident(
             "empty-histogram-bucket", recent[-1].region_id,
-            f"bucket {labels[i]} of {recent[-1].metric} held under {min_share:.0%} of the mass "
-            f"in each of the last {rounds} releases",
+            f"bucket {labels[i]} of {recent[-1].metric} held under {share:.0%} of the mass "
+            f"in each of the last {count} releases",
             "the edges no longer match the model's error scale: bump the edge version (a new "
             "HistogramSpec version starts a new baseline)",
         )
@@ -111,7 +163,8 @@ def suspiciously_good_region(frame: pd.DataFrame, *, lower_is_better: bool = Tru
     small cohort), and the lead is still inside the two bars: more likely a
     small cohort's noise than an insight.
     """
-    shown = _published(frame).sort_values("value", ascending=lower_is_better)
+    ascending = check_flag(lower_is_better, "lower_is_better")
+    shown = _published(frame).sort_values("value", ascending=ascending)
     if len(shown) < 3:
         return []
     best, runner_up = shown.iloc[0], shown.iloc[1]
@@ -137,13 +190,20 @@ def estimate_quantile(release: HistogramRelease, spec: HistogramSpec, q: float) 
     the upper edge of the bucket where the cumulative share first reaches ``q``
     (``inf`` for the open top bucket). Uses only the published histogram.
     """
+    check_instance(release, "release", HistogramRelease,
+                   "pass the release aggregate_histogram returned")
+    check_instance(spec, "spec", HistogramSpec, "pass the HistogramSpec it was released under")
+    level = check_probability(q, "q")
     if release.metric != spec.key:
         raise InvalidInput(f"release is {release.metric}, spec is {spec.key}")
-    mass = np.clip(release.values, 0.0, None)
+    mass = np.clip(np.asarray(release.values, dtype=np.float64), 0.0, None)
+    if mass.shape != (spec.n_buckets,) or not np.isfinite(mass).all():
+        raise InvalidInput(f"the release's values do not match the {spec.n_buckets} buckets of "
+                           f"{spec.key} or are not finite; pass an unmodified release")
     if mass.sum() <= 0:
         return float("nan")
     cumulative = np.cumsum(mass) / mass.sum()
-    bucket = int(np.searchsorted(cumulative, q, side="left"))
+    bucket = int(np.searchsorted(cumulative, level, side="left"))
     return float(spec.edges[bucket]) if bucket < len(spec.edges) else float("inf")
 
 
@@ -161,12 +221,16 @@ def stale_clip_bound(
     quantity (never from raw data); when it is below ``factor * current_clip``
     the bound is stale and makes the noise larger than it needs to be.
     """
-    estimate = estimate_quantile(release, spec, percentile / 100.0)
-    if np.isfinite(estimate) and estimate < factor * current_clip:
+    clip = check_number(current_clip, "current_clip", fix="pass the clip bound in use")
+    pct = check_number(percentile, "percentile", low=0.0, high=100.0, low_open=True,
+                       fix="pass a percentile in (0, 100], e.g. 99")
+    ratio = check_positive(factor, "factor", fix="pass a positive factor, e.g. 0.5")
+    estimate = estimate_quantile(release, spec, pct / 100.0)
+    if np.isfinite(estimate) and estimate < ratio * clip:
         return [Incident(
             "stale-clip-bound", release.region_id,
-            f"the published p{percentile:g} of {spec.name} is <= {estimate:g}, far below the "
-            f"clip bound {current_clip:g}",
+            f"the published p{pct:g} of {spec.name} is <= {estimate:g}, far below the "
+            f"clip bound {clip:g}",
             f"re-derive the bound from published aggregates (about {estimate:g}) and release "
             "a new MetricSpec version; the noise scale falls by the same factor",
         )]

@@ -12,13 +12,25 @@ from __future__ import annotations
 import hashlib
 import itertools
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
+from spatialdp._validation import (
+    MAX_EPSILON,
+    check_alpha,
+    check_count,
+    check_epsilon,
+    check_finite_array,
+    check_instance,
+    check_number,
+    check_real,
+    fail,
+    short_repr,
+)
 from spatialdp.exceptions import InvalidInput, InvalidSpec
 from spatialdp.federated.release import predicted_error_bar
 
@@ -34,15 +46,38 @@ __all__ = [
 
 def _finite(name: str, what: str, value: float) -> float:
     try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise InvalidSpec(f"{name}: {what}={value!r} is not a number") from None
+        number = check_real(value, what)
+    except InvalidInput:
+        kind = ("a bool" if isinstance(value, (bool, np.bool_)) else
+                "a string" if isinstance(value, (str, bytes)) else f"a {type(value).__name__}")
+        raise InvalidSpec(f"{name}: {what}={short_repr(value)} is not a number ({kind}); "
+                          "give a finite float") from None
     if not math.isfinite(number):
         raise InvalidSpec(
             f"{name}: {what}={value!r} is not finite; every metric needs finite clip bounds "
             "(derive them with calibrate_clip from a held-out sample)"
         )
     return number
+
+
+def _check_name(name: object, what: str) -> str:
+    if not isinstance(name, str) or not name.strip():
+        raise InvalidSpec(f"{what} needs a non-empty name (a string), got {short_repr(name)}")
+    if any(c in name for c in ";=") or name != name.strip():
+        raise InvalidSpec(
+            f"{what} name {name!r} has ';', '=' or surrounding spaces, which the device_specs "
+            "tag of every client report cannot carry; pick a plain name such as 'loss'")
+    return name
+
+
+def _check_version(name: str, version: object) -> None:
+    if not isinstance(version, str) or not version:
+        raise InvalidSpec(f"{name}: version={short_repr(version)} must be a non-empty string "
+                          "such as '1' or '2'")
+
+
+#: Largest cohort :func:`min_cohort_for` reports (far beyond any fleet).
+MAX_COHORT = 1e15
 
 
 def _digest(fields: tuple[object, ...]) -> str:
@@ -88,10 +123,11 @@ class MetricSpec:
     present: str | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not self.name:
-            raise InvalidSpec("a metric needs a non-empty name")
+        _check_name(self.name, "a metric")
+        _check_version(self.name, self.version)
         if self.present is not None and (not isinstance(self.present, str) or not self.present):
-            raise InvalidSpec(f"{self.name}: present={self.present!r} must name a 0/1 column")
+            raise InvalidSpec(f"{self.name}: present={short_repr(self.present)} must name a "
+                              "0/1 column")
         low = _finite(self.name, "clip_low", self.clip_low)
         high = _finite(self.name, "clip_high", self.clip_high)
         if not low < high:
@@ -170,9 +206,15 @@ class HistogramSpec:
     _edges: NDArray[np.float64] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not self.name:
-            raise InvalidSpec("a histogram needs a non-empty name")
-        edges = tuple(_finite(self.name, "edge", e) for e in self.edges)
+        _check_name(self.name, "a histogram")
+        _check_version(self.name, self.version)
+        raw = self.edges
+        if isinstance(raw, np.ndarray):
+            raw = raw.ravel().tolist() if raw.ndim else [raw[()]]
+        if isinstance(raw, (str, bytes, Mapping)) or not isinstance(raw, Iterable):
+            raise InvalidSpec(f"{self.name}: edges={short_repr(self.edges)} is not a sequence "
+                              "of numbers; give the inner bucket edges, e.g. (0.5, 1, 2)")
+        edges = tuple(_finite(self.name, "edge", e) for e in raw)
         if len(edges) == 0:
             raise InvalidSpec(f"{self.name}: a histogram needs at least one edge")
         diffs = np.diff(edges)
@@ -245,6 +287,10 @@ class MetricRegistry:
 
     def __init__(self, specs: Sequence[MetricSpec | HistogramSpec] = ()) -> None:
         self._specs: dict[str, MetricSpec | HistogramSpec] = {}
+        if isinstance(specs, (MetricSpec, HistogramSpec, str, bytes, Mapping)) or not isinstance(
+                specs, Iterable):
+            raise InvalidSpec(f"specs={short_repr(specs)} is not a sequence of specs; give a "
+                              "list of MetricSpec / HistogramSpec")
         for spec in specs:
             self.register(spec)
 
@@ -266,7 +312,7 @@ class MetricRegistry:
     def __getitem__(self, name: str) -> MetricSpec | HistogramSpec:
         try:
             return self._specs[name]
-        except KeyError:
+        except (KeyError, TypeError):
             raise InvalidSpec(
                 f"no metric named {name!r}; registered: {sorted(self._specs)}"
             ) from None
@@ -302,15 +348,37 @@ def calibrate_clip(held_out: ArrayLike, percentile: float = 99.0, *, low: float 
     >>> round(calibrate_clip(np.arange(1, 101), 90), 2)
     90.1
     """
-    values = np.asarray(held_out, dtype=np.float64)
-    if values.size == 0 or not np.isfinite(values).all():
+    values = _held_out(held_out)
+    return _clip_at(values, _percentile(percentile), _low(low))
+
+
+def _held_out(held_out: ArrayLike) -> NDArray[np.float64]:
+    if isinstance(held_out, pd.DataFrame):
+        raise InvalidInput("held_out is a table; give one column of per-client values")
+    values = check_finite_array(held_out, "held_out", ndim=(1,), finite=False)
+    bad = ~np.isfinite(values)
+    if bad.any():
         raise InvalidInput(
-            f"the held-out sample has {values.size} values, some not finite; give finite values"
-        )
-    if not 0 < percentile <= 100:
-        raise InvalidInput(f"percentile={percentile} is outside (0, 100]")
+            f"the held-out sample has {int(bad.sum())} of {values.size} values not finite; "
+            "give finite values")
+    return values
+
+
+def _percentile(value: float, name: str = "percentile") -> float:
+    number = check_real(value, name, fix="pass a percentile in (0, 100], e.g. 99")
+    if not 0 < number <= 100:  # NaN fails too
+        raise fail(name, value, "is outside (0, 100]", "pass a percentile such as 99")
+    return number
+
+
+def _low(value: float) -> float:
+    return check_number(value, "low", low=-1e300, high=1e300,
+                        fix="pass the lower clip bound, a finite number")
+
+
+def _clip_at(values: NDArray[np.float64], percentile: float, low: float) -> float:
     bound = float(np.percentile(values, percentile))
-    return max(bound, low + np.finfo(float).eps * max(1.0, abs(low)))
+    return max(bound, low + float(np.finfo(float).eps) * max(1.0, abs(low)))
 
 
 def clip_tradeoff(
@@ -338,15 +406,30 @@ def clip_tradeoff(
     >>> bool(table.noise_half_width.is_monotonic_increasing)
     True
     """
-    values = np.asarray(held_out, dtype=np.float64)
+    values = _held_out(held_out)
+    eps = check_epsilon(epsilon)
+    n = check_count(cohort, "cohort", low=1)
+    level = check_alpha(alpha)
+    floor = _low(low)
+    if isinstance(percentiles, (str, bytes, Mapping)) or not isinstance(percentiles, Iterable):
+        raise fail("percentiles", percentiles, "is not a sequence of percentiles",
+                   "pass candidates such as (50, 90, 99, 100)")
+    candidates = [_percentile(p, "percentiles[]") for p in percentiles]
+    if not candidates:
+        raise fail("percentiles", percentiles, "is empty",
+                   "pass at least one candidate, e.g. (99,)")
     rows = []
-    for p in percentiles:
-        bound = calibrate_clip(values, p, low=low)
-        clipped = np.clip(values, low, bound)
+    for p in candidates:
+        bound = _clip_at(values, p, floor)
+        clipped = np.clip(values, floor, bound)
+        width = bound - floor
+        if not math.isfinite(width):
+            raise fail("low", low, f"and the p{p:g} bound {bound:g} make an infinite clip width",
+                       "give values and bounds whose difference is a finite number")
         rows.append({
-            "percentile": float(p),
+            "percentile": p,
             "clip_high": bound,
-            "noise_half_width": predicted_error_bar(bound - low, epsilon, cohort, alpha),
+            "noise_half_width": predicted_error_bar(width, eps, n, level),
             "share_clipped": float((values > bound).mean()),
             "clip_bias": float(clipped.mean() - values.mean()),
         })
@@ -372,11 +455,21 @@ def min_cohort_for(
     >>> min_cohort_for(0.05, MetricSpec("loss", 0, 2.5), epsilon=1.0)
     150
     """
-    target = float(target_error_bar)
+    target = check_real(target_error_bar, "target_error_bar")
     if not (math.isfinite(target) and target > 0):
-        raise InvalidInput(f"target_error_bar={target_error_bar!r} must be a positive number")
-    if not (math.isfinite(epsilon) and epsilon > 0):
-        raise InvalidInput(f"epsilon={epsilon!r} must be a positive number")
-    one = predicted_error_bar(spec.sensitivity, epsilon, 1, alpha)
-    return max(1, math.ceil(one / target - 1e-12))
+        raise fail("target_error_bar", target_error_bar, "must be a positive number",
+                   "pass the widest acceptable error bar, e.g. 0.05")
+    eps = check_real(epsilon, "epsilon")
+    if not (math.isfinite(eps) and 0 < eps <= MAX_EPSILON):
+        raise fail("epsilon", epsilon, f"must be a positive number (at most {MAX_EPSILON:g})",
+                   "pass the release's privacy loss, e.g. 1.0")
+    check_instance(spec, "spec", (MetricSpec, HistogramSpec),
+                   "pass the MetricSpec or HistogramSpec to be released")
+    one = predicted_error_bar(spec.sensitivity, eps, 1, check_alpha(alpha))
+    cohort = one / target
+    if not math.isfinite(cohort) or cohort > MAX_COHORT:
+        raise fail("target_error_bar", target_error_bar,
+                   f"needs a cohort above {MAX_COHORT:.0e} clients at epsilon {eps:g}",
+                   "accept a wider error bar, raise epsilon or narrow the clip range")
+    return max(1, math.ceil(cohort - 1e-12))
 

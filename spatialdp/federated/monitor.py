@@ -18,7 +18,14 @@ import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 from scipy import integrate, optimize, special
 
-from spatialdp._validation import check_alpha, check_integer, check_number
+from spatialdp._validation import (
+    check_alpha,
+    check_flag,
+    check_integer,
+    check_number,
+    check_real,
+    fail,
+)
 from spatialdp.exceptions import InvalidInput, PartitionMismatch
 from spatialdp.federated.release import MetricRelease
 
@@ -79,12 +86,15 @@ def noise_sum_quantile(laplace_scales: ArrayLike, normal_sd: float = 0.0, alpha:
     >>> round(noise_sum_quantile([1.0, 1.0], alpha=0.01), 4)
     5.9902
     """
-    if not 0 < alpha < 1:
-        raise InvalidInput(f"alpha={alpha} must lie in (0, 1)")
-    c = np.abs(np.atleast_1d(np.asarray(laplace_scales, dtype=np.float64)))
-    c = c[c > 0]
+    alpha = check_alpha(alpha)
+    normal_sd = check_real(normal_sd, "normal_sd")
+    try:
+        c = np.abs(np.atleast_1d(np.asarray(laplace_scales, dtype=np.float64)))
+    except (TypeError, ValueError):
+        raise InvalidInput("laplace_scales are not numbers; give the noise scales") from None
     if normal_sd < 0 or not np.isfinite(normal_sd) or not np.isfinite(c).all():
         raise InvalidInput("noise scales must be finite and non-negative")
+    c = c[c > 0]
     unit = float(c.sum() + normal_sd)
     if unit == 0:
         raise InvalidInput("noise scales must be positive")
@@ -109,13 +119,20 @@ def difference_threshold(scale_a: ArrayLike, scale_b: ArrayLike, alpha: float = 
     >>> round(float(t), 4)
     5.9902
     """
-    a, b, s = np.broadcast_arrays(np.asarray(scale_a, dtype=np.float64),
-                                  np.asarray(scale_b, dtype=np.float64),
-                                  np.asarray(sampling_sd, dtype=np.float64))
-    if (a <= 0).any() or (b <= 0).any():
-        raise InvalidInput("noise scales must be positive")
-    if not 0 < alpha < 1:
-        raise InvalidInput(f"alpha={alpha} must lie in (0, 1)")
+    try:
+        a, b, s = np.broadcast_arrays(np.asarray(scale_a, dtype=np.float64),
+                                      np.asarray(scale_b, dtype=np.float64),
+                                      np.asarray(sampling_sd, dtype=np.float64))
+    except (TypeError, ValueError):
+        raise InvalidInput("the noise scales and sampling_sd must be numbers of one shape "
+                           "(one per region)") from None
+    if not (np.isfinite(a).all() and np.isfinite(b).all() and (a > 0).all()
+            and (b > 0).all()):
+        raise InvalidInput("noise scales must be positive and finite")
+    if not (np.isfinite(s).all() and (s >= 0).all()):
+        raise InvalidInput("the sampling error's sd must be finite and non-negative (cohorts "
+                           "of at least one client)")
+    alpha = check_alpha(alpha)
     if a.size == 1:  # one comparison: the exact inversion, cached by shape
         return np.full(a.shape, noise_sum_quantile([float(a.flat[0]), float(b.flat[0])],
                                                    float(s.flat[0]), alpha))
@@ -224,6 +241,7 @@ def _same_baseline(a: MetricRelease, b: MetricRelease) -> None:
             raise InvalidInput(
                 f"{rel.metric} is a ratio estimate, whose noise is not one Laplace; compare "
                 "ratio estimates by their intervals (conf_int) instead")
+        _release_numbers(rel)
     if a.metric != b.metric:
         raise PartitionMismatch(
             f"cannot compare {a.metric} with {b.metric}: a new spec version starts a new "
@@ -234,6 +252,18 @@ def _same_baseline(a: MetricRelease, b: MetricRelease) -> None:
             f"cannot compare releases on partition versions {a.partition_version!r} and "
             f"{b.partition_version!r}: a new partition starts a new comparison baseline"
         )
+
+
+def _release_numbers(rel: MetricRelease) -> None:
+    """Refuse a release whose numbers could not come from a release (edited or built by hand)."""
+    fix = "compare the releases aggregate_metric returned, unmodified"
+    for name in ("value", "noise_scale", "clip_low", "clip_high"):
+        check_number(getattr(rel, name), f"{rel.metric}.{name}", fix=fix)
+    if not check_real(rel.noise_scale, "noise_scale") > 0:
+        raise fail(f"{rel.metric}.noise_scale", rel.noise_scale, "is not positive", fix)
+    if not rel.clip_low < rel.clip_high:
+        raise fail(f"{rel.metric}.clip_low", rel.clip_low, "is not below clip_high", fix)
+    check_integer(rel.cohort, f"{rel.metric}.cohort", low=1, fix=fix)
 
 
 def _sampling_sd(sampling_sd: ArrayLike | None, same_clients: bool, clip_range: ArrayLike,
@@ -247,7 +277,7 @@ def _sampling_sd(sampling_sd: ArrayLike | None, same_clients: bool, clip_range: 
     """
     a = np.asarray(cohort_a, dtype=np.float64)
     b = np.asarray(cohort_b, dtype=np.float64)
-    if same_clients:
+    if check_flag(same_clients, "same_clients"):
         if sampling_sd is not None:
             raise InvalidInput("sampling_sd= and same_clients=True contradict each other; "
                                "give one")
@@ -255,7 +285,7 @@ def _sampling_sd(sampling_sd: ArrayLike | None, same_clients: bool, clip_range: 
     if sampling_sd is None:
         sd = np.asarray(clip_range, dtype=np.float64) / 2.0
     else:
-        sd = np.asarray(check_number(sampling_sd, "sampling_sd", low=0.0,
+        sd = np.asarray(check_number(sampling_sd, "sampling_sd", low=0.0, high=1e150,
                                      fix="pass the per-client standard deviation (>= 0)"))
     return np.asarray(sd * np.sqrt(1.0 / a + 1.0 / b))
 
@@ -310,21 +340,66 @@ def compare_releases(current: MetricRelease, previous: MetricRelease, *, alpha: 
 
 
 _FRAME_KEYS = ("partition_version", "metric")
+#: Most rounds a drift window may span.
+MAX_WINDOW = 10_000
 
 
-def _check_frames(*frames: pd.DataFrame) -> None:
+_NUMERIC = ("value", "noise_std", "cohort", "clip_low", "clip_high")
+
+
+def _numbers(frame: pd.DataFrame, columns: tuple[str, ...], what: str) -> pd.DataFrame:
+    """Return ``frame`` with ``columns`` as float64 (NA as NaN); refuse non-numeric columns."""
+    out = {}
+    for column in columns:
+        try:
+            out[column] = pd.to_numeric(frame[column]).astype("float64")
+        except (TypeError, ValueError):
+            raise InvalidInput(f"{what} column {column!r} is not numeric (dtype "
+                               f"{frame[column].dtype}); give numbers, NaN where "
+                               "suppressed") from None
+    return frame.assign(**out)
+
+
+def _published_numbers(data: pd.DataFrame, published: NDArray[np.bool_], what: str,
+                       *, cohorts: bool) -> None:
+    """Refuse published rows whose numbers no release produces (a value needs its noise)."""
+    rows = data[published]
+    bad = ~np.isfinite(rows.value) | ~np.isfinite(rows.noise_std) | (rows.noise_std <= 0) | (
+        ~np.isfinite(rows.clip_low) | ~np.isfinite(rows.clip_high)
+        | (rows.clip_high <= rows.clip_low))
+    if cohorts:
+        bad |= ~(rows.cohort >= 1)
+    if bad.any():
+        raise InvalidInput(
+            f"{what}: {int(bad.sum())} published rows have a value, noise_std, cohort or clip "
+            f"range no release gives (first: {rows.index[bad.to_numpy()][0]!r}); pass the "
+            "frames of a RegionalReport, unmodified")
+
+
+def _check_frames(*frames: pd.DataFrame) -> list[pd.DataFrame]:
     needed = {"value", "noise_std", "cohort", "suppressed", "clip_low", "clip_high",
               *_FRAME_KEYS}
+    out = []
     for frame in frames:
         if not isinstance(frame, pd.DataFrame) or not needed <= set(frame.columns):
             have = list(frame.columns) if isinstance(frame, pd.DataFrame) else type(frame)
             raise InvalidInput(
                 f"expected a regional report frame with columns {sorted(needed)}, got {have}; "
                 "pass report[metric] of a RegionalReport")
+        if frame.columns.duplicated().any() or not frame.index.is_unique:
+            raise InvalidInput("the report frame repeats a column name or a region; pass "
+                               "report[metric] of a RegionalReport")
         if "estimator" in frame.columns and (frame.estimator == "ratio").any():
             raise InvalidInput(
                 "this metric is a ratio estimate, whose noise is not one Laplace; compare "
                 "ratio estimates by their intervals (conf_int) instead")
+        flags = frame["suppressed"]
+        if not (pd.api.types.is_bool_dtype(flags.dtype) or flags.isin([0, 1]).all()):
+            raise InvalidInput("the report frame's 'suppressed' column is not True/False; pass "
+                               "report[metric] of a RegionalReport")
+        out.append(_numbers(frame, _NUMERIC, "the report frame").assign(
+            suppressed=flags.astype(bool)))
+    return out
 
 
 def compare_reports(current: pd.DataFrame, previous: pd.DataFrame, *, alpha: float = 0.01,
@@ -368,8 +443,12 @@ def compare_reports(current: pd.DataFrame, previous: pd.DataFrame, *, alpha: flo
     >>> alerts.index[alerts.fired].tolist()
     ['CO']
     """
-    _check_frames(current, previous)
+    current, previous = _check_frames(current, previous)
     level = check_alpha(alpha)
+    if not current.index.sort_values().equals(previous.index.sort_values()):
+        raise PartitionMismatch(
+            "the two reports cover different regions; compare frames of one partition")
+    previous = previous.reindex(current.index)
     for key in _FRAME_KEYS:
         now = pd.unique(current[key].astype(object))
         then = pd.unique(previous[key].astype(object))
@@ -378,6 +457,9 @@ def compare_reports(current: pd.DataFrame, previous: pd.DataFrame, *, alpha: flo
                 f"the two reports differ in {key}: {list(now)} vs {list(then)}; a new version "
                 "starts a new comparison baseline")
     both = ((~current.suppressed) & (~previous.suppressed)).to_numpy()
+    fresh = not check_flag(same_clients, "same_clients")
+    _published_numbers(current, both, "current", cohorts=fresh)
+    _published_numbers(previous, both, "previous", cohorts=fresh)
     scale_now = current.noise_std.to_numpy()[both] / np.sqrt(2.0)
     scale_then = previous.noise_std.to_numpy()[both] / np.sqrt(2.0)
     width = (current.clip_high - current.clip_low).to_numpy(dtype=float)[both]
@@ -459,11 +541,28 @@ def drift(history: pd.DataFrame, *, window: int = 8, alpha: float = 0.01,
         have = set(history.columns) if isinstance(history, pd.DataFrame) else set()
         raise InvalidInput(f"history lacks columns {sorted(needed - have)}; concatenate the "
                            "report frames of one metric and reset_index()")
-    span = check_integer(window, "window", low=3, fix="use at least 3 rounds for a trend")
+    span = check_integer(window, "window", low=3, high=MAX_WINDOW,
+                         fix="use at least 3 rounds for a trend")
     level = check_alpha(alpha)
+    fresh = not check_flag(same_clients, "same_clients")
+    if history.columns.duplicated().any():
+        raise InvalidInput("history repeats a column name; concatenate the report frames of "
+                           "one metric and reset_index()")
     if len(pd.unique(history["metric"].astype(object))) > 1 and history["region_id"].is_unique:
         raise PartitionMismatch("history mixes metrics; give one metric's frames")
+    history = _numbers(history, (*_NUMERIC, "round_index"), "history")
+    if history["round_index"].isna().any() or not np.isfinite(history["round_index"]).all():
+        raise InvalidInput("history has rows without a finite round_index; every row needs "
+                           "the round it was published in")
+    try:
+        repeated = history.duplicated(["region_id", "round_index"])
+    except TypeError:
+        raise InvalidInput("history's region_id holds unhashable values") from None
+    if repeated.any():
+        raise InvalidInput(f"history has {int(repeated.sum())} repeated (region_id, "
+                           "round_index) rows; keep one row per region and round")
     data = latest_baseline(history.dropna(subset=["value", "noise_std"]))
+    _published_numbers(data, np.ones(len(data), dtype=bool), "history", cohorts=fresh)
     data = data.groupby("region_id", sort=True).tail(span)
     laplace = data.noise_std.to_numpy(dtype=np.float64) / np.sqrt(2.0)
     cohort = data.cohort.to_numpy(dtype=np.float64, na_value=np.nan)
