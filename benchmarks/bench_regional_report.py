@@ -84,13 +84,16 @@ def ours(frame: pd.DataFrame, partition: Partition) -> object:
                            target=Unaccounted("benchmark"))
 
 
-def best(call: Callable[[], object], repeat: int) -> float:
-    times = []
+def best_pair(first: Callable[[], object], second: Callable[[], object], repeat: int
+              ) -> tuple[float, float]:
+    """Best time of each, runs interleaved so that machine load hits both alike."""
+    times: tuple[list[float], list[float]] = ([], [])
     for _ in range(repeat):
-        start = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - start)
-    return min(times)
+        for call, out in ((first, times[0]), (second, times[1])):
+            start = time.perf_counter()
+            call()
+            out.append(time.perf_counter() - start)
+    return min(times[0]), min(times[1])
 
 
 def peak_mib(call: Callable[[], object]) -> float:
@@ -105,8 +108,7 @@ def measure(n: int, partition: Partition, repeat: int) -> tuple[float, float, fl
     frame = client_reports(n, partition, np.random.default_rng(0))
     ours(frame, partition)  # warm caches on both sides
     baseline(frame)
-    t_base = best(lambda: baseline(frame), repeat)
-    t_ours = best(lambda: ours(frame, partition), repeat)
+    t_base, t_ours = best_pair(lambda: baseline(frame), lambda: ours(frame, partition), repeat)
     return t_base, t_ours, peak_mib(lambda: baseline(frame)), peak_mib(
         lambda: ours(frame, partition))
 

@@ -32,6 +32,7 @@ from numpy.typing import NDArray
 
 from spatialdp.exceptions import SpatialDPError
 from spatialdp.federated._pipeline import ReleasePlan
+from spatialdp.federated._tags import refuse_non_finite
 from spatialdp.federated.metrics import HistogramSpec, MetricSpec
 from spatialdp.federated.secure_sum import check_clipping, sum_by_group
 from spatialdp.privacy.noise import LaplaceMechanism
@@ -150,10 +151,17 @@ def plan_estimate(
     epsilon: float,
     min_cohort: int,
     alpha: float,
+    counts: NDArray[np.int64] | None = None,
 ) -> EstimatePlan:
-    """Plan one metric's release over groups (see the module docstring)."""
-    # The values come validated from the client table (finite, one row per client).
-    total = sum_by_group(values, groups, n_groups)
+    """Plan one metric's release over groups (see the module docstring).
+
+    ``counts`` (clients per group) may be passed when several metrics share them.
+    A NaN or infinity in any value makes its group's sum non-finite, so finiteness
+    is checked on the sums (the values are scanned only to explain a refusal).
+    """
+    total = sum_by_group(values, groups, n_groups, counts=counts)
+    if not np.isfinite(total.sums).all():
+        refuse_non_finite(values, spec.key)
     check_clipping(spec, total.sums, total.counts, absent_allowed=presence is not None)
     cohort = total.counts
     shown = cohort >= min_cohort
@@ -178,7 +186,7 @@ def plan_estimate(
 
         return ReleasePlan(epsilon, [(mech, total.sums[shown])], finish_mean)
 
-    present = sum_by_group(presence, groups, n_groups).sums
+    present = sum_by_group(presence, groups, n_groups, counts=total.counts).sums
     eps_value, eps_count = split_epsilon(epsilon, spec)
     mech_value = _mechanism(eps_value, spec.sensitivity)
     mech_count = _mechanism(eps_count, 1.0)

@@ -36,7 +36,8 @@ if TYPE_CHECKING:
     from spatialdp.geo.partition import Partition
 
 __all__ = ["CLIENT_ID", "DEVICE_SPECS", "PARTITION_VERSION", "REGION_ID", "ClientTable",
-           "client_regions", "read_reports", "spec_tag"]
+           "client_regions", "read_reports",
+           "refuse_non_finite", "spec_tag"]
 
 CLIENT_ID = "client_id"
 REGION_ID = "region_id"
@@ -100,12 +101,25 @@ class ClientTable:
             data = self.frame[list(cols)].to_numpy(dtype=np.float64)
         except (TypeError, ValueError):
             raise InvalidInput(f"columns {list(cols)} of {key} are not numeric") from None
-        bad = ~np.isfinite(data)
-        if bad.any():
-            raise InvalidInput(
-                f"{key}: {int(bad.any(axis=1).sum())} clients sent NaN or infinite values; "
-                "devices send clipped finite numbers: find the device build that does not")
         return data
+
+
+def refuse_non_finite(values: NDArray[np.float64], key: str) -> None:
+    """Refuse clients' NaN or infinite values, naming the metric and the count.
+
+    Called when a per-group sum came out non-finite: a NaN or infinity in any
+    value makes its group's sum non-finite, so finiteness is checked on the few
+    sums and the n values are scanned only to explain a failure.
+    """
+    bad = ~np.isfinite(values)
+    count = int(bad.reshape(len(values), -1).any(axis=1).sum())
+    if count:
+        raise InvalidInput(
+            f"{key}: {count} clients sent NaN or infinite values; devices send clipped "
+            "finite numbers: find the device build that does not")
+    raise InvalidInput(
+        f"{key}: the per-region sums overflow; devices send clipped values, so some "
+        "client's value is far beyond the spec's bounds")
 
 
 def _client_ids(frame: pd.DataFrame) -> pd.Index:
@@ -123,9 +137,12 @@ def _client_ids(frame: pd.DataFrame) -> pd.Index:
 def _unique_tags(column: pd.Series) -> list[object]:
     """Return the distinct device_specs values (a categorical column's codes are read directly)."""
     if isinstance(column.dtype, pd.CategoricalDtype):
-        seen = np.bincount(column.cat.codes.to_numpy().astype(np.int64) + 1)
-        used = np.flatnonzero(seen) - 1  # bincount, not np.unique: no sort of n codes
+        codes = column.cat.codes.to_numpy()
         cats = column.cat.categories
+        if len(codes) and codes.min() == codes.max():  # the usual case: one tag for all
+            used = codes[:1].astype(np.int64)
+        else:  # bincount, not np.unique: no sort of n codes
+            used = np.flatnonzero(np.bincount(codes.astype(np.int64) + 1)) - 1
         return [None if code < 0 else cats[code] for code in used]
     return list(pd.unique(column.to_numpy(dtype=object)))
 

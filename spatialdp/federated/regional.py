@@ -358,7 +358,7 @@ def regional_report(
     level = check_alpha(alpha)
     table = read_reports(client_reports, metrics, partition)
     assert table.positions is not None
-    counts = np.bincount(table.positions, minlength=partition.n_regions)
+    counts = np.bincount(table.positions, minlength=partition.n_regions).astype(np.int64)
     published = int((counts >= floor).sum())
     if published == 0:
         raise InvalidInput(
@@ -369,7 +369,7 @@ def regional_report(
         plan_estimate(spec, table.values(spec),
                       table.presence(spec) if isinstance(spec, MetricSpec) else None,
                       table.positions, partition.n_regions, epsilon=epsilons[spec.name],
-                      min_cohort=floor, alpha=level)
+                      min_cohort=floor, alpha=level, counts=counts)
         for spec in metrics
     ]
     account.prepare(REGIONAL_LINE_ITEM)

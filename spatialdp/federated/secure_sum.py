@@ -66,14 +66,16 @@ def secure_sum(values: ArrayLike, groups: ArrayLike | None = None, n_groups: int
     return sum_by_group(data, idx, size)
 
 
-def sum_by_group(data: NDArray[np.float64], groups: NDArray[np.int64], n_groups: int
-                 ) -> SecureSum:
-    """Sum validated rows per group: one ``np.bincount`` per column (no checks).
+def sum_by_group(data: NDArray[np.float64], groups: NDArray[np.int64], n_groups: int, *,
+                 counts: NDArray[np.int64] | None = None) -> SecureSum:
+    """Sum rows per group: one ``np.bincount`` per column (no checks).
 
-    For callers that validated ``data`` (finite, 1-D or 2-D) and ``groups``
-    (integers in ``0..n_groups-1``) already; :func:`secure_sum` is the checked entry.
+    For callers that validated ``groups`` (integers in ``0..n_groups-1``) and
+    check the sums' finiteness themselves; :func:`secure_sum` is the checked
+    entry. ``counts`` (rows per group), when known, is reused.
     """
-    counts = np.bincount(groups, minlength=n_groups).astype(np.int64)
+    if counts is None:
+        counts = np.bincount(groups, minlength=n_groups).astype(np.int64)
     sums: NDArray[np.float64]
     if data.ndim == 1:
         sums = np.bincount(groups, weights=data, minlength=n_groups).astype(np.float64)
