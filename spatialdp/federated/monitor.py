@@ -16,7 +16,6 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
-from scipy import integrate, optimize, special
 
 from spatialdp._validation import (
     check_alpha,
@@ -53,6 +52,8 @@ def _sum_tail(t: float, laplace_scales: NDArray[np.float64], normal_sd: float) -
         return float(np.exp(-0.5 * (normal_sd * u) ** 2 - np.log1p((c * u) ** 2).sum()))
 
     u0 = 1.0 / max(float(c.max(initial=0.0)), normal_sd)
+    from scipy import integrate  # lazy: scipy is slow to import
+
     head = integrate.quad(lambda u: (np.sin(u * t) / u if u > 0 else t) * phi(u), 0.0, u0,
                           limit=200)[0]
     rest = integrate.quad(lambda u: phi(u) / u, u0, np.inf, weight="sin", wvar=t,
@@ -65,6 +66,8 @@ def _unit_quantile(relative_scales: tuple[float, ...], relative_normal: float, a
                    ) -> float:
     c = np.asarray(relative_scales)
     upper = 10.0 * (c.sum() + relative_normal) * np.log(2.0 / alpha) + 1.0
+    from scipy import optimize
+
     return float(optimize.brentq(lambda t: _sum_tail(t, c, relative_normal) - alpha,
                                  0.0, upper, xtol=1e-10))
 
@@ -168,7 +171,9 @@ def _laplace_difference_sf(x: NDArray[np.float64], a: NDArray[np.float64],
 def _normal_two_sided(t: NDArray[np.float64], d: NDArray[np.float64], s: NDArray[np.float64]
                       ) -> NDArray[np.float64]:
     """P(|d + s Z| > t) for a standard normal Z."""
-    return special.ndtr((d - t) / s) + special.ndtr((-t - d) / s)
+    from scipy.special import ndtr
+
+    return ndtr((d - t) / s) + ndtr((-t - d) / s)
 
 
 def _difference_tail(t: NDArray[np.float64], a: NDArray[np.float64], b: NDArray[np.float64],

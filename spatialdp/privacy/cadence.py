@@ -35,8 +35,6 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from scipy.stats import norm
-
 from spatialdp._validation import (
     check_alpha,
     check_choice,
@@ -198,7 +196,9 @@ def detection_probability(
 
     def tail(x: float) -> float:  # P(noise > x)
         if mechanism == "gaussian":
-            return float(norm.sf(x / scale))
+            from scipy.special import ndtr  # lazy: scipy is slow to import
+
+            return float(ndtr(-x / scale))
         return 0.5 * math.exp(-x / scale) if x >= 0 else 1.0 - 0.5 * math.exp(x / scale)
 
     return min(1.0, tail(h - s) + tail(h + s))
