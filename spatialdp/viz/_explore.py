@@ -11,7 +11,18 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from spatialdp.viz._report import _check_report, _cohort_text, _meta, _reliability, _suppressed
+from spatialdp._validation import check_text
+from spatialdp.exceptions import InvalidInput
+from spatialdp.viz._report import (
+    _check_report,
+    _cohort_text,
+    _level_text,
+    _meta,
+    _meta_number,
+    _numeric_column,
+    _reliability,
+    _suppressed,
+)
 
 if TYPE_CHECKING:
     import folium
@@ -74,6 +85,7 @@ def explore_report(
     >>> type(m).__name__
     'Map'
     """
+    column = check_text(column, "column")
     report = _check_report(report, extra=[column])
     try:
         import folium  # noqa: F401
@@ -87,12 +99,17 @@ def explore_report(
     reliability = _reliability(report)
     suppressed = _suppressed(report)
     meta = _meta(report)
-    alpha = meta.get("alpha")
-    level = f" ({1 - float(alpha):.0%})" if alpha is not None else ""
+    level = f" ({_level_text(meta)})" if _level_text(meta) else ""
+    cohorts = _numeric_column(report, "cohort", "the report")
 
     shown = report.copy()
     shown.attrs = {}
-    values = pd.to_numeric(shown[column], errors="coerce").astype("float64")
+    try:
+        values = pd.Series(_numeric_column(shown, column, "the report"), index=shown.index)
+    except InvalidInput:
+        raise InvalidInput(
+            f"column {column!r} is not numeric (dtype {report[column].dtype}); colour by a "
+            "numeric column such as 'value', 'error_bar' or 'cv'") from None
     values[suppressed] = np.nan
     colour_col = "__value" if column == "value" else column
     shown[colour_col] = values
@@ -108,7 +125,7 @@ def explore_report(
     shown["cohort_n"] = [
         (_cohort_text(n, bool(sp), meta) or "below the floor").replace("n=", "")
         .replace("n<", "<")
-        for n, sp in zip(report["cohort"], suppressed, strict=True)
+        for n, sp in zip(cohorts, suppressed, strict=True)
     ]
     if "cv" in report.columns:
         shown["cv_text"] = ["—" if s else _fmt(c, 2) for c, s in
@@ -140,8 +157,8 @@ def explore_report(
     caption_bits = [str(meta.get("metric", column))]
     if meta.get("round_index") is not None:
         caption_bits.append(f"round {meta['round_index']}")
-    if meta.get("epsilon") is not None:
-        caption_bits.append(f"ε={float(meta['epsilon']):g}")
+    if _meta_number(meta, "epsilon") is not None:
+        caption_bits.append(f"ε={_meta_number(meta, 'epsilon'):g}")
     options: dict[str, Any] = {
         "column": colour_col,
         "cmap": "viridis",
@@ -157,7 +174,11 @@ def explore_report(
         if merged in kwargs and merged in options:
             kwargs[merged] = {**options[merged], **kwargs[merged]}
     options.update(kwargs)
-    m = shown.explore(**options)
+    try:
+        m = shown.explore(**options)
+    except (TypeError, ValueError, KeyError, AttributeError) as err:
+        raise InvalidInput(f"GeoDataFrame.explore refused the map options ({type(err).__name__}: "
+                           f"{str(err)[:200]}); check the keywords passed through") from None
     _add_suppressed_stripes(m, shown[suppressed])
     return m
 

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
+from spatialdp._validation import check_flag, check_number, check_text, fail
 from spatialdp.exceptions import InvalidInput
 from spatialdp.federated.schema import MAP_COLUMNS, coarsen_count
 from spatialdp.federated.schema import RELIABILITY_CLASSES as _RELIABILITY_CLASSES
@@ -29,9 +30,17 @@ REPORT_COLUMNS = MAP_COLUMNS
 RELIABILITY_ALPHA: Mapping[str, float] = {"high": 1.0, "medium": 0.5, "low": 0.22}
 
 
+#: Largest side of a figure or panel, in inches (beyond it a draw exhausts memory).
+MAX_INCHES = 100.0
+
+
 def _require_columns(frame: Any, required: Iterable[str], what: str, fix: str) -> None:
     if not isinstance(frame, pd.DataFrame):
         raise InvalidInput(f"{what} must be a (Geo)DataFrame, got {type(frame).__name__}; {fix}")
+    required = [check_text(c, "column") for c in required]
+    if frame.columns.duplicated().any():
+        repeated = list(frame.columns[frame.columns.duplicated()])[:5]
+        raise InvalidInput(f"{what} repeats the column names {repeated}; {fix}")
     missing = [c for c in required if c not in frame.columns]
     if missing:
         raise InvalidInput(
@@ -70,8 +79,67 @@ def _reliability(report: pd.DataFrame) -> NDArray[np.object_]:
 
 
 def _suppressed(report: pd.DataFrame) -> NDArray[np.bool_]:
+    """Return the ``suppressed`` flags (missing counts as published); refuse non-flags.
+
+    ``"False"`` is not False: a text column would make every region suppressed.
+    """
     flags = report["suppressed"]
-    return np.asarray(flags.fillna(False).astype(bool), dtype=bool)
+    known = flags[flags.notna()]
+    if not (pd.api.types.is_bool_dtype(known.dtype) or known.isin([0, 1]).all()):
+        bad = known[~known.isin([0, 1])].iloc[0]
+        raise InvalidInput(
+            f"the 'suppressed' column holds {bad!r:.40}, not True/False; the report schema "
+            "flags suppressed regions with booleans")
+    return np.asarray(flags.notna().to_numpy() & (flags.to_numpy(dtype=object) == 1),
+                      dtype=bool)
+
+
+def _axes(ax: Any, name: str = "ax") -> Any:
+    """Return ``ax`` if it is a matplotlib Axes (or None)."""
+    from matplotlib.axes import Axes
+
+    if ax is None or isinstance(ax, Axes):
+        return ax
+    raise fail(name, ax, f"is a {type(ax).__name__}, not a matplotlib Axes",
+               "pass an Axes (fig, ax = plt.subplots()) or None for a new figure")
+
+
+def _size(value: Any, name: str) -> tuple[float, float]:
+    """Return a (width, height) in inches: two positive finite numbers, at most MAX_INCHES."""
+    fix = f"pass (width, height) in inches, each in (0, {MAX_INCHES:g}]"
+    if isinstance(value, (str, bytes)) or not isinstance(value, (tuple, list, np.ndarray)):
+        raise fail(name, value, "is not a (width, height) pair", fix)
+    if len(value) != 2:
+        raise fail(name, value, f"has {len(value)} values, not 2", fix)
+    width, height = (check_number(v, name, low=0.0, low_open=True, high=MAX_INCHES, fix=fix)
+                     for v in value)
+    return width, height
+
+
+def _optional_text(value: Any, name: str) -> str | None:
+    return None if value is None else check_text(value, name, allow_empty=True)
+
+
+def _optional_flag(value: Any, name: str) -> bool | None:
+    return None if value is None else check_flag(value, name)
+
+
+def _optional_number(value: Any, name: str) -> float | None:
+    return None if value is None else check_number(
+        value, name, fix="pass a finite number or None for the default")
+
+
+def _numeric_column(frame: pd.DataFrame, column: str, what: str) -> NDArray[np.float64]:
+    """Return a column as float64 (NA as NaN); refuse text, bools and other non-numbers."""
+    values = frame[column]
+    if pd.api.types.is_bool_dtype(values.dtype):
+        raise InvalidInput(f"{what} column {column!r} holds booleans, not numbers; give numbers")
+    try:
+        return np.asarray(pd.to_numeric(values), dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InvalidInput(
+            f"{what} column {column!r} is not numeric (dtype {values.dtype}); give numbers "
+            "(NaN where suppressed)") from None
 
 
 def _meta(frame: pd.DataFrame) -> dict[str, Any]:
@@ -79,27 +147,49 @@ def _meta(frame: pd.DataFrame) -> dict[str, Any]:
     return dict(meta) if isinstance(meta, Mapping) else {}
 
 
+def _meta_number(meta: Mapping[str, Any], key: str) -> float | None:
+    """Return a finite number from the metadata, or None (absent, or edited into junk)."""
+    value = meta.get(key)
+    if isinstance(value, (bool, np.bool_, str, bytes)) or value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return number if np.isfinite(number) else None
+
+
+def _level_text(meta: Mapping[str, Any]) -> str:
+    """``95%`` from the metadata's alpha (empty when it has none, or not a level)."""
+    alpha = _meta_number(meta, "alpha")
+    return f"{1 - alpha:.0%}" if alpha is not None and 0 < alpha < 1 else ""
+
+
 def _epsilon_text(meta: Mapping[str, Any]) -> str:
     """``ε = 0.5`` from the metadata (a per-metric dict is read at the metric)."""
     eps = meta.get("epsilon")
     if isinstance(eps, Mapping):
         metric = meta.get("metric")
-        if metric in eps:
-            eps = eps[metric]
-        else:
-            return f"ε = {float(sum(eps.values())):g} (all metrics)" if eps else ""
-    try:
-        return f"ε = {float(eps):g}" if eps is not None else ""
-    except (TypeError, ValueError):
-        return f"ε = {eps}"
+        try:
+            if metric in eps:
+                eps = eps[metric]
+            else:
+                return f"ε = {float(sum(eps.values())):g} (all metrics)" if eps else ""
+        except (TypeError, ValueError, OverflowError):
+            return ""
+    number = _meta_number({"epsilon": eps}, "epsilon")
+    return f"ε = {number:g}" if number is not None else ""
 
 
 def _cohort_text(cohort: Any, suppressed: bool, meta: Mapping[str, Any]) -> str | None:
     """``n=1,234``; a suppressed region shows only that it is under the floor."""
     if suppressed:
         floor = meta.get("min_cohort")
-        return f"n<{int(floor):,}" if floor is not None else None
-    return None if pd.isna(cohort) else f"n={int(cohort):,}"
+        try:
+            return f"n<{int(floor):,}" if floor is not None else None
+        except (TypeError, ValueError, OverflowError):
+            return None  # metadata edited by hand: no label rather than a wrong one
+    return None if pd.isna(cohort) or not np.isfinite(cohort) else f"n={int(cohort):,}"
 
 
 def _column_name(meta: Mapping[str, Any], column: str) -> str:
@@ -122,8 +212,8 @@ def _title(meta: Mapping[str, Any], column: str, n_suppressed: int, n_regions: i
     eps = _epsilon_text(meta)
     if eps:
         details.append(eps)
-    if meta.get("alpha") is not None:
-        details.append(f"{1 - float(meta['alpha']):.0%} error bars")
+    if _level_text(meta):
+        details.append(f"{_level_text(meta)} error bars")
     # The count is published only coarsened (seed 001), here as everywhere.
     details.append(f"{coarsen_count(n_suppressed)} regions suppressed")
     return head + "\n" + " · ".join(details)

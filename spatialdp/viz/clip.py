@@ -7,6 +7,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from spatialdp.exceptions import InvalidInput
+from spatialdp.viz._report import _axes, _numeric_column, _require_columns
+
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
@@ -25,17 +28,24 @@ def plot_clip_tradeoff(table: pd.DataFrame, ax: Axes | None = None) -> Axes:
     """
     import matplotlib.pyplot as plt
 
+    columns = ("percentile", "clip_high", "noise_half_width", "share_clipped")
+    _require_columns(table, columns, "the table", "pass the table clip_tradeoff returned")
+    values = {c: _numeric_column(table, c, "the table") for c in columns}
+    if len(table) == 0 or not all(np.isfinite(v).all() for v in values.values()):
+        raise InvalidInput("the clip trade-off table is empty or holds NaN or infinite values; "
+                           "pass the table clip_tradeoff returned")
+    _axes(ax)
     if ax is None:
         _, ax = plt.subplots(figsize=(7, 4))
     x = np.arange(len(table))
-    ax.bar(x - 0.2, table.noise_half_width, 0.4, label="noise half-width on the mean")
+    ax.bar(x - 0.2, values["noise_half_width"], 0.4, label="noise half-width on the mean")
     ax.set_ylabel("noise half-width on the published mean")
     twin = ax.twinx()
-    twin.bar(x + 0.2, 100 * table.share_clipped, 0.4, color="tab:orange",
+    twin.bar(x + 0.2, 100 * values["share_clipped"], 0.4, color="tab:orange",
              label="% of clients clipped")
     twin.set_ylabel("% of clients clipped")
     ax.set_xticks(x, [f"p{p:g}\n{b:.3g}" for p, b in
-                      zip(table.percentile, table.clip_high, strict=True)])
+                      zip(values["percentile"], values["clip_high"], strict=True)])
     ax.set_xlabel("candidate clip bound (percentile, value)")
     ax.set_title("Where to put the clip bound")
     handles, labels = ax.get_legend_handles_labels()

@@ -30,10 +30,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 import shapely
 from numpy.typing import NDArray
 
+from spatialdp._validation import check_flag, check_number, check_text, fail
 from spatialdp.exceptions import CRSError, InvalidInput
 from spatialdp.federated.schema import coarsen_count
 from spatialdp.viz._explore import explore_report
@@ -41,10 +41,16 @@ from spatialdp.viz._legend import _dot, _draw_legend, _extend
 from spatialdp.viz._report import (
     RELIABILITY_ALPHA,
     REPORT_COLUMNS,
+    _axes,
     _check_report,
     _cohort_text,
     _meta,
+    _numeric_column,
+    _optional_flag,
+    _optional_number,
+    _optional_text,
     _reliability,
+    _size,
     _suppressed,
     _title,
 )
@@ -83,6 +89,8 @@ _EDGE = "white"
 # Lon/lat box of the contiguous US: maps inside it default to CONUS Albers.
 _CONUS_BOUNDS = (-130.0, 20.0, -60.0, 55.0)
 _CONUS_CRS = "EPSG:5070"
+#: Highest resolution save_figure writes (a 10 x 6.5 inch map is then 20,000 pixels wide).
+MAX_DPI = 2000.0
 
 
 # ---------------------------------------------------------------------------- geometry
@@ -100,10 +108,76 @@ def _resolve_crs(report: gpd.GeoDataFrame, projection: Any) -> Any:
         return _CONUS_CRS if inside else None
     if report.crs is None:
         raise CRSError(
-            f"the report has no CRS, so it cannot be drawn in projection={projection!r}; "
+            f"the report has no CRS, so it cannot be drawn in projection={projection!r:.60}; "
             "set its CRS with .set_crs(4326) (reports are lon/lat) or pass projection=None"
         )
-    return projection
+    import pyproj
+
+    fix = "pass 'auto', None, an EPSG code or a CRS string such as 'EPSG:5070'"
+    if isinstance(projection, (bool, np.bool_, float, np.floating, np.ndarray)):
+        raise CRSError(f"projection={projection!r:.60} is not a CRS; {fix}")
+    try:
+        return pyproj.CRS.from_user_input(projection)
+    except (pyproj.exceptions.CRSError, TypeError, ValueError, OverflowError) as err:
+        raise CRSError(f"projection={projection!r:.60} is not a CRS pyproj knows ({err}); "
+                       f"{fix}") from None
+
+
+def _project(report: gpd.GeoDataFrame, crs: Any) -> gpd.GeoDataFrame:
+    """Return the report in ``crs`` (as it is for None); refuse a CRS that cannot hold it."""
+    if crs is None:
+        return report
+    try:
+        frame = report.to_crs(crs)
+    except Exception as err:  # pyproj raises several kinds for a CRS that cannot hold the data
+        raise CRSError(f"the report cannot be drawn in {str(crs)[:60]!r}: {err}; pass "
+                       "projection=None or a CRS that covers the regions") from None
+    bounds = np.asarray(frame.total_bounds, dtype=np.float64)
+    if not frame.geometry.is_empty.all() and not np.isfinite(bounds).all():
+        raise CRSError(f"the report's regions fall outside the area {str(crs)[:60]!r} can draw "
+                       "(infinite coordinates); pass projection=None or a CRS that covers them")
+    return frame
+
+
+def _colormap(cmap: Any) -> Colormap:
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import Colormap
+
+    if isinstance(cmap, Colormap):
+        return cmap
+    name = check_text(cmap, "cmap")
+    try:
+        return plt.get_cmap(name)
+    except ValueError:
+        raise fail("cmap", cmap, "is not a matplotlib colour map",
+                   "pass a name such as 'viridis' or 'cividis', or a Colormap") from None
+
+
+def _patch_style(missing_kwds: Any) -> dict[str, Any]:
+    """Return the suppressed-region style: ours, with the caller's keywords over it."""
+    from matplotlib.patches import PathPatch
+    from matplotlib.path import Path as MplPath
+
+    if missing_kwds is None:
+        user: dict[str, Any] = {}
+    elif isinstance(missing_kwds, Mapping) and all(isinstance(k, str) for k in missing_kwds):
+        user = dict(missing_kwds)
+    else:
+        raise fail("missing_kwds", missing_kwds, "is not a mapping of patch keywords",
+                   "pass e.g. {'facecolor': 'pink', 'hatch': 'xx'} or None")
+    if "color" in user:  # geopandas' missing_kwds spelling: the fill colour here
+        user["facecolor"] = user.pop("color")
+    style = {**_SUPPRESSED_STYLE, **user}
+    trial = {k: v for k, v in style.items() if k != "label"}
+    try:  # matplotlib checks the keywords when a patch is made: try one, off any axes
+        PathPatch(MplPath([(0, 0), (1, 0), (0, 1)]), **trial)
+    except (AttributeError, TypeError, ValueError) as err:
+        raise fail("missing_kwds", missing_kwds, f"is refused by matplotlib ({err})",
+                   "pass PathPatch keywords such as facecolor, edgecolor, hatch") from None
+    if not isinstance(style.get("label", ""), str):
+        raise fail("missing_kwds", missing_kwds, "has a label that is not text",
+                   "pass label='below the floor' or leave it out")
+    return style
 
 
 def _region_path(geom: Any) -> MplPath | None:
@@ -246,23 +320,36 @@ def plot_uncertainty_choropleth(
     from matplotlib.colors import Normalize
     from matplotlib.patches import Patch, PathPatch
 
+    column = check_text(column, "column")
     report = _check_report(report, extra=[column])
+    _axes(ax)
+    cmap_obj = _colormap(cmap)
+    legend = check_flag(legend, "legend")
+    annotate_cohort = check_flag(annotate_cohort, "annotate_cohort")
+    robust = check_flag(robust, "robust")
+    show_reliability = _optional_flag(show_reliability, "show_reliability")
+    vmin = _optional_number(vmin, "vmin")
+    vmax = _optional_number(vmax, "vmax")
+    title = _optional_text(title, "title")
+    figsize = _size(figsize, "figsize")
+    supp_style = _patch_style(missing_kwds)
     if show_reliability is None:
         show_reliability = column in ("value", "ci_low", "ci_high")
     reliability = _reliability(report)
     suppressed = _suppressed(report)
     try:
-        values = np.asarray(pd.to_numeric(report[column]), dtype=np.float64)
-    except (TypeError, ValueError):
+        values = _numeric_column(report, column, "the report")
+    except InvalidInput:
         raise InvalidInput(
             f"column {column!r} is not numeric (dtype {report[column].dtype}); colour by a "
             "numeric column such as 'value', 'error_bar' or 'cv'"
         ) from None
+    cohorts = _numeric_column(report, "cohort", "the report") if annotate_cohort else None
     values = np.where(np.isinf(values), np.nan, values)
     published = ~suppressed & np.isfinite(values)
 
     crs = _resolve_crs(report, projection)
-    frame = report.to_crs(crs) if crs is not None else report
+    frame = _project(report, crs)
     paths: dict[int, MplPath] = {}
     for i, geom in enumerate(frame.geometry.values):
         path = _region_path(geom)
@@ -270,18 +357,20 @@ def plot_uncertainty_choropleth(
             paths[i] = path
     ids = [str(i) for i in frame.index]
 
-    cmap_obj = plt.get_cmap(cmap) if isinstance(cmap, str) else cmap
     shown = values[published]
     q_lo, q_hi = (2.0, 98.0) if robust else (0.0, 100.0)
     lo = float(np.percentile(shown, q_lo)) if shown.size else 0.0
     hi = float(np.percentile(shown, q_hi)) if shown.size else 1.0
-    lo = lo if vmin is None else float(vmin)
-    hi = hi if vmax is None else float(vmax)
+    lo = lo if vmin is None else vmin
+    hi = hi if vmax is None else vmax
     if not (math.isfinite(lo) and math.isfinite(hi)) or lo > hi:
         raise InvalidInput(f"vmin={lo!r} and vmax={hi!r} do not make a colour range; "
                            "give finite vmin <= vmax")
-    if hi == lo:
-        pad = abs(lo) * 0.05 or 0.5
+    if not math.isfinite(hi - lo):
+        raise InvalidInput(f"vmin={lo!r} and vmax={hi!r} span more than a float holds; give a "
+                           "narrower colour range")
+    if hi - lo <= 1e-9 * max(1.0, abs(lo), abs(hi)):  # one colour: widen around it
+        pad = max(abs(lo) * 0.05, 1e-9 * max(1.0, abs(lo))) if lo else 0.5
         lo, hi = lo - pad, hi + pad
     norm = Normalize(vmin=lo, vmax=hi, clip=True)
 
@@ -326,10 +415,6 @@ def plot_uncertainty_choropleth(
         handles.append(Patch(**style, label=label))
 
     # Suppressed regions: one hatched patch each, so each is findable by its id.
-    user_style = dict(missing_kwds or {})
-    if "color" in user_style:  # geopandas' missing_kwds spelling: the fill colour here
-        user_style["facecolor"] = user_style.pop("color")
-    supp_style = {**_SUPPRESSED_STYLE, **user_style}
     # Published only coarsened (seed 001), in the key as in the title.
     label = f"{supp_style.pop('label', 'suppressed')} ({coarsen_count(int(suppressed.sum()))})"
     for i in map(int, np.flatnonzero(suppressed)):
@@ -349,8 +434,9 @@ def plot_uncertainty_choropleth(
                  fontsize=12, loc="left")
 
     if annotate_cohort:
+        assert cohorts is not None
         labels = [_cohort_text(c, bool(sp), _meta(report))
-                  for c, sp in zip(report["cohort"], suppressed, strict=True)]
+                  for c, sp in zip(cohorts, suppressed, strict=True)]
         _annotate_cohort(ax, frame, labels, np.isin(np.arange(len(frame)), list(paths)))
 
     if legend:
@@ -461,13 +547,27 @@ def save_figure(
     True
     >>> plt.close(fig)
     """
+    from matplotlib.artist import Artist
     from matplotlib.figure import Figure as MplFigure
 
+    if not isinstance(figure, (MplFigure, Artist)):
+        raise fail("figure", figure, f"is a {type(figure).__name__}, not a Figure or Axes",
+                   "pass the figure (or an axes on it) to save")
     root = figure.get_figure(root=True) if not isinstance(figure, MplFigure) else figure
     if not isinstance(root, MplFigure):
-        raise InvalidInput(f"cannot save {figure!r}: it is not on a figure")
+        raise InvalidInput(f"cannot save {figure!r:.60}: it is not on a figure")
     fig = root
+    if not isinstance(path, (str, os.PathLike)) or not str(path).strip():
+        raise fail("path", path, "is not a file path",
+                   "pass a path such as 'map.png' (str or pathlib.Path)")
+    dpi = check_number(dpi, "dpi", low=1.0, high=MAX_DPI,
+                       fix=f"pass dots per inch between 1 and {MAX_DPI:g}, e.g. 150")
+    if bbox_inches is not None and bbox_inches != "tight":
+        raise fail("bbox_inches", bbox_inches, "is not 'tight' or None",
+                   "pass 'tight' (trim the margins) or None")
     target = Path(path)
+    if target.is_dir():
+        raise fail("path", path, "is a folder", "pass a file name inside it, e.g. 'map.png'")
     if not target.parent.is_dir():
         raise InvalidInput(
             f"cannot save to {str(target)!r}: the folder {str(target.parent)!r} does not "
@@ -480,6 +580,10 @@ def save_figure(
         fig.savefig(tmp, format=fmt, dpi=dpi, bbox_inches=bbox_inches, **savefig_kwargs)
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give what open() would
         os.replace(tmp, target)
+    except (TypeError, ValueError) as err:  # an unknown format or keyword
+        Path(tmp).unlink(missing_ok=True)
+        raise InvalidInput(f"matplotlib could not save {str(target)!r} ({err}); check the "
+                           "file suffix (.png, .pdf, .svg) and the savefig keywords") from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

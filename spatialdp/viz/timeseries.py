@@ -9,14 +9,23 @@ cohort size, and leaves a gap, shaded grey, at every suppressed round.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
+from spatialdp._validation import check_flag, check_integer, fail
 from spatialdp.exceptions import InvalidInput, PartitionMismatch
-from spatialdp.viz._report import _epsilon_text, _meta, _require_columns
+from spatialdp.viz._report import (
+    _epsilon_text,
+    _level_text,
+    _meta,
+    _numeric_column,
+    _optional_text,
+    _require_columns,
+    _size,
+)
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -48,7 +57,15 @@ def cohort_label(cohort: pd.Series | Sequence[float]) -> str:
     >>> cohort_label([])
     'n=–'
     """
-    values = pd.to_numeric(pd.Series(cohort, dtype="float64"), errors="coerce").dropna()
+    if isinstance(cohort, (str, bytes, pd.DataFrame)) or np.ndim(cohort) > 1:
+        raise fail("cohort", cohort, "is not a sequence of cohort sizes",
+                   "pass the cohorts of the window, e.g. history.cohort")
+    series = cohort if isinstance(cohort, pd.Series) else pd.Series(
+        np.atleast_1d(np.asarray(cohort, dtype=object)), dtype=object)
+    values = pd.Series(_numeric_column(series.to_frame("cohort"), "cohort", "the")).dropna()
+    if (values < 0).any() or not np.isfinite(values).all() or (values > 1e15).any():
+        raise fail("cohort", cohort, "holds negative, infinite or absurd cohort sizes",
+                   "pass client counts (NaN where suppressed)")
     if values.empty:
         return "n=–"
     lo, hi = int(values.min()), int(values.max())
@@ -64,19 +81,24 @@ def _check_history(history: Any) -> pd.DataFrame:
     frame = history.loc[:, list(HISTORY_COLUMNS)].copy()
     frame["region_id"] = frame["region_id"].astype(str)
     for col in ("round_index", "value", "error_bar", "cohort"):
-        try:
-            frame[col] = pd.to_numeric(frame[col]).astype("float64")
-        except (TypeError, ValueError):
-            raise InvalidInput(
-                f"history column {col!r} is not numeric (dtype {history[col].dtype}); "
-                "give numbers (NaN where suppressed)"
-            ) from None
+        frame[col] = _numeric_column(frame, col, "history")
+        if np.isinf(frame[col]).any():
+            raise InvalidInput(f"history column {col!r} holds infinite values; give finite "
+                               "numbers (NaN where suppressed)")
     if frame["round_index"].isna().any():
         raise InvalidInput(
             f"{int(frame['round_index'].isna().sum())} history rows have no round_index; every row "
             "needs the round it was published in"
         )
-    frame["suppressed"] = frame["suppressed"].fillna(False).astype(bool)
+    flags = frame["suppressed"]
+    known = flags[flags.notna()]
+    if not (pd.api.types.is_bool_dtype(known.dtype) or known.isin([0, 1]).all()):
+        raise InvalidInput("history column 'suppressed' is not True/False; the report schema "
+                           "flags suppressed rounds with booleans")
+    frame["suppressed"] = flags.notna().to_numpy() & (flags.to_numpy(dtype=object) == 1)
+    if (frame["error_bar"] < 0).any():
+        raise InvalidInput("history column 'error_bar' has negative values; an error bar is a "
+                           "half-width (>= 0)")
     dup = frame.duplicated(["region_id", "round_index"])
     if dup.any():
         first = frame.loc[dup, ["region_id", "round_index"]].iloc[0]
@@ -110,7 +132,17 @@ def _alerts_for(alert_rounds: Any, region: str) -> list[float]:
         rounds = alert_rounds.get(region, ())
     else:
         rounds = alert_rounds
-    return [float(r) for r in np.atleast_1d(np.asarray(rounds, dtype=np.float64))]
+    fix = "pass round numbers, e.g. [3, 7] or {'CO': [3]}"
+    if isinstance(rounds, (str, bytes)):
+        raise fail("alert_rounds", alert_rounds, "holds text, not rounds", fix)
+    try:
+        raw = np.asarray(rounds)
+        values = np.atleast_1d(raw.astype(np.float64)).ravel()
+    except (TypeError, ValueError):
+        raise fail("alert_rounds", alert_rounds, "does not hold round numbers", fix) from None
+    if raw.dtype.kind not in "iuf" or not np.isfinite(values).all():
+        raise fail("alert_rounds", alert_rounds, "holds values that are not finite rounds", fix)
+    return [float(r) for r in values]
 
 
 def plot_region_timeseries(
@@ -192,6 +224,23 @@ def plot_region_timeseries(
     from matplotlib.ticker import MaxNLocator
 
     frame = _check_history(history)
+    sharey = check_flag(sharey, "sharey")
+    legend = check_flag(legend, "legend")
+    panel_size = _size(panel_size, "panel_size")
+    title = _optional_text(title, "title")
+    cols_wanted = check_integer(ncols, "ncols", low=1, high=_MAX_PANELS,
+                                fix=f"pass a number of panels per row, 1 to {_MAX_PANELS}")
+    if fig is not None:
+        from matplotlib.figure import Figure as MplFigure
+
+        if not isinstance(fig, MplFigure):
+            raise fail("fig", fig, f"is a {type(fig).__name__}, not a matplotlib Figure",
+                       "pass an empty figure (plt.figure()) or None")
+    if isinstance(alert_rounds, Mapping):
+        for key in alert_rounds:
+            _alerts_for(alert_rounds, key)
+    else:
+        _alerts_for(alert_rounds, "")
     known = list(dict.fromkeys(frame["region_id"]))
     if regions is None:
         chosen = sorted(known)
@@ -201,6 +250,9 @@ def plot_region_timeseries(
                 "pick the regions to draw with regions=[...]"
             )
     else:
+        if isinstance(regions, (bytes, Mapping)) or not isinstance(regions, (str, Iterable)):
+            raise fail("regions", regions, "is not a list of region ids",
+                       "pass e.g. ['CO', 'UT'], one id, or None for all")
         chosen = [str(r) for r in (regions if not isinstance(regions, str) else [regions])]
         unknown = [r for r in chosen if r not in set(known)]
         if unknown:
@@ -210,11 +262,12 @@ def plot_region_timeseries(
             )
         if not chosen:
             raise InvalidInput("regions=[] selects no region; give at least one")
-    if not isinstance(ncols, (int, np.integer)) or ncols < 1:
-        raise InvalidInput(f"ncols={ncols!r}: give a positive integer")
+    if len(chosen) > _MAX_PANELS:
+        raise InvalidInput(f"regions selects {len(chosen)} panels, more than {_MAX_PANELS}; "
+                           "draw fewer regions at a time")
 
     n = len(chosen)
-    cols = min(int(ncols), n)
+    cols = min(cols_wanted, n)
     rows = math.ceil(n / cols)
     if fig is None:
         fig = plt.figure(figsize=(panel_size[0] * cols, panel_size[1] * rows + 0.8),
@@ -229,9 +282,8 @@ def plot_region_timeseries(
     grid = fig.subplots(rows, cols, sharex=True, sharey=sharey, squeeze=False)
 
     meta = _meta(history)
-    alpha = meta.get("alpha")
-    band_label = ("value ± error bar" if alpha is None
-                  else f"value ± {1 - float(alpha):.0%} error bar")
+    level = _level_text(meta)
+    band_label = f"value ± {level} error bar" if level else "value ± error bar"
     lo_all, hi_all = frame["round_index"].min(), frame["round_index"].max()
     any_suppressed = any_alert = False
 
