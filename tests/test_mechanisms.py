@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 import spatialdp.privacy
 from spatialdp.exceptions import InvalidInput
 from spatialdp.privacy import accuracy
+from spatialdp.privacy._lattice import headroom_scale
 from spatialdp.privacy.calibration import MAX_SCALE, gaussian_sigma, laplace_scale
 from spatialdp.privacy.noise import GaussianMechanism, LaplaceMechanism, PrivacyLoss
 
@@ -71,8 +72,16 @@ def test_laplace_scale_is_the_smallest_float_covering_the_decimal_epsilon(
     assert exact_product(scale, eps) >= Decimal(sensitivity)
     below = math.nextafter(scale, 0.0)
     assert below == 0.0 or exact_product(below, eps) < Decimal(sensitivity)  # the smallest
-    mech = LaplaceMechanism(epsilon, sensitivity)
-    assert mech.scale == scale
+    assert LaplaceMechanism(epsilon, sensitivity, discrete=True).scale == scale
+    # real values: the same rule with 2**-24 of headroom for the release lattice
+    headroom = Fraction(sensitivity) * (1 + Fraction(1, 2**24))
+    if headroom / Fraction(eps) > MAX_SCALE:
+        return
+    real = LaplaceMechanism(epsilon, sensitivity).scale
+    assert Fraction(real) * Fraction(eps) >= headroom
+    below = math.nextafter(real, 0.0)
+    assert below == 0.0 or Fraction(below) * Fraction(eps) < headroom
+    assert real >= scale
 
 
 @settings(max_examples=600, deadline=None)
@@ -101,7 +110,7 @@ def test_old_binary_calibration_undercut_the_charge() -> None:
     binary = 1.0 / 1.1
     assert Fraction(binary) >= Fraction(1) / Fraction(1.1)  # fine against the float ...
     assert Fraction(binary) * Fraction(Decimal("1.1")) < 1  # ... too small for the charge
-    scale = LaplaceMechanism(1.1, 1.0).scale
+    scale = LaplaceMechanism(1.1, 1.0, discrete=True).scale
     assert scale == math.nextafter(binary, math.inf)
     assert Fraction(scale) * Fraction(Decimal("1.1")) >= 1
 
@@ -181,7 +190,8 @@ def test_mechanisms_release_and_simulate_float_arrays(shape: tuple[int, ...]) ->
 def test_mechanism_attributes_are_read_only() -> None:
     mech = LaplaceMechanism(0.1, 3.0)
     assert (mech.epsilon, mech.sensitivity, mech.kind) == (0.1, 3.0, "laplace")
-    assert mech.scale == laplace_scale(3.0, 0.1)
+    assert mech.scale == headroom_scale(3.0, 0.1)  # laplace_scale * (1 + 2**-24), rounded up
+    assert LaplaceMechanism(0.1, 3.0, discrete=True).scale == laplace_scale(3.0, 0.1)
     assert mech.privacy_loss == PrivacyLoss("pure", 0.1)
     for name in ("epsilon", "sensitivity", "scale", "kind", "privacy_loss", "discrete"):
         with pytest.raises(AttributeError):

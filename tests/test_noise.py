@@ -15,8 +15,8 @@ from scipy import stats
 
 import spatialdp.privacy
 from spatialdp.exceptions import InvalidInput
+from spatialdp.privacy import _lattice, calibration, noise, release, simulate
 from spatialdp.privacy import accuracy as acc
-from spatialdp.privacy import calibration, noise, release, simulate
 from spatialdp.privacy._exact import random_bits, uniform_below
 from spatialdp.privacy.noise import (
     GaussianMechanism,
@@ -47,9 +47,12 @@ def dlap_pmf(k: np.ndarray, scale: float) -> np.ndarray:
 
 
 def dlap_cdf(k: np.ndarray, scale: float) -> np.ndarray:
+    """P(Z <= k), accurate at any scale (powers of a as exponentials)."""
     a = math.exp(-1.0 / scale)
     k = np.asarray(k, dtype=np.float64)
-    return np.where(k >= 0, 1 - a ** (k + 1) / (1 + a), a ** (-k) / (1 + a))
+    with np.errstate(over="ignore"):
+        return np.where(k >= 0, 1 - np.exp(-(k + 1) / scale) / (1 + a),
+                        np.exp(k / scale) / (1 + a))
 
 
 def dgauss_pmf(k: np.ndarray, sigma: float) -> np.ndarray:
@@ -67,11 +70,13 @@ def chi2_pvalue(sample: np.ndarray, pmf, min_expected: float = 5.0) -> float:
     exp = n * p
     keep = exp >= min_expected
     inner = ks[keep]
-    obs_inner = np.array([(sample == k).sum() for k in inner])
+    counts = np.bincount(sample - (lo - 200), minlength=ks.size)
+    obs_inner = counts[keep]
     obs_rest = n - obs_inner.sum()
     exp_rest = n * (1.0 - p[keep].sum())
     observed = list(obs_inner)
     expected = list(exp[keep])
+    assert inner.size == len(observed)
     if exp_rest >= 1e-9 or obs_rest > 0:
         observed.append(obs_rest)
         expected.append(max(exp_rest, 1e-12))
@@ -80,6 +85,28 @@ def chi2_pvalue(sample: np.ndarray, pmf, min_expected: float = 5.0) -> float:
         return 1.0
     chi2 = float((((observed_a - expected_a) ** 2) / expected_a).sum())
     return float(stats.chi2.sf(chi2, observed_a.size - 1))
+
+
+def binned_chi2_pvalue(sample: np.ndarray, scale: float, bins: int = 200) -> float:
+    """Chi-square p-value of an integer discrete Laplace sample in ~equiprobable bins.
+
+    The edges are integer points near the Laplace quantiles (fixed in advance);
+    the bin probabilities come from the exact discrete Laplace cdf.
+    """
+    n = sample.size
+    q = np.linspace(0, 1, bins + 1)[1:-1]
+    quantiles = np.where(q < 0.5, scale * np.log(2 * q), -scale * np.log(2 * (1 - q)))
+    edges = np.unique(np.floor(quantiles).astype(np.int64))  # bin i: (edges[i-1], edges[i]]
+    cdf = lambda k: dlap_cdf(k, scale)  # noqa: E731
+    probs = np.diff(np.concatenate([[0.0], cdf(edges), [1.0]]))
+    observed = np.bincount(np.searchsorted(edges, sample, side="left"), minlength=probs.size)
+    keep = probs * n >= 5
+    assert keep.sum() >= bins // 2
+    expected = probs * n
+    chi2 = float((((observed - expected) ** 2 / expected)[keep]).sum())
+    chi2 += float((observed[~keep].sum() - expected[~keep].sum()) ** 2
+                  / max(expected[~keep].sum(), 1e-12))
+    return float(stats.chi2.sf(chi2, int(keep.sum())))
 
 
 def dkw_ok(sample: np.ndarray, cdf, grid: np.ndarray) -> bool:
@@ -118,12 +145,24 @@ def test_random_bits_fair() -> None:
 # ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("scale", [0.05, 0.3, 1.0, 2.5, 0.1, 7.3, 40.0])
+# realistic scales: 1 / 0.5, 2.5, 1 / 0.1, 19 / 0.4, 250, 1e4 (and more)
+@pytest.mark.parametrize(
+    "scale", [0.05, 0.1, 0.3, 1.0, 2.0, 2.5, 7.3, 10.0, 40.0, 47.5, 250.0, 1 / 3])
 def test_release_discrete_laplace_matches_pmf(scale: float) -> None:
     n = 200_000
     sample = release_discrete_laplace(np.zeros(n, dtype=np.int64), scale)
-    exact = float(rational_scale(scale))
-    assert chi2_pvalue(sample, lambda k: dlap_pmf(k, exact)) > P_MIN
+    # the noise has exactly the float's scale (no rounding of the scale any more)
+    assert chi2_pvalue(sample, lambda k: dlap_pmf(k, scale)) > P_MIN
+
+
+@pytest.mark.parametrize("scale", [250.0, 1e4, 12_345.678, 3.5e6, 2.0**40 + 1, 1e15])
+def test_release_discrete_laplace_large_scale_binned(scale: float) -> None:
+    sample = release_discrete_laplace(np.zeros(200_000, dtype=np.int64), scale)
+    assert sample.dtype == np.int64
+    assert binned_chi2_pvalue(sample, scale) > P_MIN
+    var = 2 * scale**2  # 2a / (1 - a)**2, to within 1 / (6 scale**2) relative
+    assert abs(sample.mean()) < 6 * math.sqrt(var / sample.size)
+    assert abs(sample.var() / var - 1) < 6 * math.sqrt(5 / sample.size)  # kurtosis 6
 
 
 @pytest.mark.parametrize("scale", [1e4, 3.5e6])
@@ -217,7 +256,7 @@ def test_rational_scale_rounds_up_not_down(scale: float) -> None:
 
 
 def test_release_laplace_distribution() -> None:
-    out = release_laplace(np.full(10_000, 3.0), 2.0)
+    out = release_laplace(np.full(200_000, 3.0), 2.0)
     assert out.dtype == np.float64
     assert stats.kstest(out - 3.0, stats.laplace(scale=2.0).cdf).pvalue > P_MIN
     assert isinstance(release_laplace(1.0, 1.0), float)
@@ -341,10 +380,14 @@ def test_gaussian_mechanism() -> None:
 
 @pytest.mark.parametrize(("eps", "sens"), [(3.0, 1.0), (0.7, 0.3), (1e-3, 7.0), (0.1, 1.0)])
 def test_laplace_scale_never_rounds_down(eps: float, sens: float) -> None:
-    mech = LaplaceMechanism(eps, sens)
+    counts = LaplaceMechanism(eps, sens, discrete=True)
     # against the DECIMAL epsilon the ledger charges, not the binary float
-    assert Decimal(mech.scale) * Decimal(repr(eps)) >= Decimal(sens)
-    assert mech.scale == calibration.laplace_scale(sens, eps)
+    assert Decimal(counts.scale) * Decimal(repr(eps)) >= Decimal(sens)
+    assert counts.scale == calibration.laplace_scale(sens, eps)
+    real = LaplaceMechanism(eps, sens)  # headroom 2**-24 for the lattice rounding
+    assert Decimal(real.scale) * Decimal(repr(eps)) >= Decimal(sens) * (1 + Decimal(2) ** -24)
+    assert real.scale == _lattice.headroom_scale(sens, eps)
+    assert 0 < real.scale / counts.scale - 1 <= 2.0**-24 + 2.0**-51
 
 
 @pytest.mark.parametrize(("rho", "sens"), [(0.3, 1.0), (0.01, 2.0), (1.7, 0.9), (0.5, 1.0)])

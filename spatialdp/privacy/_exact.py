@@ -1,33 +1,68 @@
 """Exact integer samplers fed by operating-system entropy (private helpers).
 
-Everything here draws its randomness from :func:`os.urandom` and uses integer
-arithmetic only, so the output distribution is exactly the one stated: no
-floating-point rounding, no seeded pseudo-random generator whose state could be
-reconstructed from published values.
+Everything here draws its randomness from :func:`os.urandom` and decides every
+random outcome with integer arithmetic on exact rationals, so the output
+distribution is exactly the one stated: no floating-point rounding, no seeded
+pseudo-random generator whose state could be reconstructed from published values.
 
-The samplers are vectorised: a rejection step runs on the still-pending subset
-of the array, so the cost is a few dozen numpy passes over shrinking arrays.
-Every loop accepts (or finishes) each pending element with probability at
-least about 1/6 per pass whatever the scale, and is capped at
-:data:`MAX_ROUNDS` passes: reaching the cap has probability below
-``10**-700`` and raises :class:`~spatialdp.exceptions.SpatialDPError` rather
-than loop forever.
-Random integers in ``[0, n)`` come from masked rejection (draw the smallest
-number of bits that covers ``n - 1``, reject values ``>= n``), which has no
-modulo bias; bit widths of 1, 2 and 4 are packed several to a byte, wider ones
-use the smallest of ``uint8/16/32/64`` that holds them.
+Discrete Laplace by exact table inversion
+-----------------------------------------
+The noise ``Z`` with ``P(z)`` proportional to ``a**|z|``, ``a = exp(-1/scale)``,
+is a uniform sign times a geometric magnitude ``Y`` (``P(Y >= y) = a**y``),
+with the pair (negative sign, ``Y = 0``) rejected and redrawn (Canonne, Kamath
+and Steinke 2020, Algorithm 2). ``Y`` is split into base-``B`` digits
+(``B = 2**10``)::
+
+    Y = D_0 + B D_1 + ... + B**(L-1) D_(L-1) + B**L G
+
+and because the geometric distribution is memoryless the parts are
+INDEPENDENT: ``D_l`` is a geometric truncated to ``[0, B)`` with ratio
+``r_l = a**(B**l)`` and ``G`` is geometric with ratio ``r_L``. ``L`` is chosen
+per scale (0 for small scales) to minimise the expected number of draws.
+
+Each part is drawn by inversion: ``D = #{j : V < c_j}`` for a uniform ``V`` in
+``[0, 1)`` and the thresholds ``c_j = P(D >= j)``, ``j = 1 .. B-1`` (for ``G``
+the last bucket means ``G >= B-1``, and ``G - (B-1)`` is geometric again:
+drawn afresh, memorylessness). The thresholds are powers of ``exp(-x)`` for an
+exact rational ``x``; they are irrational, so they are never computed, only
+BRACKETED: integers ``lo_j <= c_j 2**64 <= hi_j`` from an exact Taylor series
+and fixed-point products rounded down (``lo``) or up (``hi``). ``V`` is
+revealed lazily:
+
+1. 16 random bits ``w``: a lookup table says which digit every ``V`` in
+   ``[w, w+1) 2**-16`` gives, when no bracket meets that interval (typically
+   98-100% of draws);
+2. otherwise 48 more bits and a binary search over the 64-bit brackets;
+3. otherwise (probability about ``2**-54`` per draw) 64 more bits at a time,
+   with the few undecided thresholds bracketed afresh at that precision, until
+   each comparison is decided.
+
+A comparison is only ever decided when the interval of every ``V`` with the
+revealed prefix lies on one side of the bracket, so the output is exactly the
+inversion of an infinitely precise uniform: exact, whatever the scale. The cost
+is one 16-bit word per part (one or two parts at realistic scales), a table
+lookup, and a few numpy passes; the tables are built once per scale (cached).
+
+Every loop is capped at :data:`MAX_ROUNDS` passes: reaching the cap has
+probability below ``10**-700`` and raises
+:class:`~spatialdp.exceptions.SpatialDPError` rather than loop forever.
+Random integers in ``[0, n)`` (:func:`uniform_below`) come from masked
+rejection (draw the smallest number of bits that covers ``n - 1``, reject
+values ``>= n``), which has no modulo bias.
 
 References
 ----------
 C. L. Canonne, G. Kamath, T. Steinke, "The Discrete Gaussian for Differential
-Privacy", NeurIPS 2020, Algorithms 1 and 2.
+Privacy", NeurIPS 2020, Algorithm 2 (the sign and the rejection of -0).
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from fractions import Fraction
-from math import floor, log2
+from functools import lru_cache
+from math import exp, expm1, floor, log2
 
 import numpy as np
 from numpy.typing import NDArray
@@ -38,14 +73,20 @@ from spatialdp.privacy.calibration import MAX_SCALE
 __all__ = [
     "MAX_DISCRETE_SCALE",
     "MAX_ROUNDS",
+    "MAX_SAMPLER_SCALE",
     "discrete_laplace_noise",
     "random_bits",
     "rational_scale",
     "uniform_below",
 ]
 
-#: Largest discrete Laplace scale the exact sampler accepts (int64 stays exact).
+#: Largest discrete Laplace scale the public integer release accepts.
 MAX_DISCRETE_SCALE = MAX_SCALE
+
+#: Largest scale :func:`discrete_laplace_noise` accepts (the lattice release uses
+#: scales in lattice units up to this): int64 noise then overflows with probability
+#: below ``exp(-64)`` per draw (and that is detected, never wrapped).
+MAX_SAMPLER_SCALE = 2**56
 
 #: Most rejection passes any sampler loop makes before giving up (never reached in practice).
 MAX_ROUNDS = 10_000
@@ -53,6 +94,13 @@ MAX_ROUNDS = 10_000
 _SCALE_BITS = 20  # a rounded scale keeps at least this many significant bits
 _MAX_DEN_BITS = 62  # denominators stay below 2**62 so that they fit in int64
 _EXACT_NUM_LIMIT = 2**32  # exact float scales with numerators below this are kept as is
+
+_DIGIT_BITS = 10
+_BASE = 1 << _DIGIT_BITS  # digits take values 0 .. _BASE - 1
+_LUT_BITS = 16  # the first look at V: 16 bits and a lookup table
+_UNDECIDED = np.uint16(0xFFFF)  # lookup-table entry: the 16 bits do not decide the digit
+_PREC = 64  # brackets of the thresholds are kept to 64 bits
+_INT64_LIMIT = 2**62  # |noise| beyond this is refused (probability < exp(-64) per draw)
 
 
 def _stalled(what: str) -> SpatialDPError:
@@ -62,14 +110,15 @@ def _stalled(what: str) -> SpatialDPError:
 
 
 def rational_scale(scale: float) -> Fraction:
-    """Return the exact rational noise scale used by the discrete Laplace release.
+    """Return ``scale`` as an exact rational, rounded up to about 20 significant bits.
 
-    A float scale is itself a dyadic rational. It is used exactly when its
-    numerator is below ``2**32`` (integers, halves, quarters, ...). Otherwise
-    it is rounded UP to ``ceil(scale * 2**k) / 2**k`` with ``k`` chosen so the
-    numerator has about 20 significant bits (relative increase below
-    ``2**-20``; ``k <= 62``). Rounding up only adds noise, so the privacy loss
-    is never above the nominal ``sensitivity / scale``.
+    Kept for compatibility: the discrete Laplace release now samples at the
+    exact value of the float scale (``Fraction(scale)``), which the exact
+    table sampler handles at any size. A float scale is itself a dyadic
+    rational; it is returned exactly when its numerator is below ``2**32``,
+    otherwise rounded UP to ``ceil(scale * 2**k) / 2**k`` with ``k`` chosen so
+    the numerator has about 20 significant bits (relative increase below
+    ``2**-20``; ``k <= 62``).
 
     Parameters
     ----------
@@ -98,6 +147,11 @@ def rational_scale(scale: float) -> Fraction:
     den = 2**k
     num = -((-exact.numerator * den) // exact.denominator)  # ceil(exact * den)
     return Fraction(num, den)
+
+
+# ---------------------------------------------------------------------------
+# entropy
+# ---------------------------------------------------------------------------
 
 
 def _raw_bits(bits: int, count: int) -> NDArray[np.unsignedinteger]:
@@ -156,83 +210,282 @@ def uniform_below(n: int, count: int) -> NDArray[np.unsignedinteger]:
     raise _stalled("uniform_below")
 
 
-def _bernoulli_exp_fraction(u: NDArray[np.int64], t: int) -> NDArray[np.bool_]:
-    """Return Bernoulli(exp(-u / t)) per element, ``0 <= u < t`` (CKS Algorithm 1).
+# ---------------------------------------------------------------------------
+# brackets of exp(-x) and of the inversion thresholds (exact integer arithmetic)
+# ---------------------------------------------------------------------------
 
-    K = 1; repeat A ~ Bernoulli(gamma / K), K += 1 while A; return K odd.
-    Bernoulli(u / (t K)) is drawn as Bernoulli(1 / K) AND Bernoulli(u / t),
-    which keeps every uniform draw below ``max(t, K)``.
+
+def _exp_neg_bounds(x: Fraction, prec: int) -> tuple[int, int]:
+    """Return integers ``lo <= exp(-x) * 2**prec <= hi`` for a rational ``x >= 0``.
+
+    ``hi - lo`` is at most a few units. ``exp(y)``, ``y = x / 2**k < 1``, is
+    bracketed by its Taylor series in fixed point (terms rounded down for the
+    lower sum, up for the upper one, plus a bound on the rest), inverted, then
+    squared ``k`` times with downward / upward rounding; the working precision
+    absorbs the ``2**k`` growth of the error.
+
+    Examples
+    --------
+    >>> lo, hi = _exp_neg_bounds(Fraction(1), 20)
+    >>> lo <= 0.36787944117144233 * 2**20 <= hi, hi - lo <= 4
+    (True, True)
     """
-    out = np.empty(u.size, dtype=bool)
-    alive = np.arange(u.size)
-    ua = u
-    for k in range(1, MAX_ROUNDS + 1):
-        if not alive.size:
-            return out
-        if k == 1:
-            accept = uniform_below(t, alive.size) < ua
-        else:
-            accept = uniform_below(k, alive.size) == 0
-            sub = np.flatnonzero(accept)
-            if sub.size:
-                accept[sub] = uniform_below(t, sub.size) < ua[sub]
-        out[alive[~accept]] = k % 2 == 1
-        alive = alive[accept]
-        ua = ua[accept]
-    raise _stalled("Bernoulli(exp(-u/t))")
+    if x == 0:
+        return 1 << prec, 1 << prec
+    num, den = x.numerator, x.denominator
+    k = max(0, num.bit_length() - den.bit_length() + 1)  # y = x / 2**k < 1
+    q = prec + k + 8
+    den_k = den << k
+    one = 1 << q
+    sum_lo = sum_hi = 0
+    t_lo = t_hi = one
+    j = 0
+    while t_hi > 1:
+        sum_lo += t_lo
+        sum_hi += t_hi
+        j += 1
+        t_lo = t_lo * num // (den_k * j)
+        t_hi = -(-t_hi * num // (den_k * j))
+    sum_lo += t_lo
+    sum_hi += t_hi + 2  # every later term is at most half the previous one (y < 1, j >= 1)
+    lo = (one * one) // sum_hi  # exp(-y) 2**q, rounded down
+    hi = -(-(one * one) // sum_lo)
+    for _ in range(k):
+        lo = (lo * lo) >> q
+        hi = -((-hi * hi) >> q)
+    shift = q - prec
+    return lo >> shift, -((-hi) >> shift)
 
 
-def _bernoulli_exp_minus_one(count: int) -> NDArray[np.bool_]:
-    """Return Bernoulli(exp(-1)) draws, CKS Algorithm 1 with gamma = 1 (first step succeeds)."""
-    out = np.empty(count, dtype=bool)
-    alive = np.arange(count)
-    for k in range(2, MAX_ROUNDS + 2):
-        if not alive.size:
-            return out
-        accept = uniform_below(k, alive.size) == 0
-        out[alive[~accept]] = k % 2 == 1
-        alive = alive[accept]
-    raise _stalled("Bernoulli(exp(-1))")
+def _threshold_bounds(x: Fraction, truncated: bool, j: int, prec: int) -> tuple[int, int]:
+    """Bracket ``c_j 2**prec`` for one digit (any precision; the rare deep path).
 
-
-def _geometric_exp_minus_one(count: int) -> NDArray[np.int64]:
-    """Return V with P(V >= v) = exp(-v): successes of Bernoulli(exp(-1)) before a failure."""
-    v = np.zeros(count, dtype=np.int64)
-    alive = np.arange(count)
+    ``c_j = exp(-j x)`` for the geometric part, ``(exp(-j x) - exp(-B x)) /
+    (1 - exp(-B x))`` for a digit truncated to ``[0, B)``.
+    """
+    if not truncated:
+        return _exp_neg_bounds(j * x, prec)
+    guard = prec + 16
     for _ in range(MAX_ROUNDS):
-        if not alive.size:
-            return v
-        alive = alive[_bernoulli_exp_minus_one(alive.size)]
-        v[alive] += 1
-    raise _stalled("the geometric sampler")
+        a_lo, a_hi = _exp_neg_bounds(j * x, guard)
+        b_lo, b_hi = _exp_neg_bounds(_BASE * x, guard)
+        one = 1 << guard
+        num_lo, num_hi = max(0, a_lo - b_hi), a_hi - b_lo
+        den_lo, den_hi = one - b_hi, one - b_lo
+        if den_lo > 0:
+            lo = (num_lo << prec) // den_hi
+            hi = -(-(num_hi << prec) // den_lo)
+            if hi - lo <= 4:
+                return lo, hi
+        guard += 64
+    raise _stalled("the threshold bracket")  # pragma: no cover - impossible
+
+
+@dataclass(frozen=True, eq=False)
+class _Digit:
+    """One independent part of the geometric magnitude, with its inversion tables.
+
+    ``lo``/``hi`` bracket ``c_j 2**64`` for ``j = B-1, ..., 1`` (ascending);
+    ``lut[w]`` is the digit for every ``V`` with 16-bit prefix ``w``, or
+    ``_UNDECIDED``.
+    """
+
+    x: Fraction  # the ratio is exp(-x)
+    truncated: bool  # True: truncated to [0, B); False: the last bucket is the tail >= B - 1
+    lo: NDArray[np.uint64]
+    hi: NDArray[np.uint64]
+    lut: NDArray[np.uint16]
+
+
+def _digit(x: Fraction, truncated: bool) -> _Digit:
+    """Build the brackets and the lookup table of one part (ratio ``exp(-x)``)."""
+    extra = 0
+    xf = float(x) if x < 2**20 else float(2**20)
+    if truncated:  # 1 - r**B is small: keep enough bits through the cancellation
+        extra = max(0, -floor(log2(-expm1(-_BASE * xf)))) + 1
+    q = _PREC + _DIGIT_BITS + 24 + extra
+    for _ in range(MAX_ROUNDS):
+        r_lo, r_hi = _exp_neg_bounds(x, q)
+        p_lo = p_hi = 1 << q
+        pow_lo, pow_hi = [], []
+        for _j in range(_BASE):  # r**1 .. r**B, rounded down / up
+            p_lo = (p_lo * r_lo) >> q
+            p_hi = -((-p_hi * r_hi) >> q)
+            pow_lo.append(p_lo)
+            pow_hi.append(p_hi)
+        shift = q - _PREC
+        if truncated:
+            b_lo, b_hi = pow_lo[-1], pow_hi[-1]
+            den_lo, den_hi = (1 << q) - b_hi, (1 << q) - b_lo
+            if den_lo <= 0:
+                q += 64
+                continue
+            lo = [(max(0, a - b_hi) << _PREC) // den_hi for a in pow_lo[:-1]]
+            hi = [-(-((a - b_lo) << _PREC) // den_lo) for a in pow_hi[:-1]]
+        else:
+            lo = [a >> shift for a in pow_lo[:-1]]
+            hi = [-((-a) >> shift) for a in pow_hi[:-1]]
+        if max(h - lo_ for h, lo_ in zip(hi, lo, strict=True)) <= 8 and hi[0] < 2**_PREC:
+            break
+        q += 64
+    else:  # pragma: no cover - impossible
+        raise _stalled("the table construction")
+    # ascending order (j = B-1 .. 1); the true thresholds increase strictly, so
+    # tightening the brackets to be monotone keeps them valid
+    lo_a = np.maximum.accumulate(np.array(lo[::-1], dtype=np.uint64))
+    hi_a = np.minimum.accumulate(np.array(hi, dtype=np.uint64))[::-1]
+    return _Digit(x, truncated, lo_a, hi_a, _lookup_table(lo_a, hi_a))
+
+
+def _lookup_table(lo: NDArray[np.uint64], hi: NDArray[np.uint64]) -> NDArray[np.uint16]:
+    """Return the digit decided by each 16-bit prefix of ``V``, or ``_UNDECIDED``."""
+    low_bits = _PREC - _LUT_BITS
+    start = np.arange(1 << _LUT_BITS, dtype=np.uint64) << np.uint64(low_bits)
+    last = start | np.uint64((1 << low_bits) - 1)
+    # c_j > V for every V of the prefix iff lo_j > last; c_j <= V iff hi_j <= start
+    n_lo = np.searchsorted(lo, last, side="right")
+    n_hi = np.searchsorted(hi, start, side="right")
+    digit = (lo.size - n_lo).astype(np.uint16)
+    return np.where(n_lo == n_hi, digit, _UNDECIDED).astype(np.uint16)
+
+
+def _deep(d: _Digit, w64: int, first: int, stop: int) -> int:
+    """Return how many of the undecided thresholds (ascending ``first .. stop-1``) exceed V.
+
+    ``w64`` holds the first 64 bits of ``V``; 64 more are drawn per round and
+    each undecided threshold is bracketed again at the new precision.
+    """
+    pending = [_BASE - 1 - i for i in range(first, stop)]  # the j of each threshold
+    above = 0
+    w, prec = w64, _PREC
+    for _ in range(MAX_ROUNDS):
+        w = (w << 64) | int.from_bytes(os.urandom(8), "little")
+        prec += 64
+        still = []
+        for j in pending:
+            lo, hi = _threshold_bounds(d.x, d.truncated, j, prec)
+            if lo > w:  # c_j >= (w + 1) 2**-prec > V
+                above += 1
+            elif hi > w:  # undecided
+                still.append(j)
+        pending = still
+        if not pending:
+            return above
+    raise _stalled("the exact comparison")  # pragma: no cover - probability 2**-640000
+
+
+def _resolve(d: _Digit, w16: NDArray[np.uint16]) -> NDArray[np.uint16]:
+    """Return the digits of the draws whose 16-bit prefix did not decide them."""
+    low_bits = np.uint64(_PREC - _LUT_BITS)
+    more = _raw_bits(64, w16.size) >> np.uint64(_LUT_BITS)
+    w = (w16.astype(np.uint64) << low_bits) | more
+    n_lo = np.searchsorted(d.lo, w, side="right")
+    n_hi = np.searchsorted(d.hi, w, side="right")
+    out = (d.lo.size - n_lo).astype(np.uint16)
+    for i in np.flatnonzero(n_lo != n_hi):  # thresholds n_hi .. n_lo - 1 are undecided
+        out[i] += _deep(d, int(w[i]), int(n_hi[i]), int(n_lo[i]))
+    return out
+
+
+def _draw(d: _Digit, count: int) -> NDArray[np.uint16]:
+    """Return ``count`` exact draws of one part (values ``0 .. B-1``)."""
+    w16 = _raw_bits(_LUT_BITS, count)
+    out: NDArray[np.uint16] = d.lut[w16]
+    undecided = np.flatnonzero(out == _UNDECIDED)
+    if undecided.size:
+        out[undecided] = _resolve(d, w16[undecided])
+    return out
+
+
+@dataclass(frozen=True, eq=False)
+class _Plan:
+    """The parts of the geometric magnitude for one scale: truncated digits, then the rest."""
+
+    digits: tuple[_Digit, ...]
+    top: _Digit
+
+
+def _levels(x0: Fraction) -> int:
+    """Return the number of truncated digits that minimises the expected number of draws."""
+    if x0 * (_BASE - 1) >= 64:
+        return 0
+    best, best_cost = 0, float("inf")
+    for levels in range(0, 8):
+        tail = exp(-(_BASE - 1) * float(x0) * _BASE**levels)  # P(the top part loops)
+        cost = levels + 1.0 / max(1e-12, 1.0 - tail)
+        if cost < best_cost:
+            best, best_cost = levels, cost
+        if tail < 1e-3:
+            break
+    return best
+
+
+@lru_cache(maxsize=64)
+def _plan(scale: Fraction) -> _Plan:
+    x0 = 1 / scale
+    levels = _levels(x0)
+    digits = tuple(_digit(x0 * _BASE**lvl, truncated=True) for lvl in range(levels))
+    return _Plan(digits, _digit(x0 * _BASE**levels, truncated=False))
+
+
+def _geometric(plan: _Plan, count: int) -> NDArray[np.int64]:
+    """Return ``count`` exact geometric draws ``Y`` (``P(Y >= y) = exp(-y / scale)``)."""
+    top = plan.top
+    g = _draw(top, count).astype(np.int64)
+    tail = np.flatnonzero(g == _BASE - 1)
+    for _ in range(MAX_ROUNDS):
+        if not tail.size:
+            break
+        more = _draw(top, tail.size)
+        g[tail] += more
+        tail = tail[more == _BASE - 1]
+    else:
+        raise _stalled("the geometric sampler")
+    shift = _DIGIT_BITS * len(plan.digits)
+    if shift:
+        if int(g.max(initial=0)) >= _INT64_LIMIT >> shift:
+            raise SpatialDPError("the discrete Laplace noise overflowed int64 (probability "
+                                 "below exp(-64)); report it")
+        y = g << shift
+        for lvl, d in enumerate(plan.digits):
+            y |= _draw(d, count).astype(np.int64) << (_DIGIT_BITS * lvl)
+        return y
+    if int(g.max(initial=0)) >= _INT64_LIMIT:
+        raise SpatialDPError("the discrete Laplace noise overflowed int64 (probability "
+                             "below exp(-64)); report it")
+    return g
 
 
 def discrete_laplace_noise(count: int, scale: Fraction) -> NDArray[np.int64]:
     """Return ``count`` iid draws with P(z) proportional to exp(-|z| / scale), exact.
 
-    Canonne-Kamath-Steinke Algorithm 2 with ``scale = t / s`` (``t``, ``s``
-    positive integers), vectorised: each round runs the algorithm on every
-    still-pending element and keeps those that are not rejected.
+    ``scale`` is any positive rational up to :data:`MAX_SAMPLER_SCALE`. A
+    uniform sign and an exact geometric magnitude (see the module docstring);
+    the pair (negative, 0) is rejected and redrawn.
+
+    Examples
+    --------
+    >>> z = discrete_laplace_noise(1000, Fraction(5, 2))
+    >>> z.dtype, z.shape
+    (dtype('int64'), (1000,))
     """
-    t, s = scale.numerator, scale.denominator
+    if not 0 < scale <= MAX_SAMPLER_SCALE:
+        raise ValueError(f"discrete_laplace_noise needs 0 < scale <= 2**56, got {scale}")
+    plan = _plan(scale)
     out = np.empty(count, dtype=np.int64)
-    pending = np.arange(count)
+    pending: NDArray[np.intp] | None = None
     for _ in range(MAX_ROUNDS):
-        if not pending.size:
+        n = count if pending is None else pending.size
+        if n == 0:
             return out
-        if t == 1:
-            idx = pending
-            u = np.zeros(pending.size, dtype=np.int64)
-            rejected = pending[:0]
+        y = _geometric(plan, n)
+        negative = random_bits(n)
+        z = np.where(negative, -y, y)
+        retry = np.flatnonzero(negative & (y == 0))
+        if pending is None:
+            out[:] = z
+            pending = retry
         else:
-            u = uniform_below(t, pending.size).astype(np.int64)
-            keep = _bernoulli_exp_fraction(u, t)
-            idx, u, rejected = pending[keep], u[keep], pending[~keep]
-        y = (u + t * _geometric_exp_minus_one(idx.size)) // s
-        negative = random_bits(idx.size)
-        retry = negative & (y == 0)
-        ok = ~retry
-        y_ok = y[ok]
-        out[idx[ok]] = np.where(negative[ok], -y_ok, y_ok)
-        pending = np.concatenate([rejected, idx[retry]])
+            out[pending] = z
+            pending = pending[retry]
     raise _stalled("the discrete Laplace sampler")

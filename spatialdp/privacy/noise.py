@@ -21,6 +21,14 @@ Values may be a scalar, an array of any shape (one release vector of ``n`` or
 ``n x k`` entries: ``sensitivity`` bounds one client's influence on ALL of it)
 or a ``scipy.sparse`` array over a public domain (densified, every entry noised).
 
+Real-valued Laplace releases are exact discrete Laplace noise on a fixed-point
+lattice (:mod:`spatialdp.privacy._lattice`): rounding ``d`` values to a lattice
+of step ``2**e`` can add ``d * 2**e`` to the L1 sensitivity, so
+:class:`LaplaceMechanism` calibrates its real-valued scale with a relative
+headroom of ``2**-24`` and, at release time, takes the largest step with
+``(sensitivity + d * step) / scale <= epsilon`` exactly: the charged epsilon is
+never exceeded, and ``scale`` is the scale the noise really has.
+
 The ``release_*`` and ``simulate_*`` functions are re-exported here for
 compatibility; their home is :mod:`spatialdp.privacy.release` and
 :mod:`spatialdp.privacy.simulate`.
@@ -28,14 +36,17 @@ compatibility; their home is :mod:`spatialdp.privacy.release` and
 Examples
 --------
 >>> mech = LaplaceMechanism(epsilon=0.5, sensitivity=2.0)
->>> mech.scale, mech.kind
-(4.0, 'laplace')
+>>> mech.scale, mech.kind  # 2 / 0.5, with 2**-24 of headroom for the lattice
+(4.000000238418579, 'laplace')
+>>> LaplaceMechanism(epsilon=0.5, sensitivity=2.0, discrete=True).scale
+4.0
 >>> mech.simulate(np.zeros((2, 3)), rng=0).shape
 (2, 3)
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, overload
 
@@ -43,9 +54,12 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from spatialdp._random import RandomLike
-from spatialdp._validation import check_alpha, check_number, fail
+from spatialdp._validation import check_alpha, check_count, check_number, fail
+from spatialdp.exceptions import InvalidInput
 from spatialdp.privacy import accuracy as _acc
 from spatialdp.privacy._exact import rational_scale
+from spatialdp.privacy._lattice import headroom_scale, lattice_laplace, mechanism_exponent
+from spatialdp.privacy._noise_input import as_values, float_out
 from spatialdp.privacy.calibration import gaussian_sigma, laplace_scale
 from spatialdp.privacy.release import (
     RELEASE_BY_KIND,
@@ -255,9 +269,14 @@ class LaplaceMechanism(_Mechanism):
     epsilon, sensitivity : float
         As given (Python floats).
     scale : float
-        ``b =`` :func:`~spatialdp.privacy.calibration.laplace_scale` ``(sensitivity,
-        epsilon)``: the smallest float with ``b * Decimal(repr(epsilon)) >=
+        Integer noise (``discrete=True``): ``b =``
+        :func:`~spatialdp.privacy.calibration.laplace_scale` ``(sensitivity,
+        epsilon)``, the smallest float with ``b * Decimal(repr(epsilon)) >=
         sensitivity``, so the loss never exceeds the epsilon the ledger charges.
+        Real noise: the smallest float with ``b * Decimal(repr(epsilon)) >=
+        sensitivity * (1 + 2**-24)``; the headroom pays for rounding the values
+        to the release lattice (see :meth:`lattice_step`), so the loss is still
+        at most epsilon, exactly.
     privacy_loss : PrivacyLoss
         ``PrivacyLoss("pure", epsilon)``.
     kind : str
@@ -277,6 +296,8 @@ class LaplaceMechanism(_Mechanism):
     dtype('int64')
     >>> round(LaplaceMechanism(1.0).error_bar(alpha=0.05), 4)  # b * ln(1 / alpha)
     2.9957
+    >>> LaplaceMechanism(1.0).scale  # real noise: 1 + 2**-24 of headroom for the lattice
+    1.0000000596046448
     """
 
     __slots__ = ()
@@ -285,13 +306,57 @@ class LaplaceMechanism(_Mechanism):
     _family = "laplace"
 
     def __init__(self, epsilon: float, sensitivity: float = 1.0, discrete: bool = False) -> None:
-        scale = laplace_scale(sensitivity, epsilon)  # validates both
+        integer = isinstance(discrete, (bool, np.bool_)) and bool(discrete)
+        scale = (laplace_scale if integer else headroom_scale)(sensitivity, epsilon)  # validates
         self._setup(float(epsilon), float(sensitivity), scale, discrete)
 
     @property
     def epsilon(self) -> float:
         """The pure-DP epsilon of one release."""
         return self._budget
+
+    def lattice_step(self, size: int) -> float:
+        """Return the lattice step of a real-valued release of ``size`` values.
+
+        The largest power of two ``step`` with ``(sensitivity + size * step) /
+        scale <= epsilon`` exactly (epsilon as the decimal the ledger charges):
+        each value is rounded to a multiple of ``step`` before the noise, which
+        can move one client's influence by ``size * step`` more in L1. Public
+        parameters only, so a pipeline can call it before charging the ledger.
+
+        Raises
+        ------
+        InvalidInput
+            If the noise would exceed ``2**56`` lattice units (more than about
+            ``2**31 * epsilon`` values in one release), or the mechanism is
+            discrete (integer noise has no lattice).
+
+        Examples
+        --------
+        >>> LaplaceMechanism(1.0).lattice_step(1000)
+        5.820766091346741e-11
+        """
+        if self._discrete:
+            raise InvalidInput(f"{self!r} adds integer noise to integer counts: there is no "
+                               "lattice step; use a real-valued mechanism (discrete=False)")
+        size = check_count(size, "size")
+        return math.ldexp(1.0, mechanism_exponent(self.scale, self.sensitivity, self.epsilon,
+                                                  size))
+
+    def release(self, x: Any) -> Any:
+        """Return ``x`` noised for publication (OS entropy; no seed accepted).
+
+        ``x`` is a scalar, an array of any shape (e.g. ``(n,)`` or ``(n, k)``)
+        or a scipy.sparse array; the output has its shape (int64 when discrete).
+        Real values are rounded to the lattice of :meth:`lattice_step` and get
+        exact discrete Laplace noise of ``scale`` (in lattice units
+        ``scale / step``); the release is epsilon-DP exactly.
+        """
+        if self._discrete:
+            return super().release(x)
+        arr = as_values(x)
+        e = mechanism_exponent(self.scale, self.sensitivity, self.epsilon, arr.size)
+        return float_out(lattice_laplace(arr, self.scale, e), x)
 
 
 class GaussianMechanism(_Mechanism):

@@ -11,10 +11,15 @@ values and subtract the noise everywhere. The samplers are also
 floating-point safe:
 
 * :func:`release_discrete_laplace` - exact integer (two-sided geometric) noise
-  from our vectorised Canonne-Kamath-Steinke sampler with integer arithmetic
-  (about a million cells in well under a second);
-* :func:`release_laplace`, :func:`release_gaussian` - real-valued noise through
-  OpenDP's floating-point-safe measurements;
+  from our vectorised exact table-inversion sampler with integer arithmetic
+  (:mod:`spatialdp.privacy._exact`; a million cells in a few hundredths of a
+  second, at every scale);
+* :func:`release_laplace` - real-valued Laplace noise as exact discrete
+  Laplace noise on a fine fixed-point lattice (:mod:`spatialdp.privacy._lattice`,
+  the way OpenDP releases floats, vectorised: about a million values in a
+  tenth of a second);
+* :func:`release_gaussian` - real-valued Gaussian noise through OpenDP's
+  floating-point-safe measurement (slow: about 50,000 values a second);
 * :func:`release_discrete_gaussian` - exact integer Gaussian noise through OpenDP.
 
 **Simulation** (:mod:`spatialdp.privacy.simulate`). The same distributions from
@@ -45,12 +50,14 @@ Examples
 from __future__ import annotations
 
 from collections.abc import Callable
+from fractions import Fraction
 from typing import Any, overload
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from spatialdp.privacy._exact import discrete_laplace_noise, rational_scale
+from spatialdp.privacy._exact import discrete_laplace_noise
+from spatialdp.privacy._lattice import lattice_laplace, standalone_exponent
 from spatialdp.privacy._noise_input import (
     ScalarInt,
     ScalarReal,
@@ -58,6 +65,7 @@ from spatialdp.privacy._noise_input import (
     as_counts,
     as_values,
     check_scale,
+    float_out,
     int_out,
     is_scalar,
 )
@@ -81,15 +89,11 @@ def release_discrete_laplace(counts: Any, scale: float) -> Any:
 
     The noise has ``P(z) = (1 - a) / (1 + a) * a**|z|`` with ``a = exp(-1/scale)``
     (a two-sided geometric), which is ``(sensitivity / scale)``-DP for
-    integer queries of L1 sensitivity ``sensitivity``. Sampling is exact:
-    Canonne-Kamath-Steinke (2020) Algorithm 2 with integer arithmetic only,
-    vectorised over the array, fed by :func:`os.urandom`.
-
-    The scale is used as an exact rational (see :func:`rational_scale`): if
-    the float is not a rational with numerator below ``2**32`` it is rounded
-    UP to ``ceil(scale * 2**k) / 2**k`` (relative change below ``2**-20`` for
-    scales above about ``2**-40``; tiny scales are rounded up further, to
-    ``2**-62`` at least), which can only lower the privacy loss.
+    integer queries of L1 sensitivity ``sensitivity``. Sampling is exact, at
+    the exact value of the float ``scale``: a uniform sign and a geometric
+    magnitude drawn by lazy inversion against bracketed thresholds, integer
+    arithmetic only, vectorised over the array, fed by :func:`os.urandom`
+    (see :mod:`spatialdp.privacy._exact`).
 
     Parameters
     ----------
@@ -120,7 +124,7 @@ def release_discrete_laplace(counts: Any, scale: float) -> Any:
     """
     b = check_scale(scale, "scale")
     arr = as_counts(counts)
-    noise = discrete_laplace_noise(arr.size, rational_scale(b)).reshape(arr.shape)
+    noise = discrete_laplace_noise(arr.size, Fraction(b)).reshape(arr.shape)
     return int_out(arr + noise, counts)
 
 
@@ -130,6 +134,7 @@ def _opendp_release(x: Any, arr: NDArray[Any], scale: float, *, gaussian: bool) 
     ``make_gaussian`` (L2 distance) if ``gaussian`` else ``make_laplace`` (L1
     distance), over 64-bit integers when ``arr`` is int64 and finite floats
     otherwise; scalar input uses an atom domain with the absolute distance.
+    Only the Gaussian releases use it now.
     """
     import opendp.prelude as dp
 
@@ -159,13 +164,18 @@ def release_laplace(values: ArrayLike | Sparse, scale: float) -> NDArray[np.floa
 
 
 def release_laplace(values: Any, scale: float) -> Any:
-    """Add Laplace noise to real values, for publication (OpenDP, floating-point safe).
+    """Add Laplace noise to real values, for publication (exact lattice noise, floating-point safe).
 
-    Uses :func:`opendp.measurements.make_laplace` on a float vector domain
-    (scalar input: a float atom domain). OpenDP samples on a fine dyadic grid
-    so that the floating-point output keeps the stated privacy guarantee. It is
-    slower than :func:`release_discrete_laplace` (roughly 50,000 values per
-    second); for counts use the discrete release.
+    Each value is rounded to a fixed-point lattice of step ``2**e`` and gets
+    exact discrete Laplace noise of ``scale / 2**e`` lattice units (integer
+    arithmetic, OS entropy); the result is the noisy lattice point as a float
+    (exactly, while below ``2**53`` lattice units). See
+    :mod:`spatialdp.privacy._lattice`. The step is the largest power of two
+    with ``d * step <= 2**-24 * scale`` for ``d`` values, so for a query of L1
+    sensitivity ``Delta`` the release is ``(Delta / scale + 2**-24)``-DP (the
+    lattice rounding adds at most ``d * step`` to the sensitivity).
+    :class:`~spatialdp.privacy.noise.LaplaceMechanism` calibrates the scale
+    with headroom instead and charges its epsilon exactly: prefer it.
 
     Parameters
     ----------
@@ -183,7 +193,8 @@ def release_laplace(values: Any, scale: float) -> Any:
     Raises
     ------
     InvalidInput
-        On a non-positive/non-finite scale or non-finite values.
+        On a non-positive/non-finite scale or non-finite values, or more than
+        about ``2**31`` values in one release.
 
     Examples
     --------
@@ -192,9 +203,13 @@ def release_laplace(values: Any, scale: float) -> Any:
     ((2,), dtype('float64'))
     >>> isinstance(release_laplace(3.0, scale=0.5), float)
     True
+    >>> step = 2.0**-24  # one value at scale 1: the largest step with d * step <= 2**-24 * scale
+    >>> bool(release_laplace(0.1, scale=1.0) / step % 1 == 0)  # on the lattice
+    True
     """
     b = check_scale(scale, "scale")
-    return _opendp_release(values, as_values(values), b, gaussian=False)
+    arr = as_values(values)
+    return float_out(lattice_laplace(arr, b, standalone_exponent(b, arr.size)), values)
 
 
 @overload
