@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import pickle
 import warnings
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import shapely
 
 from spatialdp.exceptions import CRSError, InvalidCells, InvalidInput, PartitionMismatch
 from spatialdp.geo import UnassignedPointsWarning, _io
-from spatialdp.geo._interior import InteriorCellIndex
+from spatialdp.geo._grid import GridIndex
 from spatialdp.geo.partition import Partition
 
 # --------------------------------------------------------------------------- building
@@ -371,24 +372,38 @@ def test_require_version(colorado_h3: Partition, states_partition: Partition) ->
 
 
 @pytest.fixture
-def shortcut(monkeypatch: pytest.MonkeyPatch) -> list[np.ndarray]:
-    """Record what every interior-cell lookup answered (-1: left to the exact test)."""
+def grid_calls(monkeypatch: pytest.MonkeyPatch) -> list[np.ndarray]:
+    """Record the cell labels of every grid lookup (<= -2: left to the exact test)."""
     answers: list[np.ndarray] = []
-    real_lookup = InteriorCellIndex.lookup
+    real_lookup = GridIndex.lookup
 
-    def spy(self: InteriorCellIndex, lon: np.ndarray, lat: np.ndarray) -> np.ndarray:
-        positions = real_lookup(self, lon, lat)
-        answers.append(positions.copy())
-        return positions
+    def spy(self: GridIndex, lon: np.ndarray, lat: np.ndarray) -> np.ndarray:
+        answers.append(self.cell_labels(lon, lat))
+        return real_lookup(self, lon, lat)
 
-    monkeypatch.setattr(InteriorCellIndex, "lookup", spy)
+    monkeypatch.setattr(GridIndex, "lookup", spy)
     return answers
 
 
-def test_interior_cell_shortcut_is_exact_near_borders(
-    states: gpd.GeoDataFrame, shortcut: list[np.ndarray]
+def first_region_by_sjoin(part: Partition, lon: np.ndarray, lat: np.ndarray) -> np.ndarray:
+    """Return the id of the first region (partition order) each point intersects, or None."""
+    pts = gpd.GeoDataFrame(geometry=gpd.points_from_xy(lon, lat), crs=4326)
+    joined = gpd.sjoin(pts, part.regions.reset_index()[["region_id", "geometry"]],
+                       how="left", predicate="intersects")
+    first = joined.sort_values("index_right").groupby(level=0).region_id.first()
+    return first.reindex(range(lon.size)).to_numpy(dtype=object)
+
+
+def assert_same_ids(got: np.ndarray, expected: np.ndarray) -> None:
+    assert (pd.isna(got) == pd.isna(expected)).all()
+    ok = ~pd.isna(expected)
+    assert (got[ok] == expected[ok]).all()
+
+
+def test_grid_index_is_exact_near_borders(
+    states: gpd.GeoDataFrame, grid_calls: list[np.ndarray]
 ) -> None:
-    """Large batches use interior H3 cells first; the answer must equal sjoin's."""
+    """Large batches go through the grid index; the answer must equal sjoin's."""
     part = Partition.from_geodataframe(states, "state")
     rng = np.random.default_rng(4)
     border = states.boundary.union_all()
@@ -399,23 +414,16 @@ def test_interior_cell_shortcut_is_exact_near_borders(
     lon = shapely.get_x(along) + jitter[:, 0]
     lat = shapely.get_y(along) + jitter[:, 1]
     result = part.assign(lon=lon, lat=lat)
-    # The shortcut ran once over the whole batch and labelled a good share of it
-    # (the rest, within its 2 km margin of a border, went to the exact test).
-    assert len(shortcut) == 1
-    assert shortcut[0].size == 60_000
-    assert (shortcut[0] >= 0).sum() > 2_000  # about 4,700 of the 60,000
-    pts = gpd.GeoDataFrame(geometry=gpd.points_from_xy(lon, lat), crs=4326)
-    joined = gpd.sjoin(pts, part.regions.reset_index()[["region_id", "geometry"]],
-                       how="left", predicate="intersects")
-    first = joined.sort_values("index_right").groupby(level=0).region_id.first()
-    expected = first.reindex(range(60_000)).to_numpy(dtype=object)
-    got = result.ids()
-    assert (pd.isna(got) == pd.isna(expected)).all()
-    ok = ~pd.isna(expected)
-    assert (got[ok] == expected[ok]).all()
+    # The grid ran once over the whole batch and labelled a good share of it by
+    # arithmetic; the rest, in cells a border crosses, went to the exact test.
+    assert len(grid_calls) == 1
+    labels = grid_calls[0]
+    assert labels.size == 60_000
+    assert 0.2 < (labels > -2).mean() < 0.9
+    assert_same_ids(result.ids(), first_region_by_sjoin(part, lon, lat))
 
 
-def test_interior_shortcut_respects_overlapping_regions(shortcut: list[np.ndarray]) -> None:
+def test_grid_index_respects_overlapping_regions(grid_calls: list[np.ndarray]) -> None:
     frame = gpd.GeoDataFrame(
         {"id": ["a", "b"]}, geometry=[shapely.box(0, 0, 2, 2), shapely.box(1, 1, 3, 3)], crs=4326
     )
@@ -430,10 +438,35 @@ def test_interior_shortcut_respects_overlapping_regions(shortcut: list[np.ndarra
     assert set(ids[:40_000]) == {"a"}  # first region wins, as in sjoin
     assert set(ids[40_000:50_000]) == {"a"}
     assert set(ids[50_000:]) == {"b"}
-    # The shortcut ran: it labelled the points inside one region only, and left every
-    # point of the overlap to the exact test.
-    assert len(shortcut) == 1
-    answer = shortcut[0]
-    assert (answer[:40_000] == -1).all()
-    assert (answer[40_000:50_000] == 0).all()
-    assert (answer[50_000:] == 1).all()
+    # The grid labelled the points far from the borders, overlap included.
+    assert len(grid_calls) == 1
+    labels = grid_calls[0]
+    assert (labels[:40_000] == 0).mean() > 0.95
+    assert (labels[50_000:] == 1).mean() > 0.95
+
+
+def test_grid_index_built_once_and_not_pickled(states_partition: Partition,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    part = Partition.from_geodataframe(states_partition.regions.reset_index(), "region_id")
+    builds: list[int] = []
+    real_build = GridIndex.build.__func__  # type: ignore[attr-defined]
+
+    def counting(cls: type[GridIndex], *args: object) -> GridIndex:
+        builds.append(1)
+        return real_build(cls, *args)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(GridIndex, "build", classmethod(counting))
+    rng = np.random.default_rng(5)
+    lon, lat = rng.uniform(-125, -66, 30_000), rng.uniform(24, 50, 30_000)
+    first = part.assign(lon=lon, lat=lat).positions  # exact test only: 30,000 points seen
+    assert builds == []
+    second = part.assign(lon=lon, lat=lat).positions  # 60,000 seen: the grid is built
+    third = part.assign(lon=lon, lat=lat).positions
+    assert builds == [1]
+    np.testing.assert_array_equal(first, second)
+    np.testing.assert_array_equal(first, third)
+    clone = pickle.loads(pickle.dumps(part))
+    assert clone._grid is None
+    assert clone._tree is None
+    assert clone == part
+    np.testing.assert_array_equal(clone.assign(lon=lon, lat=lat).positions, first)

@@ -31,8 +31,8 @@ from spatialdp.geo._checks import (
     region_ids_of,
     short_repr,
 )
+from spatialdp.geo._grid import GridIndex
 from spatialdp.geo._h3_methods import H3Methods
-from spatialdp.geo._interior import InteriorCellIndex
 from spatialdp.geo._neighbours import adjacency
 from spatialdp.geo._tables import join_values
 from spatialdp.geo.results import Assignment, CellIncidence
@@ -97,9 +97,21 @@ class Partition(H3Methods):
         self.regions = gpd.GeoDataFrame(
             {"geometry": geometry}, index=pd.Index(ids, name="region_id"), crs=LONLAT_EPSG
         )
+        # Lookup structures, each built on first use and kept (never pickled).
         self._tree: shapely.STRtree | None = None
-        self._interior: InteriorCellIndex | None = None
+        self._geoms: NDArray[np.object_] | None = None
+        self._grid: GridIndex | None = None
+        self._cell_index: pd.Index | None = None
+        self._points_seen = 0
         self.version = self._content_hash()
+
+    _CACHES = ("_tree", "_geoms", "_grid", "_cell_index")
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state.update(dict.fromkeys(self._CACHES))
+        state["_points_seen"] = 0
+        return state
 
     # ------------------------------------------------------------------ building
     @classmethod
@@ -335,9 +347,13 @@ class Partition(H3Methods):
         """Find the region of every point, vectorised; points in no region are reported.
 
         Give either a point GeoDataFrame/GeoSeries in EPSG:4326 or ``lon`` and ``lat``.
-        H3 partitions index all points at once (h3ronpy) and look the cells up with a
-        binary search; polygon partitions query an STRtree. A point on a border shared
-        by two polygons goes to the region that comes first in partition order.
+        H3 partitions index all points at once (h3ronpy) and look the cells up in a
+        hash table. Polygon partitions test points exactly with prepared geometries:
+        after the first 50,000 points, a grid index built once and kept on the
+        partition labels the points away from borders by arithmetic and leaves only
+        those near a border to the exact test. A point on a border (or in an overlap)
+        of two polygons goes to the region that comes first in partition order, as
+        the first match of ``geopandas.sjoin(..., predicate="intersects")`` would.
 
         Parameters
         ----------
@@ -368,12 +384,33 @@ class Partition(H3Methods):
     def _lookup_cells(self, cells: NDArray[np.uint64]) -> NDArray[np.int64]:
         return _assign.lookup_cells(self.cells, cells)
 
+    def _cell_positions(self, cells: NDArray[np.uint64]) -> NDArray[np.int64]:
+        """Return the position of each cell among the partition's cells, -1 if absent."""
+        if self._cell_index is None:
+            self._cell_index = pd.Index(self.cells)
+        found = self._cell_index.get_indexer(pd.Index(cells, copy=False))
+        return np.asarray(found, dtype=np.int64)
+
     @property
     def tree(self) -> shapely.STRtree:
         """STRtree over the region geometries (built once)."""
         if self._tree is None:
-            self._tree = shapely.STRtree(self.regions.geometry.values)
+            self._tree = shapely.STRtree(self._prepared_geometries())
         return self._tree
+
+    def _prepared_geometries(self) -> NDArray[np.object_]:
+        """Return the region geometries as an object array, prepared (built once)."""
+        if self._geoms is None:
+            geoms = np.asarray(self.regions.geometry.values, dtype=object)
+            shapely.prepare(geoms)
+            self._geoms = geoms
+        return self._geoms
+
+    def _grid_index(self) -> GridIndex:
+        """Return the grid index of a polygon partition (built once)."""
+        if self._grid is None:
+            self._grid = GridIndex.build(self._prepared_geometries(), self.tree)
+        return self._grid
 
     # ------------------------------------------------------------------ neighbours
     def adjacency(self) -> sparse.csr_array:

@@ -1,0 +1,280 @@
+"""Exact point-in-polygon for large batches: a regular lon/lat grid over the regions.
+
+A grid of about a million cells is laid over the partition's bounding box.
+Every cell that a region border passes through (or comes within
+:data:`EDGE_PAD` degrees of) is *mixed*; the others are *pure*: a border-free
+cell lies wholly inside or wholly outside each region, and so does every cell
+joined to it through border-free cells. The pure cells are therefore labelled
+by connected components (:func:`scipy.ndimage.label`), one exact test of a
+cell centre per component, and keep the region they lie in (the first in
+partition order where regions overlap) or -1.
+
+A point is then labelled by arithmetic alone (its cell's label) unless its
+cell is mixed; only those points, usually a few percent, are tested exactly
+with prepared geometries (:func:`shapely.intersects_xy`) against the cell's
+few candidate regions: those whose border crosses the cell, and any that
+contain the whole cell. The answer is the one the exact test gives everywhere,
+borders and holes included; the grid only decides which points need the test.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import shapely
+from numpy.typing import NDArray
+from scipy import ndimage
+
+__all__ = ["EDGE_PAD", "MAX_GRID_CELLS", "GridIndex", "exact_positions", "first_hits"]
+
+#: Cells are sized so that the band of mixed cells along the borders covers about
+#: this share of the bounding box...
+MIXED_SHARE = 0.02
+#: ...with at most this many cells (4 bytes each) and at least this many.
+MAX_GRID_CELLS = 1 << 22
+MIN_GRID_CELLS = 1 << 10
+#: A border within this many degrees of a cell makes it mixed: far more than the
+#: rounding error of a point's cell index (about 1e-13 degrees), far less than a cell.
+EDGE_PAD = 1e-9
+_MIN_CELL_DEGREES = 1000 * EDGE_PAD
+
+
+def first_hits(owner: NDArray[np.int64], region: NDArray[np.int64],
+               hit: NDArray[np.bool_], size: int) -> NDArray[np.int64]:
+    """Return, for each of ``size`` owners, the first region whose test ``hit``, else -1.
+
+    ``owner`` must be sorted, and ``region`` ascending within each owner: the first
+    hit is then the region that comes first in partition order.
+    """
+    out = np.full(size, -1, dtype=np.int64)
+    who, where = owner[hit], region[hit]
+    if who.size:
+        first = np.ones(who.size, dtype=bool)
+        first[1:] = who[1:] != who[:-1]
+        out[who[first]] = where[first]
+    return out
+
+
+def exact_positions(geoms: NDArray[np.object_], tree: shapely.STRtree,
+                    lon: NDArray[np.float64], lat: NDArray[np.float64]) -> NDArray[np.int64]:
+    """Return the first region (in partition order) each point intersects, -1 if none.
+
+    Bounding-box candidates come from ``tree``; each is tested with the prepared
+    geometry. ``geoms`` must be the tree's geometries, prepared.
+    """
+    if lon.size == 0:
+        return np.empty(0, dtype=np.int64)
+    point_idx, region_idx = tree.query(shapely.points(lon, lat))
+    order = np.lexsort((region_idx, point_idx))
+    point_idx, region_idx = point_idx[order], region_idx[order]
+    hit = shapely.intersects_xy(geoms[region_idx], lon[point_idx], lat[point_idx])
+    return first_hits(point_idx, region_idx, hit, lon.size)
+
+
+@dataclass(frozen=True, eq=False)
+class GridIndex:
+    """Cell labels of a lon/lat grid, and the candidate regions of its mixed cells.
+
+    ``labels`` holds, per cell (row-major, south to north), the region position of a
+    pure cell, -1 for a pure cell outside every region, or ``-2 - k`` for the
+    ``k``-th mixed cell, whose candidates are
+    ``candidates[offsets[k]:offsets[k + 1]]`` (ascending).
+    """
+
+    west: float
+    south: float
+    east: float
+    north: float
+    nx: int
+    ny: int
+    labels: NDArray[np.int32]
+    offsets: NDArray[np.int64]
+    candidates: NDArray[np.int64]
+    geoms: NDArray[np.object_]
+
+    @property
+    def inv_dx(self) -> float:
+        """Cells per degree of longitude."""
+        return self.nx / (self.east - self.west)
+
+    @property
+    def inv_dy(self) -> float:
+        """Cells per degree of latitude."""
+        return self.ny / (self.north - self.south)
+
+    @property
+    def n_mixed(self) -> int:
+        """Number of mixed cells."""
+        return int(self.offsets.size - 1)
+
+    @property
+    def nbytes(self) -> int:
+        """Memory held by the index arrays (not the geometries)."""
+        return int(self.labels.nbytes + self.offsets.nbytes + self.candidates.nbytes)
+
+    # ------------------------------------------------------------------ building
+    @classmethod
+    def build(cls, geoms: NDArray[np.object_], tree: shapely.STRtree) -> GridIndex:
+        """Build the grid over ``geoms`` (valid (multi)polygons; ``tree`` is their STRtree).
+
+        The geometries are prepared in place (:func:`shapely.prepare`).
+        """
+        shapely.prepare(geoms)
+        west, south, east, north = (float(v) for v in shapely.total_bounds(geoms))
+        seg_region, x0, y0, x1, y1 = _border_segments(geoms)
+        nx, ny = _grid_shape(east - west, north - south, float(np.hypot(x1 - x0, y1 - y0).sum()))
+        east = max(east, west + nx * _MIN_CELL_DEGREES)
+        north = max(north, south + ny * _MIN_CELL_DEGREES)
+        grid = cls(west, south, east, north, nx, ny, np.empty(0, dtype=np.int32),
+                   np.zeros(1, dtype=np.int64), np.empty(0, dtype=np.int64), geoms)
+        mixed, crossing_offsets, crossing = grid._mixed_cells(seg_region, x0, y0, x1, y1,
+                                                              len(geoms))
+        labels = grid._pure_labels(mixed, tree)
+        offsets, candidates = grid._candidates(mixed, crossing_offsets, crossing, tree)
+        labels[mixed] = (-2 - np.arange(mixed.size)).astype(np.int32)
+        return cls(west, south, east, north, nx, ny, labels, offsets, candidates, geoms)
+
+    def _cell_range(self, lo: NDArray[np.float64], hi: NDArray[np.float64], origin: float,
+                    scale: float, n: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        first = np.floor((lo - EDGE_PAD - origin) * scale)
+        last = np.floor((hi + EDGE_PAD - origin) * scale)
+        return (np.clip(first, 0, n - 1).astype(np.int64),
+                np.clip(last, 0, n - 1).astype(np.int64))
+
+    def _mixed_cells(self, seg_region: NDArray[np.int64], x0: NDArray[np.float64],
+                     y0: NDArray[np.float64], x1: NDArray[np.float64], y1: NDArray[np.float64],
+                     n_regions: int
+                     ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
+        """Return the mixed cells (sorted) and, per mixed cell, the regions whose border crosses it.
+
+        Each border segment is cut into pieces shorter than half a cell; a piece,
+        widened by :data:`EDGE_PAD`, lies within a block of at most 2 x 2 cells,
+        which are all marked: a superset of the cells the border comes near.
+        """
+        span = np.maximum(np.abs(x1 - x0) * self.inv_dx, np.abs(y1 - y0) * self.inv_dy)
+        pieces = (np.floor(2.0 * span) + 1).astype(np.int64)
+        seg = np.repeat(np.arange(pieces.size), pieces)
+        step = np.arange(seg.size) - np.repeat(np.cumsum(pieces) - pieces, pieces)
+        t0 = step / pieces[seg]
+        t1 = (step + 1) / pieces[seg]
+        dx, dy = (x1 - x0)[seg], (y1 - y0)[seg]
+        ax, ay = x0[seg] + t0 * dx, y0[seg] + t0 * dy
+        bx, by = x0[seg] + t1 * dx, y0[seg] + t1 * dy
+        ix0, ix1 = self._cell_range(np.minimum(ax, bx), np.maximum(ax, bx), self.west,
+                                    self.inv_dx, self.nx)
+        iy0, iy1 = self._cell_range(np.minimum(ay, by), np.maximum(ay, by), self.south,
+                                    self.inv_dy, self.ny)
+        region = seg_region[seg]
+        keys = np.concatenate([(iy * self.nx + ix) * n_regions + region
+                               for ix in (ix0, ix1) for iy in (iy0, iy1)])
+        keys = np.unique(keys)
+        cells, crossing = np.divmod(keys, n_regions)
+        mixed, starts = np.unique(cells, return_index=True)
+        offsets = np.append(starts, cells.size).astype(np.int64)
+        return mixed, offsets, crossing
+
+    def _centres(self, cells: NDArray[np.int64]) -> tuple[NDArray[np.float64],
+                                                          NDArray[np.float64]]:
+        iy, ix = np.divmod(cells, self.nx)
+        return (self.west + (ix + 0.5) / self.inv_dx, self.south + (iy + 0.5) / self.inv_dy)
+
+    def _pure_labels(self, mixed: NDArray[np.int64], tree: shapely.STRtree) -> NDArray[np.int32]:
+        """Label every pure cell by its connected component's region (mixed cells: -1)."""
+        free = np.ones(self.nx * self.ny, dtype=bool)
+        free[mixed] = False
+        components, _ = ndimage.label(free.reshape(self.ny, self.nx))
+        flat = components.ravel()
+        # ndimage numbers components in raster order of their first cell, so a cell
+        # starts a component where its label exceeds every label before it.
+        seen = np.maximum.accumulate(flat)
+        starts = np.flatnonzero(flat[1:] > seen[:-1]) + 1
+        if flat[0] > 0:
+            starts = np.concatenate([[0], starts])
+        cx, cy = self._centres(starts)
+        region = np.concatenate([[-1], exact_positions(self.geoms, tree, cx, cy)])
+        labels = region[flat].astype(np.int32)
+        del components, flat, seen
+        return labels
+
+    def _candidates(self, mixed: NDArray[np.int64], crossing_offsets: NDArray[np.int64],
+                    crossing: NDArray[np.int64], tree: shapely.STRtree
+                    ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """Return the candidates of each mixed cell: regions crossing it or containing it.
+
+        A region whose border does not come near a cell holds all of it or none of
+        it, as its centre tells; containing regions matter only where regions overlap.
+        """
+        n = len(self.geoms)
+        owner = np.repeat(np.arange(mixed.size), np.diff(crossing_offsets))
+        crossing_keys = owner * n + crossing
+        cx, cy = self._centres(mixed)
+        cell_idx, region_idx = tree.query(shapely.points(cx, cy))
+        keys = cell_idx * n + region_idx
+        rest = ~np.isin(keys, crossing_keys, assume_unique=True)
+        cell_idx, region_idx = cell_idx[rest], region_idx[rest]
+        inside = shapely.intersects_xy(self.geoms[region_idx], cx[cell_idx], cy[cell_idx])
+        keys = np.sort(np.concatenate([crossing_keys, keys[rest][inside]]))
+        owners, candidates = np.divmod(keys, n)
+        offsets = np.searchsorted(owners, np.arange(mixed.size + 1)).astype(np.int64)
+        return offsets, candidates.astype(np.int64)
+
+    # ------------------------------------------------------------------ lookup
+    def cell_labels(self, lon: NDArray[np.float64], lat: NDArray[np.float64]
+                    ) -> NDArray[np.int64]:
+        """Return the label of each point's cell: a region, -1, or ``-2 - k`` (mixed cell k)."""
+        fx = (lon - self.west) * self.inv_dx
+        fy = (lat - self.south) * self.inv_dy
+        inside = (fx >= 0) & (fy >= 0) & (lon <= self.east) & (lat <= self.north)
+        cell = np.minimum(fy.astype(np.int64), self.ny - 1) * self.nx
+        cell += np.minimum(fx.astype(np.int64), self.nx - 1)
+        cell[~inside] = 0
+        out = self.labels[cell].astype(np.int64)
+        out[~inside] = -1
+        return out
+
+    def lookup(self, lon: NDArray[np.float64], lat: NDArray[np.float64]) -> NDArray[np.int64]:
+        """Return the first region (in partition order) each point lies in, -1 if none."""
+        out = self.cell_labels(lon, lat)
+        todo = np.flatnonzero(out <= -2)
+        if todo.size:
+            k = -2 - out[todo]
+            starts = self.offsets[k]
+            counts = self.offsets[k + 1] - starts
+            owner = np.repeat(np.arange(todo.size), counts)
+            first = np.repeat(starts - (np.cumsum(counts) - counts), counts)
+            region = self.candidates[first + np.arange(owner.size)]
+            point = todo[owner]
+            hit = shapely.intersects_xy(self.geoms[region], lon[point], lat[point])
+            out[todo] = first_hits(owner, region, hit, todo.size)
+        return out
+
+
+def _grid_shape(width: float, height: float, border_length: float) -> tuple[int, int]:
+    """Return (nx, ny) for square cells whose mixed band covers about MIXED_SHARE."""
+    width = max(width, _MIN_CELL_DEGREES)
+    height = max(height, _MIN_CELL_DEGREES)
+    area = width * height
+    # The band is about 1.75 cells wide along each border, which border_length
+    # counts twice where two regions share it.
+    size = MIXED_SHARE * area / max(0.9 * border_length, 1e-300)
+    size = float(np.clip(size, np.sqrt(area / MAX_GRID_CELLS), np.sqrt(area / MIN_GRID_CELLS)))
+    size = max(size, _MIN_CELL_DEGREES)
+    while True:
+        nx = int(np.ceil(width / size))
+        ny = int(np.ceil(height / size))
+        if nx * ny <= MAX_GRID_CELLS:
+            return nx, ny
+        size *= 1.01 * np.sqrt(nx * ny / MAX_GRID_CELLS)
+
+
+def _border_segments(geoms: NDArray[np.object_]
+                     ) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.float64],
+                                NDArray[np.float64], NDArray[np.float64]]:
+    """Return every ring segment of the polygons: its region and end points."""
+    rings, region = shapely.get_parts(shapely.boundary(geoms), return_index=True)
+    coords, ring = shapely.get_coordinates(rings, return_index=True)
+    same = ring[1:] == ring[:-1]
+    start = np.flatnonzero(same)
+    return (region[ring[start]].astype(np.int64), coords[start, 0], coords[start, 1],
+            coords[start + 1, 0], coords[start + 1, 1])

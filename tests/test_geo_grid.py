@@ -1,0 +1,186 @@
+"""The grid index behind polygon Partition.assign gives exactly shapely's answer.
+
+Every check compares three things point by point: the grid lookup, the exact
+path (STRtree bounding boxes + prepared geometries) and a shapely reference
+(``geopandas.sjoin(predicate="intersects")``, first region in partition order).
+The points include polygon vertices, points on edges and shared borders,
+points in holes and on islands, and points on the grid's own cell lines.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import geopandas as gpd
+import numpy as np
+import pandas as pd
+import pytest
+import shapely
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from spatialdp.geo import h3cells
+from spatialdp.geo._grid import GridIndex, exact_positions
+from spatialdp.geo.partition import Partition
+
+
+def reference(geoms: np.ndarray, lon: np.ndarray, lat: np.ndarray) -> np.ndarray:
+    """Return the first geometry (by position) each point intersects, -1 if none (sjoin)."""
+    pts = gpd.GeoDataFrame(geometry=gpd.points_from_xy(lon, lat), crs=4326)
+    regions = gpd.GeoDataFrame({"pos": np.arange(len(geoms))}, geometry=list(geoms), crs=4326)
+    joined = gpd.sjoin(pts, regions, how="inner", predicate="intersects")
+    first = joined.groupby(level=0).pos.min()
+    return first.reindex(range(lon.size), fill_value=-1).to_numpy(dtype=np.int64)
+
+
+def awkward_points(geoms: np.ndarray, grid: GridIndex, rng: np.random.Generator,
+                   n_random: int = 20_000) -> tuple[np.ndarray, np.ndarray]:
+    """Return random points plus vertices, points on edges and on the grid's cell lines."""
+    west, south, east, north = shapely.total_bounds(geoms)
+    pad_x, pad_y = 0.1 * (east - west), 0.1 * (north - south)
+    lon = [rng.uniform(west - pad_x, east + pad_x, n_random)]
+    lat = [rng.uniform(south - pad_y, north + pad_y, n_random)]
+    rings = shapely.get_parts(shapely.boundary(geoms))
+    vertices = shapely.get_coordinates(rings)
+    lon.append(vertices[:, 0])
+    lat.append(vertices[:, 1])
+    on_edges = shapely.line_interpolate_point(rings[rng.integers(0, rings.size, 5_000)],
+                                              rng.uniform(0, 1, 5_000), normalized=True)
+    lon.append(shapely.get_x(on_edges))
+    lat.append(shapely.get_y(on_edges))
+    # Points on vertical and horizontal cell lines, and on the grid's outer edges.
+    columns = rng.integers(0, grid.nx + 1, 3_000)
+    lon.append(np.minimum(grid.west + columns / grid.inv_dx, grid.east))
+    lat.append(rng.uniform(south, north, 3_000))
+    rows = rng.integers(0, grid.ny + 1, 3_000)
+    lon.append(rng.uniform(west, east, 3_000))
+    lat.append(np.minimum(grid.south + rows / grid.inv_dy, grid.north))
+    lon.append(np.array([west, east, west, east]))
+    lat.append(np.array([south, north, north, south]))
+    return np.concatenate(lon), np.concatenate(lat)
+
+
+def check_exact(geoms: Any, seed: int = 0, n_random: int = 20_000) -> GridIndex:
+    geoms = np.asarray(geoms, dtype=object)
+    tree = shapely.STRtree(geoms)
+    grid = GridIndex.build(geoms, tree)
+    lon, lat = awkward_points(geoms, grid, np.random.default_rng(seed), n_random)
+    expected = reference(geoms, lon, lat)
+    np.testing.assert_array_equal(exact_positions(geoms, tree, lon, lat), expected)
+    np.testing.assert_array_equal(grid.lookup(lon, lat), expected)
+    return grid
+
+
+def donut_world() -> list[shapely.Geometry]:
+    """A region with a hole, an island in the hole, a multipolygon and a shared border."""
+    donut = shapely.Polygon(
+        [(0, 0), (10, 0), (10, 10), (0, 10)],
+        holes=[[(3, 3), (7, 3), (7, 7), (3, 7)]],
+    )
+    island = shapely.box(4, 4, 6, 6)
+    archipelago = shapely.MultiPolygon([shapely.box(12, 0, 13, 1), shapely.box(12, 2, 13, 3),
+                                        shapely.box(14, 0, 15, 5)])
+    # Shares the donut's east edge; its own east edge zigzags.
+    neighbour = shapely.Polygon([(10, 0), (10, 10), (11.5, 10), (11, 6), (11.8, 2), (11.5, 0)])
+    # Shares a diagonal border with the neighbour.
+    wedge = shapely.Polygon([(11.5, 10), (11, 6), (11.8, 2), (11.5, 0), (11.9, 0), (11.9, 10)])
+    return [donut, island, archipelago, neighbour, wedge]
+
+
+def test_holes_islands_multipolygons_and_shared_borders() -> None:
+    grid = check_exact(donut_world())
+    assert grid.n_mixed > 0
+    # Points in the hole but off the island belong to no region.
+    assert grid.lookup(np.array([3.5, 5.0]), np.array([3.5, 5.0])).tolist() == [-1, 1]
+
+
+def test_the_states_near_every_border(states: gpd.GeoDataFrame) -> None:
+    geoms = states.sort_values("state").geometry.to_numpy()
+    grid = check_exact(geoms, seed=1, n_random=50_000)
+    # The grid is fine enough that few random points need the exact test.
+    rng = np.random.default_rng(2)
+    labels = grid.cell_labels(rng.uniform(-125, -66, 100_000), rng.uniform(24, 50, 100_000))
+    assert (labels <= -2).mean() < 0.05
+
+
+@pytest.mark.parametrize("enclave_first", [True, False])
+def test_enclave_and_overlaps_go_to_the_first_region(enclave_first: bool) -> None:
+    """A small region drawn over a big one (sloppy data) wins only if it comes first."""
+    big = shapely.box(0, 0, 100, 50)
+    enclave = shapely.box(40.0001, 20.0001, 40.0002, 20.0002)  # far smaller than a cell
+    sliver = shapely.box(99.99, 0, 101, 50)  # overlaps the big region along its edge
+    geoms = [enclave, big, sliver] if enclave_first else [big, enclave, sliver]
+    check_exact(geoms)
+    grid = GridIndex.build(np.asarray(geoms, dtype=object), shapely.STRtree(geoms))
+    inside = grid.lookup(np.array([40.00015]), np.array([20.00015]))
+    assert inside.tolist() == [0]
+
+
+def test_many_small_regions_h3_hexagons(states: gpd.GeoDataFrame) -> None:
+    area = states[states.state.isin(["CO", "UT", "NM", "AZ"])]
+    cells = np.unique(h3cells.polygons_to_cell_lists(area.geometry.to_numpy(), 4, "overlap")[1])
+    grid = check_exact(h3cells.cell_polygons(cells), seed=3, n_random=30_000)
+    assert grid.candidates.size >= grid.n_mixed
+
+
+def test_tiny_and_thin_regions() -> None:
+    tiny = shapely.box(10.0, 10.0, 10.0 + 1e-7, 10.0 + 1e-7)
+    thin = shapely.box(-20.0, 5.0, 20.0, 5.0 + 1e-6)
+    check_exact([tiny])
+    check_exact([thin, tiny])
+
+
+def test_antimeridian_split_region_and_polar_cap() -> None:
+    split = shapely.MultiPolygon([shapely.box(170, -20, 180, -10),
+                                  shapely.box(-180, -20, -170, -10)])
+    cap = shapely.box(-180, 80, 180, 90)
+    check_exact([split, cap])
+
+
+def test_partition_paths_agree(states: gpd.GeoDataFrame) -> None:
+    """The small-batch exact path and the grid path of Partition.assign agree."""
+    part = Partition.from_geodataframe(states, "state")
+    rng = np.random.default_rng(6)
+    lon, lat = rng.uniform(-125, -66, 20_000), rng.uniform(24, 50, 20_000)
+    before = part.assign(lon=lon, lat=lat).positions
+    assert part._grid is None
+    part._points_seen = 10**9  # as if it had seen many points: the grid is built
+    after = part.assign(lon=lon, lat=lat).positions
+    assert part._grid is not None
+    np.testing.assert_array_equal(before, after)
+
+
+def test_empty_batches() -> None:
+    geoms = np.asarray(donut_world(), dtype=object)
+    tree = shapely.STRtree(geoms)
+    grid = GridIndex.build(geoms, tree)
+    empty = np.empty(0)
+    assert grid.lookup(empty, empty).shape == (0,)
+    assert exact_positions(geoms, tree, empty, empty).shape == (0,)
+
+
+polygons = st.builds(
+    lambda x, y, w, h, k: shapely.Polygon(
+        [(x, y), (x + w, y + h * k), (x + w * (1 - k), y + h), (x, y + h)]
+    ),
+    st.floats(-50, 50), st.floats(-50, 50), st.floats(1e-3, 30), st.floats(1e-3, 30),
+    st.floats(0, 0.9),
+)
+
+
+@settings(max_examples=30, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(shapes=st.lists(polygons, min_size=1, max_size=6), seed=st.integers(0, 2**16))
+def test_random_polygons_match_shapely(shapes: list[shapely.Polygon], seed: int) -> None:
+    shapes = [shapely.make_valid(s) for s in shapes]
+    shapes = [s for s in shapes if s.geom_type in ("Polygon", "MultiPolygon") and s.area > 0]
+    if shapes:
+        check_exact(shapes, seed=seed, n_random=2_000)
+
+
+def test_reference_itself_on_a_border() -> None:
+    """The reference counts border points in both regions and keeps the first."""
+    geoms = np.asarray([shapely.box(1, 0, 2, 1), shapely.box(0, 0, 1, 1)], dtype=object)
+    got = reference(geoms, np.array([1.0, 0.5, 5.0]), np.array([0.5, 0.5, 5.0]))
+    assert got.tolist() == [0, 1, -1]
+    assert pd.api.types.is_integer_dtype(got)
