@@ -60,12 +60,27 @@ def digit_probs(d: _exact._Digit) -> np.ndarray:
     """Exact-enough probabilities of the B values of one part (float64)."""
     x = float(d.x)
     k = np.arange(B, dtype=np.float64)
-    if d.truncated:
+    if d.kind == "truncated":
         w = np.exp(-k * x)
         return w / w.sum()
+    if d.kind == "abs":  # |Z|: P(0) = (1 - r) / (1 + r), P(k) = 2 (1 - r) r**k / (1 + r)
+        r = math.exp(-x)
+        p = 2 * (1 - r) / (1 + r) * np.exp(-k * x)
+        p[0] = (1 - r) / (1 + r)
+        p[-1] = 2 * math.exp(-(B - 1) * x) / (1 + r)  # the tail bucket: |Z| >= B - 1
+        return p
     p = -math.expm1(-x) * np.exp(-k * x)
     p[-1] = math.exp(-(B - 1) * x)  # the tail bucket: G >= B - 1
     return p
+
+
+def true_threshold(d: _exact._Digit, j: int) -> Decimal:
+    r_j, r_b, r = (exp_neg_decimal(m * d.x) for m in (j, B, 1))
+    with localcontext() as ctx:
+        ctx.prec = 120
+        if d.kind == "truncated":
+            return (r_j - r_b) / (1 - r_b)
+        return 2 * r_j / (1 + r) if d.kind == "abs" else r_j
 
 
 # ---------------------------------------------------------------------------
@@ -84,32 +99,35 @@ def test_exp_neg_bounds_bracket_the_true_value(x: Fraction, prec: int) -> None:
     assert 0 <= hi - lo <= 4
 
 
-@pytest.mark.parametrize(("scale", "level"), [(0.05, 0), (2.5, 0), (47.5, 0), (250.0, 0),
-                                              (1e4, 0), (1e4, 1), (2.0**40, 2)])
-def test_table_brackets_contain_the_thresholds(scale: float, level: int) -> None:
-    plan = _exact._plan(Fraction(scale))
-    d = (*plan.digits, plan.top)[level]
-    assert d.truncated == (level < len(plan.digits))
+def parts(plan: _exact._Plan) -> tuple[_exact._Digit, ...]:
+    return (*([] if plan.first is None else [plan.first]), *plan.digits, plan.top)
+
+
+@pytest.mark.parametrize(("scale", "level", "kind"),
+                         [(0.05, 0, "abs"), (0.05, 1, "geometric"), (2.5, 0, "abs"),
+                          (2.5, 1, "geometric"), (47.5, 0, "abs"), (250.0, 1, "geometric"),
+                          (1e4, 0, "truncated"), (1e4, 1, "geometric"),
+                          (2.0**40, 2, "truncated")])
+def test_table_brackets_contain_the_thresholds(scale: float, level: int, kind: str) -> None:
+    d = parts(_exact._plan(Fraction(scale)))[level]
+    assert d.kind == kind
     assert np.all(d.lo <= d.hi)
     assert np.all(np.diff(d.lo.astype(object)) >= 0)
     assert np.all(np.diff(d.hi.astype(object)) >= 0)
     for j in (1, 2, 3, 17, 100, 511, B - 2, B - 1):
         i = B - 1 - j  # ascending index of c_j
-        lo, hi = _exact._threshold_bounds(d.x, d.truncated, j, 64)
+        lo, hi = _exact._threshold_bounds(d.x, d.kind, j, 64)
         assert int(d.lo[i]) <= hi
         assert lo <= int(d.hi[i])
         assert int(d.hi[i]) - int(d.lo[i]) <= 8
-        r_j, r_b = exp_neg_decimal(j * d.x), exp_neg_decimal(B * d.x)
-        with localcontext() as ctx:
-            ctx.prec = 120
-            c_j = (r_j - r_b) / (1 - r_b) if d.truncated else r_j
-        true = scaled(c_j, 64)
+        true = scaled(true_threshold(d, j), 64)
         assert Decimal(int(d.lo[i])) <= true <= Decimal(int(d.hi[i]))
         assert Decimal(lo) <= true <= Decimal(hi)
 
 
-def test_lookup_table_agrees_with_the_brackets() -> None:
-    d = _exact._plan(Fraction(47.5)).top
+@pytest.mark.parametrize(("scale", "level"), [(47.5, 1), (1e4, 0)])
+def test_lookup_table_agrees_with_the_brackets(scale: float, level: int) -> None:
+    d = parts(_exact._plan(Fraction(scale)))[level]
     w = np.arange(1 << 16, dtype=np.uint64) << np.uint64(48)
     for edge in (w, w | np.uint64(2**48 - 1)):  # both ends of every 16-bit interval
         n_lo = np.searchsorted(d.lo, edge, side="right")
@@ -117,7 +135,20 @@ def test_lookup_table_agrees_with_the_brackets() -> None:
         decided = d.lut != _exact._UNDECIDED
         assert np.all((n_lo == n_hi)[decided])
         assert np.array_equal(d.lut[decided], (d.lo.size - n_lo)[decided])
-    assert 0 < np.mean(d.lut == _exact._UNDECIDED) < 0.01
+    assert 0 < np.mean(d.lut == _exact._UNDECIDED) < 0.02
+
+
+def test_signed_table_is_the_magnitude_table_with_a_sign_bit() -> None:
+    d = _exact._plan(Fraction(2.5)).first
+    assert d is not None
+    assert d.kind == "abs"
+    mags = _exact._lookup_table(d.lo, d.hi, 15)
+    assert d.lut.dtype == np.int16
+    undecided = mags == _exact._UNDECIDED
+    assert np.all(d.lut[: 1 << 15][undecided] == _exact._SIGNED_UNDECIDED)
+    assert np.all(d.lut[1 << 15 :][undecided] == _exact._SIGNED_UNDECIDED)
+    assert np.array_equal(d.lut[: 1 << 15][~undecided], mags[~undecided].astype(np.int16))
+    assert np.array_equal(d.lut[1 << 15 :][~undecided], -mags[~undecided].astype(np.int16))
 
 
 def widened(d: _exact._Digit, by: int) -> _exact._Digit:
@@ -125,16 +156,23 @@ def widened(d: _exact._Digit, by: int) -> _exact._Digit:
     lo = np.array([max(0, int(v) - by) for v in d.lo], dtype=np.uint64)
     hi = np.array([min(2**64 - 1, int(v) + by) for v in d.hi], dtype=np.uint64)
     assert int(d.hi[-1]) + by < 2**64  # a clipped bracket would no longer be valid
-    return _exact._Digit(d.x, d.truncated, lo, hi, _exact._lookup_table(lo, hi))
+    if d.kind != "abs":
+        return _exact._Digit(d.x, d.kind, lo, hi, _exact._lookup_table(lo, hi, 16))
+    mags = _exact._lookup_table(lo, hi, 15)
+    signed = np.where(mags == _exact._UNDECIDED, _exact._SIGNED_UNDECIDED,
+                      mags.astype(np.int16)).astype(np.int16)
+    negative = np.where(mags == _exact._UNDECIDED, _exact._SIGNED_UNDECIDED,
+                        -mags.astype(np.int16)).astype(np.int16)
+    return _exact._Digit(d.x, d.kind, lo, hi, np.concatenate([signed, negative]))
 
 
-@pytest.mark.parametrize(("scale", "level", "by"), [(2.5, 0, 2**50), (300.0, 0, 2**46),
-                                                    (1e4, 0, 2**46), (1e4, 1, 2**46)])
+@pytest.mark.parametrize(("scale", "level", "by"),
+                         [(2.5, 0, 2**50), (2.5, 1, 2**50), (300.0, 1, 2**46),
+                          (250.0, 0, 2**46), (1e4, 0, 2**46), (1e4, 1, 2**46)])
 def test_deep_paths_draw_the_exact_distribution(scale: float, level: int, by: int,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """Widened brackets send many draws to the 64-bit and arbitrary-precision comparisons."""
-    plan = _exact._plan(Fraction(scale))
-    d = widened((*plan.digits, plan.top)[level], by)
+    d = widened(parts(_exact._plan(Fraction(scale)))[level], by)
     calls = []
     deep = _exact._deep
 
@@ -144,7 +182,13 @@ def test_deep_paths_draw_the_exact_distribution(scale: float, level: int, by: in
 
     monkeypatch.setattr(_exact, "_deep", counting)
     n = 200_000
-    draws = _exact._draw(d, n)
+    if d.kind == "abs":
+        signed = _exact._draw_signed(d, n).astype(np.int64)
+        draws = np.abs(signed)
+        positive, negative = np.sum(signed > 0), np.sum(signed < 0)
+        assert abs(positive - negative) < 6 * math.sqrt(positive + negative)
+    else:
+        draws = _exact._draw(d, n)
     assert len(calls) > 20  # the arbitrary-precision path ran
     observed = np.bincount(draws, minlength=B)
     assert chi2_p(observed, digit_probs(d)) > P_MIN
@@ -152,6 +196,7 @@ def test_deep_paths_draw_the_exact_distribution(scale: float, level: int, by: in
 
 def test_deep_comparison_direct() -> None:
     d = _exact._plan(Fraction(2.5)).top
+    assert d.kind == "geometric"
     # V's 64-bit prefix sits inside the bracket of c_1 = exp(-0.4): only c_1 is undecided
     i = B - 2  # ascending index of c_1
     w = int(d.lo[i])
@@ -167,7 +212,9 @@ def test_deep_comparison_direct() -> None:
 @pytest.mark.parametrize(("scale", "levels"), [(0.05, 0), (2.0, 0), (47.5, 0), (250.0, 0),
                                                (1e4, 1), (1e7, 2), (2.0**56, 5)])
 def test_plan_levels(scale: float, levels: int) -> None:
-    assert len(_exact._plan(Fraction(scale)).digits) == levels
+    plan = _exact._plan(Fraction(scale))
+    assert len(plan.digits) == levels
+    assert (plan.first is None) == (levels > 0)
 
 
 @pytest.mark.parametrize("scale", [400.0, 1e4, 3e6])

@@ -32,12 +32,15 @@ def lap_log_sf(m: int, x: float) -> float:
     """
     if x <= 0:
         return math.log(0.5)
+    if math.isinf(x):  # a threshold beyond every float multiple of a tiny scale
+        return -math.inf
     if m == 1:
         return math.log(0.5) - x
     spread = 15.0 * math.sqrt(x) + 60.0
-    k = np.arange(max(0, int(x - spread)), min(m - 1, int(x + spread)) + 1, dtype=np.float64)
-    if k.size == 0:
+    first, last = max(0, int(x - spread)), min(m - 1, int(x + spread))
+    if first > last:  # P(Poisson(x) <= m - 1) is below exp(-100): negligible
         return -math.inf
+    k = np.arange(first, last + 1, dtype=np.float64)
     log_pmf = poisson_logpmf(k, x)
     with np.errstate(divide="ignore"):
         log_cdf = np.log(special.betainc(m, m - k, 0.5))

@@ -155,6 +155,9 @@ def poisson_logpmf(k: NDArray[np.float64], x: float) -> NDArray[np.float64]:
     the naive ``k log x - x - log(k!)`` loses every digit once ``x`` nears 1e12.
     """
     kk = np.maximum(k, 1.0)
+    if x < 1.0:  # the naive form is accurate here, and (k - x) / x would overflow for tiny x
+        naive: NDArray[np.float64] = kk * math.log(x) - x - special.gammaln(kk + 1)
+        return np.where(k == 0, -x, naive)
     out: NDArray[np.float64] = np.where(
         k == 0, -x, -_bd0(kk, x) - 0.5 * np.log(2 * math.pi * kk) - _stirlerr(kk))
     return out

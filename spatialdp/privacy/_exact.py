@@ -257,21 +257,30 @@ def _exp_neg_bounds(x: Fraction, prec: int) -> tuple[int, int]:
     return lo >> shift, -((-hi) >> shift)
 
 
-def _threshold_bounds(x: Fraction, truncated: bool, j: int, prec: int) -> tuple[int, int]:
-    """Bracket ``c_j 2**prec`` for one digit (any precision; the rare deep path).
+_TRUNCATED, _GEOMETRIC, _ABS = "truncated", "geometric", "abs"
 
-    ``c_j = exp(-j x)`` for the geometric part, ``(exp(-j x) - exp(-B x)) /
-    (1 - exp(-B x))`` for a digit truncated to ``[0, B)``.
+
+def _threshold_bounds(x: Fraction, kind: str, j: int, prec: int) -> tuple[int, int]:
+    """Bracket ``c_j 2**prec`` for one part (any precision; the rare deep path).
+
+    With ``r = exp(-x)``: ``c_j = r**j`` for a geometric part, ``(r**j - r**B) /
+    (1 - r**B)`` for a digit truncated to ``[0, B)`` and ``2 r**j / (1 + r)``
+    for the magnitude of a discrete Laplace variable.
     """
-    if not truncated:
+    if kind == _GEOMETRIC:
         return _exp_neg_bounds(j * x, prec)
     guard = prec + 16
     for _ in range(MAX_ROUNDS):
-        a_lo, a_hi = _exp_neg_bounds(j * x, guard)
-        b_lo, b_hi = _exp_neg_bounds(_BASE * x, guard)
         one = 1 << guard
-        num_lo, num_hi = max(0, a_lo - b_hi), a_hi - b_lo
-        den_lo, den_hi = one - b_hi, one - b_lo
+        a_lo, a_hi = _exp_neg_bounds(j * x, guard)
+        if kind == _TRUNCATED:
+            b_lo, b_hi = _exp_neg_bounds(_BASE * x, guard)
+            num_lo, num_hi = max(0, a_lo - b_hi), a_hi - b_lo
+            den_lo, den_hi = one - b_hi, one - b_lo
+        else:
+            r_lo, r_hi = _exp_neg_bounds(x, guard)
+            num_lo, num_hi = 2 * a_lo, 2 * a_hi
+            den_lo, den_hi = one + r_lo, one + r_hi
         if den_lo > 0:
             lo = (num_lo << prec) // den_hi
             hi = -(-(num_hi << prec) // den_lo)
@@ -283,48 +292,59 @@ def _threshold_bounds(x: Fraction, truncated: bool, j: int, prec: int) -> tuple[
 
 @dataclass(frozen=True, eq=False)
 class _Digit:
-    """One independent part of the geometric magnitude, with its inversion tables.
+    """One independent part of the noise, with its inversion tables.
 
-    ``lo``/``hi`` bracket ``c_j 2**64`` for ``j = B-1, ..., 1`` (ascending);
-    ``lut[w]`` is the digit for every ``V`` with 16-bit prefix ``w``, or
-    ``_UNDECIDED``.
+    ``lo``/``hi`` bracket ``c_j 2**64`` for ``j = B-1, ..., 1`` (ascending).
+    ``lut[w]`` is the value for every ``V`` with 16-bit prefix ``w``, or
+    ``_UNDECIDED``. For the ``"abs"`` part (``|Z|`` of a small-scale discrete
+    Laplace) ``lut`` is signed instead: bit 15 of ``w`` is the sign and the
+    other 15 bits are the prefix of ``V``; undecided entries are ``_SIGNED_UNDECIDED``.
     """
 
     x: Fraction  # the ratio is exp(-x)
-    truncated: bool  # True: truncated to [0, B); False: the last bucket is the tail >= B - 1
+    kind: str  # _TRUNCATED: on [0, B); _GEOMETRIC / _ABS: the last bucket is the tail >= B - 1
     lo: NDArray[np.uint64]
     hi: NDArray[np.uint64]
-    lut: NDArray[np.uint16]
+    lut: NDArray[np.uint16] | NDArray[np.int16]
 
 
-def _digit(x: Fraction, truncated: bool) -> _Digit:
+_SIGNED_UNDECIDED = np.int16(-(2**15))
+_SIGN_BIT = 15  # the signed table: bit 15 is the sign, bits 0-14 the prefix of V
+
+
+def _digit(x: Fraction, kind: str) -> _Digit:
     """Build the brackets and the lookup table of one part (ratio ``exp(-x)``)."""
     extra = 0
-    xf = float(x) if x < 2**20 else float(2**20)
-    if truncated:  # 1 - r**B is small: keep enough bits through the cancellation
+    if kind == _TRUNCATED:  # 1 - r**B is small: keep enough bits through the cancellation
+        xf = float(x) if x < 2**20 else float(2**20)
         extra = max(0, -floor(log2(-expm1(-_BASE * xf)))) + 1
     q = _PREC + _DIGIT_BITS + 24 + extra
     for _ in range(MAX_ROUNDS):
         r_lo, r_hi = _exp_neg_bounds(x, q)
-        p_lo = p_hi = 1 << q
+        one = 1 << q
+        p_lo = p_hi = one
         pow_lo, pow_hi = [], []
         for _j in range(_BASE):  # r**1 .. r**B, rounded down / up
             p_lo = (p_lo * r_lo) >> q
             p_hi = -((-p_hi * r_hi) >> q)
             pow_lo.append(p_lo)
             pow_hi.append(p_hi)
-        shift = q - _PREC
-        if truncated:
-            b_lo, b_hi = pow_lo[-1], pow_hi[-1]
-            den_lo, den_hi = (1 << q) - b_hi, (1 << q) - b_lo
+        pow_lo, pow_hi = pow_lo[:-1], pow_hi[:-1]  # j = 1 .. B-1
+        if kind == _TRUNCATED:
+            b_lo, b_hi = p_lo, p_hi  # r**B
+            den_lo, den_hi = one - b_hi, one - b_lo
             if den_lo <= 0:
                 q += 64
                 continue
-            lo = [(max(0, a - b_hi) << _PREC) // den_hi for a in pow_lo[:-1]]
-            hi = [-(-((a - b_lo) << _PREC) // den_lo) for a in pow_hi[:-1]]
+            lo = [(max(0, a - b_hi) << _PREC) // den_hi for a in pow_lo]
+            hi = [-(-((a - b_lo) << _PREC) // den_lo) for a in pow_hi]
+        elif kind == _ABS:  # 2 r**j / (1 + r)
+            lo = [(a << (_PREC + 1)) // (one + r_hi) for a in pow_lo]
+            hi = [-(-(a << (_PREC + 1)) // (one + r_lo)) for a in pow_hi]
         else:
-            lo = [a >> shift for a in pow_lo[:-1]]
-            hi = [-((-a) >> shift) for a in pow_hi[:-1]]
+            shift = q - _PREC
+            lo = [a >> shift for a in pow_lo]
+            hi = [-((-a) >> shift) for a in pow_hi]
         if max(h - lo_ for h, lo_ in zip(hi, lo, strict=True)) <= 8 and hi[0] < 2**_PREC:
             break
         q += 64
@@ -334,13 +354,21 @@ def _digit(x: Fraction, truncated: bool) -> _Digit:
     # tightening the brackets to be monotone keeps them valid
     lo_a = np.maximum.accumulate(np.array(lo[::-1], dtype=np.uint64))
     hi_a = np.minimum.accumulate(np.array(hi, dtype=np.uint64))[::-1]
-    return _Digit(x, truncated, lo_a, hi_a, _lookup_table(lo_a, hi_a))
+    if kind != _ABS:
+        return _Digit(x, kind, lo_a, hi_a, _lookup_table(lo_a, hi_a, _LUT_BITS))
+    mags = _lookup_table(lo_a, hi_a, _SIGN_BIT)
+    undecided = mags == _UNDECIDED
+    signed = mags.astype(np.int16)
+    signed[undecided] = _SIGNED_UNDECIDED
+    negative = np.where(undecided, _SIGNED_UNDECIDED, -signed).astype(np.int16)
+    return _Digit(x, kind, lo_a, hi_a, np.concatenate([signed, negative]))
 
 
-def _lookup_table(lo: NDArray[np.uint64], hi: NDArray[np.uint64]) -> NDArray[np.uint16]:
-    """Return the digit decided by each 16-bit prefix of ``V``, or ``_UNDECIDED``."""
-    low_bits = _PREC - _LUT_BITS
-    start = np.arange(1 << _LUT_BITS, dtype=np.uint64) << np.uint64(low_bits)
+def _lookup_table(lo: NDArray[np.uint64], hi: NDArray[np.uint64],
+                  bits: int) -> NDArray[np.uint16]:
+    """Return the value decided by each ``bits``-bit prefix of ``V``, or ``_UNDECIDED``."""
+    low_bits = _PREC - bits
+    start = np.arange(1 << bits, dtype=np.uint64) << np.uint64(low_bits)
     last = start | np.uint64((1 << low_bits) - 1)
     # c_j > V for every V of the prefix iff lo_j > last; c_j <= V iff hi_j <= start
     n_lo = np.searchsorted(lo, last, side="right")
@@ -363,7 +391,7 @@ def _deep(d: _Digit, w64: int, first: int, stop: int) -> int:
         prec += 64
         still = []
         for j in pending:
-            lo, hi = _threshold_bounds(d.x, d.truncated, j, prec)
+            lo, hi = _threshold_bounds(d.x, d.kind, j, prec)
             if lo > w:  # c_j >= (w + 1) 2**-prec > V
                 above += 1
             elif hi > w:  # undecided
@@ -374,11 +402,10 @@ def _deep(d: _Digit, w64: int, first: int, stop: int) -> int:
     raise _stalled("the exact comparison")  # pragma: no cover - probability 2**-640000
 
 
-def _resolve(d: _Digit, w16: NDArray[np.uint16]) -> NDArray[np.uint16]:
-    """Return the digits of the draws whose 16-bit prefix did not decide them."""
-    low_bits = np.uint64(_PREC - _LUT_BITS)
-    more = _raw_bits(64, w16.size) >> np.uint64(_LUT_BITS)
-    w = (w16.astype(np.uint64) << low_bits) | more
+def _resolve(d: _Digit, prefix: NDArray[np.unsignedinteger], bits: int) -> NDArray[np.uint16]:
+    """Return the values of the draws whose ``bits``-bit prefix of ``V`` did not decide them."""
+    more = _raw_bits(64, prefix.size) >> np.uint64(bits)
+    w = (prefix.astype(np.uint64) << np.uint64(_PREC - bits)) | more
     n_lo = np.searchsorted(d.lo, w, side="right")
     n_hi = np.searchsorted(d.hi, w, side="right")
     out = (d.lo.size - n_lo).astype(np.uint16)
@@ -388,19 +415,37 @@ def _resolve(d: _Digit, w16: NDArray[np.uint16]) -> NDArray[np.uint16]:
 
 
 def _draw(d: _Digit, count: int) -> NDArray[np.uint16]:
-    """Return ``count`` exact draws of one part (values ``0 .. B-1``)."""
+    """Return ``count`` exact draws of one unsigned part (values ``0 .. B-1``)."""
     w16 = _raw_bits(_LUT_BITS, count)
     out: NDArray[np.uint16] = d.lut[w16]
     undecided = np.flatnonzero(out == _UNDECIDED)
     if undecided.size:
-        out[undecided] = _resolve(d, w16[undecided])
+        out[undecided] = _resolve(d, w16[undecided], _LUT_BITS)
+    return out
+
+
+def _draw_signed(d: _Digit, count: int) -> NDArray[np.int16]:
+    """Return ``count`` exact draws of ``sign * |Z|`` from the ``"abs"`` part (``|Z| <= B-1``)."""
+    w16 = _raw_bits(_LUT_BITS, count)
+    out: NDArray[np.int16] = d.lut[w16]
+    undecided = np.flatnonzero(out == _SIGNED_UNDECIDED)
+    if undecided.size:
+        w = w16[undecided]
+        mags = _resolve(d, w & np.uint16((1 << _SIGN_BIT) - 1), _SIGN_BIT).astype(np.int16)
+        out[undecided] = np.where(w >> np.uint16(_SIGN_BIT) != 0, -mags, mags)
     return out
 
 
 @dataclass(frozen=True, eq=False)
 class _Plan:
-    """The parts of the geometric magnitude for one scale: truncated digits, then the rest."""
+    """The parts of the noise for one scale.
 
+    Small scales (``digits`` empty): ``Z = sign |Z|`` straight from the signed
+    ``first`` table, with the tail ``|Z| >= B-1`` continued by ``top``. Larger
+    scales: ``Y = digits + B**L top`` and a separate sign.
+    """
+
+    first: _Digit | None
     digits: tuple[_Digit, ...]
     top: _Digit
 
@@ -424,44 +469,64 @@ def _levels(x0: Fraction) -> int:
 def _plan(scale: Fraction) -> _Plan:
     x0 = 1 / scale
     levels = _levels(x0)
-    digits = tuple(_digit(x0 * _BASE**lvl, truncated=True) for lvl in range(levels))
-    return _Plan(digits, _digit(x0 * _BASE**levels, truncated=False))
+    top = _digit(x0 * _BASE**levels, _GEOMETRIC)
+    if not levels:
+        return _Plan(_digit(x0, _ABS), (), top)
+    return _Plan(None, tuple(_digit(x0 * _BASE**lvl, _TRUNCATED) for lvl in range(levels)), top)
 
 
-def _geometric(plan: _Plan, count: int) -> NDArray[np.int64]:
-    """Return ``count`` exact geometric draws ``Y`` (``P(Y >= y) = exp(-y / scale)``)."""
-    top = plan.top
+def _overflow() -> SpatialDPError:
+    return SpatialDPError("the discrete Laplace noise overflowed int64 (probability below "
+                          "exp(-64)); report it")
+
+
+def _top_geometric(top: _Digit, count: int) -> NDArray[np.int64]:
+    """Return ``count`` exact geometric draws of ratio ``exp(-top.x)`` (memoryless tail)."""
     g = _draw(top, count).astype(np.int64)
     tail = np.flatnonzero(g == _BASE - 1)
     for _ in range(MAX_ROUNDS):
         if not tail.size:
-            break
+            return g
         more = _draw(top, tail.size)
         g[tail] += more
         tail = tail[more == _BASE - 1]
-    else:
-        raise _stalled("the geometric sampler")
+    raise _stalled("the geometric sampler")
+
+
+def _geometric(plan: _Plan, count: int) -> NDArray[np.int64]:
+    """Return ``count`` exact geometric draws ``Y`` (``P(Y >= y) = exp(-y / scale)``)."""
+    g = _top_geometric(plan.top, count)
     shift = _DIGIT_BITS * len(plan.digits)
+    if int(g.max(initial=0)) >= _INT64_LIMIT >> shift:
+        raise _overflow()
     if shift:
-        if int(g.max(initial=0)) >= _INT64_LIMIT >> shift:
-            raise SpatialDPError("the discrete Laplace noise overflowed int64 (probability "
-                                 "below exp(-64)); report it")
-        y = g << shift
+        g <<= shift
         for lvl, d in enumerate(plan.digits):
-            y |= _draw(d, count).astype(np.int64) << (_DIGIT_BITS * lvl)
-        return y
-    if int(g.max(initial=0)) >= _INT64_LIMIT:
-        raise SpatialDPError("the discrete Laplace noise overflowed int64 (probability "
-                             "below exp(-64)); report it")
+            g |= _draw(d, count).astype(np.int64) << (_DIGIT_BITS * lvl)
     return g
+
+
+def _small_scale_noise(plan: _Plan, count: int) -> NDArray[np.int64]:
+    """Return discrete Laplace draws from the signed ``|Z|`` table (no rejection needed)."""
+    assert plan.first is not None
+    z16 = _draw_signed(plan.first, count)
+    tail = np.flatnonzero(np.abs(z16) == _BASE - 1)  # |Z| >= B-1: add a fresh geometric
+    z = z16.astype(np.int64)
+    if tail.size:
+        more = _top_geometric(plan.top, tail.size)
+        if int(more.max()) >= _INT64_LIMIT:
+            raise _overflow()
+        z[tail] += np.where(z[tail] < 0, -more, more)
+    return z
 
 
 def discrete_laplace_noise(count: int, scale: Fraction) -> NDArray[np.int64]:
     """Return ``count`` iid draws with P(z) proportional to exp(-|z| / scale), exact.
 
-    ``scale`` is any positive rational up to :data:`MAX_SAMPLER_SCALE`. A
-    uniform sign and an exact geometric magnitude (see the module docstring);
-    the pair (negative, 0) is rejected and redrawn.
+    ``scale`` is any positive rational up to :data:`MAX_SAMPLER_SCALE`. Small
+    scales: the signed magnitude straight from one table. Larger ones: a
+    uniform sign and an exact geometric magnitude, the pair (negative, 0)
+    rejected and redrawn (see the module docstring).
 
     Examples
     --------
@@ -472,18 +537,23 @@ def discrete_laplace_noise(count: int, scale: Fraction) -> NDArray[np.int64]:
     if not 0 < scale <= MAX_SAMPLER_SCALE:
         raise ValueError(f"discrete_laplace_noise needs 0 < scale <= 2**56, got {scale}")
     plan = _plan(scale)
+    if plan.first is not None:
+        return _small_scale_noise(plan, count)
     out = np.empty(count, dtype=np.int64)
     pending: NDArray[np.intp] | None = None
     for _ in range(MAX_ROUNDS):
         n = count if pending is None else pending.size
         if n == 0:
             return out
-        y = _geometric(plan, n)
+        z = _geometric(plan, n)
         negative = random_bits(n)
-        z = np.where(negative, -y, y)
-        retry = np.flatnonzero(negative & (y == 0))
+        retry = np.flatnonzero(negative & (z == 0))
+        sign = negative.astype(np.int64)
+        np.negative(sign, out=sign)  # 0 or -1 (all bits set)
+        z ^= sign
+        z -= sign  # two's complement: -z where negative
         if pending is None:
-            out[:] = z
+            out = z
             pending = retry
         else:
             out[pending] = z

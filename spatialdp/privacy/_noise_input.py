@@ -75,7 +75,7 @@ def as_counts(x: Any, name: str = "counts") -> NDArray[np.int64]:
                 f"{name} contains {bad}, beyond the supported magnitude 2**53; "
                 "rescale the counts (e.g. to thousands) before adding noise"
             )
-        return arr.astype(np.int64)
+        return arr.astype(np.int64, copy=False)  # read only by the callers: no copy needed
     f = arr.astype(np.float64)
     with np.errstate(invalid="ignore"):
         bad_mask = ~np.isfinite(f) | (f != np.round(f)) | (np.abs(f) > MAX_COUNT)
@@ -90,8 +90,10 @@ def as_counts(x: Any, name: str = "counts") -> NDArray[np.int64]:
 
 
 def as_values(x: Any, name: str = "values") -> NDArray[np.float64]:
-    """Return finite real values (``|value| <= 1e300``) as float64."""
-    arr = _dense(x, name).astype(np.float64)
+    """Return finite real values (``|value| <= 1e300``) as float64 (no copy if already so)."""
+    arr = _dense(x, name).astype(np.float64, copy=False)  # read only by the callers
+    if not arr.size or float(np.max(np.abs(arr))) <= MAX_VALUE:  # NaN fails the test
+        return arr
     with np.errstate(invalid="ignore"):
         bad = ~np.isfinite(arr) | (np.abs(arr) > MAX_VALUE)
     if bad.any():
