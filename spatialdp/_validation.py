@@ -330,11 +330,12 @@ def check_choice(value: Any, name: str, choices: Collection[_T]) -> _T:
     >>> check_choice("sqrt", "mode", ("sqrt", "equal"))
     'sqrt'
     """
-    try:
-        if value in choices:
-            return value  # type: ignore[no-any-return]
-    except TypeError:
-        pass
+    if isinstance(value, (str, bytes, int, float, np.generic)) or value is None:
+        try:
+            if value in choices:
+                return value  # type: ignore[no-any-return]
+        except (TypeError, ValueError):  # a numpy scalar compared with text
+            pass
     raise fail(name, value, "is not one of the accepted values",
                f"pass one of {sorted(map(str, choices))}")
 

@@ -165,7 +165,8 @@ class MetricSpec:
 
     def clip(self, values: ArrayLike) -> NDArray[np.float64]:
         """Clip values into the spec's range (what the device does)."""
-        return np.clip(np.asarray(values, dtype=np.float64), self.clip_low, self.clip_high)
+        data = check_finite_array(values, "values", ndim=(0, 1, 2), allow_empty=True)
+        return np.clip(data, self.clip_low, self.clip_high)
 
 
 @dataclass(frozen=True)
@@ -267,8 +268,8 @@ class HistogramSpec:
 
     def bucket_of(self, values: ArrayLike) -> NDArray[np.int64]:
         """Bucket index of each value (``v > edge`` moves it up a bucket)."""
-        return np.searchsorted(self._edges, np.asarray(values, dtype=np.float64),
-                               side="left").astype(np.int64)
+        data = check_finite_array(values, "values", ndim=(0, 1, 2), allow_empty=True)
+        return np.searchsorted(self._edges, data, side="left").astype(np.int64)
 
 
 class MetricRegistry:

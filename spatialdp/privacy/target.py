@@ -78,6 +78,15 @@ def _round_index(value: Any) -> int | None:
     return None if value is None else check_count(value, "round_index")
 
 
+def _mechanism(mechanism: Any) -> Mechanism:
+    """Return ``mechanism`` if it has the release and simulation samplers a target draws from."""
+    if callable(getattr(mechanism, "release", None)) and callable(
+            getattr(mechanism, "simulate", None)):
+        return mechanism  # type: ignore[no-any-return]
+    raise fail("mechanism", mechanism, "has no release/simulate samplers",
+               "pass a LaplaceMechanism or GaussianMechanism")
+
+
 class ReleaseTarget:
     """A real release, charged to a ledger before any noise is drawn.
 
@@ -139,7 +148,7 @@ class ReleaseTarget:
 
     def add_noise(self, mechanism: Mechanism, values: NDArray[Any]) -> NDArray[Any]:
         """Noise from OS entropy (the mechanism's release sampler; no seed)."""
-        return np.asarray(mechanism.release(values))
+        return np.asarray(_mechanism(mechanism).release(values))
 
     def metadata(self) -> dict[str, Any]:
         """Accounting kind, ledger path, epoch, line item and round."""
@@ -182,7 +191,7 @@ class Unaccounted:
 
     def add_noise(self, mechanism: Mechanism, values: NDArray[Any]) -> NDArray[Any]:
         """Noise from OS entropy (the mechanism's release sampler)."""
-        return np.asarray(mechanism.release(values))
+        return np.asarray(_mechanism(mechanism).release(values))
 
     def metadata(self) -> dict[str, Any]:
         """Accounting kind ``unaccounted`` and the reason."""
@@ -225,7 +234,7 @@ class Simulation:
 
     def add_noise(self, mechanism: Mechanism, values: NDArray[Any]) -> NDArray[Any]:
         """Seeded noise (the mechanism's simulation sampler)."""
-        return np.asarray(mechanism.simulate(values, rng=self.rng))
+        return np.asarray(_mechanism(mechanism).simulate(values, rng=self.rng))
 
     def metadata(self) -> dict[str, Any]:
         """Accounting kind ``simulation``; ``simulated`` is True."""

@@ -135,8 +135,12 @@ def _numeric_column(frame: pd.DataFrame, column: str, what: str) -> NDArray[np.f
     if pd.api.types.is_bool_dtype(values.dtype):
         raise InvalidInput(f"{what} column {column!r} holds booleans, not numbers; give numbers")
     try:
-        return np.asarray(pd.to_numeric(values), dtype=np.float64)
-    except (TypeError, ValueError):
+        numeric = pd.to_numeric(values)
+        if numeric.dtype.kind not in "iuf" or any(
+                isinstance(v, (bool, np.bool_)) for v in values.to_numpy(dtype=object)):
+            raise TypeError(numeric.dtype)
+        return numeric.to_numpy(dtype=np.float64, na_value=np.nan)
+    except (TypeError, ValueError, OverflowError):
         raise InvalidInput(
             f"{what} column {column!r} is not numeric (dtype {values.dtype}); give numbers "
             "(NaN where suppressed)") from None

@@ -31,9 +31,12 @@ def plot_clip_tradeoff(table: pd.DataFrame, ax: Axes | None = None) -> Axes:
     columns = ("percentile", "clip_high", "noise_half_width", "share_clipped")
     _require_columns(table, columns, "the table", "pass the table clip_tradeoff returned")
     values = {c: _numeric_column(table, c, "the table") for c in columns}
-    if len(table) == 0 or not all(np.isfinite(v).all() for v in values.values()):
-        raise InvalidInput("the clip trade-off table is empty or holds NaN or infinite values; "
-                           "pass the table clip_tradeoff returned")
+    if len(table) == 0 or not all(np.isfinite(v).all() for v in values.values()) or not (
+            ((values["share_clipped"] >= 0) & (values["share_clipped"] <= 1)).all()
+            and (values["noise_half_width"] >= 0).all()):
+        raise InvalidInput("the clip trade-off table is empty, holds NaN or infinite values, "
+                           "shares outside [0, 1] or negative half-widths; pass the table "
+                           "clip_tradeoff returned")
     _axes(ax)
     if ax is None:
         _, ax = plt.subplots(figsize=(7, 4))

@@ -476,7 +476,9 @@ def _annotate_cohort(
     import matplotlib.patheffects as pe
 
     points = frame.geometry.representative_point()
-    area = np.asarray(frame.geometry.area, dtype=np.float64)
+    # Planar area in the drawing's units, only to let larger regions win overlaps
+    # (GeoSeries.area would warn about a geographic CRS).
+    area = np.nan_to_num(shapely.area(np.asarray(frame.geometry.values, dtype=object)))
     fig = ax.get_figure(root=True)
     assert fig is not None
     get_renderer = getattr(fig.canvas, "get_renderer", None)  # Agg-based canvases

@@ -1,0 +1,470 @@
+"""Shared machinery of the fuzz suite (no tests here): guarded calls, junk, valid inputs.
+
+The fuzz suite (``tests/test_fuzz*.py``) throws a mix of valid and adversarial
+arguments at every public callable of spatialdp. A call may return, or raise a
+:class:`~spatialdp.exceptions.SpatialDPError`; any other exception, a warning
+other than spatialdp's own, or a call running past :data:`TIME_LIMIT_S` fails.
+
+Valid building blocks (partitions, client reports, releases) are made once per
+process and cached; every strategy copies what it mutates.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+import re
+import signal
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any
+
+import geopandas as gpd
+import matplotlib
+import numpy as np
+import pandas as pd
+import shapely
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+
+from spatialdp.exceptions import SpatialDPError
+from spatialdp.federated import (
+    HistogramSpec,
+    MetricSpec,
+    UninformativeReleaseWarning,
+    aggregate_histogram,
+    aggregate_metric,
+    regional_report,
+)
+from spatialdp.federated import device as dev
+from spatialdp.geo import Partition, UnassignedPointsWarning
+from spatialdp.privacy import (
+    BudgetSplitWarning,
+    PrivacyLedger,
+    ReleaseTarget,
+    Simulation,
+    Unaccounted,
+)
+from tests._clients import histogram_columns, tagged
+
+matplotlib.use("Agg")
+
+#: Seconds one call may run before it counts as a hang.
+TIME_LIMIT_S = 5
+
+#: spatialdp's own warnings are outcomes, not failures; anything else is a failure.
+ALLOWED_WARNINGS: tuple[type[Warning], ...] = (
+    UninformativeReleaseWarning, UnassignedPointsWarning, BudgetSplitWarning)
+
+
+#: Multiplies every entry's number of examples (``SPATIALDP_FUZZ_SCALE=10`` for a long hunt).
+SCALE = float(os.environ.get("SPATIALDP_FUZZ_SCALE", "1"))
+
+
+def fuzz_settings(n: int) -> settings:
+    """Return hypothesis settings for ``n`` examples: no deadline, no example database."""
+    return settings(max_examples=max(1, round(n * SCALE)), deadline=None, database=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                           HealthCheck.filter_too_much])
+
+
+# --------------------------------------------------------------------------- guarded calls
+
+
+@contextmanager
+def time_limit(seconds: int) -> Iterator[None]:
+    """Raise TimeoutError in the block after ``seconds`` (SIGALRM; the handler is restored)."""
+
+    def stop(signum: int, frame: object) -> None:
+        raise TimeoutError(f"the call ran for more than {seconds} s: a hang")
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@dataclass
+class Call:
+    """One fuzzed call: the callable, its arguments, and what must hold of its result."""
+
+    name: str
+    fn: Callable[..., Any]
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    check: Callable[[Any], None] | None = None
+
+    def __repr__(self) -> str:
+        args = ", ".join([*(_short(a) for a in self.args),
+                          *(f"{k}={_short(v)}" for k, v in self.kwargs.items())])
+        return f"{self.name}({args})"
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, pd.DataFrame):
+        return f"<{type(value).__name__} {value.shape} cols={list(value.columns)[:8]}>"
+    text = repr(value)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+@dataclass(frozen=True)
+class Defect:
+    """A defect in a file this suite may not edit, reported to its owner (see the report).
+
+    An exception of ``kind`` whose message matches ``message``, raised by ``callable``,
+    is tolerated so that the suite stays green meanwhile; delete the entry once the
+    owner fixes it (the suite then holds the callable to the rule again).
+    """
+
+    callable: str
+    kind: type[BaseException] | tuple[type[BaseException], ...]
+    message: str
+    owner: str
+    trigger: str
+
+    def matches(self, name: str, err: BaseException) -> bool:
+        return (name == self.callable and isinstance(err, self.kind)
+                and re.search(self.message, str(err)) is not None)
+
+
+_FED = "spatialdp/federated"
+OPEN_DEFECTS: tuple[Defect, ...] = (
+    # regional.py (the lead's)
+    Defect("regional_report", TypeError, "is not iterable", f"{_FED}/regional.py",
+           "metrics=True / 3 / 1e308 (not a list): _check_specs iterates it"),
+    Defect("regional_report", ValueError, "truth value of an? (array|Series|DataFrame)",
+           f"{_FED}/regional.py",
+           "metrics=np.array([1.0, 2.0]) / pd.Series(...): `not metrics` in _check_specs"),
+    Defect("regional_report", AssertionError, "infinite error bar",
+           f"{_FED}/_estimate.py",
+           "alpha=5e-324: the bar scale*log(1/alpha) is inf (1/alpha overflows; use "
+           "-log(alpha)), published as a finite-looking release with error_bar=inf"),
+    *(Defect(name, AssertionError, "infinite error bar|infinite interval",
+             f"{_FED}/_estimate.py and release.py",
+             "alpha=5e-324: the error bar scale*log(1/alpha) overflows to inf")
+      for name in ("aggregate_metric", "aggregate_histogram")),
+    Defect("RegionalReport.conf_int", TypeError, "unhashable", f"{_FED}/regional.py",
+           "metric=['loss'] (unhashable): __getitem__ catches KeyError only"),
+    Defect("RegionalReport.bounded", (TypeError, KeyError), "",
+           f"{_FED}/regional.py",
+           "metric='nope' / None / ['loss']: bounded reads self.estimates[metric] before "
+           "the checked __getitem__ (KeyError, TypeError)"),
+    Defect("RegionalReport.write", TypeError, "expected str, bytes or os.PathLike",
+           f"{_FED}/regional.py", "folder=None / 0 / 1.5: Path(folder) TypeError"),
+    Defect("RegionalReport.write", FileNotFoundError, "", f"{_FED}/regional.py",
+           "stem='1/2' or stem=np.zeros((2, 2)) (formatted into the file name, never "
+           "checked): mkstemp/os.replace FileNotFoundError"),
+    # release.py (the lead's)
+    Defect("MetricRelease.conf_int", AssertionError, "infinite interval",
+           f"{_FED}/release.py",
+           "alpha=5e-324: noise_scale*log(1/alpha) overflows to an infinite interval"),
+    Defect("HistogramRelease.conf_int", AssertionError, "infinite interval",
+           f"{_FED}/release.py",
+           "alpha=5e-324: noise_scale*log(1/alpha) overflows to an infinite interval"),
+    Defect("predicted_error_bar", AssertionError, "infinite error bar",
+           "spatialdp/privacy/cadence.py (half_width_for_loss)",
+           "epsilon=5e-324: returns inf instead of refusing the scale (laplace_scale refuses it)"),
+    Defect("predicted_error_bar", AssertionError, "error bar not positive",
+           "spatialdp/privacy/cadence.py (half_width_for_loss)",
+           "epsilon=1e308 (above MAX_EPSILON=1e6, which check_epsilon refuses elsewhere): "
+           "returns 0.0 or a subnormal bar"),
+    # secure_sum.py (the lead's)
+    Defect("check_clipping", (AttributeError, TypeError, ValueError, IndexError), "",
+           f"{_FED}/secure_sum.py",
+           "spec=None / 3, sums=None or [] with counts of another length, counts=None: no "
+           "argument is checked (AttributeError 'mass_cap'/'astype', broadcast ValueError)"),
+    # privacy (noise and ledger owners)
+    Defect("PrivacyLoss", ValueError, "truth value of an? (array|Series|DataFrame)",
+           "spatialdp/privacy/noise.py",
+           "kind=np.array([1.0, 2.0]) / pd.Series: compared with == before any type check"),
+    Defect("rho_to_epsilon", Exception, "OpenDP|d_in|inf_div|inf_exp|not finite",
+           "spatialdp/privacy/budget.py",
+           "rho=1e308 or rho=5e-324 with delta=0.5: opendp's OpenDPException escapes"),
+    # geo (another engineer)
+    Defect("Partition.read_file", FileNotFoundError, "", "spatialdp/geo/_io.py",
+           "a path that does not exist: pyarrow's FileNotFoundError, not InvalidInput"),
+    Defect("Partition.to_file", IsADirectoryError, "", "spatialdp/geo/_io.py",
+           "path naming an existing folder: os.replace IsADirectoryError"),
+)
+
+
+def open_defect(name: str, err: BaseException) -> Defect | None:
+    return next((d for d in OPEN_DEFECTS if d.matches(name, err)), None)
+
+
+def run(call: Call) -> tuple[Any, BaseException | None]:
+    """Run ``call`` under the time limit: return ``(result, None)`` or ``(None, refusal)``.
+
+    Any exception that is not a SpatialDPError propagates (the test fails), unless it
+    is a reported :data:`OPEN_DEFECTS` entry; so does any warning that is not one of
+    :data:`ALLOWED_WARNINGS`. Figures are closed.
+    """
+    try:
+        with time_limit(TIME_LIMIT_S), warnings.catch_warnings():
+            warnings.simplefilter("error")
+            for kind in ALLOWED_WARNINGS:
+                warnings.simplefilter("ignore", kind)
+            try:
+                result = call.fn(*call.args, **call.kwargs)
+            except SpatialDPError as err:
+                return None, err
+            except Exception as err:
+                if open_defect(call.name, err) is None:
+                    raise
+                return None, err
+            if call.check is not None:
+                try:
+                    call.check(result)
+                except AssertionError as err:
+                    if open_defect(call.name, err) is None:
+                        raise
+            return result, None
+    finally:
+        import matplotlib.pyplot as plt
+
+        plt.close("all")
+
+
+# --------------------------------------------------------------------------- junk
+
+
+class Opaque:
+    """An object of no known kind (what a caller might pass by mistake)."""
+
+    def __repr__(self) -> str:
+        return "Opaque()"
+
+
+#: Values that are wrong almost everywhere: no number, no frame, no spec accepts all.
+JUNK: tuple[Any, ...] = (
+    None, True, False, np.True_, "1.0", "", "abc", b"x", math.nan, math.inf, -math.inf,
+    np.float64("nan"), 1e308, -1e308, 2**70, -(2**70), 0, -1, 1 + 1j, Decimal("NaN"),
+    Fraction(1, 3), Opaque(), [], (), {}, {"a": 1}, [1.0, "a"], [math.nan],
+    np.array([1.0, 2.0]), np.array([], dtype=float), np.array(["a"], dtype=object),
+    np.zeros((2, 2)), pd.Series([1.0, 2.0]), pd.DataFrame(), frozenset({1}),
+)
+junk = st.sampled_from(JUNK)
+
+#: Numbers at the edges: zero, signs, tiny, huge, non-finite, and the types they come in.
+EDGE_NUMBERS: tuple[Any, ...] = (
+    0, 0.0, -0.0, -1, 1, 5e-324, 1e-300, 1e308, -1e308, math.inf, -math.inf, math.nan,
+    2**63, 2**70, np.float32(0.5), np.int64(50), np.uint8(3), Fraction(1, 2),
+    Decimal("0.5"), Decimal("1e400"), 50.0, 0.5, 1.5,
+)
+edge_numbers = st.sampled_from(EDGE_NUMBERS)
+
+
+def variants(x: float) -> list[Any]:
+    """Return ``x`` as each kind of number spatialdp must accept (Python, numpy, Fraction...)."""
+    out: list[Any] = [x, np.float64(x), Fraction(x), Decimal(repr(float(x)))]
+    if abs(x) < 3e38:
+        out.append(np.float32(x))
+    if float(x).is_integer() and abs(x) < 2**62:
+        out += [int(x), np.int64(int(x)), float(x)]
+    return out
+
+
+def number(low: float, high: float, *, integer: bool = False, exclude_low: bool = False
+           ) -> st.SearchStrategy[Any]:
+    """Valid numbers in ``[low, high]`` in every accepted type."""
+    base = (st.integers(int(low), int(high)) if integer else
+            st.floats(low, high, allow_nan=False, exclude_min=exclude_low))
+    return base.flatmap(lambda x: st.sampled_from(variants(x)))
+
+
+def arg(valid: st.SearchStrategy[Any], *bad: Any, weight: int = 3) -> st.SearchStrategy[Any]:
+    """Mostly ``valid``, sometimes junk, edge numbers or the given ``bad`` values."""
+    others = [junk, edge_numbers]
+    if bad:
+        others.append(st.sampled_from(bad))
+    return st.one_of(*([valid] * weight), *others)
+
+
+def maybe(valid: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.one_of(st.none(), valid)
+
+
+def flag() -> st.SearchStrategy[Any]:
+    return arg(st.sampled_from([True, False, np.True_, np.False_]), 1, 0, "yes")
+
+
+def text() -> st.SearchStrategy[Any]:
+    return arg(st.text(min_size=1, max_size=6), "", "  ")
+
+
+# --------------------------------------------------------------------------- valid inputs
+
+
+LOSS = MetricSpec("loss", 0.0, 2.5)
+HIST = HistogramSpec("err", edges=(1.0, 2.0))
+RATIO = MetricSpec("ratio", 0.0, 10.0, present="track_present")
+SPECS = (LOSS, HIST, RATIO)
+
+
+@functools.cache
+def boxes() -> Partition:
+    """Three unit boxes side by side, ids ``a``, ``b``, ``c``."""
+    frame = gpd.GeoDataFrame(
+        {"id": ["a", "b", "c"]}, crs=4326,
+        geometry=[shapely.box(i, 0, i + 1, 1) for i in range(3)])
+    return Partition.from_geodataframe(frame, "id", name="fuzz-boxes")
+
+
+@functools.cache
+def other_boxes() -> Partition:
+    """Another partition with the same ids (a different version)."""
+    frame = gpd.GeoDataFrame(
+        {"id": ["a", "b", "c"]}, crs=4326,
+        geometry=[shapely.box(i, 5, i + 1, 6) for i in range(3)])
+    return Partition.from_geodataframe(frame, "id", name="fuzz-other")
+
+
+def reports(n: int, regions: Any, seed: int = 0, partition: Partition | None = None
+            ) -> pd.DataFrame:
+    """Client reports of ``n`` clients under LOSS, HIST and RATIO, tagged as devices tag them."""
+    rng = np.random.default_rng(seed)
+    return tagged({"loss": rng.uniform(0, 2.5, n), "ratio": rng.uniform(0, 10, n),
+                   "track_present": rng.integers(0, 2, n),
+                   **histogram_columns(HIST, rng.dirichlet(np.ones(3), n))},
+                  list(SPECS), partition=partition or boxes(), region_id=regions)
+
+
+@functools.cache
+def base_reports() -> pd.DataFrame:
+    """130 clients: 70 in ``a``, 55 in ``b``, 5 in ``c`` (below a floor of 50)."""
+    return reports(130, np.array(["a"] * 70 + ["b"] * 55 + ["c"] * 5))
+
+
+@functools.cache
+def base_regional() -> Any:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UninformativeReleaseWarning)
+        return regional_report(base_reports(), boxes(), [LOSS, HIST, RATIO], epsilon=1.0,
+                               target=Simulation(rng=0), min_cohort=50)
+
+
+@functools.cache
+def base_release() -> Any:
+    return aggregate_metric(base_reports(), LOSS, epsilon=1.0, target=Simulation(rng=1))
+
+
+@functools.cache
+def base_ratio_release() -> Any:
+    return aggregate_metric(base_reports(), RATIO, epsilon=5.0, target=Simulation(rng=1),
+                            min_cohort=10)
+
+
+@functools.cache
+def base_histogram() -> Any:
+    return aggregate_histogram(base_reports(), HIST, epsilon=1.0, target=Simulation(rng=2))
+
+
+@functools.cache
+def base_coverage() -> Any:
+    lon = np.r_[np.full(40, 0.5), np.full(40, 1.5), np.full(20, 2.5)]
+    return dev.coverage(lon, np.full(100, 0.5), np.arange(100) % 80, boxes(), max_cells=2)
+
+
+def history(rounds: int = 4, seed: int = 0) -> pd.DataFrame:
+    """The concatenated loss frames of ``rounds`` regional reports (a drift history)."""
+    frames = []
+    for r in range(rounds):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UninformativeReleaseWarning)
+            rep = regional_report(base_reports(), boxes(), [LOSS], epsilon=1.0, min_cohort=50,
+                                  target=Simulation(rng=seed + r, round_index=r))
+        frames.append(rep["loss"])
+    return pd.concat(frames).reset_index()
+
+
+@functools.cache
+def base_history() -> pd.DataFrame:
+    return history()
+
+
+def fresh_ledger(budget: float = 5.0) -> PrivacyLedger:
+    return PrivacyLedger(":memory:", epoch_budget=budget)
+
+
+def targets() -> st.SearchStrategy[Any]:
+    """Release targets, valid or not (a ReleaseTarget gets a fresh in-memory ledger)."""
+    return arg(st.sampled_from(["sim", "unaccounted", "ledger"]).map(_target), "sim",
+               Simulation, ReleaseTarget)
+
+
+def _target(kind: str) -> Any:
+    if kind == "sim":
+        return Simulation(rng=0)
+    if kind == "unaccounted":
+        return Unaccounted("fuzz")
+    return ReleaseTarget(fresh_ledger(), epoch=0, why="fuzz")
+
+
+# --------------------------------------------------------------------------- frame mutations
+
+
+CELL_JUNK: tuple[Any, ...] = (math.nan, math.inf, -1e308, 1e308, "x", None, True, -5.0,
+                              1e9, pd.NA, [1], "1.0")
+
+
+@st.composite
+def mutated(draw: st.DrawFn, frame: pd.DataFrame, *, index_ids: bool = False,
+            protect: tuple[str, ...] = ()) -> pd.DataFrame:
+    """Return ``frame`` (a copy), possibly broken in one or two ways a caller might break it.
+
+    ``index_ids``: the ids live in the index (client reports), so repeating a row
+    repeats an id. ``protect``: columns never dropped.
+    """
+    out = frame.copy()
+    out.attrs = dict(frame.attrs)
+    for _ in range(draw(st.integers(0, 2))):
+        kind = draw(st.sampled_from([
+            "none", "none", "drop", "cell", "column", "repeat", "empty", "shuffle", "dup_col",
+            "object", "head", "nullable"]))
+        cols = [c for c in out.columns if c not in protect and c != "geometry"]
+        if kind == "drop" and cols:
+            out = out.drop(columns=draw(st.sampled_from(cols)))
+        elif kind == "cell" and len(out) and cols:
+            col = draw(st.sampled_from(cols))
+            row = draw(st.integers(0, len(out) - 1))
+            value = draw(st.sampled_from(CELL_JUNK))
+            series = out[col].astype(object)
+            series.iloc[row] = value
+            out[col] = series
+        elif kind == "column" and cols:
+            col = draw(st.sampled_from(cols))
+            out[col] = draw(st.sampled_from(["text", 0, math.nan, True, None]))
+        elif kind == "repeat" and len(out):
+            row = draw(st.integers(0, len(out) - 1))
+            out = pd.concat([out, out.iloc[[row]]])
+        elif kind == "empty":
+            out = out.iloc[:0]
+        elif kind == "shuffle" and len(out):
+            out = out.sample(frac=1.0, random_state=draw(st.integers(0, 9)))
+        elif kind == "dup_col" and cols:
+            col = draw(st.sampled_from(cols))
+            extra = out[[col]]
+            out = pd.concat([out, extra], axis=1)
+        elif kind == "object" and cols:
+            col = draw(st.sampled_from(cols))
+            out[col] = out[col].astype(object)
+        elif kind == "head" and len(out):
+            out = out.iloc[: draw(st.integers(1, len(out)))]
+        elif kind == "nullable" and cols:
+            col = draw(st.sampled_from(cols))
+            if pd.api.types.is_float_dtype(out[col].dtype):
+                out[col] = out[col].astype("Float64")
+    if index_ids and draw(st.booleans()) and len(out):
+        ids = out.index.to_numpy(dtype=object).copy()
+        ids[draw(st.integers(0, len(ids) - 1))] = draw(st.sampled_from(
+            [ids[0], None, math.nan, "x", (1, 2)]))
+        out.index = pd.Index(ids, name=frame.index.name)
+    return out
