@@ -18,7 +18,10 @@ and Steinke 2020, Algorithm 2). ``Y`` is split into base-``B`` digits
 and because the geometric distribution is memoryless the parts are
 INDEPENDENT: ``D_l`` is a geometric truncated to ``[0, B)`` with ratio
 ``r_l = a**(B**l)`` and ``G`` is geometric with ratio ``r_L``. ``L`` is chosen
-per scale (0 for small scales) to minimise the expected number of draws.
+per scale to minimise the expected number of draws. At small scales (``L =
+0``, up to a scale of about 500) ``|Z|`` itself is inverted (``P(|Z| >= j) = 2
+a**j / (1 + a)``, a geometric beyond ``B - 1``) with the sign taken from the same
+16-bit word: no sign pass and no rejection.
 
 Each part is drawn by inversion: ``D = #{j : V < c_j}`` for a uniform ``V`` in
 ``[0, 1)`` and the thresholds ``c_j = P(D >= j)``, ``j = 1 .. B-1`` (for ``G``
@@ -30,10 +33,10 @@ and fixed-point products rounded down (``lo``) or up (``hi``). ``V`` is
 revealed lazily:
 
 1. 16 random bits ``w``: a lookup table says which digit every ``V`` in
-   ``[w, w+1) 2**-16`` gives, when no bracket meets that interval (typically
-   98-100% of draws);
+   ``[w, w+1) 2**-16`` gives, when no bracket meets that interval (97-100% of
+   draws, depending on the part);
 2. otherwise 48 more bits and a binary search over the 64-bit brackets;
-3. otherwise (probability about ``2**-54`` per draw) 64 more bits at a time,
+3. otherwise (probability below about ``2**-50`` per draw) 64 more bits at a time,
    with the few undecided thresholds bracketed afresh at that precision, until
    each comparison is decided.
 

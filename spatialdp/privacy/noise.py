@@ -350,7 +350,10 @@ class LaplaceMechanism(_Mechanism):
         or a scipy.sparse array; the output has its shape (int64 when discrete).
         Real values are rounded to the lattice of :meth:`lattice_step` and get
         exact discrete Laplace noise of ``scale`` (in lattice units
-        ``scale / step``); the release is epsilon-DP exactly.
+        ``scale / step``); the release is epsilon-DP exactly. Pass the whole
+        vector that ``sensitivity`` covers in ONE call: the step is chosen for
+        its size, and each further call of a split vector would add its own
+        rounding to the sensitivity.
         """
         if self._discrete:
             return super().release(x)
