@@ -91,6 +91,15 @@ def us_states_partition() -> Partition:
     return Partition.from_geodataframe(load_us_states(), "state", name="us48-states")
 
 
+@lru_cache(maxsize=1)
+def _fleet_partition() -> Partition:
+    """Return the states partition :func:`synthetic_fleet` places devices on by default.
+
+    Kept for the process, so that its lookup index is built once, not on every call.
+    """
+    return us_states_partition()
+
+
 def synthetic_fleet(
     n: int,
     *,
@@ -105,6 +114,10 @@ def synthetic_fleet(
     city's size (a dense core, a suburban tail); the rest is a rural background
     spread uniformly over the land. Density therefore runs from dense urban to
     remote, as a national fleet's does. Deterministic for a given seed.
+
+    Devices that land in no region (at sea, abroad) are drawn again, in rounds,
+    each round placed with one vectorised point-in-polygon pass (the lookup of
+    :meth:`Partition.assign`, whose index is built once per partition).
 
     Parameters
     ----------
@@ -143,7 +156,7 @@ def synthetic_fleet(
                            f"{type(partition).__name__}, not a Partition; pass one built "
                            "with Partition.from_geodataframe or from_h3_cover, or None")
     gen = as_generator(rng)
-    part = partition if partition is not None else us_states_partition()
+    part = partition if partition is not None else _fleet_partition()
     cities = pd.read_csv(data_dir() / "us_cities.csv")
     weights = cities.population.to_numpy(dtype=float)
     city_lon = cities.longitude.to_numpy()

@@ -38,6 +38,8 @@ MIN_GRID_CELLS = 1 << 10
 #: rounding error of a point's cell index (about 1e-13 degrees), far less than a cell.
 EDGE_PAD = 1e-9
 _MIN_CELL_DEGREES = 1000 * EDGE_PAD
+#: Points looked up per block.
+LOOKUP_BLOCK = 1 << 16
 
 
 def first_hits(owner: NDArray[np.int64], region: NDArray[np.int64],
@@ -128,10 +130,10 @@ class GridIndex:
         north = max(north, south + ny * _MIN_CELL_DEGREES)
         grid = cls(west, south, east, north, nx, ny, np.empty(0, dtype=np.int32),
                    np.zeros(1, dtype=np.int64), np.empty(0, dtype=np.int64), geoms)
-        mixed, crossing_offsets, crossing = grid._mixed_cells(seg_region, x0, y0, x1, y1,
-                                                              len(geoms))
+        cross_cell, cross_region = grid._crossings(seg_region, x0, y0, x1, y1, len(geoms))
+        mixed = _sorted_unique(cross_cell)
         labels = grid._pure_labels(mixed, tree)
-        offsets, candidates = grid._candidates(mixed, crossing_offsets, crossing, tree)
+        offsets, candidates = grid._candidates(mixed, cross_cell, cross_region)
         labels[mixed] = (-2 - np.arange(mixed.size)).astype(np.int32)
         return cls(west, south, east, north, nx, ny, labels, offsets, candidates, geoms)
 
@@ -142,15 +144,15 @@ class GridIndex:
         return (np.clip(first, 0, n - 1).astype(np.int64),
                 np.clip(last, 0, n - 1).astype(np.int64))
 
-    def _mixed_cells(self, seg_region: NDArray[np.int64], x0: NDArray[np.float64],
-                     y0: NDArray[np.float64], x1: NDArray[np.float64], y1: NDArray[np.float64],
-                     n_regions: int
-                     ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
-        """Return the mixed cells (sorted) and, per mixed cell, the regions whose border crosses it.
+    def _crossings(self, seg_region: NDArray[np.int64], x0: NDArray[np.float64],
+                   y0: NDArray[np.float64], x1: NDArray[np.float64], y1: NDArray[np.float64],
+                   n_regions: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """Return the (cell, region) pairs where a region's border comes near a cell.
 
         Each border segment is cut into pieces shorter than half a cell; a piece,
         widened by :data:`EDGE_PAD`, lies within a block of at most 2 x 2 cells,
-        which are all marked: a superset of the cells the border comes near.
+        which are all marked: a superset of the cells the border comes near. The
+        pairs come sorted by cell, then region.
         """
         span = np.maximum(np.abs(x1 - x0) * self.inv_dx, np.abs(y1 - y0) * self.inv_dy)
         pieces = (np.floor(2.0 * span) + 1).astype(np.int64)
@@ -166,13 +168,10 @@ class GridIndex:
         iy0, iy1 = self._cell_range(np.minimum(ay, by), np.maximum(ay, by), self.south,
                                     self.inv_dy, self.ny)
         region = seg_region[seg]
-        keys = np.concatenate([(iy * self.nx + ix) * n_regions + region
-                               for ix in (ix0, ix1) for iy in (iy0, iy1)])
-        keys = np.unique(keys)
-        cells, crossing = np.divmod(keys, n_regions)
-        mixed, starts = np.unique(cells, return_index=True)
-        offsets = np.append(starts, cells.size).astype(np.int64)
-        return mixed, offsets, crossing
+        keys = _sorted_unique(np.concatenate([(iy * self.nx + ix) * n_regions + region
+                                              for ix in (ix0, ix1) for iy in (iy0, iy1)]))
+        cells, regions = np.divmod(keys, n_regions)
+        return cells, regions
 
     def _centres(self, cells: NDArray[np.int64]) -> tuple[NDArray[np.float64],
                                                           NDArray[np.float64]]:
@@ -193,28 +192,39 @@ class GridIndex:
             starts = np.concatenate([[0], starts])
         cx, cy = self._centres(starts)
         region = np.concatenate([[-1], exact_positions(self.geoms, tree, cx, cy)])
-        labels = region[flat].astype(np.int32)
-        del components, flat, seen
-        return labels
+        del seen
+        return region.astype(np.int32)[flat]
 
-    def _candidates(self, mixed: NDArray[np.int64], crossing_offsets: NDArray[np.int64],
-                    crossing: NDArray[np.int64], tree: shapely.STRtree
+    def _candidates(self, mixed: NDArray[np.int64], cross_cell: NDArray[np.int64],
+                    cross_region: NDArray[np.int64]
                     ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
         """Return the candidates of each mixed cell: regions crossing it or containing it.
 
-        A region whose border does not come near a cell holds all of it or none of
-        it, as its centre tells; containing regions matter only where regions overlap.
+        A region that contains a mixed cell without its border coming near it (possible
+        only where regions overlap) is found row by row: between two cells of a row
+        that a region's border marks, the unmarked cells form a run that lies wholly
+        inside or wholly outside the region (a run reaching the grid's edge is
+        outside), so one test of the run's first centre decides for all its cells.
         """
         n = len(self.geoms)
-        owner = np.repeat(np.arange(mixed.size), np.diff(crossing_offsets))
-        crossing_keys = owner * n + crossing
-        cx, cy = self._centres(mixed)
-        cell_idx, region_idx = tree.query(shapely.points(cx, cy))
-        keys = cell_idx * n + region_idx
-        rest = ~np.isin(keys, crossing_keys, assume_unique=True)
-        cell_idx, region_idx = cell_idx[rest], region_idx[rest]
-        inside = shapely.intersects_xy(self.geoms[region_idx], cx[cell_idx], cy[cell_idx])
-        keys = np.sort(np.concatenate([crossing_keys, keys[rest][inside]]))
+        ncells = self.nx * self.ny
+        # Marked cells of each region, by region, then row, then column.
+        by_region = np.sort(cross_region * ncells + cross_cell)
+        region, cell = np.divmod(by_region, ncells)
+        gap = np.flatnonzero((region[1:] == region[:-1]) & (cell[1:] // self.nx
+                                                           == cell[:-1] // self.nx)
+                             & (cell[1:] - cell[:-1] > 1))
+        first, last, owner = cell[gap] + 1, cell[gap + 1] - 1, region[gap]
+        cx, cy = self._centres(first)
+        inside = shapely.intersects_xy(self.geoms[owner], cx, cy)
+        first, last, owner = first[inside], last[inside], owner[inside]
+        lo = np.searchsorted(mixed, first, side="left")
+        hi = np.searchsorted(mixed, last, side="right")
+        count = hi - lo
+        held = np.repeat(lo - (np.cumsum(count) - count), count) + np.arange(int(count.sum()))
+        keys = np.concatenate([np.searchsorted(mixed, cross_cell) * n + cross_region,
+                               held * n + np.repeat(owner, count)])
+        keys.sort()
         owners, candidates = np.divmod(keys, n)
         offsets = np.searchsorted(owners, np.arange(mixed.size + 1)).astype(np.int64)
         return offsets, candidates.astype(np.int64)
@@ -226,7 +236,8 @@ class GridIndex:
         fx = (lon - self.west) * self.inv_dx
         fy = (lat - self.south) * self.inv_dy
         inside = (fx >= 0) & (fy >= 0) & (lon <= self.east) & (lat <= self.north)
-        cell = np.minimum(fy.astype(np.int64), self.ny - 1) * self.nx
+        cell = np.minimum(fy.astype(np.int64), self.ny - 1)
+        cell *= self.nx
         cell += np.minimum(fx.astype(np.int64), self.nx - 1)
         cell[~inside] = 0
         out = self.labels[cell].astype(np.int64)
@@ -234,7 +245,19 @@ class GridIndex:
         return out
 
     def lookup(self, lon: NDArray[np.float64], lat: NDArray[np.float64]) -> NDArray[np.int64]:
-        """Return the first region (in partition order) each point lies in, -1 if none."""
+        """Return the first region (in partition order) each point lies in, -1 if none.
+
+        Points are taken in blocks of :data:`LOOKUP_BLOCK`, which bounds the
+        temporary arrays (and keeps them in cache).
+        """
+        out = np.empty(lon.size, dtype=np.int64)
+        for start in range(0, lon.size, LOOKUP_BLOCK):
+            block = slice(start, start + LOOKUP_BLOCK)
+            out[block] = self._lookup_block(lon[block], lat[block])
+        return out
+
+    def _lookup_block(self, lon: NDArray[np.float64], lat: NDArray[np.float64]
+                      ) -> NDArray[np.int64]:
         out = self.cell_labels(lon, lat)
         todo = np.flatnonzero(out <= -2)
         if todo.size:
@@ -248,6 +271,14 @@ class GridIndex:
             hit = shapely.intersects_xy(self.geoms[region], lon[point], lat[point])
             out[todo] = first_hits(owner, region, hit, todo.size)
         return out
+
+
+def _sorted_unique(values: NDArray[np.int64]) -> NDArray[np.int64]:
+    """Return the sorted distinct values (sort-based: faster than np.unique's hashing)."""
+    values = np.sort(values)
+    keep = np.ones(values.size, dtype=bool)
+    keep[1:] = values[1:] != values[:-1]
+    return values[keep]
 
 
 def _grid_shape(width: float, height: float, border_length: float) -> tuple[int, int]:
