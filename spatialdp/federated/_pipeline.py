@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Generic, TypeVar
 
+import numpy as np
 from numpy.typing import NDArray
 
 from spatialdp.privacy.target import Accounting, Mechanism
 
-__all__ = ["ReleasePlan", "exact_total", "run_release"]
+__all__ = ["ReleasePlan", "check_draws", "exact_total", "run_release"]
 
 T = TypeVar("T")
 
@@ -48,9 +49,24 @@ def exact_total(epsilons: Sequence[float]) -> float:
     return total
 
 
+def check_draws(plans: Sequence[ReleasePlan[Any]]) -> None:
+    """Run the noise samplers' own checks on public parameters, before anything is charged.
+
+    A real-valued release puts its values on a fixed-point lattice whose step
+    depends on the number of values; a release too large for the lattice is
+    refused here, never after the charge.
+    """
+    for plan in plans:
+        for mechanism, values in plan.draws:
+            step = getattr(mechanism, "lattice_step", None)
+            if step is not None and not getattr(mechanism, "discrete", True):
+                step(int(np.size(values)))
+
+
 def run_release(plans: Sequence[ReleasePlan[T]], *, target: Accounting, structure: Any,
                 what: str, default_line_item: str) -> list[T]:
-    """Charge the plans' total epsilon once, then draw each plan's noise and finish it."""
+    """Check the draws, charge the plans' total epsilon once, then draw each plan's noise."""
+    check_draws(plans)
     target.charge(structure=structure, epsilon=exact_total([p.epsilon for p in plans]),
                   what=what, default_line_item=default_line_item)
     return [plan.finish([target.add_noise(mech, values) for mech, values in plan.draws])
