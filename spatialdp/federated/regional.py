@@ -416,8 +416,7 @@ def _metric_frame(est: Estimate, partition: Partition) -> gpd.GeoDataFrame:
     with np.errstate(divide="ignore", invalid="ignore"):
         cv = est.noise_std / np.abs(np.asarray(columns["value"], dtype=np.float64))
     # Nothing is published below the floor, not even the size of the cohort.
-    cohort = pd.array(est.cohort, dtype="Int64")
-    cohort[est.suppressed] = pd.NA
+    cohort = pd.arrays.IntegerArray(est.cohort.astype(np.int64), est.suppressed.copy())
     columns.update(
         error_bar=est.error_bar, noise_std=est.noise_std, cohort=cohort, cv=cv,
         reliability=reliability_class(np.nan_to_num(cv, nan=np.inf), est.suppressed),

@@ -76,6 +76,6 @@ def reliability_class(cv: NDArray[np.float64], suppressed: NDArray[np.bool_]
     >>> list(reliability_class(np.array([0.05, 0.3, 2.0]), np.array([False, False, True])))
     ['high', 'medium', 'suppressed']
     """
-    labels = np.where(cv < _CV_EDGES[0], "high", np.where(cv <= _CV_EDGES[1], "medium", "low"))
-    labels = np.where(suppressed, "suppressed", labels)
-    return pd.Categorical(labels, categories=list(RELIABILITY_CLASSES), ordered=True)
+    codes = np.where(cv < _CV_EDGES[0], 0, np.where(cv <= _CV_EDGES[1], 1, 2))
+    codes = np.where(suppressed, 3, codes)  # codes into RELIABILITY_CLASSES: no string work
+    return pd.Categorical.from_codes(codes, categories=list(RELIABILITY_CLASSES), ordered=True)
