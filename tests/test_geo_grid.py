@@ -19,7 +19,7 @@ import shapely
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from spatialdp.geo import h3cells
+from spatialdp.geo import _grid, h3cells
 from spatialdp.geo._grid import GridIndex, exact_positions
 from spatialdp.geo.partition import Partition
 
@@ -64,6 +64,7 @@ def check_exact(geoms: Any, seed: int = 0, n_random: int = 20_000) -> GridIndex:
     geoms = np.asarray(geoms, dtype=object)
     tree = shapely.STRtree(geoms)
     grid = GridIndex.build(geoms, tree)
+    assert grid is not None
     lon, lat = awkward_points(geoms, grid, np.random.default_rng(seed), n_random)
     expected = reference(geoms, lon, lat)
     np.testing.assert_array_equal(exact_positions(geoms, tree, lon, lat), expected)
@@ -112,6 +113,7 @@ def test_enclave_and_overlaps_go_to_the_first_region(enclave_first: bool) -> Non
     geoms = [enclave, big, sliver] if enclave_first else [big, enclave, sliver]
     check_exact(geoms)
     grid = GridIndex.build(np.asarray(geoms, dtype=object), shapely.STRtree(geoms))
+    assert grid is not None
     inside = grid.lookup(np.array([40.00015]), np.array([20.00015]))
     assert inside.tolist() == [0]
 
@@ -150,10 +152,29 @@ def test_partition_paths_agree(states: gpd.GeoDataFrame) -> None:
     np.testing.assert_array_equal(before, after)
 
 
+def test_no_grid_where_borders_are_too_dense(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With too few cells for its borders, a partition keeps to the exact test."""
+    monkeypatch.setattr(_grid, "MAX_GRID_CELLS", 64)
+    cells = h3cells.latlng_to_cells(np.zeros(1), np.zeros(1), 3)
+    disk = h3cells.grid_disk_lists(cells, 6)[1]
+    frame = gpd.GeoDataFrame({"id": h3cells.cells_to_str(disk)},
+                             geometry=h3cells.cell_polygons(disk), crs=4326)
+    part = Partition.from_geodataframe(frame, "id")
+    part._points_seen = part._grid_min_points()
+    rng = np.random.default_rng(7)
+    west, south, east, north = frame.total_bounds
+    lon, lat = rng.uniform(west, east, 5_000), rng.uniform(south, north, 5_000)
+    got = part.assign(lon=lon, lat=lat).positions
+    assert part._grid_tried
+    assert part._grid is None
+    np.testing.assert_array_equal(got, reference(part._prepared_geometries(), lon, lat))
+
+
 def test_empty_batches() -> None:
     geoms = np.asarray(donut_world(), dtype=object)
     tree = shapely.STRtree(geoms)
     grid = GridIndex.build(geoms, tree)
+    assert grid is not None
     empty = np.empty(0)
     assert grid.lookup(empty, empty).shape == (0,)
     assert exact_positions(geoms, tree, empty, empty).shape == (0,)

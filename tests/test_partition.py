@@ -405,6 +405,7 @@ def test_grid_index_is_exact_near_borders(
 ) -> None:
     """Large batches go through the grid index; the answer must equal sjoin's."""
     part = Partition.from_geodataframe(states, "state")
+    part._points_seen = part._grid_min_points()  # as after many batches: the grid is used
     rng = np.random.default_rng(4)
     border = states.boundary.union_all()
     along = shapely.line_interpolate_point(
@@ -457,10 +458,12 @@ def test_grid_index_built_once_and_not_pickled(states_partition: Partition,
 
     monkeypatch.setattr(GridIndex, "build", classmethod(counting))
     rng = np.random.default_rng(5)
-    lon, lat = rng.uniform(-125, -66, 30_000), rng.uniform(24, 50, 30_000)
-    first = part.assign(lon=lon, lat=lat).positions  # exact test only: 30,000 points seen
+    batch = part._grid_min_points() // 2 + 1
+    assert batch > 30_000  # 50,000 points, plus 2 per vertex of the states
+    lon, lat = rng.uniform(-125, -66, batch), rng.uniform(24, 50, batch)
+    first = part.assign(lon=lon, lat=lat).positions  # exact test only: too few points yet
     assert builds == []
-    second = part.assign(lon=lon, lat=lat).positions  # 60,000 seen: the grid is built
+    second = part.assign(lon=lon, lat=lat).positions  # enough points seen: the grid is built
     third = part.assign(lon=lon, lat=lat).positions
     assert builds == [1]
     np.testing.assert_array_equal(first, second)

@@ -3,7 +3,7 @@
 H3 partitions index all points at once (h3ronpy) and find the cells in a hash
 table of the partition's cells. Polygon partitions test small batches exactly
 (STRtree bounding boxes, then prepared geometries); once a partition has seen
-:data:`GRID_MIN_POINTS` points it builds, once, a grid index
+:data:`GRID_MIN_POINTS` points (more for intricate polygons) it builds, once, a grid index
 (:mod:`spatialdp.geo._grid`) that labels most points by arithmetic and sends
 only points near a border to the exact test.
 
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "GRID_MIN_POINTS",
+    "GRID_POINTS_PER_VERTEX",
     "UNASSIGNED_WARN_MIN_POINTS",
     "UNASSIGNED_WARN_SHARE",
     "UnassignedPointsWarning",
@@ -42,10 +43,13 @@ UNASSIGNED_WARN_SHARE = 0.5
 #: ...and the batch holds at least this many points (a few strays prove nothing).
 UNASSIGNED_WARN_MIN_POINTS = 100
 #: A polygon partition builds its grid index once it has been asked about this many
-#: points in all: building (about 0.2 s for the 48 states) costs what the exact test
-#: alone takes for about 80,000 points, and the grid then labels a million points
-#: in well under 0.1 s.
+#: points in all, plus GRID_POINTS_PER_VERTEX per vertex of its polygons: the exact
+#: test costs about 2 us a point, building the grid about 0.1 s plus 3 us a vertex
+#: (0.1 s for the 48 states, 1.5 s for 30,000 hexagons), and the grid then labels a
+#: million points in under 0.1 s. Building only once the exact test has cost about
+#: as much as the build never costs more than twice the better choice.
 GRID_MIN_POINTS = 50_000
+GRID_POINTS_PER_VERTEX = 2
 _SWAP_SAMPLE = 10_000
 
 
@@ -87,9 +91,12 @@ def positions_of(partition: Partition, lon: NDArray[np.float64], lat: NDArray[np
         cells = h3cells._latlng_to_cells(lat, lon, int(partition.resolution or 0))
         return partition._cell_positions(cells)
     partition._points_seen += lon.size
-    if partition._grid is None and partition._points_seen < GRID_MIN_POINTS:
+    grid = partition._grid
+    if grid is None and partition._points_seen >= partition._grid_min_points():
+        grid = partition._grid_index()
+    if grid is None:
         return exact_positions(partition._prepared_geometries(), partition.tree, lon, lat)
-    return partition._grid_index().lookup(lon, lat)
+    return grid.lookup(lon, lat)
 
 
 def warn_if_mostly_unassigned(partition: Partition, positions: NDArray[np.int64],

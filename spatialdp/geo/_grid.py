@@ -26,7 +26,8 @@ import shapely
 from numpy.typing import NDArray
 from scipy import ndimage
 
-__all__ = ["EDGE_PAD", "MAX_GRID_CELLS", "GridIndex", "exact_positions", "first_hits"]
+__all__ = ["EDGE_PAD", "MAX_GRID_CELLS", "MAX_MIXED_SHARE", "GridIndex", "exact_positions",
+           "first_hits"]
 
 #: Cells are sized so that the band of mixed cells along the borders covers about
 #: this share of the bounding box...
@@ -34,6 +35,12 @@ MIXED_SHARE = 0.02
 #: ...with at most this many cells (4 bytes each) and at least this many.
 MAX_GRID_CELLS = 1 << 22
 MIN_GRID_CELLS = 1 << 10
+#: The band is about 1.8 cells wide along each border, which the summed ring length
+#: counts twice where two regions share it.
+_BAND_CELLS = 0.9
+#: No grid when its band is estimated to cover more than this share of the cells:
+#: borders are then too dense for it, and the exact test alone does as well.
+MAX_MIXED_SHARE = 0.75
 #: A border within this many degrees of a cell makes it mixed: far more than the
 #: rounding error of a point's cell index (about 1e-13 degrees), far less than a cell.
 EDGE_PAD = 1e-9
@@ -117,23 +124,33 @@ class GridIndex:
 
     # ------------------------------------------------------------------ building
     @classmethod
-    def build(cls, geoms: NDArray[np.object_], tree: shapely.STRtree) -> GridIndex:
+    def build(cls, geoms: NDArray[np.object_], tree: shapely.STRtree) -> GridIndex | None:
         """Build the grid over ``geoms`` (valid (multi)polygons; ``tree`` is their STRtree).
 
-        The geometries are prepared in place (:func:`shapely.prepare`).
+        The geometries are prepared in place (:func:`shapely.prepare`). Returns None
+        when borders are so dense that most cells would be mixed (the exact test
+        alone is then as fast).
         """
         shapely.prepare(geoms)
         west, south, east, north = (float(v) for v in shapely.total_bounds(geoms))
         seg_region, x0, y0, x1, y1 = _border_segments(geoms)
-        nx, ny = _grid_shape(east - west, north - south, float(np.hypot(x1 - x0, y1 - y0).sum()))
+        border_length = float(np.hypot(x1 - x0, y1 - y0).sum())
+        nx, ny = _grid_shape(east - west, north - south, border_length)
         east = max(east, west + nx * _MIN_CELL_DEGREES)
         north = max(north, south + ny * _MIN_CELL_DEGREES)
+        cell_area = (east - west) * (north - south) / (nx * ny)
+        band_area = _BAND_CELLS * border_length * np.sqrt(cell_area)
+        if band_area > MAX_MIXED_SHARE * nx * ny * cell_area:
+            return None
         grid = cls(west, south, east, north, nx, ny, np.empty(0, dtype=np.int32),
                    np.zeros(1, dtype=np.int64), np.empty(0, dtype=np.int64), geoms)
         cross_cell, cross_region = grid._crossings(seg_region, x0, y0, x1, y1, len(geoms))
-        mixed = _sorted_unique(cross_cell)
+        new = np.ones(cross_cell.size, dtype=bool)
+        new[1:] = cross_cell[1:] != cross_cell[:-1]
+        mixed = cross_cell[new]
+        cross_mixed = np.cumsum(new) - 1  # each pair's mixed-cell number
         labels = grid._pure_labels(mixed, tree)
-        offsets, candidates = grid._candidates(mixed, cross_cell, cross_region)
+        offsets, candidates = grid._candidates(mixed, cross_cell, cross_mixed, cross_region)
         labels[mixed] = (-2 - np.arange(mixed.size)).astype(np.int32)
         return cls(west, south, east, north, nx, ny, labels, offsets, candidates, geoms)
 
@@ -149,13 +166,13 @@ class GridIndex:
                    n_regions: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
         """Return the (cell, region) pairs where a region's border comes near a cell.
 
-        Each border segment is cut into pieces shorter than half a cell; a piece,
-        widened by :data:`EDGE_PAD`, lies within a block of at most 2 x 2 cells,
-        which are all marked: a superset of the cells the border comes near. The
-        pairs come sorted by cell, then region.
+        Each border segment is cut into pieces shorter than 0.99 of a cell; a piece,
+        widened by :data:`EDGE_PAD` (at most 0.001 of a cell), lies within a block of
+        at most 2 x 2 cells, which are all marked: a superset of the cells the border
+        comes near. The pairs come sorted by cell, then region.
         """
         span = np.maximum(np.abs(x1 - x0) * self.inv_dx, np.abs(y1 - y0) * self.inv_dy)
-        pieces = (np.floor(2.0 * span) + 1).astype(np.int64)
+        pieces = (np.floor(span / 0.99) + 1).astype(np.int64)
         seg = np.repeat(np.arange(pieces.size), pieces)
         step = np.arange(seg.size) - np.repeat(np.cumsum(pieces) - pieces, pieces)
         t0 = step / pieces[seg]
@@ -163,14 +180,22 @@ class GridIndex:
         dx, dy = (x1 - x0)[seg], (y1 - y0)[seg]
         ax, ay = x0[seg] + t0 * dx, y0[seg] + t0 * dy
         bx, by = x0[seg] + t1 * dx, y0[seg] + t1 * dy
+        del t0, t1, dx, dy
         ix0, ix1 = self._cell_range(np.minimum(ax, bx), np.maximum(ax, bx), self.west,
                                     self.inv_dx, self.nx)
         iy0, iy1 = self._cell_range(np.minimum(ay, by), np.maximum(ay, by), self.south,
                                     self.inv_dy, self.ny)
+        del ax, ay, bx, by
         region = seg_region[seg]
-        keys = _sorted_unique(np.concatenate([(iy * self.nx + ix) * n_regions + region
-                                              for ix in (ix0, ix1) for iy in (iy0, iy1)]))
-        cells, regions = np.divmod(keys, n_regions)
+        wide, tall = ix1 != ix0, iy1 != iy0
+        both = wide & tall
+        keys = np.concatenate([
+            (iy0 * self.nx + ix0) * n_regions + region,
+            (iy0[wide] * self.nx + ix1[wide]) * n_regions + region[wide],
+            (iy1[tall] * self.nx + ix0[tall]) * n_regions + region[tall],
+            (iy1[both] * self.nx + ix1[both]) * n_regions + region[both],
+        ])
+        cells, regions = np.divmod(_sorted_unique(keys), n_regions)
         return cells, regions
 
     def _centres(self, cells: NDArray[np.int64]) -> tuple[NDArray[np.float64],
@@ -196,7 +221,7 @@ class GridIndex:
         return region.astype(np.int32)[flat]
 
     def _candidates(self, mixed: NDArray[np.int64], cross_cell: NDArray[np.int64],
-                    cross_region: NDArray[np.int64]
+                    cross_mixed: NDArray[np.int64], cross_region: NDArray[np.int64]
                     ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
         """Return the candidates of each mixed cell: regions crossing it or containing it.
 
@@ -215,14 +240,15 @@ class GridIndex:
                                                            == cell[:-1] // self.nx)
                              & (cell[1:] - cell[:-1] > 1))
         first, last, owner = cell[gap] + 1, cell[gap + 1] - 1, region[gap]
-        cx, cy = self._centres(first)
-        inside = shapely.intersects_xy(self.geoms[owner], cx, cy)
-        first, last, owner = first[inside], last[inside], owner[inside]
         lo = np.searchsorted(mixed, first, side="left")
         hi = np.searchsorted(mixed, last, side="right")
+        some = np.flatnonzero(hi > lo)  # runs without a mixed cell need no test
+        cx, cy = self._centres(first[some])
+        inside = some[shapely.intersects_xy(self.geoms[owner[some]], cx, cy)]
+        lo, hi, owner = lo[inside], hi[inside], owner[inside]
         count = hi - lo
         held = np.repeat(lo - (np.cumsum(count) - count), count) + np.arange(int(count.sum()))
-        keys = np.concatenate([np.searchsorted(mixed, cross_cell) * n + cross_region,
+        keys = np.concatenate([cross_mixed * n + cross_region,
                                held * n + np.repeat(owner, count)])
         keys.sort()
         owners, candidates = np.divmod(keys, n)
@@ -286,9 +312,7 @@ def _grid_shape(width: float, height: float, border_length: float) -> tuple[int,
     width = max(width, _MIN_CELL_DEGREES)
     height = max(height, _MIN_CELL_DEGREES)
     area = width * height
-    # The band is about 1.75 cells wide along each border, which border_length
-    # counts twice where two regions share it.
-    size = MIXED_SHARE * area / max(0.9 * border_length, 1e-300)
+    size = MIXED_SHARE * area / max(_BAND_CELLS * border_length, 1e-300)
     size = float(np.clip(size, np.sqrt(area / MAX_GRID_CELLS), np.sqrt(area / MIN_GRID_CELLS)))
     size = max(size, _MIN_CELL_DEGREES)
     while True:
@@ -302,10 +326,21 @@ def _grid_shape(width: float, height: float, border_length: float) -> tuple[int,
 def _border_segments(geoms: NDArray[np.object_]
                      ) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.float64],
                                 NDArray[np.float64], NDArray[np.float64]]:
-    """Return every ring segment of the polygons: its region and end points."""
-    rings, region = shapely.get_parts(shapely.boundary(geoms), return_index=True)
-    coords, ring = shapely.get_coordinates(rings, return_index=True)
-    same = ring[1:] == ring[:-1]
-    start = np.flatnonzero(same)
-    return (region[ring[start]].astype(np.int64), coords[start, 0], coords[start, 1],
-            coords[start + 1, 0], coords[start + 1, 1])
+    """Return every ring segment of the (multi)polygons: its region and end points."""
+    kind, coords, offsets = shapely.to_ragged_array(geoms)
+    if kind == shapely.GeometryType.POLYGON:
+        ring_offsets, polygon_offsets = offsets
+        part_offsets = np.arange(len(geoms) + 1)
+    elif kind == shapely.GeometryType.MULTIPOLYGON:
+        ring_offsets, polygon_offsets, part_offsets = offsets
+    else:  # pragma: no cover - partitions hold (multi)polygons only
+        raise TypeError(f"expected (multi)polygons, got {kind!r}")
+    polygon_region = np.repeat(np.arange(len(geoms)), np.diff(part_offsets))
+    ring_region = np.repeat(polygon_region, np.diff(polygon_offsets))
+    # A segment starts at every coordinate but the last of its ring.
+    starts = np.ones(coords.shape[0], dtype=bool)
+    starts[ring_offsets[1:] - 1] = False
+    first = np.flatnonzero(starts)
+    region = np.repeat(ring_region, np.diff(ring_offsets) - 1)
+    return (region.astype(np.int64), coords[first, 0], coords[first, 1],
+            coords[first + 1, 0], coords[first + 1, 1])

@@ -101,6 +101,7 @@ class Partition(H3Methods):
         self._tree: shapely.STRtree | None = None
         self._geoms: NDArray[np.object_] | None = None
         self._grid: GridIndex | None = None
+        self._grid_tried = False
         self._cell_index: pd.Index | None = None
         self._points_seen = 0
         self.version = self._content_hash()
@@ -110,7 +111,7 @@ class Partition(H3Methods):
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state.update(dict.fromkeys(self._CACHES))
-        state["_points_seen"] = 0
+        state.update(_grid_tried=False, _points_seen=0)
         return state
 
     # ------------------------------------------------------------------ building
@@ -406,11 +407,17 @@ class Partition(H3Methods):
             self._geoms = geoms
         return self._geoms
 
-    def _grid_index(self) -> GridIndex:
-        """Return the grid index of a polygon partition (built once)."""
-        if self._grid is None:
+    def _grid_index(self) -> GridIndex | None:
+        """Return the grid index of a polygon partition (built once; None if not worth it)."""
+        if not self._grid_tried:
             self._grid = GridIndex.build(self._prepared_geometries(), self.tree)
+            self._grid_tried = True
         return self._grid
+
+    def _grid_min_points(self) -> int:
+        """Return how many points this partition assigns before it builds its grid index."""
+        vertices = int(shapely.get_num_coordinates(self._prepared_geometries()).sum())
+        return _assign.GRID_MIN_POINTS + _assign.GRID_POINTS_PER_VERTEX * vertices
 
     # ------------------------------------------------------------------ neighbours
     def adjacency(self) -> sparse.csr_array:
