@@ -68,6 +68,7 @@ from tests.test_fuzz_support import (
     fuzz_settings,
     junk,
     maybe,
+    mixed,
     mutated,
     number,
     other_boxes,
@@ -394,15 +395,20 @@ alphas = arg(number(0.001, 0.5), 0, 1, 1.0)
 floors = arg(number(1, 80, integer=True), 0, 50.5, -1)
 
 
+def pick(draw: st.DrawFn, target_strategy: Any) -> Any:
+    """Draw a release target: from ``target_strategy`` if given, else any (valid or not)."""
+    return draw(targets() if target_strategy is None else target_strategy)
+
+
 def client_reports() -> st.SearchStrategy[Any]:
     return arg(mutated(base_reports(), index_ids=True))
 
 
 @st.composite
-def aggregate_metric_calls(draw: st.DrawFn) -> Call:
+def aggregate_metric_calls(draw: st.DrawFn, target_strategy: Any = None) -> Call:
     spec = draw(spec_values)
     floor = draw(floors)
-    target = draw(targets())
+    target = pick(draw, target_strategy)
 
     def check(rel: Any) -> None:
         check_metric_release(rel, floor=floor, simulated=getattr(target, "simulated", None))
@@ -413,11 +419,12 @@ def aggregate_metric_calls(draw: st.DrawFn) -> Call:
 
 
 @st.composite
-def aggregate_histogram_calls(draw: st.DrawFn) -> Call:
+def aggregate_histogram_calls(draw: st.DrawFn, target_strategy: Any = None) -> Call:
     spec = draw(spec_values)
     floor = draw(floors)
+    target = pick(draw, target_strategy)
     return call("aggregate_histogram", fed.aggregate_histogram, draw(client_reports()), spec,
-                epsilon=draw(epsilons), target=draw(targets()), min_cohort=floor,
+                epsilon=draw(epsilons), target=target, min_cohort=floor,
                 alpha=draw(alphas), check=lambda rel: check_histogram_release(rel, spec, floor))
 
 
@@ -427,7 +434,7 @@ metric_lists = st.one_of(
 
 
 @st.composite
-def regional_report_calls(draw: st.DrawFn) -> Call:
+def regional_report_calls(draw: st.DrawFn, target_strategy: Any = None) -> Call:
     metrics = draw(metric_lists)
     floor = draw(floors)
     if draw(st.booleans()) and isinstance(metrics, list):
@@ -442,11 +449,12 @@ def regional_report_calls(draw: st.DrawFn) -> Call:
 
     return call("regional_report", fed.regional_report, draw(client_reports()),
                 draw(arg(st.just(boxes()), other_boxes())), metrics, epsilon=eps,
-                target=draw(targets()), min_cohort=floor, alpha=draw(alphas), check=check)
+                target=pick(draw, target_strategy), min_cohort=floor,
+                alpha=draw(alphas), check=check)
 
 
 @st.composite
-def round_health_calls(draw: st.DrawFn) -> Call:
+def round_health_calls(draw: st.DrawFn, target_strategy: Any = None) -> Call:
     n = draw(st.integers(0, 40))
     status = draw(st.one_of(
         st.lists(st.sampled_from(HEALTH_STATUSES), min_size=n, max_size=n).map(np.asarray),
@@ -472,12 +480,13 @@ def round_health_calls(draw: st.DrawFn) -> Call:
         health.no_contact()
 
     return call("round_health", fed.round_health, status, regions,
-                draw(arg(st.just(boxes()))), epsilon=draw(epsilons), target=draw(targets()),
-                granularity=step, alpha=draw(alphas), check=check)
+                draw(arg(st.just(boxes()))), epsilon=draw(epsilons),
+                target=pick(draw, target_strategy), granularity=step,
+                alpha=draw(alphas), check=check)
 
 
 @st.composite
-def release_coverage_calls(draw: st.DrawFn) -> Call:
+def release_coverage_calls(draw: st.DrawFn, target_strategy: Any = None) -> Call:
     other = dev.coverage([5.5], [5.5], [1], other_boxes())
     coverage = draw(arg(st.just(base_coverage()), other))
 
@@ -485,13 +494,13 @@ def release_coverage_calls(draw: st.DrawFn) -> Call:
         frame = out.frame
         assert (frame.covered == (frame.clients > frame.error_bar)).all()
         assert np.isfinite(frame.error_bar).all()
-        assert (frame.error_bar > 0).all()
+        assert (frame.error_bar >= 0).all()  # discrete noise: 0 at a high alpha
         assert 0 <= out.covered_share <= 1
         assert isinstance(out.summary(), str)
 
     return call("release_coverage", fed.release_coverage, coverage,
                 draw(arg(st.just(boxes()), other_boxes())), epsilon=draw(epsilons),
-                target=draw(targets()), alpha=draw(alphas), check=check)
+                target=pick(draw, target_strategy), alpha=draw(alphas), check=check)
 
 
 # --------------------------------------------------------------------------- results
@@ -1226,7 +1235,7 @@ def test_only_spatialdp_errors(name: str) -> None:
     factory, n = FUZZ[name]
 
     @fuzz_settings(n)
-    @given(factory())
+    @given(mixed(factory()))
     def fuzz(one: Call) -> None:
         run(one)
 

@@ -140,7 +140,7 @@ OPEN_DEFECTS: tuple[Defect, ...] = (
     # regional.py (the lead's)
     Defect("regional_report", TypeError, "is not iterable", f"{_FED}/regional.py",
            "metrics=True / 3 / 1e308 (not a list): _check_specs iterates it"),
-    Defect("regional_report", ValueError, "truth value of an? (array|Series|DataFrame)",
+    Defect("regional_report", ValueError, "truth value of",
            f"{_FED}/regional.py",
            "metrics=np.array([1.0, 2.0]) / pd.Series(...): `not metrics` in _check_specs"),
     Defect("regional_report", AssertionError, "infinite error bar",
@@ -177,17 +177,20 @@ OPEN_DEFECTS: tuple[Defect, ...] = (
            "epsilon=1e308 (above MAX_EPSILON=1e6, which check_epsilon refuses elsewhere): "
            "returns 0.0 or a subnormal bar"),
     # secure_sum.py (the lead's)
-    Defect("check_clipping", (AttributeError, TypeError, ValueError, IndexError), "",
+    Defect("check_clipping", (AttributeError, TypeError, ValueError, IndexError, KeyError), "",
            f"{_FED}/secure_sum.py",
            "spec=None / 3, sums=None or [] with counts of another length, counts=None: no "
            "argument is checked (AttributeError 'mass_cap'/'astype', broadcast ValueError)"),
     # privacy (noise and ledger owners)
-    Defect("PrivacyLoss", ValueError, "truth value of an? (array|Series|DataFrame)",
+    Defect("PrivacyLoss", ValueError, "truth value of",
            "spatialdp/privacy/noise.py",
            "kind=np.array([1.0, 2.0]) / pd.Series: compared with == before any type check"),
     Defect("rho_to_epsilon", Exception, "OpenDP|d_in|inf_div|inf_exp|not finite",
            "spatialdp/privacy/budget.py",
            "rho=1e308 or rho=5e-324 with delta=0.5: opendp's OpenDPException escapes"),
+    # datasets (another engineer)
+    Defect("synthetic_fleet", MemoryError, "", "spatialdp/datasets.py",
+           "n=10**12: check_integer has no upper bound, np.empty(n) asks for 7 TiB"),
     # geo (another engineer)
     Defect("Partition.read_file", FileNotFoundError, "", "spatialdp/geo/_io.py",
            "a path that does not exist: pyarrow's FileNotFoundError, not InvalidInput"),
@@ -280,12 +283,33 @@ def number(low: float, high: float, *, integer: bool = False, exclude_low: bool 
     return base.flatmap(lambda x: st.sampled_from(variants(x)))
 
 
-def arg(valid: st.SearchStrategy[Any], *bad: Any, weight: int = 3) -> st.SearchStrategy[Any]:
+#: While a "clean" call is drawn, every :func:`arg` and :func:`mutated` gives a valid value.
+_CLEAN = [False]
+
+
+@st.composite
+def arg(draw: st.DrawFn, valid: st.SearchStrategy[Any], *bad: Any, weight: int = 3) -> Any:
     """Mostly ``valid``, sometimes junk, edge numbers or the given ``bad`` values."""
+    if _CLEAN[0]:
+        return draw(valid)
     others = [junk, edge_numbers]
     if bad:
         others.append(st.sampled_from(bad))
-    return st.one_of(*([valid] * weight), *others)
+    return draw(st.one_of(*([valid] * weight), *others))
+
+
+@st.composite
+def mixed(draw: st.DrawFn, calls: st.SearchStrategy[Any]) -> Any:
+    """Draw from ``calls``, a third of the time with every argument valid (a "clean" call).
+
+    Junk in every argument at once would make nearly every call a refusal at its first
+    check; clean calls reach the computation, the charge and the result invariants.
+    """
+    _CLEAN[0] = draw(st.integers(0, 2)) == 0
+    try:
+        return draw(calls)
+    finally:
+        _CLEAN[0] = False
 
 
 def maybe(valid: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
@@ -425,6 +449,8 @@ def mutated(draw: st.DrawFn, frame: pd.DataFrame, *, index_ids: bool = False,
     """
     out = frame.copy()
     out.attrs = dict(frame.attrs)
+    if _CLEAN[0]:
+        return out
     for _ in range(draw(st.integers(0, 2))):
         kind = draw(st.sampled_from([
             "none", "none", "drop", "cell", "column", "repeat", "empty", "shuffle", "dup_col",
