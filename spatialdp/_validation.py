@@ -330,7 +330,8 @@ def check_choice(value: Any, name: str, choices: Collection[_T]) -> _T:
     >>> check_choice("sqrt", "mode", ("sqrt", "equal"))
     'sqrt'
     """
-    if isinstance(value, (str, bytes, int, float, np.generic)) or value is None:
+    scalar = isinstance(value, (str, bytes, int, float, np.generic)) or value is None
+    if scalar:  # never compare an array or a frame with the choices
         try:
             if value in choices:
                 return value  # type: ignore[no-any-return]

@@ -11,12 +11,13 @@ detectors and drawn as an uncertainty choropleth.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
+from spatialdp._random import as_generator
+from spatialdp._validation import check_epsilon, check_integer, check_number, fail
 from spatialdp.datasets import synthetic_fleet, us_states_partition
 from spatialdp.federated.aggregate import aggregate_metric
 from spatialdp.federated.device import device_report, track_ratio_spec
@@ -41,6 +42,9 @@ WORSE_REGIONS = {"WV": 1.8, "MT": 1.6, "WY": 1.6, "ID": 1.4}
 #: Where it drifts sideways (across-track error x factor).
 DRIFTING_REGIONS = {"CO": 6.0}
 RATIO_CLIP = 10.0
+#: Fleet sizes the demo runs (below 1,000 most states fall under the cohort floor).
+MIN_DEVICES = 1_000
+MAX_DEVICES = 20_000_000
 
 
 @dataclass
@@ -81,9 +85,18 @@ def run_demo(
         Privacy loss of each regional metric release.
     """
     start = time.perf_counter()
+    if not isinstance(out, (str, os.PathLike)) or not str(out).strip():
+        raise fail("out", out, "is not a folder path", "pass a folder such as 'spatialdp-demo'")
+    devices = check_integer(devices, "devices", low=MIN_DEVICES, high=MAX_DEVICES,
+                            fix=f"pass a fleet size from {MIN_DEVICES:,} to {MAX_DEVICES:,}")
+    share = check_number(participation, "participation", low=0.0, high=1.0, low_open=True,
+                         fix="pass the share of the fleet selected, in (0, 1], e.g. 0.5")
+    eps = check_epsilon(epsilon_per_metric, "epsilon_per_metric")
+    rng = as_generator(seed, "seed")
     folder = Path(out)
+    if folder.exists() and not folder.is_dir():
+        raise fail("out", out, "is a file", "pass a folder (it is created if missing)")
     folder.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(seed)
     partition = us_states_partition()
 
     # Clip bounds come from a held-out pilot fleet, never from the cohort measured.
@@ -94,10 +107,10 @@ def run_demo(
     loss_spec = MetricSpec("loss", 0.0, round(calibrate_clip(pilot.loss, 99.0), 2))
     ratio_spec = track_ratio_spec(RATIO_CLIP)
     hist_spec = HistogramSpec("abs_error_m", edges=(0.25, 0.5, 1.0, 2.0, 4.0, 8.0))
-    min_cohort = min_cohort_for(0.25, ratio_spec, epsilon_per_metric)
+    min_cohort = min_cohort_for(0.25, ratio_spec, eps)
 
     fleet = synthetic_fleet(devices, rng=rng, partition=partition)
-    selected = fleet[rng.random(len(fleet)) < participation]
+    selected = fleet[rng.random(len(fleet)) < share]
     status = rng.choice(["returned", "dropped", "rejected"], size=len(selected),
                         p=[0.93, 0.06, 0.01])
     returned = selected[status == "returned"]
@@ -116,8 +129,7 @@ def run_demo(
 
     report = regional_report(
         clients, partition, [loss_spec, ratio_spec, hist_spec],
-        epsilon={"loss": epsilon_per_metric, "ratio": epsilon_per_metric,
-                 "abs_error_m": epsilon_per_metric / 2},
+        epsilon={"loss": eps, "ratio": eps, "abs_error_m": eps / 2},
         min_cohort=min_cohort, target=target("regional evaluation round of the model"),
     )
     national = aggregate_metric(clients, loss_spec, epsilon=0.1, target=target("national loss"))
@@ -136,7 +148,7 @@ def run_demo(
         f"national {national.summary()}",
         health.summary(),
         f"cohort floor {min_cohort} (error bar on the ratio <= 0.25 at eps "
-        f"{epsilon_per_metric:g}); loss clip {loss_spec.clip_high:g} m^2 from a pilot fleet",
+        f"{eps:g}); loss clip {loss_spec.clip_high:g} m^2 from a pilot fleet",
         "incidents:" if incidents else "incidents: none",
         *[f"  {i}" for i in incidents],
         f"ledger (epoch {epoch}):",
