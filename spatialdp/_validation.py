@@ -38,6 +38,7 @@ from spatialdp.exceptions import InvalidInput
 
 __all__ = [
     "MAX_EPSILON",
+    "MIN_ALPHA",
     "check_alpha",
     "check_choice",
     "check_cohort_floor",
@@ -57,6 +58,10 @@ __all__ = [
     "fail",
     "short_repr",
 ]
+
+#: Smallest significance level: a bar at ``1 - 1e-15`` is already beyond what float
+#: arithmetic can tell apart from certainty.
+MIN_ALPHA = 1e-15
 
 #: Largest epsilon (or rho) a check accepts: beyond it a release is not private in any
 #: useful sense, and scales ``sensitivity / epsilon`` underflow.
@@ -236,8 +241,8 @@ def check_alpha(value: Any, name: str = "alpha") -> float:
     >>> check_alpha(0.05)
     0.05
     """
-    return check_number(value, name, low=0.0, high=1.0, low_open=True, high_open=True,
-                        fix="pass a level strictly between 0 and 1, e.g. 0.05 for 95% bars")
+    return check_number(value, name, low=MIN_ALPHA, high=1.0, high_open=True,
+                        fix="pass a level in [1e-15, 1), e.g. 0.05 for 95% bars")
 
 
 def check_probability(value: Any, name: str) -> float:

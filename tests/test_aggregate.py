@@ -156,7 +156,7 @@ def _refusals(ledger: PrivacyLedger) -> list[tuple[type[Exception], str, object]
          lambda: call(ok, LOSS, epsilon="0.1", target=target)),
         (InvalidInput, "alpha=1.5 is above the limit < 1",
          lambda: call(ok, LOSS, epsilon=0.1, alpha=1.5, target=target)),
-        (InvalidInput, "alpha=0 is below the limit > 0",
+        (InvalidInput, "alpha=0 is below the limit >= 1e-15",
          lambda: call(ok, LOSS, epsilon=0.1, alpha=0, target=target)),
         (InvalidInput, "min_cohort=nan is not finite",
          lambda: call(ok, LOSS, epsilon=0.1, min_cohort=float("nan"), target=target)),

@@ -169,7 +169,7 @@ def plan_estimate(
     if presence is None or not isinstance(spec, MetricSpec):
         mech = _mechanism(epsilon, spec.sensitivity)
         scale = mech.scale / n
-        bar = scale * math.log(1.0 / alpha)
+        bar = scale * -math.log(alpha)
         _warn_uninformative(spec, bar)
 
         def finish_mean(noisy: list[FloatArray]) -> Estimate:
@@ -190,7 +190,7 @@ def plan_estimate(
     eps_value, eps_count = split_epsilon(epsilon, spec)
     mech_value = _mechanism(eps_value, spec.sensitivity)
     mech_count = _mechanism(eps_count, 1.0)
-    q = math.log(2.0 / alpha)
+    q = math.log(2.0) - math.log(alpha)
     half_num, half_den = mech_value.scale * q, mech_count.scale * q
     _warn_uninformative(spec, np.atleast_1d(half_num / np.maximum(present[shown], 1.0)))
 

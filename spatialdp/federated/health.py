@@ -94,11 +94,15 @@ def _counts(status: ArrayLike, region_id: ArrayLike, partition: Partition) -> ND
         raise InvalidInput(
             f"status has shape {statuses.shape} and region_id {regions.shape}; give one status "
             "and one region_id per selected client")
-    codes = pd.Index(HEALTH_STATUSES).get_indexer(pd.Index(statuses)).astype(np.int64)
+    try:
+        codes = pd.Index(HEALTH_STATUSES).get_indexer(pd.Index(statuses)).astype(np.int64)
+        pos = partition.region_ids.get_indexer(pd.Index(regions))
+    except TypeError:
+        raise InvalidInput("status and region_id must hold plain values (strings), not lists "
+                           "or dicts; give one status and one region id per client") from None
     if (codes < 0).any():
         bad = sorted({str(v) for v in statuses[codes < 0]})[:3]
         raise InvalidInput(f"unknown statuses {bad}; use {list(HEALTH_STATUSES)}")
-    pos = partition.region_ids.get_indexer(pd.Index(regions))
     if (pos < 0).any():
         bad = sorted({str(v) for v in regions[pos < 0]})[:3]
         raise InvalidInput(f"region_id values {bad} are not in {partition.key!r}")

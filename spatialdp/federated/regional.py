@@ -25,7 +25,13 @@ import geopandas as gpd
 import numpy as np
 import pandas as pd
 
-from spatialdp._validation import check_alpha, check_cohort_floor, check_epsilon
+from spatialdp._validation import (
+    check_alpha,
+    check_cohort_floor,
+    check_epsilon,
+    check_text,
+    fail,
+)
 from spatialdp.exceptions import InvalidInput
 from spatialdp.federated._estimate import Estimate, plan_estimate, ratio_interval
 from spatialdp.federated._pipeline import run_release
@@ -104,7 +110,7 @@ class RegionalReport:
     def __getitem__(self, metric: str) -> gpd.GeoDataFrame:
         try:
             return self.frames[metric]
-        except KeyError:
+        except (KeyError, TypeError):
             raise InvalidInput(
                 f"no metric {metric!r} in this report; it has {sorted(self.frames)}"
             ) from None
@@ -127,17 +133,17 @@ class RegionalReport:
         """
         frame = self[metric]
         level = self.alpha if alpha is None else check_alpha(alpha)
-        est = self.estimates[metric]
+        est = self.estimates[str(metric)]
         if est.estimator == "ratio":
             spec = est.spec
             assert isinstance(spec, MetricSpec)
-            q = math.log(2.0 / level)
+            q = math.log(2.0) - math.log(level)
             lo, hi = ratio_interval(est.state["num"], est.state["den"],
                                     est.state["scale_num"] * q, est.state["scale_den"] * q,
                                     spec.clip_low, spec.clip_high)
             lo, hi = np.where(est.suppressed, np.nan, lo), np.where(est.suppressed, np.nan, hi)
         else:
-            half = est.state["scale"] * math.log(1.0 / level)
+            half = est.state["scale"] * -math.log(level)
             lo, hi = frame.value.to_numpy() - half, frame.value.to_numpy() + half
         return pd.DataFrame({"ci_low": lo, "ci_high": hi}, index=frame.index)
 
@@ -148,13 +154,14 @@ class RegionalReport:
         loss); clamping makes it readable but pulls it towards the range, so
         never average or compare clamped values. The frame's metadata says so.
         """
-        spec = self.estimates[metric].spec
+        original = self[metric]
+        spec = self.estimates[str(metric)].spec
         low, high = ((spec.clip_low, spec.clip_high) if isinstance(spec, MetricSpec)
                      else (0.0, spec.mass_cap))
-        frame = self[metric].copy()
+        frame = original.copy()
         for col in ("value", "ci_low", "ci_high"):
             frame[col] = frame[col].clip(low, high)
-        frame.attrs["spatialdp"] = {**self[metric].attrs.get("spatialdp", {}),
+        frame.attrs["spatialdp"] = {**original.attrs.get("spatialdp", {}),
                                     "bounded": "clamped into the clip range for display: biased"}
         return frame
 
@@ -194,8 +201,19 @@ class RegionalReport:
         unaccounted release's ``<stem>.UNACCOUNTED.*``), so they never pass for a
         release.
         """
+        if not isinstance(folder, (str, os.PathLike)):
+            raise fail("folder", folder, f"is a {type(folder).__name__}, not a path",
+                       "pass the output folder as a str or pathlib.Path")
+        stem = check_text(stem, "stem")
+        if Path(stem).name != stem or stem.startswith("."):
+            raise fail("stem", stem, "is not a plain file name",
+                       "pass a name without folders or a leading dot, e.g. 'regional_report'")
         target = Path(folder)
-        target.mkdir(parents=True, exist_ok=True)
+        try:
+            target.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise InvalidInput(f"folder={str(folder)!r} cannot be created ({err.strerror}); "
+                               "pass a writable folder") from err
         label = {"simulation": ".SIMULATION", "unaccounted": ".UNACCOUNTED"}.get(
             str(self.accounting.get("accounting")), "")
         wide = self.to_frame()
@@ -266,8 +284,9 @@ def _resolve_epsilons(specs: Sequence[MetricSpec | HistogramSpec],
 
 
 def _check_specs(metrics: Sequence[MetricSpec | HistogramSpec]) -> None:
-    if isinstance(metrics, (MetricSpec, HistogramSpec)) or not metrics:
-        raise InvalidInput(f"metrics={metrics!r} must be a non-empty list of specs")
+    if not isinstance(metrics, (list, tuple)) or len(metrics) == 0:
+        raise fail("metrics", metrics, "must be a non-empty list of specs",
+                   "pass e.g. [MetricSpec('loss', 0, 19)]")
     bad = [m for m in metrics if not isinstance(m, (MetricSpec, HistogramSpec))]
     if bad:
         raise InvalidInput(f"metrics has {bad[:2]!r}, not MetricSpec or HistogramSpec")

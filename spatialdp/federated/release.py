@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from spatialdp._validation import check_alpha
+from spatialdp._validation import check_alpha, check_epsilon
+from spatialdp.exceptions import InvalidInput
 
 __all__ = ["HistogramRelease", "MetricRelease", "predicted_error_bar"]
 
@@ -36,7 +37,13 @@ def predicted_error_bar(sensitivity: float, epsilon: float, cohort: int, alpha: 
     """
     from spatialdp.privacy.cadence import half_width_for_loss
 
-    return half_width_for_loss(sensitivity=sensitivity, cohort=cohort, loss=epsilon, alpha=alpha)
+    bar = half_width_for_loss(sensitivity=sensitivity, cohort=cohort,
+                              loss=check_epsilon(epsilon), alpha=check_alpha(alpha))
+    if not (math.isfinite(bar) and bar > 0):
+        raise InvalidInput(
+            f"the error bar of sensitivity={sensitivity!r} at epsilon={epsilon!r} for "
+            f"cohort={cohort!r} is not a positive finite number; use values of ordinary size")
+    return bar
 
 
 def _accounting_text(accounting: dict[str, Any]) -> str:
@@ -134,12 +141,12 @@ class MetricRelease:
         if self.estimator == "ratio":
             from spatialdp.federated._estimate import ratio_interval
 
-            q = math.log(2.0 / level)
+            q = math.log(2.0) - math.log(level)
             lo, hi = ratio_interval(np.array([self._state["num"]]), np.array([self._state["den"]]),
                                     self._state["scale_num"] * q, self._state["scale_den"] * q,
                                     self.clip_low, self.clip_high)
             return float(lo[0]), float(hi[0])
-        half = self.noise_scale * math.log(1.0 / level)
+        half = self.noise_scale * -math.log(level)
         return (self.value - half, self.value + half)
 
     def bounded_display(self) -> MetricRelease:
@@ -210,7 +217,7 @@ class HistogramRelease:
                  ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         """Return per-bucket exact ``(1 - alpha)`` intervals (default: the release's alpha)."""
         level = self.alpha if alpha is None else check_alpha(alpha)
-        half = self.noise_scale * math.log(1.0 / level)
+        half = self.noise_scale * -math.log(level)
         return (self.values - half, self.values + half)
 
     def summary(self) -> str:

@@ -107,6 +107,13 @@ def check_clipping(spec: MetricSpec | HistogramSpec, sums: NDArray[np.float64],
     ...
     spatialdp.exceptions.ClippingFailure: loss@1: the aggregate of group 0 lies beyond [0, 1] x cohort (cohort 2); some device did not clip. Nothing was published or charged: find the device build that skips clipping
     """  # noqa: E501
+    if not isinstance(spec, (MetricSpec, HistogramSpec)):
+        raise InvalidInput(f"spec={spec!r} is not a MetricSpec or HistogramSpec")
+    counts = np.asarray(check_finite_array(counts, "counts", allow_empty=True))
+    sums = check_finite_array(sums, "sums", ndim=(1, 2), allow_empty=True)
+    if sums.shape[0] != counts.shape[0]:
+        raise InvalidInput(f"sums has {sums.shape[0]} groups but counts has {counts.shape[0]}; "
+                           "give one count per group")
     n = counts.astype(np.float64)
     tol = 1e-9 * np.maximum(1.0, n)
     if isinstance(spec, MetricSpec):

@@ -27,7 +27,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from spatialdp._validation import check_count, check_number, fail
+from spatialdp._validation import MAX_EPSILON, check_count, check_number, fail
+from spatialdp.exceptions import InvalidInput
 
 __all__ = [
     "Accounting",
@@ -410,10 +411,13 @@ def rho_to_epsilon(rho: float, delta: float) -> float:
     >>> round(eps, 3), eps < rho_to_epsilon_classic(0.5, 1e-6)
     (5.222, True)
     """
-    r = _check_nonneg("rho", rho)
+    r = check_number(rho, "rho", low=0.0, high=MAX_EPSILON,
+                     fix="privacy losses are finite, >= 0 and at most 1e6")
     d = _check_delta(delta)
     if r == 0.0:
         return 0.0
+    if r < 1e-300:  # below OpenDP's float range for the map; the bound is monotone in rho
+        r = 1e-300
     import opendp.prelude as dp
 
     dp.enable_features("contrib")
@@ -422,5 +426,10 @@ def rho_to_epsilon(rho: float, delta: float) -> float:
     gauss = dp.m.make_gaussian(
         dp.atom_domain(T=float, nan=False), dp.absolute_distance(T=float), scale=1.0
     )
-    curve = dp.c.make_zCDP_to_approxDP(gauss).map(d_in)  # type: ignore[no-untyped-call]
-    return float(curve.epsilon(d))
+    try:
+        curve = dp.c.make_zCDP_to_approxDP(gauss).map(d_in)  # type: ignore[no-untyped-call]
+        return float(curve.epsilon(d))
+    except dp.OpenDPException as err:
+        raise InvalidInput(
+            f"rho={rho!r} with delta={delta!r} is outside what the exact conversion can "
+            "compute; pass a rho between 1e-300 and 1e6") from err

@@ -116,7 +116,7 @@ class PrivacyLoss:
     value: float
 
     def __post_init__(self) -> None:
-        if self.kind not in ("pure", "zcdp"):
+        if not isinstance(self.kind, str) or self.kind not in ("pure", "zcdp"):
             raise fail("PrivacyLoss kind", self.kind, "is not supported",
                        "use 'pure' (epsilon) or 'zcdp' (rho)")
         v = check_number(self.value, "PrivacyLoss value", low=0.0,
