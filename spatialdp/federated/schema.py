@@ -76,6 +76,8 @@ def reliability_class(cv: NDArray[np.float64], suppressed: NDArray[np.bool_]
     >>> list(reliability_class(np.array([0.05, 0.3, 2.0]), np.array([False, False, True])))
     ['high', 'medium', 'suppressed']
     """
-    codes = np.where(cv < _CV_EDGES[0], 0, np.where(cv <= _CV_EDGES[1], 1, 2))
-    codes = np.where(suppressed, 3, codes)  # codes into RELIABILITY_CLASSES: no string work
-    return pd.Categorical.from_codes(codes, categories=list(RELIABILITY_CLASSES), ordered=True)
+    graded = np.where(cv < _CV_EDGES[0], 0, np.where(cv <= _CV_EDGES[1], 1, 2))
+    # Codes into RELIABILITY_CLASSES: no per-region string work.
+    codes = np.where(suppressed, 3, graded).astype(np.int8)
+    return pd.Categorical.from_codes(codes, categories=pd.Index(list(RELIABILITY_CLASSES)),
+                                     ordered=True)
