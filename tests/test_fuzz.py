@@ -444,13 +444,26 @@ def regional_report_calls(draw: st.DrawFn, target_strategy: Any = None) -> Call:
     else:
         eps = draw(epsilons)
 
+    target = pick(draw, target_strategy)
+
     def check(report: Any) -> None:
         check_regional(report, metrics, floor)
+        assert report.simulated is target.simulated
+        assert all(f.attrs["spatialdp"]["simulated"] is target.simulated
+                   for f in report.frames.values())
 
     return call("regional_report", fed.regional_report, draw(client_reports()),
                 draw(arg(st.just(boxes()), other_boxes())), metrics, epsilon=eps,
-                target=pick(draw, target_strategy), min_cohort=floor,
-                alpha=draw(alphas), check=check)
+                target=target, min_cohort=floor, alpha=draw(alphas), check=check)
+
+
+def unhashable(values: list[Any]) -> Any:
+    """An object array whose first element is a list (unhashable), the rest as given."""
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    if len(values):
+        out[0] = [values[0]]
+    return out
 
 
 @st.composite
@@ -460,15 +473,20 @@ def round_health_calls(draw: st.DrawFn, target_strategy: Any = None) -> Call:
         st.lists(st.sampled_from(HEALTH_STATUSES), min_size=n, max_size=n).map(np.asarray),
         st.lists(st.sampled_from([*HEALTH_STATUSES, "lost", None, 1]), min_size=n,
                  max_size=n),
+        st.lists(st.sampled_from(HEALTH_STATUSES), min_size=n, max_size=n).map(unhashable),
         junk))
     regions = draw(st.one_of(
         st.lists(st.sampled_from(["a", "b", "c"]), min_size=n, max_size=n),
-        st.lists(st.sampled_from(["a", "z", None, math.nan, 3]), min_size=n, max_size=n),
+        st.lists(st.sampled_from(["a", "z", None, math.nan, 3, ("a",), frozenset()]),
+                 min_size=n, max_size=n),
+        st.lists(st.sampled_from(["a", "b"]), min_size=n, max_size=n).map(unhashable),
         st.lists(st.sampled_from(["a", "b"]), min_size=n + 1, max_size=n + 1),
         junk))
     step = draw(arg(number(1, 10, integer=True), 0, 10**7, 2.5))
+    target = pick(draw, target_strategy)
 
     def check(health: Any) -> None:
+        assert health.simulated is target.simulated
         table = health.table
         counts = table[list(HEALTH_STATUSES)].to_numpy()
         assert (counts % health.granularity == 0).all()
@@ -481,16 +499,17 @@ def round_health_calls(draw: st.DrawFn, target_strategy: Any = None) -> Call:
 
     return call("round_health", fed.round_health, status, regions,
                 draw(arg(st.just(boxes()))), epsilon=draw(epsilons),
-                target=pick(draw, target_strategy), granularity=step,
-                alpha=draw(alphas), check=check)
+                target=target, granularity=step, alpha=draw(alphas), check=check)
 
 
 @st.composite
 def release_coverage_calls(draw: st.DrawFn, target_strategy: Any = None) -> Call:
     other = dev.coverage([5.5], [5.5], [1], other_boxes())
     coverage = draw(arg(st.just(base_coverage()), other))
+    target = pick(draw, target_strategy)
 
     def check(out: Any) -> None:
+        assert out.accounting["simulated"] is target.simulated
         frame = out.frame
         assert (frame.covered == (frame.clients > frame.error_bar)).all()
         assert np.isfinite(frame.error_bar).all()
@@ -500,7 +519,7 @@ def release_coverage_calls(draw: st.DrawFn, target_strategy: Any = None) -> Call
 
     return call("release_coverage", fed.release_coverage, coverage,
                 draw(arg(st.just(boxes()), other_boxes())), epsilon=draw(epsilons),
-                target=pick(draw, target_strategy), alpha=draw(alphas), check=check)
+                target=target, alpha=draw(alphas), check=check)
 
 
 # --------------------------------------------------------------------------- results

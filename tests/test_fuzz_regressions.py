@@ -35,6 +35,7 @@ from tests.test_fuzz_support import (
     base_history,
     base_regional,
     base_release,
+    boxes,
 )
 
 
@@ -371,6 +372,15 @@ def test_hand_edited_metadata_never_breaks_a_title() -> None:
 
 
 # --------------------------------------------------------------------------- targets, demo
+
+
+def test_round_health_refuses_unhashable_ids() -> None:
+    """Regression: a list among the region ids raised pandas' TypeError."""
+    regions = np.empty(2, dtype=object)
+    regions[:] = [["a"], "b"]
+    with pytest.raises(InvalidInput, match="plain values"):
+        fed.round_health(["returned", "dropped"], regions, boxes(), epsilon=1.0,
+                         target=Simulation(rng=0))
 
 
 def test_targets_refuse_what_is_not_a_mechanism() -> None:
