@@ -102,10 +102,11 @@ def positions_of(partition: Partition, lon: NDArray[np.float64], lat: NDArray[np
 def warn_if_mostly_unassigned(partition: Partition, positions: NDArray[np.int64],
                               lon: NDArray[np.float64], lat: NDArray[np.float64]) -> None:
     """Warn when more than half of a batch of 100+ points fell in no region."""
-    outside = np.flatnonzero(positions < 0)
     n = positions.size
-    if n < UNASSIGNED_WARN_MIN_POINTS or outside.size <= UNASSIGNED_WARN_SHARE * n:
+    if n < UNASSIGNED_WARN_MIN_POINTS or (
+            np.count_nonzero(positions < 0) <= UNASSIGNED_WARN_SHARE * n):
         return
+    outside = np.flatnonzero(positions < 0)
     hint = "are lon and lat swapped (lon is x, lat is y), or the points in another CRS?"
     sample = outside[np.abs(lon[outside]) <= 90.0][:_SWAP_SAMPLE]
     if sample.size:

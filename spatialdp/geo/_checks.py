@@ -125,6 +125,12 @@ def _coordinates(values: Any, name: str) -> NDArray[np.float64]:
     return np.asarray(arr, dtype=np.float64).ravel()
 
 
+def _all_within(values: NDArray[np.float64], limit: float) -> bool:
+    """Return True if every value is finite and within ``[-limit, limit]`` (NaN: False)."""
+    low, high = float(values.min()), float(values.max())
+    return -limit <= low and high <= limit
+
+
 def check_lonlat(lon: ArrayLike, lat: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """Return lon/lat as float arrays; refuse non-numbers, NaN/inf and out-of-range values.
 
@@ -141,6 +147,8 @@ def check_lonlat(lon: ArrayLike, lat: ArrayLike) -> tuple[NDArray[np.float64], N
         raise InvalidInput(
             f"lon has {lon_arr.size} values but lat has {lat_arr.size}; give one lat per lon"
         )
+    if lon_arr.size and _all_within(lon_arr, 180.0) and _all_within(lat_arr, 90.0):
+        return lon_arr, lat_arr  # the usual case, checked without temporary arrays
     for name, values in (("lon", lon_arr), ("lat", lat_arr)):
         bad = ~np.isfinite(values)
         if bad.any():

@@ -1,16 +1,18 @@
 """Exact point-in-polygon for large batches: a regular lon/lat grid over the regions.
 
-A grid of about a million cells is laid over the partition's bounding box.
-Every cell that a region border passes through (or comes within
-:data:`EDGE_PAD` degrees of) is *mixed*; the others are *pure*: a border-free
-cell lies wholly inside or wholly outside each region, and so does every cell
-joined to it through border-free cells. The pure cells are therefore labelled
-by connected components (:func:`scipy.ndimage.label`), one exact test of a
-cell centre per component, and keep the region they lie in (the first in
-partition order where regions overlap) or -1.
+A regular grid (up to :data:`MAX_GRID_CELLS` cells, sized so that the cells
+crossed by borders cover about :data:`MIXED_SHARE` of it) is laid over the
+partition's bounding box. Every cell that a region border passes through (or
+comes within :data:`EDGE_PAD` degrees of) is *mixed*; the others are *pure*: a
+border-free cell lies wholly inside or wholly outside each region, and so does
+every cell joined to it through border-free cells. The pure cells are
+therefore labelled by connected components (:func:`scipy.ndimage.label`), one
+exact test of a cell centre per component, and keep the region they lie in
+(the first in partition order where regions overlap) or -1.
 
 A point is then labelled by arithmetic alone (its cell's label) unless its
-cell is mixed; only those points, usually a few percent, are tested exactly
+cell is mixed; only those points (2 % of uniform points and 9 % of a
+synthetic fleet for the 48 states, on a 2028 x 857 grid) are tested exactly
 with prepared geometries (:func:`shapely.intersects_xy`) against the cell's
 few candidate regions: those whose border crosses the cell, and any that
 contain the whole cell. The answer is the one the exact test gives everywhere,

@@ -333,14 +333,17 @@ def latlng_to_cells(lat: ArrayLike, lon: ArrayLike, resolution: int) -> NDArray[
     """
     resolution = check_resolution(resolution)
     lon_arr, lat_arr = check_lonlat(lon, lat)
-    return _latlng_to_cells(lat_arr, lon_arr, resolution)
+    cells = _latlng_to_cells(lat_arr, lon_arr, resolution)
+    return cells if cells.flags.writeable else cells.copy()
 
 
 def _latlng_to_cells(lat: NDArray[np.float64], lon: NDArray[np.float64], resolution: int
                      ) -> NDArray[np.uint64]:
+    """Return the cells of checked coordinates (possibly a read-only view of h3ronpy's)."""
     if lat.size == 0:
         return np.empty(0, dtype=np.uint64)
-    return _arrow_to_numpy(h3vector.coordinates_to_cells(lat, lon, resolution)).astype(np.uint64)
+    cells = _arrow_to_numpy(h3vector.coordinates_to_cells(lat, lon, resolution))
+    return cells.astype(np.uint64, copy=False)
 
 
 def cell_polygons(cells: ArrayLike) -> NDArray[np.object_]:

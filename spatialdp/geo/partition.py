@@ -349,10 +349,11 @@ class Partition(H3Methods):
 
         Give either a point GeoDataFrame/GeoSeries in EPSG:4326 or ``lon`` and ``lat``.
         H3 partitions index all points at once (h3ronpy) and look the cells up in a
-        hash table. Polygon partitions test points exactly with prepared geometries:
-        after the first 50,000 points, a grid index built once and kept on the
-        partition labels the points away from borders by arithmetic and leaves only
-        those near a border to the exact test. A point on a border (or in an overlap)
+        hash table. Polygon partitions test points exactly with prepared geometries;
+        once a partition has assigned 50,000 points (plus 2 per polygon vertex), it
+        builds a grid index, once, and keeps it: the grid labels the points away
+        from borders by arithmetic and leaves only those near a border to the exact
+        test. A point on a border (or in an overlap)
         of two polygons goes to the region that comes first in partition order, as
         the first match of ``geopandas.sjoin(..., predicate="intersects")`` would.
 
