@@ -207,7 +207,7 @@ def main() -> None:
         for n in args.sizes:
             lon, lat = make_points(n, args.points, args.seed)
             for label, frame in frames.items():
-                case = run_case(label, frame, lon, lat, args.repeats if n < 10**7 else 2,
+                case = run_case(label, frame, lon, lat, args.repeats if n < 10**7 else 3,
                                 with_loop=label == "states", with_sjoin=n <= args.sjoin_max)
                 res, strong = case["results"], case["strong"]
                 rows.append({"regions": label, "N": n,

@@ -30,6 +30,19 @@ def test_fleet_is_deterministic_and_on_land() -> None:
     assert list(a.columns) == ["device_id", "lon", "lat", "heading_deg", "region_id", "geometry"]
 
 
+def test_fleet_default_partition_is_the_states_partition() -> None:
+    """The default partition, kept for the process, gives what a fresh one gives."""
+    fresh = us_states_partition()
+    assert synthetic_fleet(3000, rng=5).equals(synthetic_fleet(3000, rng=5, partition=fresh))
+    # A batch large enough for the grid index places devices exactly as the exact test.
+    fleet = synthetic_fleet(120_000, rng=6)
+    fresh = us_states_partition()
+    assert fresh._grid is None
+    exact = fresh.assign(lon=fleet.lon.to_numpy()[:40_000], lat=fleet.lat.to_numpy()[:40_000])
+    assert fresh._grid is None  # 40,000 points: below the grid's threshold
+    assert (exact.ids() == fleet.region_id.to_numpy()[:40_000]).all()
+
+
 def test_fleet_density_runs_from_urban_to_remote() -> None:
     fleet = synthetic_fleet(100_000, rng=3)
     per_state = fleet.region_id.value_counts()
