@@ -311,6 +311,8 @@ def report_frame() -> Any:
      "ncols=1180591620717411303424 is above the limit"),
     (lambda: viz.plot_region_timeseries(base_history(), panel_size=()), InvalidInput,
      r"panel_size=\(\) has 0 values, not 2"),
+    (lambda: viz.plot_region_timeseries(base_history(), panel_size=(40, 40)), InvalidInput,
+     "make a 120 x 40.8 inch figure"),
     (lambda: viz.plot_region_timeseries(base_history(), fig=3), InvalidInput,
      "fig=3 is a int, not a matplotlib Figure"),
     (lambda: viz.plot_region_timeseries(base_history(), regions=3), InvalidInput,

@@ -31,7 +31,7 @@ RELIABILITY_ALPHA: Mapping[str, float] = {"high": 1.0, "medium": 0.5, "low": 0.2
 
 
 #: Largest side of a figure or panel, in inches (beyond it a draw exhausts memory).
-MAX_INCHES = 100.0
+MAX_INCHES = 50.0
 
 
 def _require_columns(frame: Any, required: Iterable[str], what: str, fix: str) -> None:

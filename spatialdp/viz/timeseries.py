@@ -18,6 +18,7 @@ import pandas as pd
 from spatialdp._validation import check_flag, check_integer, fail
 from spatialdp.exceptions import InvalidInput, PartitionMismatch
 from spatialdp.viz._report import (
+    MAX_INCHES,
     _epsilon_text,
     _level_text,
     _meta,
@@ -269,9 +270,14 @@ def plot_region_timeseries(
     n = len(chosen)
     cols = min(cols_wanted, n)
     rows = math.ceil(n / cols)
+    width, height = panel_size[0] * cols, panel_size[1] * rows + 0.8
+    if fig is None and max(width, height) > MAX_INCHES:
+        raise InvalidInput(
+            f"{rows} x {cols} panels of {panel_size[0]:g} x {panel_size[1]:g} inches make a "
+            f"{width:g} x {height:g} inch figure, above {MAX_INCHES:g} inches a side; pass a "
+            "smaller panel_size or fewer regions")
     if fig is None:
-        fig = plt.figure(figsize=(panel_size[0] * cols, panel_size[1] * rows + 0.8),
-                         layout="constrained")
+        fig = plt.figure(figsize=(width, height), layout="constrained")
     elif fig.axes:
         raise InvalidInput(
             f"the figure already has {len(fig.axes)} axes; pass an empty figure "
