@@ -325,7 +325,7 @@ def test_refusals() -> None:
     for bad_alpha in (0, 1, 1.5, -0.1, float("nan"), True, "0.05"):
         with pytest.raises(InvalidInput, match="alpha="):
             half_width("gaussian", 1.0, 1, bad_alpha)  # type: ignore[arg-type]
-    with pytest.raises(InvalidInput, match="alpha=1e-16 is below the smallest supported level"):
+    with pytest.raises(InvalidInput, match="alpha=1e-16 is below the limit >= 1e-15"):
         half_width("gaussian", 1.0, 1, 1e-16)
     for bad_m in (0, -3, 1.5, float("nan"), True, 10**13):
         with pytest.raises(InvalidInput, match="^m="):
