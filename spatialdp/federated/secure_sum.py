@@ -55,7 +55,7 @@ def secure_sum(values: ArrayLike, groups: ArrayLike | None = None, n_groups: int
     ([1.0, 6.0], [1, 2])
     """
     data = check_finite_array(values, "values", ndim=(1, 2))
-    size = check_count(n_groups, "n_groups", low=1)
+    size = check_count(n_groups, "n_groups", low=1, high=10**9)
     idx = (np.zeros(data.shape[0], dtype=np.int64) if groups is None
            else np.asarray(groups))
     if (idx.shape != (data.shape[0],) or not np.issubdtype(idx.dtype, np.integer)
