@@ -17,7 +17,13 @@ wrong shapes, repeated and unknown ids. Each call must
 :func:`test_every_public_callable_is_fuzzed` fails when a public callable has
 neither an entry nor a reasoned place in :data:`SKIP`. Ledger refusals are in
 ``test_fuzz_ledger.py``, accepted inputs in ``test_fuzz_accept.py`` and the
-regressions of what this suite found in ``test_fuzz_regressions.py``.
+regressions of what this suite found in ``test_fuzz_regressions.py``. Defects
+in files this suite may not edit are listed, with their owner, in
+``test_fuzz_support.OPEN_DEFECTS``.
+
+The examples are derandomized (the same every run). To hunt for new defects::
+
+    SPATIALDP_FUZZ_RANDOM=1 SPATIALDP_FUZZ_SCALE=10 pytest tests/test_fuzz.py
 """
 
 from __future__ import annotations

@@ -102,7 +102,7 @@ RELEASES: dict[str, Callable[..., st.SearchStrategy[Call]]] = {
 
 @pytest.mark.parametrize("name", sorted(RELEASES))
 def test_refused_releases_leave_the_ledger_untouched(name: str) -> None:
-    @fuzz_settings(120)
+    @fuzz_settings(60)
     @given(mixed(RELEASES[name](ledger_targets())))
     def fuzz(one: Call) -> None:
         target = one.kwargs["target"]
@@ -157,7 +157,7 @@ def charge_calls(draw: st.DrawFn) -> tuple[PrivacyLedger, Call]:
 @pytest.mark.parametrize("calls", [spend_calls, borrow_calls, charge_calls],
                          ids=["spend", "borrow", "charge"])
 def test_refused_ledger_writes_leave_nothing(calls: Callable[[], Any]) -> None:
-    @fuzz_settings(120)
+    @fuzz_settings(60)
     @given(mixed(calls()))
     def fuzz(pair: tuple[PrivacyLedger, Call]) -> None:
         ledger, one = pair

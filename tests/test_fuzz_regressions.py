@@ -337,6 +337,10 @@ def report_frame() -> Any:
      "dpi=0 is below the limit"),
     (lambda: viz.save_figure(plt.figure(), "x.png", bbox_inches="loose"), InvalidInput,
      "bbox_inches='loose' is not 'tight' or None"),
+    (lambda: viz.save_figure(plt.figure(), "x.png", bbox_inches=np.array([1.0, 2.0])),
+     InvalidInput, "bbox_inches=array"),  # was numpy's ambiguous truth value
+    (lambda: viz.save_figure(plt.figure(), "x.png", dpi=1), InvalidInput,
+     "dpi=1 is below the limit >= 20"),  # was FreeType's RuntimeError (invalid ppem)
     (lambda: viz.explore_report(report_frame(), column=[]), InvalidInput,
      r"column=\[\] is a list"),
     (lambda: viz.explore_report(report_frame(), tiles=3), InvalidInput,

@@ -64,11 +64,15 @@ ALLOWED_WARNINGS: tuple[type[Warning], ...] = (
 
 #: Multiplies every entry's number of examples (``SPATIALDP_FUZZ_SCALE=10`` for a long hunt).
 SCALE = float(os.environ.get("SPATIALDP_FUZZ_SCALE", "1"))
+#: The suite is derandomized (the same examples every run, so CI stays reproducible);
+#: ``SPATIALDP_FUZZ_RANDOM=1`` draws fresh examples, for a hunt.
+RANDOM = os.environ.get("SPATIALDP_FUZZ_RANDOM", "") not in ("", "0")
 
 
 def fuzz_settings(n: int) -> settings:
     """Return hypothesis settings for ``n`` examples: no deadline, no example database."""
     return settings(max_examples=max(1, round(n * SCALE)), deadline=None, database=None,
+                    derandomize=not RANDOM,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                            HealthCheck.filter_too_much])
 

@@ -89,6 +89,8 @@ _EDGE = "white"
 # Lon/lat box of the contiguous US: maps inside it default to CONUS Albers.
 _CONUS_BOUNDS = (-130.0, 20.0, -60.0, 55.0)
 _CONUS_CRS = "EPSG:5070"
+#: Lowest resolution save_figure writes (below it FreeType cannot size the text).
+MIN_DPI = 20.0
 #: Highest resolution save_figure writes (a 10 x 6.5 inch map is then 20,000 pixels wide).
 MAX_DPI = 2000.0
 
@@ -562,9 +564,9 @@ def save_figure(
     if not isinstance(path, (str, os.PathLike)) or not str(path).strip():
         raise fail("path", path, "is not a file path",
                    "pass a path such as 'map.png' (str or pathlib.Path)")
-    dpi = check_number(dpi, "dpi", low=1.0, high=MAX_DPI,
-                       fix=f"pass dots per inch between 1 and {MAX_DPI:g}, e.g. 150")
-    if bbox_inches is not None and bbox_inches != "tight":
+    dpi = check_number(dpi, "dpi", low=MIN_DPI, high=MAX_DPI,
+                       fix=f"pass dots per inch between {MIN_DPI:g} and {MAX_DPI:g}, e.g. 150")
+    if bbox_inches is not None and not (isinstance(bbox_inches, str) and bbox_inches == "tight"):
         raise fail("bbox_inches", bbox_inches, "is not 'tight' or None",
                    "pass 'tight' (trim the margins) or None")
     target = Path(path)
@@ -582,7 +584,7 @@ def save_figure(
         fig.savefig(tmp, format=fmt, dpi=dpi, bbox_inches=bbox_inches, **savefig_kwargs)
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give what open() would
         os.replace(tmp, target)
-    except (TypeError, ValueError) as err:  # an unknown format or keyword
+    except (TypeError, ValueError, RuntimeError) as err:  # an unknown format or keyword
         Path(tmp).unlink(missing_ok=True)
         raise InvalidInput(f"matplotlib could not save {str(target)!r} ({err}); check the "
                            "file suffix (.png, .pdf, .svg) and the savefig keywords") from None
