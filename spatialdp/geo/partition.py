@@ -390,8 +390,8 @@ class Partition(H3Methods):
         """Return the position of each cell among the partition's cells, -1 if absent."""
         if self._cell_index is None:
             self._cell_index = pd.Index(self.cells)
-        found = self._cell_index.get_indexer(pd.Index(cells, copy=False))
-        return np.asarray(found, dtype=np.int64)
+        lookup: Any = self._cell_index.get_indexer  # takes arrays too (not in the stubs)
+        return np.asarray(lookup(cells), dtype=np.int64)
 
     @property
     def tree(self) -> shapely.STRtree:
