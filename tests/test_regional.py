@@ -286,7 +286,10 @@ def test_coverage_counts_are_one_release_with_honest_bars(states_partition: Part
     truth = np.bincount(rows.matrix.indices, minlength=48)
     ledger = PrivacyLedger(epoch_budget=5.0)
     out = release_coverage(rows, states_partition, epsilon=0.5, target=ReleaseTarget(ledger, 0))
-    assert len(ledger.audit(0)) == 1 and ledger.spent(0) == pytest.approx(0.5)
+    assert len(ledger.audit(0)) == 1
+    assert ledger.spent(0) == pytest.approx(0.5)
+    assert out.accounting["accounting"] == "ledger"
+    assert "confidently covered" in out.summary()
     ledger.close()
     sim = Simulation(rng)
     hits, false_cover = [], []
@@ -297,6 +300,6 @@ def test_coverage_counts_are_one_release_with_honest_bars(states_partition: Part
     rate = np.mean(hits)
     assert rate >= 0.95 - Z6 * np.sqrt(0.05 * 0.95 / np.size(hits))
     assert np.mean(false_cover) <= 0.05 + Z6 * np.sqrt(0.05 * 0.95 / np.size(false_cover))
+    other = Partition.from_geodataframe(load_us_states().iloc[:5], "state")
     with pytest.raises(PartitionMismatch, match="recompute them on the released partition"):
-        other = Partition.from_geodataframe(load_us_states().iloc[:5], "state")
         release_coverage(rows, other, epsilon=0.5, target=sim)
