@@ -149,7 +149,8 @@ def synthetic_fleet(
     >>> len(fleet), int(fleet.region_id.isna().sum())
     (1000, 0)
     """
-    n = check_integer(n, "n", low=1, fix="give a positive whole number of devices")
+    n = check_integer(n, "n", low=1, high=10**9,
+                      fix="give a positive whole number of devices, at most 1e9")
     rural_share = check_probability(rural_share, "rural_share")
     if partition is not None and not isinstance(partition, Partition):
         raise InvalidInput(f"partition={short_repr(partition)} is a "

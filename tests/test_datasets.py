@@ -60,3 +60,8 @@ def test_fleet_refuses_bad_arguments() -> None:
         synthetic_fleet(0)
     with pytest.raises(InvalidInput, match=r"rural_share=1.5 is above .* probability in \[0, 1\]"):
         synthetic_fleet(10, rural_share=1.5)
+
+
+def test_fleet_size_is_bounded() -> None:
+    with pytest.raises(InvalidInput, match="n=1000000000000 is above the limit"):
+        synthetic_fleet(10**12)

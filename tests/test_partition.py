@@ -473,3 +473,13 @@ def test_grid_index_built_once_and_not_pickled(states_partition: Partition,
     assert clone._tree is None
     assert clone == part
     np.testing.assert_array_equal(clone.assign(lon=lon, lat=lat).positions, first)
+
+
+def test_file_paths_that_cannot_work_are_refused(tmp_path: Path,
+                                                 states_partition: Partition) -> None:
+    with pytest.raises(InvalidInput, match="is not a file \\(missing or a folder\\)"):
+        Partition.read_file(str(tmp_path / "missing.parquet"))
+    with pytest.raises(InvalidInput, match="is a folder; name the partition file"):
+        states_partition.to_file(str(tmp_path))
+    with pytest.raises(InvalidInput, match="folder that does not exist"):
+        states_partition.to_file(str(tmp_path / "no" / "such.parquet"))

@@ -33,6 +33,12 @@ def _check_path(path: Any) -> Path:
 def write_partition(partition: Partition, path: str | os.PathLike[str]) -> None:
     """Write atomically: temporary file in the same folder, then ``os.replace``."""
     target = _check_path(path)
+    if target.is_dir():
+        raise InvalidInput(f"path={str(path)!r} is a folder; name the partition file to write, "
+                           "e.g. folder / 'partition.parquet'")
+    if not target.parent.is_dir():
+        raise InvalidInput(f"path={str(path)!r} is in a folder that does not exist; create "
+                           f"{str(target.parent)!r} first")
     frame = partition.regions.reset_index()
     meta = {
         "kind": partition.kind,
@@ -58,8 +64,10 @@ def read_partition(path: str | os.PathLike[str]) -> Partition:
     """Read a partition file and check that its content still hashes to its version."""
     from spatialdp.geo.partition import Partition
 
-    _check_path(path)
+    source = _check_path(path)
     fix = "build one with Partition.from_geodataframe(...) and save it with .to_file()"
+    if not source.is_file():
+        raise InvalidInput(f"path={str(path)!r} is not a file (missing or a folder); {fix}")
     try:
         schema_meta = pq.read_schema(path).metadata or {}
     except pa.ArrowInvalid as err:
