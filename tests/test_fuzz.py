@@ -835,6 +835,11 @@ def cadence_calls(draw: st.DrawFn, table: bool) -> Call:
                 every=draw(arg(number(1, 8, integer=True))), **kwargs)
 
 
+def described(structure: Any) -> None:
+    assert isinstance(structure.describe(), str)
+    assert structure.multiplier >= 1
+
+
 @st.composite
 def budget_calls(draw: st.DrawFn, name: str) -> Call:
     if name == "BudgetSplit":
@@ -842,15 +847,21 @@ def budget_calls(draw: st.DrawFn, name: str) -> Call:
     if name == "BudgetSplit.allocate":
         return call(name, privacy.BudgetSplit().allocate, draw(epsilons))
     if name == "Single":
-        return call(name, privacy.Single, draw(text()))
+        return call(name, privacy.Single, draw(text()), check=described)
     if name == "Disjoint":
-        return call(name, privacy.Disjoint, draw(text()), draw(sizes))
+        return call(name, privacy.Disjoint, draw(text()), draw(sizes), check=described)
     if name == "Overlapping":
         return call(name, privacy.Overlapping, draw(text()), draw(sizes), draw(sizes),
-                    calibrated=draw(flag()))
+                    calibrated=draw(flag()), check=described)
     if name == "PrivacyLoss":
+        def check(loss: Any) -> None:
+            zcdp = loss.as_zcdp()
+            assert zcdp.kind == "zcdp"
+            assert math.isfinite(zcdp.value)
+            assert zcdp.value > 0 or loss.value == 0, "a positive loss became zero rho"
+
         return call(name, privacy.PrivacyLoss, draw(arg(st.sampled_from(["pure", "zcdp"]))),
-                    draw(epsilons))
+                    draw(epsilons), check=check)
     assert name == "LineItem.parse"
     return call(name, privacy.LineItem.parse,
                 draw(arg(st.sampled_from(["training", "evaluation.regional"]))))
@@ -865,20 +876,32 @@ line_items = arg(st.sampled_from(["training", "evaluation.global", "evaluation.r
 @st.composite
 def ledger_calls(draw: st.DrawFn, method: str) -> Call:
     if method == "PrivacyLedger":
+        def check(ledger: PrivacyLedger) -> None:
+            assert ledger.epochs() == []
+            assert isinstance(ledger.verify(), dict)
+            assert len(ledger.borrows()) == 0
+            ledger.close()
+
         return call(method, PrivacyLedger, draw(arg(st.just(":memory:"))),
                     epoch_budget=draw(maybe(epsilons)),
                     accounting=draw(maybe(arg(st.sampled_from(["pure", "zcdp"])))),
                     split=draw(maybe(arg(st.just(privacy.BudgetSplit())))),
-                    timeout=draw(arg(number(0.1, 60))), read_only=draw(flag()))
-    ledger = fresh_ledger()
+                    timeout=draw(arg(number(0.1, 60))), read_only=draw(flag()), check=check)
+    ledger = fresh_ledger() if draw(st.booleans()) else PrivacyLedger(
+        ":memory:", epoch_budget=5.0, accounting="zcdp")
     name = method.split(".")[1]
     fn = getattr(ledger, name)
     if name == "spend":
+        def check(charge: Any) -> None:
+            assert charge.charged > 0, "a positive loss charged nothing"
+            assert ledger.spent(charge.epoch) == charge.charged
+
         return call(method, fn, draw(epochs), draw(line_items), structure=draw(structures),
                     who=draw(text()), what=draw(text()), why=draw(text()),
                     epsilon=draw(maybe(epsilons)), rho=draw(st.one_of(st.none(), st.none(),
                                                                      epsilons)),
-                    round_index=draw(maybe(epochs)), release_id=draw(maybe(text())))
+                    round_index=draw(maybe(epochs)), release_id=draw(maybe(text())),
+                    check=check)
     if name == "borrow":
         return call(method, fn, draw(epochs), draw(epsilons), approver=draw(text()),
                     who=draw(text()), why=draw(text()), line_item=draw(line_items))
@@ -947,8 +970,12 @@ def geo_calls(draw: st.DrawFn, name: str) -> Call:
     if name == "Partition.from_geodataframe":
         frame = gpd.GeoDataFrame({"id": ["a", "b"]}, crs=4326,
                                  geometry=[shapely.box(0, 0, 1, 1), shapely.box(1, 0, 2, 1)])
+        def check(part: Partition) -> None:
+            assert isinstance(part.summary(), str)
+            assert part.adjacency().shape == (part.n_regions, part.n_regions)
+
         return call(name, Partition.from_geodataframe, draw(arg(mutated(frame))),
-                    draw(arg(st.just("id"))), name=draw(text()))
+                    draw(arg(st.just("id"))), name=draw(text()), check=check)
     if name == "Partition.from_h3_cells":
         return call(name, Partition.from_h3_cells, draw(cells), name=draw(text()))
     if name == "Partition.from_h3_cover":

@@ -24,7 +24,13 @@ from spatialdp import federated as fed
 from spatialdp import viz
 from spatialdp._validation import check_choice
 from spatialdp.demo import run_demo
-from spatialdp.exceptions import CRSError, InvalidInput, InvalidSpec, SpatialDPError
+from spatialdp.exceptions import (
+    CRSError,
+    InvalidInput,
+    InvalidSpec,
+    PartitionMismatch,
+    SpatialDPError,
+)
 from spatialdp.federated import device as dev
 from spatialdp.privacy import Simulation
 from spatialdp.simulation import positioning_predictions
@@ -217,6 +223,17 @@ def test_check_choice_never_compares_arrays() -> None:
 def test_monitoring_refusals(call: Any, match: str) -> None:
     with pytest.raises(InvalidInput, match=match):
         call()
+
+
+def test_compare_reports_refuses_unhashable_versions() -> None:
+    """Regression: a list in the metric column raised pandas' TypeError (pd.unique)."""
+    frame = base_regional()["loss"]
+    odd = frame.copy()
+    cells = odd["metric"].to_numpy(dtype=object).copy()
+    cells[0] = ["loss@1"]
+    odd["metric"] = cells
+    with pytest.raises(PartitionMismatch, match="differ in metric"):
+        fed.compare_reports(odd, frame)
 
 
 def test_compare_reports_aligns_regions_by_id() -> None:

@@ -54,8 +54,16 @@ from tests._clients import histogram_columns, tagged
 
 matplotlib.use("Agg")
 
-#: Seconds one call may run before it counts as a hang.
-TIME_LIMIT_S = 5
+# Import what spatialdp imports lazily now, outside any time limit: a first import cut by
+# SIGALRM leaves a half-registered module (opendp then refuses every later import).
+import folium  # noqa: F401
+import mapclassify  # noqa: F401
+import matplotlib.pyplot
+import opendp.prelude  # noqa: F401
+import pyogrio  # noqa: F401
+
+#: Seconds one call may run before it counts as a hang (a slow machine stays well below).
+TIME_LIMIT_S = 10
 
 #: spatialdp's own warnings are outcomes, not failures; anything else is a failure.
 ALLOWED_WARNINGS: tuple[type[Warning], ...] = (
@@ -200,6 +208,17 @@ OPEN_DEFECTS: tuple[Defect, ...] = (
     Defect("PrivacyLoss", ValueError, "truth value of",
            "spatialdp/privacy/noise.py",
            "kind=np.array([1.0, 2.0]) / pd.Series: compared with == before any type check"),
+    Defect("PrivacyLoss", AssertionError, "a positive loss became zero rho",
+           "spatialdp/privacy/noise.py (PrivacyLoss.rho)",
+           "PrivacyLoss('pure', 1e-200).as_zcdp(): epsilon**2/2 underflows to rho=0.0 (a "
+           "positive loss converted to none; round up instead)"),
+    Defect("PrivacyLedger.spend", AssertionError, "a positive loss charged nothing",
+           "spatialdp/privacy/_ledger_caps.py (zCDP conversion)",
+           "a zCDP ledger, spend(epsilon=1e-200): epsilon**2/2 underflows and 0.0 is charged "
+           "and audited"),
+    Defect("LaplaceMechanism.lattice_step", OverflowError, "too large for a float",
+           "spatialdp/privacy/_lattice.py (check_units)",
+           "size=1e308: formatting the refusal, float(Fraction) overflows"),
     Defect("rho_to_epsilon", Exception, "OpenDP|d_in|inf_div|inf_exp|not finite",
            "spatialdp/privacy/budget.py",
            "rho=1e308 or rho=5e-324 with delta=0.5: opendp's OpenDPException escapes"),

@@ -450,13 +450,18 @@ def compare_reports(current: pd.DataFrame, previous: pd.DataFrame, *, alpha: flo
     """
     current, previous = _check_frames(current, previous)
     level = check_alpha(alpha)
-    if not current.index.sort_values().equals(previous.index.sort_values()):
+    try:
+        same_regions = set(current.index) == set(previous.index)
+    except TypeError:
+        raise InvalidInput("the report frames have unhashable region ids; pass report[metric] "
+                           "of a RegionalReport") from None
+    if not same_regions:
         raise PartitionMismatch(
             "the two reports cover different regions; compare frames of one partition")
     previous = previous.reindex(current.index)
     for key in _FRAME_KEYS:
-        now = pd.unique(current[key].astype(object))
-        then = pd.unique(previous[key].astype(object))
+        now = pd.unique(current[key].astype(str))
+        then = pd.unique(previous[key].astype(str))
         if len(now) != 1 or len(then) != 1 or now[0] != then[0]:
             raise PartitionMismatch(
                 f"the two reports differ in {key}: {list(now)} vs {list(then)}; a new version "
@@ -553,7 +558,12 @@ def drift(history: pd.DataFrame, *, window: int = 8, alpha: float = 0.01,
     if history.columns.duplicated().any():
         raise InvalidInput("history repeats a column name; concatenate the report frames of "
                            "one metric and reset_index()")
-    if len(pd.unique(history["metric"].astype(object))) > 1 and history["region_id"].is_unique:
+    try:
+        mixed = len(pd.unique(history["metric"].astype(str))) > 1 and history[
+            "region_id"].is_unique
+    except TypeError:
+        raise InvalidInput("history's region_id holds unhashable values") from None
+    if mixed:
         raise PartitionMismatch("history mixes metrics; give one metric's frames")
     history = _numbers(history, (*_NUMERIC, "round_index"), "history")
     if history["round_index"].isna().any() or not np.isfinite(history["round_index"]).all():
@@ -566,7 +576,11 @@ def drift(history: pd.DataFrame, *, window: int = 8, alpha: float = 0.01,
     if repeated.any():
         raise InvalidInput(f"history has {int(repeated.sum())} repeated (region_id, "
                            "round_index) rows; keep one row per region and round")
-    data = latest_baseline(history.dropna(subset=["value", "noise_std"]))
+    try:
+        data = latest_baseline(history.dropna(subset=["value", "noise_std"]))
+    except TypeError:
+        raise InvalidInput("history's region_id mixes kinds of ids that cannot be sorted "
+                           "(e.g. numbers and text); give one kind") from None
     _published_numbers(data, np.ones(len(data), dtype=bool), "history", cohorts=fresh)
     data = data.groupby("region_id", sort=True).tail(span)
     laplace = data.noise_std.to_numpy(dtype=np.float64) / np.sqrt(2.0)
