@@ -800,7 +800,13 @@ def privacy_function_calls(draw: st.DrawFn, name: str) -> Call:
     if name == "epsilon_to_rho":
         return call(name, fn, draw(epsilons))
     if name == "rho_to_epsilon":
-        return call(name, fn, draw(epsilons), draw(arg(number(1e-12, 0.5))))
+        rho = draw(epsilons)
+
+        def check(eps: float) -> None:
+            assert math.isfinite(eps)
+            assert eps > 0, "a positive rho became zero epsilon"
+
+        return call(name, fn, rho, draw(arg(number(1e-12, 0.5))), check=check)
     if name in ("mean_abs_error", "noise_std"):
         return call(name, fn, draw(kinds), draw(scales), draw(sizes))
     if name == "half_width":

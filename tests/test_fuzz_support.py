@@ -147,67 +147,8 @@ class Defect:
                 and re.search(self.message, str(err)) is not None)
 
 
-_FED = "spatialdp/federated"
 OPEN_DEFECTS: tuple[Defect, ...] = (
-    # regional.py (the lead's)
-    Defect("regional_report", TypeError, "is not iterable", f"{_FED}/regional.py",
-           "metrics=True / 3 / 1e308 (not a list): _check_specs iterates it"),
-    Defect("regional_report", ValueError, "truth value of",
-           f"{_FED}/regional.py",
-           "metrics=np.array([1.0, 2.0]) / pd.Series(...): `not metrics` in _check_specs"),
-    Defect("regional_report", AssertionError, "infinite error bar",
-           f"{_FED}/_estimate.py",
-           "alpha=5e-324: the bar scale*log(1/alpha) is inf (1/alpha overflows; use "
-           "-log(alpha)), published as a finite-looking release with error_bar=inf"),
-    *(Defect(name, AssertionError, "infinite error bar|infinite interval",
-             f"{_FED}/_estimate.py and release.py",
-             "alpha=5e-324: the error bar scale*log(1/alpha) overflows to inf")
-      for name in ("aggregate_metric", "aggregate_histogram")),
-    Defect("RegionalReport.conf_int", TypeError, "unhashable", f"{_FED}/regional.py",
-           "metric=['loss'] (unhashable): __getitem__ catches KeyError only"),
-    Defect("RegionalReport.bounded", (TypeError, KeyError), "",
-           f"{_FED}/regional.py",
-           "metric='nope' / None / ['loss']: bounded reads self.estimates[metric] before "
-           "the checked __getitem__ (KeyError, TypeError)"),
-    Defect("RegionalReport.write", TypeError, "expected str, bytes or os.PathLike",
-           f"{_FED}/regional.py", "folder=None / 0 / 1.5: Path(folder) TypeError"),
-    Defect("RegionalReport.write", TypeError, "argument should be a str",
-           f"{_FED}/regional.py", "folder=b'x': Path(bytes) TypeError"),
-    Defect("RegionalReport.write", FileExistsError, "", f"{_FED}/regional.py",
-           "folder naming an existing file ('1.0'): mkdir FileExistsError"),
-    Defect("RegionalReport.write", FileNotFoundError, "", f"{_FED}/regional.py",
-           "stem='1/2' or stem=np.zeros((2, 2)) (formatted into the file name, never "
-           "checked): mkstemp/os.replace FileNotFoundError"),
-    # release.py (the lead's)
-    Defect("MetricRelease.conf_int", AssertionError, "infinite interval",
-           f"{_FED}/release.py",
-           "alpha=5e-324: noise_scale*log(1/alpha) overflows to an infinite interval"),
-    Defect("MetricRelease.conf_int", RuntimeWarning, "invalid value",
-           f"{_FED}/release.py and _estimate.py (ratio_interval)",
-           "a ratio release's conf_int(alpha=5e-324): log(2/alpha) is inf, ratio_interval "
-           "divides inf by inf (RuntimeWarning, an error under -W error)"),
-    Defect("HistogramRelease.conf_int", AssertionError, "infinite interval",
-           f"{_FED}/release.py",
-           "alpha=5e-324: noise_scale*log(1/alpha) overflows to an infinite interval"),
-    Defect("predicted_error_bar", AssertionError, "infinite error bar",
-           "spatialdp/privacy/cadence.py (half_width_for_loss)",
-           "epsilon=5e-324: returns inf instead of refusing the scale (laplace_scale refuses it)"),
-    Defect("predicted_error_bar", AssertionError, "error bar not positive",
-           "spatialdp/privacy/cadence.py (half_width_for_loss)",
-           "epsilon=1e308 (above MAX_EPSILON=1e6, which check_epsilon refuses elsewhere): "
-           "returns 0.0 or a subnormal bar"),
-    # secure_sum.py (the lead's)
-    Defect("check_clipping", Exception, "", f"{_FED}/secure_sum.py",
-           "spec=None / 3, sums=None or [] with counts of another length, counts=None or a "
-           "DataFrame, sums of Decimals: no argument is checked (AttributeError "
-           "'mass_cap'/'astype', broadcast ValueError, KeyError, decimal.InvalidOperation)"),
-    Defect("secure_sum", OverflowError, "too large", f"{_FED}/secure_sum.py",
-           "n_groups=1e308: check_count has no upper bound, np.bincount(minlength=...) "
-           "overflows"),
     # privacy (noise and ledger owners)
-    Defect("PrivacyLoss", ValueError, "truth value of",
-           "spatialdp/privacy/noise.py",
-           "kind=np.array([1.0, 2.0]) / pd.Series: compared with == before any type check"),
     Defect("PrivacyLoss", AssertionError, "a positive loss became zero rho",
            "spatialdp/privacy/noise.py (PrivacyLoss.rho)",
            "PrivacyLoss('pure', 1e-200).as_zcdp(): epsilon**2/2 underflows to rho=0.0 (a "
@@ -219,6 +160,10 @@ OPEN_DEFECTS: tuple[Defect, ...] = (
            "spatialdp/privacy/_ledger_caps.py (zCDP conversion)",
            "a zCDP ledger, spend(epsilon=1e-200): epsilon**2/2 underflows and 0.0 is charged "
            "and audited"),
+    Defect("rho_to_epsilon", AssertionError, "a positive rho became zero epsilon",
+           "spatialdp/privacy/budget.py (rho_to_epsilon)",
+           "rho_to_epsilon(5e-324, 0.5) returns 0.0 (rho + 2 sqrt(rho log(1/delta)) is about "
+           "3.7e-162): the conversion loses the loss"),
     Defect("LaplaceMechanism.lattice_step", OverflowError, "too large for a float",
            "spatialdp/privacy/_lattice.py (check_units)",
            "size=1e308: formatting the refusal, float(Fraction) overflows"),
@@ -227,19 +172,6 @@ OPEN_DEFECTS: tuple[Defect, ...] = (
              "every=1e308 (whole, accepted without an upper bound): int(every) is then "
              "converted back to float and overflows")
       for name in ("plan_cadence", "cadence_table")),
-    Defect("rho_to_epsilon", Exception, "OpenDP|d_in|inf_div|inf_exp|not finite",
-           "spatialdp/privacy/budget.py",
-           "rho=1e308 or rho=5e-324 with delta=0.5: opendp's OpenDPException escapes"),
-    # datasets (another engineer)
-    Defect("synthetic_fleet", MemoryError, "", "spatialdp/datasets.py",
-           "n=10**12: check_integer has no upper bound, np.empty(n) asks for 7 TiB"),
-    Defect("synthetic_fleet", ValueError, "Maximum allowed dimension", "spatialdp/datasets.py",
-           "n=1e308: numpy's 'Maximum allowed dimension exceeded'"),
-    # geo (another engineer)
-    Defect("Partition.read_file", FileNotFoundError, "", "spatialdp/geo/_io.py",
-           "a path that does not exist: pyarrow's FileNotFoundError, not InvalidInput"),
-    Defect("Partition.to_file", IsADirectoryError, "", "spatialdp/geo/_io.py",
-           "path naming an existing folder: os.replace IsADirectoryError"),
 )
 
 
