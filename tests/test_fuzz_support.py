@@ -148,6 +148,10 @@ class Defect:
 
 
 OPEN_DEFECTS: tuple[Defect, ...] = (
+    # federated/secure_sum.py (the lead's)
+    Defect("check_clipping", ValueError, "truth value of", "spatialdp/federated/secure_sum.py",
+           "absent_allowed=np.array([1.0, 2.0]) (or a Series): the flag is used in `if` "
+           "unchecked; refuse non-bools (_validation.check_flag)"),
     # privacy (noise and ledger owners)
     Defect("PrivacyLoss", AssertionError, "a positive loss became zero rho",
            "spatialdp/privacy/noise.py (PrivacyLoss.rho)",
