@@ -15,10 +15,8 @@ import functools
 import math
 import os
 import re
-import signal
 import warnings
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from fractions import Fraction
@@ -51,6 +49,7 @@ from spatialdp.privacy import (
     Unaccounted,
 )
 from tests._clients import histogram_columns, tagged
+from tests._timeouts import time_limit
 
 matplotlib.use("Agg")
 
@@ -86,22 +85,6 @@ def fuzz_settings(n: int) -> settings:
 
 
 # --------------------------------------------------------------------------- guarded calls
-
-
-@contextmanager
-def time_limit(seconds: int) -> Iterator[None]:
-    """Raise TimeoutError in the block after ``seconds`` (SIGALRM; the handler is restored)."""
-
-    def stop(signum: int, frame: object) -> None:
-        raise TimeoutError(f"the call ran for more than {seconds} s: a hang")
-
-    previous = signal.signal(signal.SIGALRM, stop)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 @dataclass

@@ -9,10 +9,8 @@ every call must end within a few seconds (a SIGALRM timer enforces it).
 
 from __future__ import annotations
 
-import signal
 import warnings
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import geopandas as gpd
@@ -27,24 +25,11 @@ from hypothesis import strategies as st
 from spatialdp.datasets import synthetic_fleet
 from spatialdp.exceptions import SpatialDPError
 from spatialdp.geo import Partition, UnassignedPointsWarning, h3cells
+from tests._timeouts import time_limit
 
 SETTINGS = settings(max_examples=40, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.too_slow])
 TIME_LIMIT_S = 10
-
-
-@contextmanager
-def time_limit(seconds: int) -> Iterator[None]:
-    def stop(signum: int, frame: object) -> None:
-        raise TimeoutError(f"call took more than {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, stop)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def only_spatialdp_errors(call: Callable[[], Any]) -> None:

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import math
-import signal
-from collections.abc import Iterator
 from decimal import Context, Decimal, Inexact, localcontext
 from fractions import Fraction
 
@@ -20,22 +17,7 @@ from spatialdp.privacy import accuracy
 from spatialdp.privacy._lattice import headroom_scale
 from spatialdp.privacy.calibration import MAX_SCALE, gaussian_sigma, laplace_scale
 from spatialdp.privacy.noise import GaussianMechanism, LaplaceMechanism, PrivacyLoss
-
-
-@contextlib.contextmanager
-def no_hang(seconds: int = 10) -> Iterator[None]:
-    """Fail (instead of hanging the suite) if the block runs longer than ``seconds``."""
-
-    def alarm(signum: int, frame: object) -> None:
-        raise TimeoutError(f"still running after {seconds} s: an unbounded loop")
-
-    previous = signal.signal(signal.SIGALRM, alarm)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
+from tests._timeouts import time_limit as no_hang
 
 
 def exact_product(a: float, b: Decimal) -> Decimal:

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import math
-import signal
-from collections.abc import Iterator
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any
@@ -27,25 +24,10 @@ from spatialdp.privacy.simulate import (
     simulate_gaussian,
     simulate_laplace,
 )
+from tests._timeouts import time_limit as no_hang
 
 SIMULATORS = [simulate_laplace, simulate_gaussian, simulate_discrete_laplace,
               simulate_discrete_gaussian]
-
-
-@contextlib.contextmanager
-def no_hang(seconds: int = 10) -> Iterator[None]:
-    """Fail (instead of hanging the suite) if the block runs longer than ``seconds``."""
-
-    def alarm(signum: int, frame: object) -> None:
-        raise TimeoutError(f"still running after {seconds} s: an unbounded loop")
-
-    previous = signal.signal(signal.SIGALRM, alarm)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 # ---------------------------------------------------------------------------
