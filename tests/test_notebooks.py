@@ -21,7 +21,8 @@ def test_notebook_executes(path: Path, tmp_path: Path) -> None:
     assert not errors
     images = [o for cell in notebook.cells for o in cell.get("outputs", [])
               if "image/png" in o.get("data", {})]
-    assert len(images) == 3  # clip trade-off, time series, choropleth
+    # each notebook states how many figures it draws (metadata.spatialdp.expected_figures)
+    assert len(images) == notebook.metadata["spatialdp"]["expected_figures"]
 
 
 def test_there_is_a_notebook() -> None:
