@@ -1,0 +1,24 @@
+"""DP spatial count queries on H3: truth grids, flat and hierarchical releases, error.
+
+The flow: :func:`truth_grid` (device counts per cell, each device clipped to
+``k`` cells) -> :func:`release_flat` or :func:`release_hierarchical` (one
+ledger charge, discrete Laplace noise) -> :func:`answer_polygons` (one row per
+polygon with its noisy answer, exact error bar, cell count ``m`` and
+discretisation error) and, before anyone relies on the answers,
+:func:`measure_query_error` (error per bucket of a real query corpus, next to
+its analytic expectation).
+"""
+
+from __future__ import annotations
+
+from spatialdp.queries.flat import release_flat
+from spatialdp.queries.grids import NoisyGrid
+from spatialdp.queries.truth import TruthGrid, grid_version, truth_grid
+
+__all__ = [
+    "NoisyGrid",
+    "TruthGrid",
+    "grid_version",
+    "release_flat",
+    "truth_grid",
+]

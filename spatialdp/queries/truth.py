@@ -1,0 +1,246 @@
+"""The truth grid: device counts per H3 cell, with each device clipped to ``k`` cells.
+
+A device that shows up in many cells within one release breaks the
+sensitivity a grid release is calibrated to: the noise must cover the largest
+change ONE device can make to the whole grid. :func:`truth_grid` therefore
+clips before it bins. Each device counts at most once per cell (the grid counts
+devices, not pings) and in at most ``max_cells_per_device`` cells (its first
+``k`` distinct cells in input order: pass the points in time order to keep
+each device's earliest cells). The L1 sensitivity of the grid is then exactly
+``k``, and :class:`TruthGrid` carries that bound so no release can claim less.
+
+The grid is an H3 :class:`~spatialdp.geo.Partition` (points are placed with
+:meth:`~spatialdp.geo.Partition.assign`) or, for grids too large to hold a
+hexagon polygon per cell (10^7 cells), a plain array of H3 cells at one
+resolution; both carry the same partition version.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import geopandas as gpd
+import numpy as np
+import pandas as pd
+from numpy.typing import ArrayLike, NDArray
+
+from spatialdp._validation import check_integer, fail
+from spatialdp.exceptions import ClippingFailure, InvalidInput
+from spatialdp.geo import Partition, h3cells
+from spatialdp.geo._checks import check_lonlat, points_lonlat
+
+__all__ = ["TruthGrid", "grid_version", "truth_grid"]
+
+#: Largest contribution bound accepted (a device in more cells than this is not a count).
+MAX_CELLS_PER_DEVICE = 10_000
+
+
+def grid_version(cells: NDArray[np.uint64]) -> str:
+    """Return the partition version of a sorted array of H3 cells at one resolution.
+
+    The same content hash as :attr:`Partition.version` for
+    ``Partition.from_h3_cells(cells)``, computed without building a hexagon
+    polygon per cell.
+
+    Examples
+    --------
+    >>> cells = h3cells.parse_cells(["85283473fffffff", "85283477fffffff"])
+    >>> grid_version(cells) == Partition.from_h3_cells(cells).version
+    True
+    """
+    resolution = h3cells.single_resolution(cells)
+    digest = hashlib.sha256(f"h3|{resolution}|".encode())
+    digest.update(np.ascontiguousarray(cells, dtype=np.uint64).tobytes())
+    return digest.hexdigest()[:16]
+
+
+@dataclass(frozen=True, eq=False)
+class TruthGrid:
+    """Unprotected device counts per cell, clipped to ``max_cells_per_device`` cells a device.
+
+    Never publish it: it is the input of a release and the reference of an
+    error measurement. Build it with :func:`truth_grid`.
+
+    Attributes
+    ----------
+    counts : numpy.ndarray of int64
+        Distinct devices per cell, in grid order (sorted cells).
+    cells : numpy.ndarray of uint64
+        The grid's H3 cells, sorted.
+    resolution : int
+    partition_version, partition_key : str
+        The version of the grid (equal to the Partition's), and ``name@version``.
+    max_cells_per_device : int
+        The bound ``k`` clipping guarantees: the grid's L1 sensitivity.
+    n_points, n_unassigned, n_devices : int
+        Points given, points in no cell (dropped, reported), devices seen.
+    n_clipped_pairs, n_clipped_devices : int
+        Device-cell pairs dropped by clipping, and the devices that lost some.
+    """
+
+    counts: NDArray[np.int64]
+    cells: NDArray[np.uint64]
+    resolution: int
+    partition_version: str
+    partition_key: str
+    max_cells_per_device: int
+    n_points: int
+    n_unassigned: int
+    n_devices: int
+    n_clipped_pairs: int
+    n_clipped_devices: int
+    partition: Partition | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        # The server can only detect gross violations of the bound: more device-cell
+        # pairs than devices x k, or more devices in a cell than devices.
+        total = int(self.counts.sum())
+        if (self.counts < 0).any() or total > self.n_devices * self.max_cells_per_device or (
+                self.counts.size and int(self.counts.max()) > self.n_devices):
+            raise ClippingFailure(
+                f"max_cells_per_device={self.max_cells_per_device} is not guaranteed: the grid "
+                f"holds {total} device-cell pairs for {self.n_devices} devices; build the grid "
+                "with truth_grid(...), which clips each device to k cells")
+
+    @property
+    def sensitivity(self) -> int:
+        """The L1 sensitivity of the grid: one device changes at most ``k`` cells by 1."""
+        return self.max_cells_per_device
+
+    @property
+    def n_cells(self) -> int:
+        """Number of cells of the grid."""
+        return int(self.cells.size)
+
+    def __repr__(self) -> str:
+        return (f"TruthGrid(cells={self.n_cells:,}, devices={self.n_devices:,}, "
+                f"max_cells_per_device={self.max_cells_per_device}, "
+                f"clipped_pairs={self.n_clipped_pairs:,}, partition={self.partition_key!r})")
+
+
+def _grid_of(grid: Any, name: str) -> tuple[NDArray[np.uint64], str, str, Partition | None]:
+    if isinstance(grid, Partition):
+        cells = grid.cells  # refuses a polygon partition
+        return cells, grid.version, grid.key, grid
+    if isinstance(grid, (gpd.GeoDataFrame, gpd.GeoSeries, pd.DataFrame)):
+        raise fail("grid", grid, "is a frame, not a grid",
+                   "pass an H3 Partition or an array of H3 cells at one resolution")
+    parsed = h3cells.parse_cells(grid)
+    cells = np.unique(parsed)
+    if cells.size != parsed.size:
+        raise fail("grid", f"{parsed.size} cells", f"repeats {parsed.size - cells.size} cells",
+                   "pass np.unique(cells)")
+    version = grid_version(cells)
+    return cells, version, f"{name}@{version}", None
+
+
+def _positions(cells: NDArray[np.uint64], partition: Partition | None,
+               points: Any, lon: Any, lat: Any) -> NDArray[np.int64]:
+    if partition is not None:
+        return partition.assign(points, lon=lon, lat=lat).positions
+    if points is not None:
+        lon_arr, lat_arr = points_lonlat(points, "points")
+    else:
+        if lon is None or lat is None:
+            raise InvalidInput("no points given; pass a point GeoDataFrame or lon= and lat=")
+        lon_arr, lat_arr = check_lonlat(lon, lat)
+    res = h3cells.single_resolution(cells[:1])
+    found = h3cells._latlng_to_cells(lat_arr, lon_arr, res)
+    pos = np.searchsorted(cells, found)
+    pos = np.minimum(pos, cells.size - 1)
+    return np.where(cells[pos] == found, pos, -1).astype(np.int64)
+
+
+def truth_grid(
+    grid: Partition | ArrayLike,
+    points: gpd.GeoDataFrame | gpd.GeoSeries | None = None,
+    *,
+    device_ids: ArrayLike,
+    max_cells_per_device: int = 1,
+    lon: ArrayLike | None = None,
+    lat: ArrayLike | None = None,
+    name: str = "h3",
+) -> TruthGrid:
+    """Count distinct devices per H3 cell, each device clipped to ``max_cells_per_device`` cells.
+
+    Parameters
+    ----------
+    grid : Partition or array-like of H3 cells
+        An H3 partition, or its cells (one resolution) when a partition with a
+        polygon per cell would not fit in memory.
+    points : GeoDataFrame or GeoSeries of Points in EPSG:4326, optional
+        Or give ``lon`` and ``lat``.
+    device_ids : array-like
+        The device of each point (any hashable ids). Required: without them
+        clipping cannot bound what one device contributes.
+    max_cells_per_device : int, default 1
+        ``k``: a device counts in at most its first ``k`` distinct cells (input
+        order). The grid's L1 sensitivity is ``k``.
+    lon, lat : array-like of float, optional
+    name : str
+        Label of a grid given as cells (a Partition keeps its own name).
+
+    Returns
+    -------
+    TruthGrid
+
+    Raises
+    ------
+    InvalidInput, CRSError
+        A polygon partition, bad points or coordinates, device ids of another
+        length or with missing values, a bad ``k``.
+    ClippingFailure
+        If ``device_ids`` is None (no bound can be guaranteed).
+
+    Examples
+    --------
+    >>> cells = h3cells.parse_cells(["85283473fffffff", "85283477fffffff"])
+    >>> lon, lat = [-121.9764, -121.9764, -121.9764], [37.3458, 37.3458, 37.3458]
+    >>> truth = truth_grid(cells, lon=lon, lat=lat, device_ids=[1, 1, 2])
+    >>> truth.counts.tolist(), truth.sensitivity  # device 1 counts once
+    ([2, 0], 1)
+    """
+    k = check_integer(max_cells_per_device, "max_cells_per_device", low=1,
+                      high=MAX_CELLS_PER_DEVICE,
+                      fix="pass the most cells one device may count in, e.g. 1")
+    if device_ids is None:
+        raise ClippingFailure(
+            "device_ids=None: without device ids clipping cannot guarantee that a device "
+            f"counts in at most max_cells_per_device={k} cells; pass the device of every point")
+    cells, version, key, partition = _grid_of(grid, name)
+    positions = _positions(cells, partition, points, lon, lat)
+    ids = pd.Index(np.asarray(device_ids).ravel() if not isinstance(device_ids, pd.Index)
+                   else device_ids)
+    if len(ids) != positions.size:
+        raise fail("device_ids", f"{len(ids)} ids", f"do not match the {positions.size} points",
+                   "give one device id per point")
+    if ids.hasnans:
+        raise fail("device_ids", f"{int(ids.isna().sum())} missing", "are missing values",
+                   "give every point its device id")
+    codes, uniques = pd.factorize(ids)
+    counts, dropped, clipped_devices = _clip_and_count(codes, positions, cells.size, k)
+    return TruthGrid(
+        counts=counts, cells=cells, resolution=h3cells.single_resolution(cells[:1]),
+        partition_version=version, partition_key=key, max_cells_per_device=k,
+        n_points=int(positions.size), n_unassigned=int((positions < 0).sum()),
+        n_devices=int(len(uniques)), n_clipped_pairs=dropped,
+        n_clipped_devices=clipped_devices, partition=partition)
+
+
+def _clip_and_count(device: NDArray[np.intp], positions: NDArray[np.int64], n_cells: int,
+                    k: int) -> tuple[NDArray[np.int64], int, int]:
+    """Return the clipped counts, the dropped pairs and the devices that lost some (vectorised)."""
+    ok = positions >= 0
+    dev, pos = device[ok].astype(np.int64), positions[ok]
+    key = dev * np.int64(n_cells) + pos
+    pairs, first = np.unique(key, return_index=True)  # distinct (device, cell) pairs
+    order = np.lexsort((first, pairs // n_cells))  # by device, then first appearance
+    pair_dev = (pairs // n_cells)[order]
+    pair_pos = (pairs % n_cells)[order]
+    start = np.r_[0, np.flatnonzero(np.diff(pair_dev)) + 1]
+    rank = np.arange(pair_dev.size) - np.repeat(start, np.diff(np.r_[start, pair_dev.size]))
+    keep = rank < k
+    counts = np.bincount(pair_pos[keep], minlength=n_cells).astype(np.int64)
+    return counts, int((~keep).sum()), int(np.unique(pair_dev[~keep]).size)
