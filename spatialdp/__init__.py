@@ -43,6 +43,9 @@ limit and the fix, and leaves nothing in the ledger.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from spatialdp._lazy import attach
 from spatialdp.exceptions import (
     BudgetExceeded,
     ClippingFailure,
@@ -55,25 +58,29 @@ from spatialdp.exceptions import (
     PartitionMismatch,
     SpatialDPError,
 )
-from spatialdp.federated import (
-    HistogramSpec,
-    MetricRelease,
-    MetricSpec,
-    RegionalReport,
-    aggregate_histogram,
-    aggregate_metric,
-    device_report,
-    regional_report,
-)
-from spatialdp.geo import Partition
-from spatialdp.privacy import (
-    LaplaceMechanism,
-    PrivacyLedger,
-    ReleaseTarget,
-    Simulation,
-    Unaccounted,
-)
-from spatialdp.viz.maps import plot_uncertainty_choropleth
+
+if TYPE_CHECKING:  # the public names, imported on first use (spatialdp._lazy)
+    from spatialdp.federated import (
+        HistogramSpec,
+        MetricRelease,
+        MetricSpec,
+        RegionalReport,
+        aggregate_histogram,
+        aggregate_metric,
+        device_report,
+        regional_report,
+    )
+    from spatialdp.geo import Partition
+    from spatialdp.privacy import (
+        LaplaceMechanism,
+        PrivacyLedger,
+        ReleaseTarget,
+        Simulation,
+        Unaccounted,
+    )
+    from spatialdp.viz.maps import plot_uncertainty_choropleth
+
+__getattr__, __dir__ = attach(__name__, __file__)
 
 __version__ = "0.1.0"
 

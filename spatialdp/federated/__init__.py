@@ -4,37 +4,44 @@ regional reports on geometries, alerts that respect error bars.
 
 from __future__ import annotations
 
-from spatialdp.federated._estimate import UninformativeReleaseWarning
-from spatialdp.federated.aggregate import aggregate_histogram, aggregate_metric
-from spatialdp.federated.coverage_release import CoverageRelease, release_coverage
-from spatialdp.federated.device import (
-    DEVICE_MODULE_VERSION,
-    calibration_specs,
-    count_bucket_spec,
-    coverage_spec,
-    device_report,
-    track_ratio_spec,
-)
-from spatialdp.federated.health import RoundHealth, round_health
-from spatialdp.federated.incidents import (
-    Incident,
-    persistently_empty_buckets,
-    ratio_pinned_at_clip,
-    stale_clip_bound,
-    suspiciously_good_region,
-)
-from spatialdp.federated.metrics import (
-    HistogramSpec,
-    MetricRegistry,
-    MetricSpec,
-    calibrate_clip,
-    clip_tradeoff,
-    min_cohort_for,
-)
-from spatialdp.federated.monitor import compare_releases, compare_reports, drift
-from spatialdp.federated.regional import RegionalReport, regional_report
-from spatialdp.federated.release import HistogramRelease, MetricRelease, predicted_error_bar
-from spatialdp.federated.secure_sum import SecureSum, check_clipping, secure_sum
+from typing import TYPE_CHECKING
+
+from spatialdp._lazy import attach
+
+if TYPE_CHECKING:  # the public names, imported on first use (spatialdp._lazy)
+    from spatialdp.federated._estimate import UninformativeReleaseWarning
+    from spatialdp.federated.aggregate import aggregate_histogram, aggregate_metric
+    from spatialdp.federated.coverage_release import CoverageRelease, release_coverage
+    from spatialdp.federated.device import (
+        DEVICE_MODULE_VERSION,
+        calibration_specs,
+        count_bucket_spec,
+        coverage_spec,
+        device_report,
+        track_ratio_spec,
+    )
+    from spatialdp.federated.health import RoundHealth, round_health
+    from spatialdp.federated.incidents import (
+        Incident,
+        persistently_empty_buckets,
+        ratio_pinned_at_clip,
+        stale_clip_bound,
+        suspiciously_good_region,
+    )
+    from spatialdp.federated.metrics import (
+        HistogramSpec,
+        MetricRegistry,
+        MetricSpec,
+        calibrate_clip,
+        clip_tradeoff,
+        min_cohort_for,
+    )
+    from spatialdp.federated.monitor import compare_releases, compare_reports, drift
+    from spatialdp.federated.regional import RegionalReport, regional_report
+    from spatialdp.federated.release import HistogramRelease, MetricRelease, predicted_error_bar
+    from spatialdp.federated.secure_sum import SecureSum, check_clipping, secure_sum
+
+__getattr__, __dir__ = attach(__name__, __file__)
 
 __all__ = [
     "DEVICE_MODULE_VERSION",

@@ -26,7 +26,6 @@ from dataclasses import dataclass
 import numpy as np
 import shapely
 from numpy.typing import NDArray
-from scipy import ndimage
 
 __all__ = ["EDGE_PAD", "MAX_GRID_CELLS", "MAX_MIXED_SHARE", "GridIndex", "exact_positions",
            "first_hits"]
@@ -207,6 +206,7 @@ class GridIndex:
 
     def _pure_labels(self, mixed: NDArray[np.int64], tree: shapely.STRtree) -> NDArray[np.int32]:
         """Label every pure cell by its connected component's region (mixed cells: -1)."""
+        from scipy import ndimage  # lazy: scipy is slow to import
         free = np.ones(self.nx * self.ny, dtype=bool)
         free[mixed] = False
         components, _ = ndimage.label(free.reshape(self.ny, self.nx))

@@ -11,42 +11,49 @@ measuring error only. Noise scales come from one exact rule,
 
 from __future__ import annotations
 
-from spatialdp.privacy.accuracy import (
-    NOISE_KINDS,
-    Accuracy,
-    half_width,
-    mean_abs_error,
-    noise_std,
-    scale_for_half_width,
-    tail_probability,
-)
-from spatialdp.privacy.budget import (
-    BudgetSplit,
-    BudgetSplitWarning,
-    Disjoint,
-    LineItem,
-    Overlapping,
-    Single,
-    epsilon_to_rho,
-    rho_to_epsilon,
-)
-from spatialdp.privacy.cadence import CadencePlan, cadence_table, plan_cadence
-from spatialdp.privacy.calibration import MAX_SCALE, gaussian_sigma, laplace_scale
-from spatialdp.privacy.ledger import Charge, PrivacyLedger
-from spatialdp.privacy.noise import GaussianMechanism, LaplaceMechanism, PrivacyLoss
-from spatialdp.privacy.release import (
-    release_discrete_gaussian,
-    release_discrete_laplace,
-    release_gaussian,
-    release_laplace,
-)
-from spatialdp.privacy.simulate import (
-    simulate_discrete_gaussian,
-    simulate_discrete_laplace,
-    simulate_gaussian,
-    simulate_laplace,
-)
-from spatialdp.privacy.target import ReleaseTarget, Simulation, Unaccounted
+from typing import TYPE_CHECKING
+
+from spatialdp._lazy import attach
+
+if TYPE_CHECKING:  # the public names, imported on first use (spatialdp._lazy)
+    from spatialdp.privacy.accuracy import (
+        NOISE_KINDS,
+        Accuracy,
+        half_width,
+        mean_abs_error,
+        noise_std,
+        scale_for_half_width,
+        tail_probability,
+    )
+    from spatialdp.privacy.budget import (
+        BudgetSplit,
+        BudgetSplitWarning,
+        Disjoint,
+        LineItem,
+        Overlapping,
+        Single,
+        epsilon_to_rho,
+        rho_to_epsilon,
+    )
+    from spatialdp.privacy.cadence import CadencePlan, cadence_table, plan_cadence
+    from spatialdp.privacy.calibration import MAX_SCALE, gaussian_sigma, laplace_scale
+    from spatialdp.privacy.ledger import Charge, PrivacyLedger
+    from spatialdp.privacy.noise import GaussianMechanism, LaplaceMechanism, PrivacyLoss
+    from spatialdp.privacy.release import (
+        release_discrete_gaussian,
+        release_discrete_laplace,
+        release_gaussian,
+        release_laplace,
+    )
+    from spatialdp.privacy.simulate import (
+        simulate_discrete_gaussian,
+        simulate_discrete_laplace,
+        simulate_gaussian,
+        simulate_laplace,
+    )
+    from spatialdp.privacy.target import ReleaseTarget, Simulation, Unaccounted
+
+__getattr__, __dir__ = attach(__name__, __file__)
 
 __all__ = [
     "MAX_SCALE",

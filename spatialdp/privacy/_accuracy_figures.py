@@ -12,8 +12,6 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from scipy import special
-
 from spatialdp.privacy._accuracy_laplace import lap_half_width, lap_log_sf, lap_mae
 from spatialdp.privacy._accuracy_lattice import (
     dg_half_width,
@@ -51,7 +49,13 @@ def _exp_or_zero(log_value: float) -> float:
 
 
 def _gauss_tail(m: int, x: float, s: float) -> float:
+    from scipy import special  # lazy: scipy is slow to import
     return 2 * float(special.ndtr(-(x / s) / math.sqrt(m)))
+
+
+def _gauss_half_width(m: int, s: float, alpha: float) -> float:
+    from scipy import special  # lazy: scipy is slow to import
+    return s * -float(special.ndtri(alpha / 2)) * math.sqrt(m)
 
 
 FIGURES: dict[str, Figures] = {
@@ -64,7 +68,7 @@ FIGURES: dict[str, Figures] = {
     "gaussian": Figures(
         var=lambda s: s * s,
         mae=lambda m, s: s * math.sqrt(2 * m / math.pi),
-        half_width=lambda m, s, a: s * -float(special.ndtri(a / 2)) * math.sqrt(m),
+        half_width=_gauss_half_width,
         tail=_gauss_tail,
     ),
     "discrete_laplace": Figures(

@@ -11,7 +11,6 @@ import math
 from functools import lru_cache
 
 import numpy as np
-from scipy import optimize, special
 
 from spatialdp.privacy._accuracy_numerics import CACHE, logsumexp_c, poisson_logpmf
 
@@ -22,6 +21,7 @@ def lap_mae(m: int) -> float:
     ``C(2m, m) / 4**m = Gamma(m + 1/2) / (sqrt(pi) Gamma(m + 1))``, a ratio taken by
     :func:`scipy.special.poch` (no cancellation of two huge log-gammas at large m).
     """
+    from scipy import special  # lazy: scipy is slow to import
     return 2.0 * m * float(special.poch(m + 1, -0.5)) / math.sqrt(math.pi)
 
 
@@ -30,6 +30,7 @@ def lap_log_sf(m: int, x: float) -> float:
 
     ``P(S > x) = P(Poisson(x) + NegBin(m, 1/2) <= m - 1)``.
     """
+    from scipy import special  # lazy: scipy is slow to import
     if x <= 0:
         return math.log(0.5)
     if math.isinf(x):  # a threshold beyond every float multiple of a tiny scale
@@ -50,6 +51,7 @@ def lap_log_sf(m: int, x: float) -> float:
 @lru_cache(maxsize=CACHE)
 def lap_half_width(m: int, alpha: float) -> float:
     """Return the half-width / b for the sum of m Laplace(1)."""
+    from scipy import optimize, special  # lazy: scipy is slow to import
     if m == 1:
         return math.log(1.0 / alpha)
     target = math.log(alpha / 2)

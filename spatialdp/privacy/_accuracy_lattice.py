@@ -15,7 +15,6 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import special
 
 from spatialdp.privacy._accuracy_numerics import (
     CACHE,
@@ -70,6 +69,7 @@ def dlap_mae(m: int, b: float) -> float:
 
 def _dlap_log_tail_nb(m: int, j: int, b: float) -> float:
     """Return log P(S >= j) for j >= m: P(NegBin(j-m, a) + NegBin(m, a/(1+a)) <= m-1)."""
+    from scipy import special  # lazy: scipy is slow to import
     a, oma = _dlap_params(b)
     q = a / (1.0 + a)
     r = j - m
@@ -135,6 +135,7 @@ def dlap_log_tail(m: int, j: int, b: float) -> float:
 @lru_cache(maxsize=CACHE)
 def dlap_half_width(m: int, b: float, alpha: float) -> int:
     """Return the smallest integer h with P(|S| <= h) >= 1 - alpha (m discrete Laplace(b))."""
+    from scipy import special  # lazy: scipy is slow to import
     a, _ = _dlap_params(b)
     if m == 1:  # smallest k with log P(|Z| > k) = log 2 + (k + 1) log a - log(1 + a) <= log alpha
         excess = math.log(2.0) - math.log1p(a) - math.log(alpha)
@@ -282,6 +283,7 @@ def dg_log_tail(m: int, j: int, sigma: float) -> float:
 @lru_cache(maxsize=CACHE)
 def dg_half_width(m: int, sigma: float, alpha: float) -> int:
     """Return the smallest integer h with P(|S| <= h) >= 1 - alpha (m discrete Gaussians)."""
+    from scipy import special  # lazy: scipy is slow to import
     if sigma < _DG_NOISELESS:
         return 0
     guess = -special.ndtri(alpha / 2) * math.sqrt(m * dg_var(sigma))

@@ -15,7 +15,6 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import optimize, special
 
 _GL_X, _GL_W = np.polynomial.legendre.leggauss(20)
 _LOG_NEGLIGIBLE = -80.0  # exp(-80) ~ 2e-35: integrand below this relative size is dropped
@@ -116,6 +115,7 @@ def contour_log_tail(
 
 def logsumexp_c(x: NDArray[Any]) -> NDArray[Any]:
     """Return ``log(sum(exp(x), axis=-1))`` for complex or real ``x`` (scipy's logsumexp)."""
+    from scipy import special  # lazy: scipy is slow to import
     with np.errstate(divide="ignore"):
         out: NDArray[Any] = np.asarray(special.logsumexp(x, axis=-1))
     return out
@@ -123,6 +123,7 @@ def logsumexp_c(x: NDArray[Any]) -> NDArray[Any]:
 
 def _stirlerr(k: NDArray[np.float64]) -> NDArray[np.float64]:
     """Return ``log(k!) - [(k + 1/2) log k - k + log(2 pi) / 2]`` (k >= 1), without cancellation."""
+    from scipy import special  # lazy: scipy is slow to import
     big = k >= 15
     kb = np.where(big, k, 15.0)
     series = (1 / 12 - (1 / 360 - (1 / 1260 - 1 / (1680 * kb * kb)) / (kb * kb)) / (kb * kb)) / kb
@@ -154,6 +155,7 @@ def poisson_logpmf(k: NDArray[np.float64], x: float) -> NDArray[np.float64]:
     Loader's saddle-point form ``-bd0(k, x) - log(2 pi k) / 2 - stirlerr(k)``:
     the naive ``k log x - x - log(k!)`` loses every digit once ``x`` nears 1e12.
     """
+    from scipy import special  # lazy: scipy is slow to import
     kk = np.maximum(k, 1.0)
     if x < 1.0:  # the naive form is accurate here, and (k - x) / x would overflow for tiny x
         naive: NDArray[np.float64] = kk * math.log(x) - x - special.gammaln(kk + 1)
@@ -174,6 +176,7 @@ def saddle(m: int, j: int, k1: Callable[[float], float], upper: float) -> float:
     ``h(t) -> -inf`` as ``t -> 0``: the lower end of the bracket is pulled
     towards 0 (at most 100 times) until ``h`` is negative there.
     """
+    from scipy import optimize  # lazy: scipy is slow to import
 
     def h(t: float) -> float:
         return m * k1(t) - j - inv_expm1(t)
@@ -197,6 +200,7 @@ def smallest_k(log_tail: Callable[[int], float], log_target: float, guess: float
     grown geometrically from ``guess`` (bounded), the crossing is found by
     :func:`scipy.optimize.brentq`, and the integer next to it is checked.
     """
+    from scipy import optimize  # lazy: scipy is slow to import
     cache: dict[int, float] = {}
 
     def f(k: int) -> float:  # clipped below so that brentq never sees -inf

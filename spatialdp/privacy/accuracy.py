@@ -63,7 +63,6 @@ from typing import Any, TypeAlias, overload
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy import optimize
 
 from spatialdp._validation import check_number, fail
 from spatialdp.privacy._accuracy_checks import (
@@ -385,6 +384,7 @@ def scale_for_half_width(
     >>> half_width("discrete_laplace", b, m=100)
     27.0
     """
+    from scipy import optimize  # lazy: scipy is slow to import
     kind = check_kind(kind)
     t = check_scale(target, "target")
     a = check_level(alpha)
