@@ -1,0 +1,191 @@
+"""How wrong are the answers? Error per bucket of a query corpus, next to its expectation.
+
+:func:`measure_query_error` simulates the release many times (seeded: this is
+the simulation path, nothing is published or charged) against the truth grid
+and reports, per bucket of the corpus (by cell count or by area): mean and p95
+absolute error, mean and p95 relative error on queries whose true answer is at
+least ``report_floor``, the signed bias, the RMS, and next to each the
+analytic expectation (exact for a flat release; for a hierarchical one the RMS
+is exact and the mean absolute error and p95 use the normal law of the answer,
+which is a weighted sum of thousands of noise draws).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+from numpy.typing import ArrayLike, NDArray
+
+from spatialdp._random import RandomLike, as_generator
+from spatialdp._validation import check_choice, check_epsilon, check_flag, check_integer, fail
+from spatialdp.exceptions import PartitionMismatch
+from spatialdp.geo import CellIncidence
+from spatialdp.privacy import LaplaceMechanism
+from spatialdp.queries import expectations as ex
+from spatialdp.queries.corpus import QueryCorpus, corpus_from_incidence
+from spatialdp.queries.sampling import flat_query_errors
+from spatialdp.queries.truth import TruthGrid
+
+__all__ = ["DEFAULT_CELL_BUCKETS", "measure_query_error"]
+
+#: Default bucket edges by cell count: powers of 4 (1, 4, 16, ... cells).
+DEFAULT_CELL_BUCKETS = tuple(4**i for i in range(13))
+
+COLUMNS = ["bucket", "n_queries", "mean_cells", "mean_abs_error", "expected_mean_abs_error",
+           "p95_abs_error", "expected_p95_abs_error", "rms", "expected_rms", "bias",
+           "expected_bias", "n_above_floor", "mean_rel_error", "expected_mean_rel_error",
+           "p95_rel_error"]
+
+
+def _corpus(truth: TruthGrid, queries: Any) -> QueryCorpus:
+    if isinstance(queries, CellIncidence):
+        queries = corpus_from_incidence(queries, truth.cells)
+    if not isinstance(queries, QueryCorpus):
+        raise fail("queries", queries, "is not a QueryCorpus or CellIncidence",
+                   "convert polygons with query_corpus(partition, frame)")
+    if queries.partition_version != truth.partition_version:
+        raise PartitionMismatch(
+            f"the queries were converted on partition version {queries.partition_version!r}, "
+            f"but the truth grid is {truth.partition_key!r}; convert them on the truth's "
+            "partition")
+    return queries
+
+
+def _bucket_labels(values: NDArray[np.float64], edges: ArrayLike) -> pd.Categorical:
+    e = np.asarray(edges, dtype=np.float64)
+    if e.ndim != 1 or e.size < 2 or not (np.diff(e) > 0).all():
+        raise fail("buckets", edges, "are not increasing bucket edges",
+                   "pass at least two increasing edges, e.g. (1, 16, 256, 4096)")
+    top = np.append(e, np.inf) if values.max() >= e[-1] else e
+    return pd.cut(values, top, right=False)
+
+
+def _pooled_quantile(x: NDArray[np.float64], q: float = 0.95) -> float:
+    if x.size == 0:
+        return float("nan")
+    return float(np.quantile(x, q, method="inverted_cdf"))
+
+
+def measure_query_error(
+    truth: TruthGrid,
+    queries: QueryCorpus | CellIncidence,
+    *,
+    epsilon: float,
+    method: Literal["flat", "hierarchical"] = "flat",
+    levels: int = 3,
+    split: Any = "geometric",
+    draws: int = 200,
+    report_floor: float = 25.0,
+    clamp_negative: bool = True,
+    buckets: ArrayLike = DEFAULT_CELL_BUCKETS,
+    bucket_by: Literal["cells", "area"] = "cells",
+    expected: bool = True,
+    rng: RandomLike = None,
+) -> pd.DataFrame:
+    """Measure the error of a query corpus's answers against the truth, per bucket.
+
+    Parameters
+    ----------
+    truth : TruthGrid
+        The unprotected clipped counts (the reference).
+    queries : QueryCorpus or CellIncidence
+        The corpus, converted on the truth's partition.
+    epsilon : float
+        Privacy loss of the release being measured (the whole grid).
+    method : {"flat", "hierarchical"}
+    levels, split
+        Of the hierarchical release (see :func:`release_hierarchical`).
+    draws : int, default 200
+        Simulated releases.
+    report_floor : float, default 25
+        Relative errors are reported only on queries whose true answer is at
+        least this (relative error on a handful of devices means nothing).
+    clamp_negative : bool, default True
+        Clamp each published cell at 0 before summing (post-processing; biased up).
+    buckets : array-like
+        Increasing bucket edges (cells or km², left-closed); a last open bucket is
+        added for larger queries.
+    bucket_by : {"cells", "area"}
+        ``area`` needs a corpus built from polygons.
+    expected : bool, default True
+        Compute the analytic expectations (exact, a little slower on many sizes).
+    rng : numpy.random.Generator, int or None
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per non-empty bucket: ``bucket``, ``n_queries``, ``mean_cells``,
+        ``mean_abs_error``, ``p95_abs_error``, ``rms``, ``bias`` (mean signed error),
+        ``n_above_floor``, ``mean_rel_error``, ``p95_rel_error``, and the
+        ``expected_*`` figures next to them. ``attrs`` records the settings.
+
+    Raises
+    ------
+    InvalidInput
+        Bad arguments; an area bucketing without polygon areas.
+    PartitionMismatch
+        Queries of another partition version.
+    """
+    corpus = _corpus(truth, queries)
+    eps = check_epsilon(epsilon)
+    method = check_choice(method, "method", ("flat", "hierarchical"))
+    n_draws = check_integer(draws, "draws", low=1, high=100_000,
+                            fix="pass a number of simulated releases, e.g. 200")
+    floor = ex.check_floor(report_floor)
+    clamp = check_flag(clamp_negative, "clamp_negative")
+    by = check_choice(bucket_by, "bucket_by", ("cells", "area"))
+    gen = as_generator(rng)
+    m = corpus.cells_per_query
+    if by == "area":
+        if corpus.polygon_area_km2 is None:
+            raise fail("bucket_by", by, "needs polygon areas, which this corpus has not",
+                       "build the corpus with query_corpus(partition, frame)")
+        size = corpus.polygon_area_km2
+    else:
+        size = m.astype(np.float64)
+    labels = _bucket_labels(size, buckets)
+    counts = truth.counts
+    true_answer = np.asarray(corpus.incidence.matrix @ counts, dtype=np.float64)
+    scale = LaplaceMechanism(eps, float(truth.sensitivity), discrete=True).scale
+    if method == "flat":
+        skip = ex.clamp_skip_threshold(scale, truth.n_cells * n_draws)
+        errors = flat_query_errors(corpus.incidence.matrix, counts, scale, n_draws,
+                                   clamp_negative=clamp, skip_from=skip, gen=gen)
+        model: Any = None
+    else:
+        from spatialdp.queries.hierarchy import HierarchyModel
+
+        model = HierarchyModel.build(truth, eps, levels=levels, split=split)
+        errors = model.simulate_errors(corpus.incidence.matrix, n_draws,
+                                       clamp_negative=clamp, gen=gen)
+    rows = []
+    for label in labels.categories:
+        sel = np.flatnonzero(np.asarray(labels == label))
+        if sel.size == 0:
+            continue
+        err = errors[sel]
+        above = sel[true_answer[sel] >= floor]
+        rel = np.abs(errors[above]) / true_answer[above, None]
+        row: dict[str, Any] = {
+            "bucket": str(label), "n_queries": int(sel.size), "mean_cells": float(m[sel].mean()),
+            "mean_abs_error": float(np.abs(err).mean()),
+            "p95_abs_error": _pooled_quantile(np.abs(err).ravel()),
+            "rms": float(np.sqrt((err**2).mean())), "bias": float(err.mean()),
+            "n_above_floor": int(above.size),
+            "mean_rel_error": float(rel.mean()) if rel.size else float("nan"),
+            "p95_rel_error": _pooled_quantile(rel.ravel()),
+        }
+        if expected:
+            row.update(ex.bucket_expectations(
+                scale, m[sel], counts, corpus.incidence.matrix[sel], true_answer[sel], floor,
+                clamp=clamp, model=model))
+        rows.append(row)
+    frame = pd.DataFrame(rows).reindex(columns=COLUMNS if expected else
+                                       [c for c in COLUMNS if not c.startswith("expected")])
+    frame.attrs.update(method=method, epsilon=eps, draws=n_draws, report_floor=floor,
+                       clamp_negative=clamp, bucket_by=by, scale=scale,
+                       sensitivity=truth.sensitivity, partition=truth.partition_key,
+                       simulated=True)
+    return frame
