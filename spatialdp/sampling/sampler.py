@@ -1,0 +1,383 @@
+"""Stratified, capped cohort selection, round by round, with every shortfall reported.
+
+:class:`StratifiedSampler` holds the configuration (strata, cohort, allocation
+mode, participation policy, merge floor); a :class:`ParticipationState` holds
+what changes. Each epoch begins with :meth:`StratifiedSampler.new_state` (or
+:meth:`~StratifiedSampler.next_epoch`), which charges the per-client epoch
+epsilon (cap x per-round epsilon) to the target before any client is selected.
+Each :meth:`~StratifiedSampler.select` then:
+
+1. merges, with a spatial neighbour, every stratum (group) whose eligible pool is
+   below ``min_stratum_cohort`` -- merges last for the epoch and are recorded;
+2. allocates the cohort over the (merged) strata by population;
+3. draws each group's seats uniformly among its clients under the cap, with a
+   generator seeded from the state's secret, the epoch and the round id;
+4. reports, per group, seats wanted, filled, eligible before and after, and the
+   reason of any shortfall (``participation cap`` or ``pool smaller than seats``).
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from numpy.typing import ArrayLike, NDArray
+
+from spatialdp._validation import check_choice, check_count, check_instance, fail
+from spatialdp.exceptions import InvalidInput
+from spatialdp.privacy.target import ReleaseTarget, Simulation, check_target
+from spatialdp.sampling.allocation import DEFAULT_MODE, MODES, _sigma, apportion
+from spatialdp.sampling.draw import draw_capped
+from spatialdp.sampling.merges import Merge, merge_small_groups
+from spatialdp.sampling.policy import ParticipationPolicy
+from spatialdp.sampling.score import coverage_score
+from spatialdp.sampling.state import ParticipationState
+from spatialdp.sampling.strata import Strata
+
+__all__ = ["RoundCohort", "StratifiedSampler"]
+
+SHORTFALL_CAP = "participation cap"
+SHORTFALL_POOL = "pool smaller than seats"
+
+
+@dataclass(frozen=True)
+class RoundCohort:
+    """The clients of one round and what each (merged) stratum got.
+
+    Attributes
+    ----------
+    round_index, epoch : int
+    clients : numpy.ndarray of int64
+        Client indices (positions in the fleet the state was built on).
+    groups : tuple of str
+        The reporting groups (member stratum ids joined by ``+`` when merged).
+    counts : dict of str to numpy.ndarray
+        Per group: ``population``, ``wanted``, ``filled``, ``eligible_before``,
+        ``eligible_after``, ``shortfall`` (see :attr:`table`).
+    score : float
+        The round's coverage score (1.0: seats match sqrt-of-population shares).
+    merges : list of Merge
+        Merges made in this round.
+    """
+
+    round_index: int
+    epoch: int
+    clients: NDArray[np.int64]
+    groups: tuple[str, ...]
+    counts: dict[str, NDArray[np.int64]]
+    score: float
+    merges: list[Merge] = field(default_factory=list)
+
+    @cached_property
+    def reasons(self) -> NDArray[np.str_]:
+        """Per group, why seats went unfilled (empty when filled)."""
+        c = self.counts
+        return np.where(c["shortfall"] == 0, "",
+                        np.where(c["population"] < c["wanted"], SHORTFALL_POOL, SHORTFALL_CAP))
+
+    @cached_property
+    def table(self) -> pd.DataFrame:
+        """One row per group: the counts and the ``reason`` of any shortfall."""
+        frame = pd.DataFrame(self.counts, index=pd.Index(list(self.groups), name="group"))
+        frame["reason"] = self.reasons
+        return frame
+
+    @property
+    def notes(self) -> dict[str, str]:
+        """``{group: reason}`` for every group whose seats went unfilled."""
+        short = np.flatnonzero(self.counts["shortfall"] > 0)
+        return {self.groups[i]: str(self.reasons[i]) for i in short}
+
+    def __repr__(self) -> str:
+        return (f"RoundCohort(round_index={self.round_index}, epoch={self.epoch}, "
+                f"clients={self.clients.size}, wanted={int(self.counts['wanted'].sum())}, "
+                f"shortfalls={len(self.notes)}, score={self.score:.3f})")
+
+
+def _names(labels: NDArray[np.int64], reps: NDArray[np.int64], ids: NDArray[np.object_]
+           ) -> tuple[str, ...]:
+    """Name each group by its member ids joined with ``+`` (a loop over groups, not clients)."""
+    return tuple("+".join(ids[labels == r]) for r in reps)
+
+
+class _Layout:
+    """Clients sorted by stratum and the eligible counts, kept between rounds (not saved)."""
+
+    def __init__(self, state: ParticipationState, n_strata: int) -> None:
+        self.order = np.argsort(state.client_stratum, kind="stable").astype(np.int64)
+        counts = np.bincount(state.client_stratum, minlength=n_strata)
+        self.offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        self.population = counts.astype(np.int64)
+        self.eligible = state.eligible_per_stratum(n_strata).astype(np.int64)
+        self.groups_key = b""
+        self.group_order = self.order
+        self.group_offsets = self.offsets
+        self.previous: NDArray[np.int64] | None = None
+        self._names: tuple[bytes, tuple[str, ...]] = (b"", ())
+
+    def names(self, labels: NDArray[np.int64], reps: NDArray[np.int64],
+              ids: NDArray[np.object_]) -> tuple[str, ...]:
+        key = labels.tobytes()
+        if self._names[0] != key:
+            self._names = (key, _names(labels, reps, ids))
+        return self._names[1]
+
+    def regroup(self, labels: NDArray[np.int64]) -> None:
+        key = labels.tobytes()
+        if key == self.groups_key:
+            return
+        self.groups_key = key
+        if np.array_equal(labels, np.arange(labels.size)):
+            self.group_order, self.group_offsets = self.order, self.offsets
+            return
+        strata = np.lexsort((np.arange(labels.size), labels))
+        self.group_order = np.concatenate(
+            [self.order[self.offsets[s]:self.offsets[s + 1]] for s in strata])
+        _, inverse = np.unique(labels, return_inverse=True)
+        sizes = np.bincount(inverse, weights=self.population).astype(np.int64)
+        self.group_offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+
+
+class StratifiedSampler:
+    """Select a cohort per round within fixed strata, under per-client participation caps.
+
+    Parameters
+    ----------
+    strata : Strata
+    cohort : int
+        Clients per round.
+    policy : ParticipationPolicy
+        Participation cap, per-round epsilon and rounds per epoch (required: the
+        per-client epoch epsilon is stated by construction).
+    mode : {"proportional", "sqrt", "equal", "neyman"}, default "sqrt"
+    sigma : mapping, optional
+        Per-stratum sigma for ``"neyman"`` (required there). Merged strata use the
+        population-weighted mean of their members' sigma.
+    min_stratum_cohort : int, default 5
+        A stratum whose eligible pool is below this is merged with a neighbour.
+
+    Examples
+    --------
+    >>> from spatialdp.datasets import us_states_partition
+    >>> strata = Strata(us_states_partition(), basis="administrative")
+    >>> rng = np.random.default_rng(0)
+    >>> client_strata = rng.integers(0, 48, 20_000)
+    >>> policy = ParticipationPolicy(participation_cap=2, epsilon_per_round=0.1,
+    ...                              rounds_per_epoch=10)
+    >>> sampler = StratifiedSampler(strata, cohort=200, policy=policy)
+    >>> state = sampler.new_state(client_strata, target=Simulation(rng=1))
+    >>> result = sampler.select(state, round_index=0)
+    >>> result.clients.size, round(result.score, 2)
+    (200, 1.0)
+    """
+
+    def __init__(self, strata: Strata, *, cohort: int, policy: ParticipationPolicy,
+                 mode: str = DEFAULT_MODE, sigma: Any = None,
+                 min_stratum_cohort: int = 5) -> None:
+        self.strata = check_instance(strata, "strata", Strata, "pass a spatialdp Strata")
+        self.cohort = check_count(cohort, "cohort", low=1)
+        self.policy = check_instance(policy, "policy", ParticipationPolicy,
+                                     "pass ParticipationPolicy(participation_cap=..., "
+                                     "epsilon_per_round=..., rounds_per_epoch=...)")
+        self.mode = check_choice(mode, "mode", MODES)
+        self.sigma = _sigma(sigma, self.strata.ids) if self.mode == "neyman" else None
+        self.min_stratum_cohort = check_count(min_stratum_cohort, "min_stratum_cohort", low=1)
+        self._ids = np.asarray(self.strata.ids, dtype=object)
+        self._adjacency = self.strata.adjacency()
+        self._centroids = self.strata.centroids()
+        self._layouts: dict[int, tuple[ParticipationState, _Layout]] = {}
+
+    def __repr__(self) -> str:
+        return (f"StratifiedSampler(strata={self.strata!r}, cohort={self.cohort}, "
+                f"mode={self.mode!r}, {self.policy.describe()}, "
+                f"min_stratum_cohort={self.min_stratum_cohort})")
+
+    # ------------------------------------------------------------------ epochs
+    def _client_strata(self, client_strata: ArrayLike) -> NDArray[np.int32]:
+        values = np.asarray(client_strata)
+        if values.ndim != 1 or values.size == 0:
+            raise fail("client_strata", client_strata, "is not a 1-d array with one entry per "
+                       "client", "pass Strata.assign(...) or stratum ids, one per client")
+        if values.dtype.kind in "iu":
+            n = self.strata.n_strata
+            bad = (values < 0) | (values >= n)
+            if bad.any():
+                raise InvalidInput(
+                    f"client_strata has {int(bad.sum())} positions outside 0..{n - 1} (the "
+                    f"strata of {self.strata.key}); clients in no stratum (-1) must be dropped "
+                    "or the strata must cover the fleet")
+            return values.astype(np.int32)
+        return self.strata.positions(values).astype(np.int32)
+
+    def _charge(self, target: Any, epoch: int) -> dict[str, Any]:
+        checked = check_target(target)
+        if isinstance(checked, ReleaseTarget) and checked.epoch != epoch:
+            raise fail("target.epoch", checked.epoch, f"is not the state's epoch {epoch}",
+                       "charge the epoch being started")
+        checked.prepare("training")
+        checked.charge(structure=self.policy.structure(f"cohort:{self.strata.key}"),
+                       epsilon=self.policy.epsilon_per_round,
+                       what=f"per-client epoch epsilon of stratified selection "
+                            f"({self.policy.describe()})",
+                       default_line_item="training")
+        meta = dict(checked.metadata())
+        meta["epsilon_per_client_epoch"] = self.policy.epsilon_per_client_epoch
+        return meta
+
+    def new_state(self, client_strata: ArrayLike, *, target: Any, epoch: int = 0
+                  ) -> ParticipationState:
+        """Start an epoch for a fleet, charging the per-client epoch epsilon first.
+
+        Parameters
+        ----------
+        client_strata : array
+            Stratum position (``Strata.assign``) or stratum id of every client.
+        target : ReleaseTarget, Simulation or Unaccounted
+            Where ``participation_cap x epsilon_per_round`` is charged (line item
+            ``training``). A ``Simulation``'s generator also seeds the rounds;
+            otherwise the seed secret comes from OS entropy.
+        epoch : int, default 0
+
+        Raises
+        ------
+        InvalidInput
+            Ids not in the strata, positions out of range, a bad target.
+        BudgetExceeded
+            The ledger cannot pay the epoch; nothing is recorded.
+        """
+        strata = self._client_strata(client_strata)
+        epoch = check_count(epoch, "epoch")
+        charge = self._charge(target, epoch)
+        entropy = (int(target.rng.integers(2**63)) if isinstance(target, Simulation)
+                   else secrets.randbits(128))
+        n = self.strata.n_strata
+        return ParticipationState(
+            strata_version=self.strata.version, policy=self.policy, epoch=epoch,
+            client_stratum=strata, used=np.zeros(strata.size, dtype=np.uint16),
+            entropy=entropy, groups=np.arange(n, dtype=np.int64),
+            selected=np.zeros(n, dtype=np.int64), charge=charge)
+
+    def next_epoch(self, state: ParticipationState, *, target: Any) -> ParticipationState:
+        """Return the state of the next epoch: caps reset, merges undone, epoch charged."""
+        self._check_state(state)
+        new = self.new_state(state.client_stratum, target=target, epoch=state.epoch + 1)
+        if not isinstance(target, Simulation):
+            new.entropy = state.entropy  # rounds stay reproducible from the same secret
+        return new
+
+    # ------------------------------------------------------------------ rounds
+    def _check_state(self, state: ParticipationState) -> None:
+        check_instance(state, "state", ParticipationState,
+                       "pass the state from new_state or ParticipationState.load")
+        if state.strata_version != self.strata.version:
+            from spatialdp.exceptions import PartitionMismatch
+
+            raise PartitionMismatch(
+                f"the state was made on strata version {state.strata_version!r}, the sampler "
+                f"samples on {self.strata.version!r}; start a new state on these strata")
+        if state.policy != self.policy:
+            raise fail("state.policy", state.policy, "differs from the sampler's policy",
+                       "use the sampler configured with the policy the epoch was charged for")
+
+    def _layout(self, state: ParticipationState) -> _Layout:
+        cached = self._layouts.get(id(state))
+        if cached is None or cached[0] is not state:
+            self._layouts = {id(state): (state, _Layout(state, self.strata.n_strata))}
+            return self._layouts[id(state)][1]
+        return cached[1]
+
+    def _rng(self, state: ParticipationState, round_index: int) -> np.random.Generator:
+        seq = np.random.SeedSequence(state.entropy, spawn_key=(state.epoch, round_index))
+        return np.random.default_rng(seq)
+
+    def select(self, state: ParticipationState, round_index: int) -> RoundCohort:
+        """Select the cohort of one round and record it in ``state``.
+
+        Parameters
+        ----------
+        state : ParticipationState
+        round_index : int
+            The round id (each id once per epoch); the draw is seeded from it.
+
+        Returns
+        -------
+        RoundCohort
+
+        Raises
+        ------
+        InvalidInput
+            A round id already used this epoch, more rounds than the policy's
+            epoch, or a cohort larger than the eligible fleet.
+        PartitionMismatch
+            A state of other strata.
+        """
+        self._check_state(state)
+        round_index = check_count(round_index, "round_index")
+        if round_index in state.rounds:
+            raise fail("round_index", round_index, f"was already selected in epoch "
+                       f"{state.epoch}", "use a new round id: a repeated id repeats the cohort")
+        if len(state.rounds) >= self.policy.rounds_per_epoch:
+            raise fail("round_index", round_index,
+                       f"would be round {len(state.rounds) + 1} of an epoch of "
+                       f"{self.policy.rounds_per_epoch}", "start the next epoch (next_epoch)")
+        lay = self._layout(state)
+        total = int(lay.eligible.sum())
+        if self.cohort > total:
+            raise fail("cohort", self.cohort, f"exceeds the eligible fleet of {total:,} clients "
+                       f"(under the cap of {self.policy.participation_cap})",
+                       "lower the cohort, raise the cap, or start the next epoch")
+        labels, merges = state.groups, []
+        reps, inverse = np.unique(labels, return_inverse=True)
+        if (np.bincount(inverse, weights=lay.eligible) < self.min_stratum_cohort).any():
+            labels, merges = merge_small_groups(
+                self._adjacency, lay.eligible, self.min_stratum_cohort, pd.Index(self._ids), groups=labels,
+                centroids=self._centroids, round_index=round_index)
+            state.groups = labels
+            state.merges.extend(merges)
+            reps, inverse = np.unique(labels, return_inverse=True)
+        lay.regroup(labels)
+        population = np.bincount(inverse, weights=lay.population).astype(np.int64)
+        eligible = np.bincount(inverse, weights=lay.eligible).astype(np.int64)
+        sigma = None
+        if self.sigma is not None:
+            weighted = np.bincount(inverse, weights=self.sigma * lay.population)
+            sigma = weighted / np.maximum(population, 1)
+        wanted, _ = apportion(population, self.cohort, self.mode, sigma)
+        take = np.minimum(wanted, eligible)
+        rng = self._rng(state, round_index)
+        clients = draw_capped(lay.group_order, lay.group_offsets, state.used,
+                              self.policy.participation_cap, take, eligible, rng)
+        state.used[clients] += 1
+        capped = clients[state.used[clients] >= self.policy.participation_cap]
+        stratum_of = state.client_stratum[clients]
+        lay.eligible -= np.bincount(state.client_stratum[capped],
+                                    minlength=self.strata.n_strata)
+        filled_strata = np.bincount(stratum_of, minlength=self.strata.n_strata)
+        state.selected += filled_strata
+        shortfall = wanted - take
+        names = lay.names(labels, reps, self._ids)
+        capped_groups = np.searchsorted(reps, labels[state.client_stratum[capped]])
+        counts = {"population": population, "wanted": wanted, "filled": take,
+                  "eligible_before": eligible,
+                  "eligible_after": eligible - np.bincount(capped_groups, minlength=reps.size),
+                  "shortfall": shortfall}
+        score = coverage_score(filled_strata, lay.population)
+        state.rounds.append(round_index)
+        state.history.append({
+            "round_index": round_index, "score": score, "wanted": int(wanted.sum()),
+            "filled": int(take.sum()), "shortfall": int(shortfall.sum()),
+            "unfilled_groups": [names[i] for i in np.flatnonzero(shortfall > 0)],
+            "groups": len(reps)})
+        lay.previous = clients
+        return RoundCohort(round_index, state.epoch, clients, names, counts, score, merges)
+
+    def group_names(self, state: ParticipationState) -> pd.Series:
+        """Return the reporting group of every stratum this epoch (``a+b`` when merged)."""
+        reps = np.unique(state.groups)
+        names = np.asarray(_names(state.groups, reps, self._ids), dtype=object)
+        return pd.Series(names[np.searchsorted(reps, state.groups)], index=self.strata.ids,
+                         name="group")
