@@ -28,7 +28,7 @@ import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
 from spatialdp._validation import check_choice, check_count, check_instance, fail
-from spatialdp.exceptions import InvalidInput
+from spatialdp.exceptions import CohortTooSmall, InvalidInput
 from spatialdp.privacy.target import ReleaseTarget, Simulation, check_target
 from spatialdp.sampling.allocation import DEFAULT_MODE, MODES, _sigma, apportion
 from spatialdp.sampling.draw import draw_capped
@@ -158,7 +158,9 @@ class StratifiedSampler:
         Per-stratum sigma for ``"neyman"`` (required there). Merged strata use the
         population-weighted mean of their members' sigma.
     min_stratum_cohort : int, default 5
-        A stratum whose eligible pool is below this is merged with a neighbour.
+        A stratum whose eligible pool is below this is merged with a neighbour
+        (``0``: never merge; an exhausted stratum then goes silent, reported as a
+        shortfall every round).
 
     Examples
     --------
@@ -185,7 +187,7 @@ class StratifiedSampler:
                                      "epsilon_per_round=..., rounds_per_epoch=...)")
         self.mode = check_choice(mode, "mode", MODES)
         self.sigma = _sigma(sigma, self.strata.ids) if self.mode == "neyman" else None
-        self.min_stratum_cohort = check_count(min_stratum_cohort, "min_stratum_cohort", low=1)
+        self.min_stratum_cohort = check_count(min_stratum_cohort, "min_stratum_cohort")
         self._ids = np.asarray(self.strata.ids, dtype=object)
         self._adjacency = self.strata.adjacency()
         self._centroids = self.strata.centroids()
@@ -332,13 +334,19 @@ class StratifiedSampler:
                        "lower the cohort, raise the cap, or start the next epoch")
         labels, merges = state.groups, []
         reps, inverse = np.unique(labels, return_inverse=True)
-        if (np.bincount(inverse, weights=lay.eligible) < self.min_stratum_cohort).any():
+        floor = self.min_stratum_cohort
+        if floor and (np.bincount(inverse, weights=lay.eligible) < floor).any():
             labels, merges = merge_small_groups(
-                self._adjacency, lay.eligible, self.min_stratum_cohort, pd.Index(self._ids), groups=labels,
+                self._adjacency, lay.eligible, floor, pd.Index(self._ids), groups=labels,
                 centroids=self._centroids, round_index=round_index)
+            reps, inverse = np.unique(labels, return_inverse=True)
+            if reps.size == 1 and total < floor:
+                raise CohortTooSmall(
+                    f"the whole eligible fleet ({total} clients) is below "
+                    f"min_stratum_cohort={floor}, so no stratum can be sampled or reported "
+                    "without exposing its clients; wait for the next epoch or enlarge the fleet")
             state.groups = labels
             state.merges.extend(merges)
-            reps, inverse = np.unique(labels, return_inverse=True)
         lay.regroup(labels)
         population = np.bincount(inverse, weights=lay.population).astype(np.int64)
         eligible = np.bincount(inverse, weights=lay.eligible).astype(np.int64)

@@ -164,7 +164,7 @@ class Strata:
         >>> from spatialdp.datasets import us_states_partition
         >>> strata = Strata(us_states_partition(), basis="administrative")
         >>> strata.positions(["CA", "TX"]).tolist()
-        [3, 41]
+        [3, 40]
         >>> strata.positions(["CA", "ZZ"])  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
