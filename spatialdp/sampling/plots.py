@@ -1,0 +1,170 @@
+"""Figures of stratified selection: the coverage map, the allocation bars, the staircase.
+
+The coverage map never lets a blind spot pass for a small number: strata with no
+client this epoch are drawn white with a red cross-hatch and named in the
+legend, not coloured at the bottom of the scale; merged strata are drawn with
+one thick outline around the group (their inner borders dashed) and labelled
+with the group's name.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from spatialdp._validation import check_text, fail
+from spatialdp.sampling.allocation import allocation_table
+from spatialdp.sampling.coverage import Coverage
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+__all__ = ["plot_allocation", "plot_coverage_map", "plot_staircase"]
+
+_BLIND = {"facecolor": "white", "edgecolor": "#c0392b", "hatch": "xxx", "linewidth": 0.6}
+
+
+def _axes(ax: Any, size: tuple[float, float]) -> Axes:
+    import matplotlib.pyplot as plt
+    from matplotlib.axes import Axes as MplAxes
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=size)
+    if not isinstance(ax, MplAxes):
+        raise fail("ax", ax, f"is a {type(ax).__name__}, not a matplotlib Axes",
+                   "pass an Axes or None")
+    return ax
+
+
+def plot_coverage_map(coverage: Coverage, *, column: str = "clients_sampled",
+                      ax: Axes | None = None, cmap: str = "viridis") -> Axes:
+    """Map a :class:`Coverage`: values per stratum, blind spots hatched, merges outlined.
+
+    Parameters
+    ----------
+    coverage : Coverage
+    column : {"clients_sampled", "selections"}
+        What to colour by.
+    ax : matplotlib Axes, optional
+    cmap : str
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+    """
+    import matplotlib as mpl
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    if not isinstance(coverage, Coverage):
+        raise fail("coverage", coverage, f"is a {type(coverage).__name__}, not a Coverage",
+                   "pass epoch_coverage(sampler, state)")
+    column = check_text(column, "column")
+    if column not in ("clients_sampled", "selections"):
+        raise fail("column", column, "is not a coverage count",
+                   "pass 'clients_sampled' or 'selections'")
+    ax = _axes(ax, (10, 6))
+    frame = coverage.to_geodataframe()
+    seen = frame[~frame.blind_spot.astype(bool)]
+    blind = frame[frame.blind_spot.astype(bool)]
+    values = seen[column].to_numpy(dtype=float)
+    norm = mpl.colors.Normalize(vmin=1, vmax=max(values.max() if values.size else 2, 2))
+    if len(seen):
+        seen.plot(column=column, ax=ax, cmap=cmap, norm=norm, edgecolor="#555555",
+                  linewidth=0.4)
+        sm = mpl.cm.ScalarMappable(norm=norm, cmap=cmap)
+        ax.figure.colorbar(sm, ax=ax, shrink=0.7, location="left", pad=0.08,
+                           label=column.replace("_", " ") + " this epoch (>= 1)")
+    if len(blind):
+        blind.plot(ax=ax, **_BLIND)
+    handles: list[Any] = [Patch(label=f"blind spot: no client this epoch ({len(blind)})",
+                                **_BLIND)]
+    merged = frame[frame.merged.astype(bool)]
+    if len(merged):
+        merged.boundary.plot(ax=ax, color="black", linewidth=0.8, linestyle=(0, (3, 2)))
+        groups = merged.dissolve(by="group")
+        groups.boundary.plot(ax=ax, color="#ff7f0e", linewidth=2.2)
+        west, south, east, north = frame.total_bounds
+        for i, (name, geom) in enumerate(zip(groups.index, groups.geometry, strict=True)):
+            point = geom.representative_point()
+            # Labels stacked in the margin with an arrow: small merged groups stay visible.
+            ax.annotate(f"merged: {name}", (point.x, point.y),
+                        xytext=(east + 0.02 * (east - west), north - (i + 0.5) * 0.07
+                                * (north - south)),
+                        fontsize=7, ha="left", va="center", annotation_clip=False,
+                        arrowprops={"arrowstyle": "-", "color": "#ff7f0e", "lw": 0.8},
+                        bbox={"boxstyle": "round", "fc": "white", "ec": "#ff7f0e"})
+        handles.append(Line2D([], [], color="#ff7f0e", linewidth=2.2,
+                              label=f"merged strata, one outline ({len(groups)} groups)"))
+    ax.legend(handles=handles, loc="lower left", fontsize=8, framealpha=0.9)
+    ax.set_title(f"Coverage of epoch {coverage.epoch}: {coverage.share_strata_sampled:.0%} of "
+                 f"strata sampled; per-client epsilon {coverage.epsilon_per_client:g}")
+    ax.set_xlabel("longitude")
+    ax.set_ylabel("latitude")
+    return ax
+
+
+def plot_allocation(populations: Any, cohort: int, *,
+                    modes: tuple[str, ...] = ("proportional", "sqrt", "equal"),
+                    sigma: Any = None, order: list[str] | None = None,
+                    ax: Axes | None = None) -> Axes:
+    """Draw the fractional seats of each mode side by side per stratum (the seed's chart).
+
+    Bars are the fractional shares, labelled with one decimal; the pool of each
+    stratum is marked, so over-drawing a small stratum shows.
+    """
+    ax = _axes(ax, (9, 4.5))
+    table = allocation_table(populations, cohort, modes=modes, sigma=sigma)
+    if order is not None:
+        table = table.loc[order]
+    pops = pd.Series(populations).loc[table.index] if not isinstance(
+        populations, pd.Series) else populations.loc[table.index]
+    x = np.arange(len(table))
+    width = 0.8 / len(modes)
+    for i, mode in enumerate(modes):
+        shares = table[(mode, "share")].to_numpy()
+        bars = ax.bar(x + (i - (len(modes) - 1) / 2) * width, shares, width,
+                      label="sqrt-weighted" if mode == "sqrt" else mode)
+        ax.bar_label(bars, labels=[f"{v:.1f}" for v in shares], fontsize=7, padding=1)
+    ax.scatter(x, pops.to_numpy(), marker="_", s=400, color="black", zorder=3,
+               label="stratum pool (clients)")
+    ax.set_xticks(x, [str(i) for i in table.index])
+    ax.set_ylabel("clients selected per round")
+    ax.set_ylim(0, min(float(pops.max()), 1.15 * float(np.nanmax(
+        table.xs("share", axis=1, level=1).to_numpy()))) * 1.15)
+    ax.set_title(f"Allocations of a cohort of {cohort} clients (fractional shares)")
+    ax.legend(fontsize=8)
+    return ax
+
+
+def plot_staircase(table: pd.DataFrame, group: str, *, ax: Axes | None = None) -> Axes:
+    """Plot a stratum's eligible pool round by round, per mode, with its seats wanted.
+
+    ``table`` is :func:`~spatialdp.sampling.simulation.simulate_rounds` output.
+    Rounds whose seats went unfilled are marked with a red x.
+    """
+    ax = _axes(ax, (8, 4.5))
+    if not isinstance(table, pd.DataFrame) or not {"mode", "round_index", "group",
+                                                     "eligible_remaining"} <= set(table):
+        raise fail("table", table, "is not a simulate_rounds table",
+                   "pass simulate_rounds(...)")
+    rows = table[table.group == group]
+    if rows.empty:
+        raise fail("group", group, "is not a group of the table",
+                   f"pass one of {sorted(table.group.unique())[:6]}")
+    for mode, part in rows.groupby("mode", sort=False):
+        pool = np.concatenate([[part.eligible_remaining.iloc[0] + part.filled.iloc[0]],
+                               part.eligible_remaining.to_numpy()])
+        (line,) = ax.step(np.arange(pool.size), pool, where="post", label=f"{mode}: eligible")
+        ax.plot(part.round_index + 1, part.wanted, linestyle=":", color=line.get_color(),
+                label=f"{mode}: wanted per round")
+        short = part[part.shortfall > 0]
+        ax.scatter(short.round_index + 1, short.filled, marker="x", color="#c0392b", zorder=3)
+    ax.scatter([], [], marker="x", color="#c0392b", label="filled < wanted (shortfall)")
+    ax.set_xlabel("round (1 = first round of the epoch)")
+    ax.set_ylabel("eligible clients remaining")
+    ax.set_title(f"Eligible pool of {group!r}, round by round")
+    ax.legend(fontsize=8)
+    return ax
