@@ -77,7 +77,7 @@ def _build(resolution: int, thresholds: tuple[int, int, int, int]) -> Strata:
     partition = Partition.from_geodataframe(frame, "stratum",
                                             name=f"us48-density-h3r{resolution}")
     lookup = pd.Index([str(x) for x in partition.region_ids])
-    cell_stratum = lookup.get_indexer(table.density_class.to_numpy())
+    cell_stratum = lookup.get_indexer(pd.Index(table.density_class.to_numpy()))
     return Strata(partition, basis="density", cell_partition=cells,
                   cell_stratum=cell_stratum, order=present)
 

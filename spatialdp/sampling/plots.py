@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 
 __all__ = ["plot_allocation", "plot_coverage_map", "plot_staircase"]
 
-_BLIND = {"facecolor": "white", "edgecolor": "#c0392b", "hatch": "xxx", "linewidth": 0.6}
+_BLIND: dict[str, Any] = {"facecolor": "white", "edgecolor": "#c0392b", "hatch": "xxx",
+                          "linewidth": 0.6}
 
 
 def _axes(ax: Any, size: tuple[float, float]) -> Axes:

@@ -28,7 +28,7 @@ __all__ = ["merge_suppressed_regions"]
 def _positions(partition: Partition, ids: Collection[Any], what: str) -> np.ndarray:
     index = pd.Index([str(x) for x in partition.region_ids])
     values = [str(x) for x in ids]
-    found = index.get_indexer(values)
+    found = index.get_indexer(pd.Index(values))
     if (found < 0).any():
         bad = [v for v, f in zip(values, found, strict=True) if f < 0]
         raise fail(what, bad[:5], f"names regions that are not in {partition.key}",

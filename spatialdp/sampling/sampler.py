@@ -332,7 +332,7 @@ class StratifiedSampler:
             raise fail("cohort", self.cohort, f"exceeds the eligible fleet of {total:,} clients "
                        f"(under the cap of {self.policy.participation_cap})",
                        "lower the cohort, raise the cap, or start the next epoch")
-        labels, merges = state.groups, []
+        labels, merges = state.groups, list[Merge]()
         reps, inverse = np.unique(labels, return_inverse=True)
         floor = self.min_stratum_cohort
         if floor and (np.bincount(inverse, weights=lay.eligible) < floor).any():

@@ -101,7 +101,7 @@ def exhausted_pools(eligible: NDArray[np.int64], wanted: NDArray[np.int64],
                     ids: Sequence[str]) -> list[Incident]:
     """Flag strata whose eligible pool is empty while seats are still wanted."""
     hit = np.flatnonzero((eligible == 0) & (wanted > 0))
-    return [Incident("pool_exhausted", str(ids[i]),
+    return [Incident("pool_exhausted", str(ids[int(i)]),
                      "no client left under the participation cap; the stratum is silent for the "
                      "rest of the epoch",
                      "merge it and record the merge in the model card, so nobody claims "
@@ -116,7 +116,7 @@ def over_represented(selected: NDArray[np.int64], populations: NDArray[np.int64]
         return []
     _, ideal = apportion(populations.astype(np.int64), total, "sqrt")
     hit = np.flatnonzero(selected > factor * np.maximum(ideal, 1.0))
-    return [Incident("over_represented", str(ids[i]),
+    return [Incident("over_represented", str(ids[int(i)]),
                      f"selected {int(selected[i])} times against a sqrt share of "
                      f"{ideal[i]:.1f}: its metrics will look better-determined",
                      "compare each region's metric with its own error bar, not with other "
@@ -139,7 +139,7 @@ def repeated_selection(previous: NDArray[np.int64], current: NDArray[np.int64],
     shared = np.bincount(client_stratum[both], minlength=n)
     expected = a * b / np.maximum(eligible, 1)
     hit = np.flatnonzero((eligible <= small) & (shared > expected + 4 * np.sqrt(expected) + 1))
-    return [Incident("repeated_selection", str(ids[i]),
+    return [Incident("repeated_selection", str(ids[int(i)]),
                      f"consecutive rounds share {int(shared[i])} clients (chance: "
                      f"{expected[i]:.1f})",
                      "seed selection from the round id; a fixed seed reuses the same clients")

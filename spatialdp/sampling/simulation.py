@@ -7,21 +7,53 @@ stratum, the seats wanted, the seats filled and the eligible pool left.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+import geopandas as gpd
 import numpy as np
 import pandas as pd
-from numpy.typing import ArrayLike
+import shapely
+from numpy.typing import ArrayLike, NDArray
 
 from spatialdp._random import RandomLike, as_generator
-from spatialdp._validation import check_count
+from spatialdp._validation import check_count, check_text, fail
+from spatialdp.geo.partition import Partition
 from spatialdp.privacy.target import Simulation
 from spatialdp.sampling.allocation import MODES
 from spatialdp.sampling.policy import ParticipationPolicy
 from spatialdp.sampling.sampler import StratifiedSampler
 from spatialdp.sampling.strata import Strata
 
-__all__ = ["simulate_rounds"]
+__all__ = ["SEED_POPULATIONS", "row_strata", "simulate_rounds"]
+
+#: The five density strata of the seed's allocation table and chart.
+SEED_POPULATIONS = {"urban": 420, "suburban": 260, "exurban": 120, "rural": 55, "remote": 18}
+
+
+def row_strata(populations: Mapping[str, int]) -> tuple[Strata, NDArray[np.int32]]:
+    """Return toy strata (unit squares in a row, each adjacent to the next) and a fleet.
+
+    The strata follow the mapping's order from west to east; the fleet holds
+    ``populations[s]`` clients of each stratum (client index order). For examples,
+    tests and the seed's checkpoints.
+
+    Examples
+    --------
+    >>> strata, fleet = row_strata(SEED_POPULATIONS)
+    >>> strata.order[-1], int((strata.ids[fleet] == "remote").sum())
+    ('remote', 18)
+    """
+    if not isinstance(populations, Mapping) or not populations:
+        raise fail("populations", populations, "is not a non-empty mapping",
+                   "pass {stratum_id: clients}")
+    names = [check_text(str(k), "stratum id") for k in populations]
+    counts = [check_count(v, f"populations[{k!r}]") for k, v in populations.items()]
+    boxes = gpd.GeoDataFrame({"stratum": names}, crs=4326,
+                             geometry=[shapely.box(i, 0, i + 1, 1) for i in range(len(names))])
+    strata = Strata(Partition.from_geodataframe(boxes, "stratum", name="row"),
+                    basis="administrative", order=names)
+    return strata, strata.positions(np.repeat(names, counts)).astype(np.int32)
 
 
 def simulate_rounds(strata: Strata, client_strata: ArrayLike, *, cohort: int, rounds: int,
@@ -54,12 +86,8 @@ def simulate_rounds(strata: Strata, client_strata: ArrayLike, *, cohort: int, ro
 
     Examples
     --------
-    >>> import geopandas as gpd, shapely
-    >>> from spatialdp.geo import Partition
-    >>> boxes = gpd.GeoDataFrame({"id": ["a", "b"]}, crs=4326,
-    ...     geometry=[shapely.box(0, 0, 1, 1), shapely.box(1, 0, 2, 1)])
-    >>> strata = Strata(Partition.from_geodataframe(boxes, "id"), basis="administrative")
-    >>> table = simulate_rounds(strata, np.repeat([0, 1], [400, 18]), cohort=20, rounds=4,
+    >>> strata, fleet = row_strata({"a": 400, "b": 18})
+    >>> table = simulate_rounds(strata, fleet, cohort=20, rounds=4,
     ...                         participation_cap=1, modes=("equal",), min_stratum_cohort=0,
     ...                         rng=0)
     >>> table[table.group == "b"].eligible_remaining.tolist()

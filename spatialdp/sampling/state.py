@@ -138,8 +138,10 @@ class ParticipationState:
         os.close(fd)
         try:
             with open(tmp, "wb") as handle:
-                np.savez(handle, meta=np.frombuffer(meta_bytes, dtype=np.uint8),
-                         digest=np.frombuffer(digest, dtype=np.uint8), **arrays)
+                members: dict[str, Any] = {"meta": np.frombuffer(meta_bytes, dtype=np.uint8),
+                                           "digest": np.frombuffer(digest, dtype=np.uint8),
+                                           **arrays}
+                np.savez(handle, **members)
             os.replace(tmp, target)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)

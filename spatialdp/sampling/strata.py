@@ -10,6 +10,7 @@ makes selection adaptive and leaks.
 from __future__ import annotations
 
 import hashlib
+
 import geopandas as gpd
 import numpy as np
 import pandas as pd
