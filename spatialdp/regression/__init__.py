@@ -1,0 +1,65 @@
+"""Modulated regression for clients holding one sample each, and its DP-SGD baseline.
+
+Device side: :func:`transform_clients` (clip, cosine-modulate, Gaussian noise on
+a lattice from OS entropy, or seeded for simulations). Server side: the
+debiased moments (:func:`debiased_covariance`, :func:`unbiased_gradient`), the
+one-shot estimator (:func:`fit_one_shot`) and the iterative protocol
+(:func:`fit_iterative`). A planner (:func:`plan_regression`) predicts every
+estimator's error before any budget is spent. :class:`ModulatedRegression` is
+the scikit-learn face; :func:`fit_geodataframe` fits from a spatial join;
+:func:`fit_dpsgd` is the baseline; :func:`reconstruction_bound` the
+Cramér-Rao bound. See ``docs/modulated.md``.
+"""
+
+from spatialdp.regression.accounting import resolve_rho, rho_for_epsilon
+from spatialdp.regression.client import ClientReports, transform_clients
+from spatialdp.regression.dpsgd import fit_dpsgd, tune_dpsgd
+from spatialdp.regression.estimator import ModulatedRegression
+from spatialdp.regression.iterative import fit_iterative
+from spatialdp.regression.lattice_gaussian import LatticeGaussianMechanism
+from spatialdp.regression.modulation import Modulation, clip_rows, modulate, random_directions
+from spatialdp.regression.oneshot import fit_one_shot
+from spatialdp.regression.planner import FeasibilityWarning, RegressionPlan, plan_regression
+from spatialdp.regression.reconstruction import reconstruction_bound, reconstruction_table
+from spatialdp.regression.regularization import Regularization, optimal_ridge
+from spatialdp.regression.results import RegressionFit
+from spatialdp.regression.server import (
+    debiased_covariance,
+    debiased_cross_moment,
+    project_ball,
+    project_psd,
+    unbiased_gradient,
+)
+from spatialdp.regression.spatial import fit_geodataframe, spatial_features
+
+__all__ = [
+    "ClientReports",
+    "FeasibilityWarning",
+    "LatticeGaussianMechanism",
+    "ModulatedRegression",
+    "Modulation",
+    "RegressionFit",
+    "RegressionPlan",
+    "Regularization",
+    "clip_rows",
+    "debiased_covariance",
+    "debiased_cross_moment",
+    "fit_dpsgd",
+    "fit_geodataframe",
+    "fit_iterative",
+    "fit_one_shot",
+    "modulate",
+    "optimal_ridge",
+    "plan_regression",
+    "project_ball",
+    "project_psd",
+    "random_directions",
+    "reconstruction_bound",
+    "reconstruction_table",
+    "resolve_rho",
+    "rho_for_epsilon",
+    "spatial_features",
+    "transform_clients",
+    "tune_dpsgd",
+    "unbiased_gradient",
+]

@@ -1,0 +1,120 @@
+"""Privacy parameters and ledger charges of the regression releases (zCDP).
+
+Every release here is a Gaussian mechanism, accounted in zCDP rho. A caller
+gives either ``rho`` or ``(epsilon, delta)``; :func:`rho_for_epsilon` turns the
+latter into the largest rho whose exact conversion
+(:func:`~spatialdp.privacy.budget.rho_to_epsilon`) is at most epsilon.
+
+Examples
+--------
+>>> rho = rho_for_epsilon(1.0, 1e-6)
+>>> round(rho, 5)
+0.02436
+>>> from spatialdp.privacy.budget import rho_to_epsilon
+>>> rho_to_epsilon(rho, 1e-6) <= 1.0
+True
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from typing import Any
+
+from spatialdp._validation import check_epsilon, check_number, fail
+from spatialdp.exceptions import BudgetExceeded
+from spatialdp.privacy.budget import rho_to_epsilon
+from spatialdp.privacy.target import Accounting, ReleaseTarget
+
+__all__ = ["charge_rho", "check_affordable", "resolve_rho", "rho_for_epsilon"]
+
+LINE_ITEM = "training"
+
+
+@lru_cache(maxsize=256)
+def _rho_for_epsilon(epsilon: float, delta: float) -> float:
+    # rho + 2 sqrt(rho ln(1/delta)) = epsilon (the classic bound) is always feasible.
+    root = -math.sqrt(math.log(1.0 / delta)) + math.sqrt(math.log(1.0 / delta) + epsilon)
+    lo = root * root
+    hi = 4.0 * lo
+    while rho_to_epsilon(hi, delta) <= epsilon:
+        lo, hi = hi, 2.0 * hi
+    for _ in range(30):
+        mid = (lo + hi) / 2.0
+        if rho_to_epsilon(mid, delta) <= epsilon:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def rho_for_epsilon(epsilon: Any, delta: Any) -> float:
+    """Return the largest rho that is ``(epsilon, delta)``-DP (30 bisection steps).
+
+    Uses the exact zCDP to approximate-DP conversion (OpenDP, rounded up), so
+    ``rho_to_epsilon(rho_for_epsilon(e, d), d) <= e``.
+
+    Examples
+    --------
+    >>> rho_for_epsilon(8.0, 1e-6) > rho_for_epsilon(1.0, 1e-6)
+    True
+    """
+    eps = check_epsilon(epsilon)
+    d = check_number(delta, "delta", low=0.0, high=1.0, low_open=True, high_open=True,
+                     fix="pass a small failure probability such as 1e-6")
+    return _rho_for_epsilon(eps, d)
+
+
+def resolve_rho(rho: Any = None, epsilon: Any = None, delta: Any = None) -> float:
+    """Return rho from exactly one of ``rho`` or ``(epsilon, delta)``.
+
+    Examples
+    --------
+    >>> resolve_rho(rho=0.5)
+    0.5
+    >>> resolve_rho(epsilon=1.0)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    spatialdp.exceptions.InvalidInput: delta=None is missing...
+    """
+    if rho is not None:
+        if epsilon is not None or delta is not None:
+            raise fail("rho", rho, "was given together with epsilon/delta",
+                       "give either rho or (epsilon, delta)")
+        return check_epsilon(rho, "rho")
+    if epsilon is None:
+        raise fail("rho", None, "is missing", "give rho, or epsilon and delta")
+    if delta is None:
+        raise fail("delta", None, "is missing: a Gaussian release needs delta > 0 for an "
+                   "epsilon", "pass delta, e.g. 1e-6, or give rho")
+    return rho_for_epsilon(epsilon, delta)
+
+
+def check_affordable(target: Accounting, rho: float) -> None:
+    """Refuse, charging nothing, when ``target``'s ledger cannot cover ``rho`` in total.
+
+    A :class:`ReleaseTarget` needs a zCDP ledger. Simulations and unaccounted
+    releases always pass.
+    """
+    if not isinstance(target, ReleaseTarget):
+        return
+    ledger = target.ledger
+    if ledger.accounting != "zcdp":
+        raise fail("ledger", ledger, "keeps pure epsilon, but these releases are Gaussian "
+                   "(zCDP)", "open the ledger with accounting='zcdp'")
+    item = target.line_item or LINE_ITEM
+    left = ledger.remaining(target.epoch, item)
+    if rho > left:
+        raise BudgetExceeded(
+            f"rho={rho:.6g} exceeds what {item!r} has left in epoch {target.epoch} "
+            f"({left:.6g}); nothing was charged. Lower rho (or epsilon), or use a later epoch")
+
+
+def charge_rho(target: Accounting, *, rho: float, structure: Any, what: str,
+               round_index: int | None = None) -> None:
+    """Charge ``rho`` to ``target`` (a no-op for simulations and unaccounted releases)."""
+    if isinstance(target, ReleaseTarget):
+        target.ledger.spend(target.epoch, target.line_item or LINE_ITEM, structure=structure,
+                            rho=rho, who=target.who, what=what, why=target.why,
+                            round_index=target.round_index if round_index is None
+                            else round_index)

@@ -1,0 +1,184 @@
+"""Device side: clip, modulate and noise one sample per client (vectorised over clients).
+
+What leaves a device is a release: with a :class:`~spatialdp.privacy.target.ReleaseTarget`
+or :class:`~spatialdp.privacy.target.Unaccounted` target the noise is exact
+discrete Gaussian noise on a fine lattice from OS entropy
+(:mod:`spatialdp.regression.lattice_gaussian`); with
+:class:`~spatialdp.privacy.target.Simulation` it is seeded continuous Gaussian
+noise, for experiments only.
+
+Order, as in every release: validate -> clip and modulate -> check the ledger
+can cover the charge -> charge -> draw the noise.
+
+Examples
+--------
+>>> from spatialdp.privacy import Simulation
+>>> rng = np.random.default_rng(0)
+>>> X, y = rng.normal(size=(1000, 3)), rng.normal(size=1000)
+>>> rep = transform_clients(X, y, modulation=Modulation(lam=0.5, radius=2.0), rho=0.5,
+...                         target=Simulation(rng=1))
+>>> rep.features.shape, round(rep.sigma, 3)
+((1000, 3), 5.0)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from spatialdp._validation import check_number
+from spatialdp.privacy.budget import Disjoint
+from spatialdp.privacy.target import Accounting, Simulation, check_target
+from spatialdp.regression._checks import check_directions, check_features, check_labels
+from spatialdp.regression.accounting import charge_rho, check_affordable, resolve_rho
+from spatialdp.regression.lattice_gaussian import LatticeGaussianMechanism
+from spatialdp.regression.modulation import Modulation, clip_rows, modulate, random_directions
+
+__all__ = ["ClientReports", "transform_clients"]
+
+
+@dataclass(frozen=True)
+class ClientReports:
+    """What the server receives: one noisy modulated vector (and label) per client.
+
+    Attributes
+    ----------
+    features : ndarray (K, d)
+        ``g~``: clipped, modulated, noised features.
+    labels : ndarray (K,)
+        The labels (public), or clipped and noised labels.
+    directions : ndarray (m, d)
+        The public modulation directions.
+    modulation : Modulation
+    sigma : float
+        Standard deviation of the feature noise.
+    label_sigma : float
+        Standard deviation of the label noise (0 for public labels).
+    rho : float
+        zCDP loss of each client (features plus labels).
+    metadata : dict
+        The target's accounting record.
+    """
+
+    features: NDArray[np.float64]
+    labels: NDArray[np.float64]
+    directions: NDArray[np.float64]
+    modulation: Modulation
+    sigma: float
+    label_sigma: float
+    rho: float
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def n_clients(self) -> int:
+        """K, the number of reports."""
+        return int(self.features.shape[0])
+
+    @property
+    def n_features(self) -> int:
+        """d, the feature dimension."""
+        return int(self.features.shape[1])
+
+
+def _phases(target: Accounting, shape: tuple[int, int]) -> NDArray[np.float64]:
+    # The phases are not part of the DP guarantee (it holds for every phase); a release
+    # still draws them from fresh OS entropy so that they are never reproducible.
+    gen = target.rng if isinstance(target, Simulation) else np.random.default_rng()
+    return gen.uniform(0.0, 2.0 * math.pi, size=shape)
+
+
+def transform_clients(
+    X: Any,
+    y: Any,
+    *,
+    modulation: Modulation,
+    target: Any,
+    directions: Any = None,
+    rho: Any = None,
+    epsilon: Any = None,
+    delta: Any = None,
+    label_bound: Any = None,
+    label_rho: Any = None,
+    round_index: int | None = None,
+    charge: bool = True,
+) -> ClientReports:
+    """Return each client's noisy modulated vector: the on-device transform, vectorised.
+
+    Parameters
+    ----------
+    X : array_like (K, d)
+        One private feature vector per client (clipped here to ``modulation.radius``).
+    y : array_like (K,)
+        One label per client; public unless ``label_bound`` is given.
+    modulation : Modulation
+        alpha, lambda, omega, m and the clipping radius R.
+    target : ReleaseTarget, Unaccounted or Simulation
+        Where the release is charged and how the noise is drawn.
+    directions : array_like (m, d), optional
+        Orthonormal directions chosen by the server (random ones by default).
+    rho : float, optional
+        zCDP loss of the feature release; or give ``epsilon`` and ``delta``.
+    label_bound : float, optional
+        Clip labels to ``[-B, B]`` and noise them (for private labels); needs
+        ``label_rho``. The label release has L2 sensitivity ``2 B``.
+    label_rho : float, optional
+        zCDP loss of the label release (added to ``rho`` in the charge).
+    round_index : int, optional
+        Recorded with the charge.
+    charge : bool, default True
+        ``False`` when the caller charged the whole protocol already (iterative fits).
+
+    Returns
+    -------
+    ClientReports
+
+    Raises
+    ------
+    InvalidInput
+        NaN features, ``alpha = 1``, non-orthonormal directions, ``m > d``.
+    BudgetExceeded
+        The ledger cannot cover the charge (nothing is charged).
+    """
+    acct = check_target(target)
+    if not isinstance(modulation, Modulation):
+        raise TypeError(f"modulation must be a Modulation, not {type(modulation).__name__}")
+    Xa = check_features(X)
+    K, d = Xa.shape
+    ya = check_labels(y, K)
+    rho_x = resolve_rho(rho, epsilon, delta)
+    if directions is None:
+        gen = acct.rng if isinstance(acct, Simulation) else None
+        V = random_directions(d, modulation.n_directions, rng=gen)
+    else:
+        V = check_directions(directions, d)
+    mech = LatticeGaussianMechanism(rho_x, modulation.sensitivity, d)
+    label_mech = None
+    rho_y = 0.0
+    if label_bound is not None:
+        bound = check_number(label_bound, "label_bound", low=0.0, low_open=True,
+                             fix="pass the bound B on |y|")
+        rho_y = resolve_rho(label_rho)
+        label_mech = LatticeGaussianMechanism(rho_y, 2.0 * bound, 1)
+        ya = np.clip(ya, -bound, bound)
+    elif label_rho is not None:
+        raise TypeError("label_rho needs label_bound (the clipping bound of the labels)")
+    total = rho_x + rho_y
+    # Device side: clip, modulate.
+    g = modulate(clip_rows(Xa, modulation.radius), V, modulation,
+                 _phases(acct, (K, modulation.n_directions)))
+    if charge:
+        acct.prepare("training")
+        check_affordable(acct, total)
+        charge_rho(acct, rho=total, structure=Disjoint("modulated-regression:clients", K),
+                   what="modulated features" + (" and labels" if label_mech else ""),
+                   round_index=round_index)
+    noisy = acct.add_noise(mech, g)
+    labels = ya if label_mech is None else acct.add_noise(label_mech, ya[:, None])[:, 0]
+    return ClientReports(features=noisy, labels=labels, directions=V, modulation=modulation,
+                         sigma=mech.scale,
+                         label_sigma=0.0 if label_mech is None else label_mech.scale,
+                         rho=total, metadata=acct.metadata())

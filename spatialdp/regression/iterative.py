@@ -1,0 +1,146 @@
+"""The iterative protocol: projected gradient descent on unbiased gradients, one release a round.
+
+Round ``t``: the server picks ``m`` directions orthogonal to the current
+``beta_t`` (:func:`~spatialdp.regression.modulation.random_directions`), the
+round's clients release modulated reports, and the server steps
+
+    ``beta_{t+1} = Proj_ball(beta_t - (step / L_t) G_t)``,
+    ``G_t = (P(Sigma^_t) + mu_t I) beta_t - b^_t``
+
+with ``L_t`` the largest eigenvalue of ``P(Sigma^_t) + mu_t I`` (so ``step = 1``
+is one Newton-like step for isotropic features) and ``mu_t``, the cap and the
+centring as in the one-shot estimator. The estimate is the average of the
+last half of the iterates (tail averaging: the rounds' noise averages out).
+
+Participation, and what the ledger is charged:
+
+* ``"once"`` — clients are split at random into ``rounds`` disjoint groups, one
+  per round, each releasing at the full ``rho``: parallel composition, one
+  charge of ``rho`` over a :class:`~spatialdp.privacy.budget.Disjoint`
+  structure of ``rounds`` parts.
+* ``"every"`` — every client releases in every round at ``rho / rounds``:
+  zCDP composition, ``rounds`` charges of ``rho / rounds`` (total ``rho``).
+
+Either way every client's total loss is ``rho``; the whole charge is checked
+against the ledger before the first round, and nothing is charged on refusal.
+
+Examples
+--------
+>>> from spatialdp.privacy import Simulation
+>>> from spatialdp.regression.modulation import Modulation
+>>> rng = np.random.default_rng(0)
+>>> X = rng.normal(size=(200_000, 3)) / 2
+>>> y = X @ [1.0, -1.0, 0.5]
+>>> fit = fit_iterative(X, y, modulation=Modulation(lam=0.5, radius=3.0), rho=50.0, rounds=6,
+...                     target=Simulation(rng=1))
+>>> np.round(fit.coef, 1).tolist(), len(fit.history)
+([1.0, -1.0, 0.5], 6)
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from spatialdp._validation import check_choice, check_count, check_number, fail
+from spatialdp.privacy.budget import Disjoint
+from spatialdp.privacy.target import Simulation, check_target
+from spatialdp.regression._checks import check_features, check_labels
+from spatialdp.regression.accounting import charge_rho, check_affordable, resolve_rho
+from spatialdp.regression.client import transform_clients
+from spatialdp.regression.modulation import Modulation, random_directions
+from spatialdp.regression.oneshot import _strength, centered_moments
+from spatialdp.regression.results import RegressionFit
+from spatialdp.regression.server import project_ball, project_psd
+
+__all__ = ["PARTICIPATION", "fit_iterative", "round_rho"]
+
+PARTICIPATION = ("once", "every")
+
+
+def round_rho(rho: float, rounds: int, participation: str) -> float:
+    """Return the rho of one round's release: ``rho`` (once) or ``rho / rounds`` (every).
+
+    Examples
+    --------
+    >>> round_rho(1.0, 4, "once"), round_rho(1.0, 4, "every")
+    (1.0, 0.25)
+    """
+    return rho if participation == "once" else rho / rounds
+
+
+def fit_iterative(X: Any, y: Any, *, modulation: Modulation, target: Any, rho: Any = None,
+                  epsilon: Any = None, delta: Any = None, rounds: int = 10,
+                  participation: str = "once", step: float = 1.0, ridge: Any = "auto",
+                  norm_cap: Any = "auto", fit_intercept: bool = True) -> RegressionFit:
+    """Run the iterative modulated protocol and return its tail-averaged estimate.
+
+    Parameters
+    ----------
+    X, y : array_like
+        One sample per client.
+    modulation : Modulation
+    target : ReleaseTarget, Unaccounted or Simulation
+    rho, epsilon, delta : float
+        Each client's total loss: ``rho``, or ``(epsilon, delta)``.
+    rounds : int, default 10
+    participation : {"once", "every"}
+    step : float, default 1.0
+        Step relative to ``1 / L_t``, in ``(0, 2)``.
+    ridge, norm_cap : "auto", None or float
+        As in :func:`~spatialdp.regression.oneshot.fit_one_shot`, per round.
+
+    Raises
+    ------
+    BudgetExceeded
+        The ledger cannot cover ``rho`` (nothing is charged).
+    """
+    acct = check_target(target)
+    Xa = check_features(X)
+    K, d = Xa.shape
+    ya = check_labels(y, K)
+    total = resolve_rho(rho, epsilon, delta)
+    T = check_count(rounds, "rounds", low=1, high=10_000)
+    how = check_choice(participation, "participation", PARTICIPATION)
+    eta = check_number(step, "step", low=0.0, high=2.0, low_open=True, high_open=True,
+                       fix="pass a relative step in (0, 2), e.g. 1.0")
+    if how == "once" and K < 2 * T:
+        raise fail(
+            "rounds", T, f"leaves fewer than 2 clients per group for K={K}",
+            "use fewer rounds or participation='every'")
+    rho_t = round_rho(total, T, how)
+    gen = acct.rng if isinstance(acct, Simulation) else np.random.default_rng()
+    groups = (np.array_split(gen.permutation(K), T) if how == "once"
+              else [np.arange(K)] * T)
+    acct.prepare("training")
+    check_affordable(acct, total)
+    if how == "once":
+        charge_rho(acct, rho=total, structure=Disjoint("modulated-regression:round-groups", T),
+                   what=f"modulated features, {T} disjoint round groups")
+    beta = np.zeros(d)
+    history: list[np.ndarray] = []
+    intercepts: list[float] = []
+    sigma = 0.0
+    for t, idx in enumerate(groups):
+        V = random_directions(d, modulation.n_directions, rng=gen, orthogonal_to=beta)
+        if how == "every":
+            charge_rho(acct, rho=rho_t, structure=Disjoint("modulated-regression:clients", K),
+                       what=f"modulated features, round {t + 1} of {T}", round_index=t)
+        rep = transform_clients(Xa[idx], ya[idx], modulation=modulation, target=acct,
+                                directions=V, rho=rho_t, charge=False)
+        sigma = rep.sigma
+        mom = centered_moments(rep, fit_intercept=fit_intercept)
+        mu = _strength(ridge, mom.reg.ridge, "ridge")
+        cap = _strength(norm_cap, mom.reg.norm_cap, "norm_cap")
+        A = project_psd(mom.S) + mu * np.eye(d)
+        L = max(float(np.linalg.eigvalsh(A)[-1]), 1e-12)
+        beta = project_ball(beta - (eta / L) * (A @ beta - mom.b), cap)
+        history.append(beta.copy())
+        intercepts.append(mom.y_mean - float(mom.x_mean @ beta))
+    tail = math.ceil(T / 2)
+    coef = np.mean(history[-tail:], axis=0)
+    return RegressionFit(coef=coef, intercept=float(np.mean(intercepts[-tail:])),
+                         method="iterative", rho=total, n_clients=K, ridge=mu, norm_cap=cap,
+                         sigma=sigma, history=history, metadata=acct.metadata())

@@ -1,0 +1,122 @@
+"""The one-shot closed-form moment estimator: one release, no composition.
+
+    ``beta^ = Proj_ball( (P(Sigma^_c) + mu I)^{-1} b^_c )``
+
+where ``Sigma^_c``, ``b^_c`` are the debiased moments (centred when an
+intercept is fitted: ``x_bar^ = mean(g~) / (1 - alpha)`` is unbiased for the
+feature mean, because ``E cos = 0``), ``P`` is the projection onto the PSD cone
+(``psd=True``), ``mu`` the ridge and the ball radius the norm cap of
+:mod:`spatialdp.regression.regularization`. With ``ridge=0, norm_cap=inf,
+psd=False`` it is the unregularised solve of the paper.
+
+Examples
+--------
+>>> from spatialdp.privacy import Simulation
+>>> from spatialdp.regression.client import transform_clients
+>>> from spatialdp.regression.modulation import Modulation
+>>> rng = np.random.default_rng(0)
+>>> X = rng.normal(size=(100_000, 3)) / 2
+>>> y = X @ [1.0, -1.0, 0.5] + 0.1 * rng.normal(size=100_000)
+>>> rep = transform_clients(X, y, modulation=Modulation(lam=0.5, radius=3.0), rho=20.0,
+...                         target=Simulation(rng=1))
+>>> np.round(fit_one_shot(rep).coef, 1).tolist()
+[1.0, -1.0, 0.5]
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from spatialdp._validation import check_number
+from spatialdp.regression.client import ClientReports
+from spatialdp.regression.regularization import Regularization, regularization_from_moments
+from spatialdp.regression.results import RegressionFit
+from spatialdp.regression.server import (
+    debiased_covariance,
+    debiased_cross_moment,
+    project_ball,
+    project_psd,
+    raw_moments,
+)
+
+__all__ = ["CenteredMoments", "centered_moments", "fit_one_shot", "solve_regularized"]
+
+
+class CenteredMoments:
+    """Debiased (optionally centred) moments of one release and their regularisation."""
+
+    def __init__(self, S: NDArray[np.float64], b: NDArray[np.float64], x_mean: NDArray[np.float64],
+                 y_mean: float, reg: Regularization) -> None:
+        self.S, self.b, self.x_mean, self.y_mean, self.reg = S, b, x_mean, y_mean, reg
+
+
+def centered_moments(reports: ClientReports, *, fit_intercept: bool = True,
+                     modulation_correction: bool = True) -> CenteredMoments:
+    """Return the debiased moments of ``reports``, centred if ``fit_intercept``."""
+    mod = reports.modulation
+    K, d = reports.features.shape
+    second, cross = raw_moments(reports)
+    S = debiased_covariance(reports, second=second, modulation_correction=modulation_correction)
+    b = debiased_cross_moment(reports, cross)
+    y = reports.labels
+    if fit_intercept:
+        x_mean = reports.features.mean(axis=0) / (1.0 - mod.alpha)
+        y_mean = float(y.mean())
+        S = S - np.outer(x_mean, x_mean)
+        # E[x_bar^ x_bar^T] = x_bar x_bar^T + Cov(x_bar^): remove the noise part of the latter.
+        S[np.diag_indices_from(S)] += reports.sigma**2 / (K * (1.0 - mod.alpha) ** 2)
+        b = b - y_mean * x_mean
+        y2 = float(np.mean((y - y_mean) ** 2)) - reports.label_sigma**2
+    else:
+        x_mean, y_mean = np.zeros(d), 0.0
+        y2 = float(np.mean(y**2)) - reports.label_sigma**2
+    reg = regularization_from_moments(S, b, n_clients=K, sigma=reports.sigma, alpha=mod.alpha,
+                                      lam=mod.lam, radius=mod.radius, label_second_moment=y2,
+                                      label_sigma=reports.label_sigma)
+    return CenteredMoments(S, b, x_mean, y_mean, reg)
+
+
+def solve_regularized(S: NDArray[np.float64], b: NDArray[np.float64], ridge: float,
+                      cap: float, psd: bool = True) -> NDArray[np.float64]:
+    """Return ``Proj_ball((P(S) + ridge I)^{-1} b)`` (least squares if singular)."""
+    A = project_psd(S) if psd else (S + S.T) / 2.0
+    A = A + ridge * np.eye(S.shape[0])
+    beta = np.asarray(np.linalg.lstsq(A, b, rcond=None)[0], dtype=np.float64)
+    return project_ball(beta, cap)
+
+
+def _strength(value: Any, auto: float, name: str) -> float:
+    if isinstance(value, str) and value == "auto":
+        return auto
+    if value is None:
+        return 0.0 if name == "ridge" else np.inf
+    return check_number(value, name, low=0.0, high=np.inf,
+                        fix=f"pass {name}='auto', None or a number >= 0")
+
+
+def fit_one_shot(reports: ClientReports, *, ridge: Any = "auto", norm_cap: Any = "auto",
+                 psd: bool = True, fit_intercept: bool = True) -> RegressionFit:
+    """Return the one-shot moment estimate from one release of client reports.
+
+    Parameters
+    ----------
+    reports : ClientReports
+    ridge : "auto", None or float
+        ``"auto"``: ``mu*`` of :func:`~spatialdp.regression.regularization.optimal_ridge`.
+    norm_cap : "auto", None or float
+        ``"auto"``: ``2 sqrt(E y^2 / s)``; None: no cap.
+    psd : bool, default True
+        Project ``Sigma^`` onto the PSD cone before solving.
+    fit_intercept : bool, default True
+    """
+    mom = centered_moments(reports, fit_intercept=fit_intercept)
+    mu = _strength(ridge, mom.reg.ridge, "ridge")
+    cap = _strength(norm_cap, mom.reg.norm_cap, "norm_cap")
+    beta = solve_regularized(mom.S, mom.b, mu, cap, psd)
+    return RegressionFit(coef=beta, intercept=mom.y_mean - float(mom.x_mean @ beta),
+                         method="one_shot", rho=reports.rho, n_clients=reports.n_clients,
+                         ridge=mu, norm_cap=cap, sigma=reports.sigma,
+                         metadata=dict(reports.metadata))

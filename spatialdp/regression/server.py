@@ -1,0 +1,135 @@
+"""Server side: the debiased moments, the unbiased gradient and the two projections.
+
+For reports ``g~_i = (1 - alpha) x_i + (lambda / sqrt(m)) sum_j cos(.) v_j + xi_i``
+with ``xi_i ~ N(0, sigma^2 I)`` and public labels ``y_i``:
+
+    ``Sigma^ = ((1/K) sum g~ g~^T - (lambda^2 / (2m)) sum_j v_j v_j^T - sigma^2 I) / (1 - alpha)^2``
+    ``b^     = (1/K) sum y_i g~_i / (1 - alpha)``
+    ``G(beta) = Sigma^ beta - b^``
+
+are unbiased for ``Sigma_x = (1/K) sum x x^T``, ``(1/K) sum y x`` and the
+centralised gradient of ``(1/2K) sum (y - x^T beta)^2`` (expectation over the
+phases and the noise, features fixed). Dropping the ``lambda^2/(2m)`` term
+biases ``Sigma^`` by ``+lambda^2 / (2m (1-alpha)^2)`` along each ``v_j``.
+Noised labels ``y~ = y + N(0, tau^2)`` leave ``b^`` unbiased (independent noises).
+
+``Sigma^`` is indefinite whenever the noise is large against the signal
+(entry-wise noise of order ``(sigma^2 + s)/sqrt(K)``); :func:`project_psd` clips
+its negative eigenvalues to zero (the nearest PSD matrix in Frobenius norm)
+and :func:`project_ball` keeps a coefficient vector in a norm ball.
+
+Examples
+--------
+>>> from spatialdp.privacy import Simulation
+>>> from spatialdp.regression.client import transform_clients
+>>> from spatialdp.regression.modulation import Modulation
+>>> rng = np.random.default_rng(0)
+>>> X = rng.normal(size=(200_000, 2)) / 2
+>>> rep = transform_clients(X, X @ [1.0, -1.0], modulation=Modulation(lam=1.0, radius=3.0),
+...                         rho=50.0, target=Simulation(rng=1))
+>>> np.round(debiased_covariance(rep), 2).tolist()
+[[0.25, 0.0], [0.0, 0.25]]
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from spatialdp._validation import check_finite_array, check_number
+from spatialdp.regression.client import ClientReports
+
+__all__ = [
+    "debiased_covariance",
+    "debiased_cross_moment",
+    "project_ball",
+    "project_psd",
+    "raw_moments",
+    "unbiased_gradient",
+]
+
+
+def raw_moments(reports: ClientReports) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Return ``((1/K) sum g~ g~^T, (1/K) sum y g~)`` (one BLAS pass each)."""
+    G = reports.features
+    K = G.shape[0]
+    second = G.T @ G
+    second /= K
+    cross = reports.labels @ G
+    cross /= K
+    return second, cross
+
+
+def debiased_covariance(reports: ClientReports, *, modulation_correction: bool = True,
+                        second: NDArray[np.float64] | None = None) -> NDArray[np.float64]:
+    """Return the unbiased estimate ``Sigma^`` of the clients' feature second moment.
+
+    Parameters
+    ----------
+    reports : ClientReports
+    modulation_correction : bool, default True
+        Subtract ``(lambda^2 / (2m)) sum_j v_j v_j^T``. ``False`` only for the
+        negative control (the estimate is then biased along the directions).
+    second : ndarray, optional
+        ``(1/K) sum g~ g~^T`` if already computed.
+    """
+    mod = reports.modulation
+    S = raw_moments(reports)[0] if second is None else second.copy()
+    if modulation_correction and mod.lam > 0.0:
+        V = reports.directions
+        S -= mod.modulation_variance * (V.T @ V)
+    S[np.diag_indices_from(S)] -= reports.sigma**2
+    S /= (1.0 - mod.alpha) ** 2
+    return S
+
+
+def debiased_cross_moment(reports: ClientReports,
+                          cross: NDArray[np.float64] | None = None) -> NDArray[np.float64]:
+    """Return the unbiased estimate ``b^`` of ``(1/K) sum y_i x_i``."""
+    c = raw_moments(reports)[1] if cross is None else cross
+    return c / (1.0 - reports.modulation.alpha)
+
+
+def unbiased_gradient(reports: ClientReports, beta: Any) -> NDArray[np.float64]:
+    """Return ``G = Sigma^ beta - b^``, unbiased for the centralised squared-loss gradient.
+
+    Examples
+    --------
+    >>> from spatialdp.privacy import Simulation
+    >>> from spatialdp.regression.client import transform_clients
+    >>> from spatialdp.regression.modulation import Modulation
+    >>> rep = transform_clients(np.ones((10, 2)) / 2, np.ones(10),
+    ...                         modulation=Modulation(), rho=1.0, target=Simulation(rng=0))
+    >>> unbiased_gradient(rep, [0.0, 0.0]).shape
+    (2,)
+    """
+    b = check_finite_array(beta, "beta")
+    second, cross = raw_moments(reports)
+    return debiased_covariance(reports, second=second) @ b - debiased_cross_moment(reports, cross)
+
+
+def project_psd(S: NDArray[np.float64], floor: float = 0.0) -> NDArray[np.float64]:
+    """Return the nearest symmetric matrix to ``S`` with eigenvalues ``>= floor``.
+
+    Examples
+    --------
+    >>> project_psd(np.array([[1.0, 0.0], [0.0, -2.0]])).tolist()
+    [[1.0, 0.0], [0.0, 0.0]]
+    """
+    w, Q = np.linalg.eigh((S + S.T) / 2.0)
+    return (Q * np.maximum(w, floor)) @ Q.T
+
+
+def project_ball(beta: NDArray[np.float64], radius: float) -> NDArray[np.float64]:
+    """Return ``beta`` scaled into the ball ``||beta|| <= radius``.
+
+    Examples
+    --------
+    >>> project_ball(np.array([3.0, 4.0]), 1.0).tolist()
+    [0.6000000000000001, 0.8]
+    """
+    r = check_number(radius, "radius", low=0.0, fix="pass a radius >= 0 (np.inf for none)")
+    norm = float(np.linalg.norm(beta))
+    return beta if norm <= r else beta * (r / norm)
