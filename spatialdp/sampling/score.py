@@ -129,16 +129,20 @@ def repeated_selection(previous: NDArray[np.int64], current: NDArray[np.int64],
     """Flag small strata whose consecutive cohorts overlap far more than chance allows.
 
     Two independent uniform draws of ``a`` and ``b`` clients from a pool of ``N``
-    share ``a * b / N`` clients on average; an overlap above that plus four of its
-    standard deviations (Poisson bound) and one is flagged: a fixed seed.
+    share ``a * b / N`` clients on average (hypergeometric); an overlap above that
+    plus four standard deviations and a half is flagged: a fixed seed.
     """
     n = eligible.size
     a = np.bincount(client_stratum[previous], minlength=n)
     b = np.bincount(client_stratum[current], minlength=n)
     both = np.intersect1d(previous, current)
     shared = np.bincount(client_stratum[both], minlength=n)
-    expected = a * b / np.maximum(eligible, 1)
-    hit = np.flatnonzero((eligible <= small) & (shared > expected + 4 * np.sqrt(expected) + 1))
+    pool = np.maximum(eligible, 1).astype(np.float64)
+    expected = a * b / pool
+    # Hypergeometric variance of the overlap of two independent uniform draws.
+    variance = a * (b / pool) * (1 - b / pool) * (pool - a) / np.maximum(pool - 1, 1)
+    limit = expected + 4 * np.sqrt(np.maximum(variance, 0)) + 0.5
+    hit = np.flatnonzero((eligible <= small) & (shared > limit))
     return [Incident("repeated_selection", str(ids[int(i)]),
                      f"consecutive rounds share {int(shared[i])} clients (chance: "
                      f"{expected[i]:.1f})",

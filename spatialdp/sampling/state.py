@@ -170,9 +170,10 @@ class ParticipationState:
                                  "path written by ParticipationState.save")
         names = ("meta", "digest", "client_stratum", "used", "groups", "selected")
         try:
-            with np.load(path, allow_pickle=False) as data:
+            with open(path, "rb") as handle, np.load(handle, allow_pickle=False) as data:
                 loaded = {name: data[name] for name in names}
-        except (zipfile.BadZipFile, OSError, ValueError, EOFError, KeyError) as err:
+        except (zipfile.BadZipFile, OSError, ValueError, EOFError, KeyError, TypeError,
+                AttributeError) as err:
             raise StateFileError(
                 f"{os.fspath(path)!r} is truncated or not a participation state file "
                 f"({type(err).__name__}); restore it from a backup (the digest cannot be "
