@@ -9,12 +9,19 @@ estimator's error before any budget is spent. :class:`ModulatedRegression` is
 the scikit-learn face; :func:`fit_geodataframe` fits from a spatial join;
 :func:`fit_dpsgd` is the baseline; :func:`reconstruction_bound` the
 Cramér-Rao bound. See ``docs/modulated.md``.
+
+``ModulatedRegression`` (scikit-learn) and the spatial helpers (GeoPandas) are
+imported on first use, so that the numerical core loads fast.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 from spatialdp.regression.accounting import resolve_rho, rho_for_epsilon
 from spatialdp.regression.client import ClientReports, transform_clients
 from spatialdp.regression.dpsgd import fit_dpsgd, tune_dpsgd
-from spatialdp.regression.estimator import ModulatedRegression
 from spatialdp.regression.iterative import fit_iterative
 from spatialdp.regression.lattice_gaussian import LatticeGaussianMechanism
 from spatialdp.regression.modulation import Modulation, clip_rows, modulate, random_directions
@@ -30,7 +37,6 @@ from spatialdp.regression.server import (
     project_psd,
     unbiased_gradient,
 )
-from spatialdp.regression.spatial import fit_geodataframe, spatial_features
 
 __all__ = [
     "ClientReports",
@@ -63,3 +69,15 @@ __all__ = [
     "tune_dpsgd",
     "unbiased_gradient",
 ]
+
+_LAZY = {
+    "ModulatedRegression": "spatialdp.regression.estimator",
+    "fit_geodataframe": "spatialdp.regression.spatial",
+    "spatial_features": "spatialdp.regression.spatial",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'spatialdp.regression' has no attribute {name!r}")

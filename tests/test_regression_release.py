@@ -1,0 +1,203 @@
+"""The device-side release: lattice discrete Gaussian noise, ledger charges, refusals."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from spatialdp.exceptions import BudgetExceeded, InvalidInput
+from spatialdp.privacy import PrivacyLedger, ReleaseTarget, Simulation, Unaccounted
+from spatialdp.privacy.budget import rho_to_epsilon
+from spatialdp.regression import (
+    LatticeGaussianMechanism,
+    Modulation,
+    fit_iterative,
+    random_directions,
+    resolve_rho,
+    rho_for_epsilon,
+    transform_clients,
+)
+from spatialdp.regression.lattice_gaussian import (
+    _decide_exactly,
+    discrete_gaussian_noise,
+    gaussian_exponent,
+    headroom_sigma,
+)
+
+
+def _pmf(sigma: float, support: np.ndarray) -> np.ndarray:
+    full = np.arange(-60 * math.ceil(sigma), 60 * math.ceil(sigma) + 1)
+    w = np.exp(-full.astype(float) ** 2 / (2 * sigma**2))
+    w /= w.sum()
+    return w[np.searchsorted(full, support)]
+
+
+@pytest.mark.parametrize("sigma", [Fraction(1, 2), Fraction(3), Fraction(41, 4)])
+def test_discrete_gaussian_matches_its_pmf(sigma):
+    z = discrete_gaussian_noise(100_000, sigma)
+    lim = int(3 * float(sigma)) + 1
+    support = np.arange(-lim, lim + 1)
+    expected = _pmf(float(sigma), support) * z.size
+    observed = np.array([(z == k).sum() for k in support])
+    tail_obs = z.size - observed.sum()
+    tail_exp = z.size - expected.sum()
+    chi2 = ((observed - expected) ** 2 / expected).sum() + (tail_obs - tail_exp) ** 2 / tail_exp
+    assert stats.chi2.sf(chi2, df=support.size) > 1e-6
+
+
+def test_exact_bernoulli_decision_has_the_right_frequency():
+    u = np.frombuffer(np.random.default_rng(0).bytes(4 * 4000), dtype=np.uint32)
+    hits = np.mean([_decide_exactly(int(v), Fraction(1, 3)) for v in u])
+    p = math.exp(-1 / 3)
+    assert abs(hits - p) < 5 * math.sqrt(p * (1 - p) / u.size)
+
+
+@pytest.mark.parametrize("d", [1, 7, 20])
+@pytest.mark.parametrize("rho", [0.001, 0.3, 5.0])
+def test_lattice_rounding_never_exceeds_the_charged_rho(d, rho):
+    sens = 2.7
+    sigma = headroom_sigma(sens, rho)
+    e = gaussian_exponent(sigma, sens, rho, d)
+    step = Fraction(2) ** e
+    # (Delta + sqrt(d) step)^2 / (2 sigma^2) <= rho, checked with sqrt(d) rounded up
+    root = Fraction(math.isqrt(d) + (0 if math.isqrt(d) ** 2 == d else 1))
+    assert (Fraction(sens) + root * step) ** 2 <= Fraction(sigma) ** 2 * 2 * Fraction(str(rho))
+    assert sigma <= sens / math.sqrt(2 * rho) * (1 + 2**-22)
+
+
+def test_release_is_on_the_lattice_with_the_right_spread():
+    mech = LatticeGaussianMechanism(rho=0.5, sensitivity=2.0, size=5)
+    values = np.full((20_000, 5), 0.123456789)
+    out = mech.release(values)
+    units = out / mech.lattice_step()
+    assert np.all(units == np.round(units))
+    noise = out - values
+    assert abs(noise.mean()) < 5 * mech.scale / math.sqrt(out.size)
+    assert abs(noise.std() / mech.scale - 1) < 5 * math.sqrt(0.5 / out.size)
+
+
+def test_rho_for_epsilon_inverts_the_exact_conversion():
+    for eps in (0.5, 1.0, 8.0):
+        rho = rho_for_epsilon(eps, 1e-6)
+        assert rho_to_epsilon(rho, 1e-6) <= eps
+        assert rho_to_epsilon(rho * 1.001, 1e-6) > eps
+
+
+def _ledger(budget: float = 1.0) -> PrivacyLedger:
+    return PrivacyLedger(":memory:", epoch_budget=budget, accounting="zcdp")
+
+
+def _data(K: int = 200, d: int = 3) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    return rng.normal(size=(K, d)), rng.normal(size=K)
+
+
+def test_release_charges_the_ledger_once_with_labels_added():
+    X, y = _data()
+    with _ledger() as ledger:
+        before = ledger.remaining(0, "training")
+        rep = transform_clients(X, y, modulation=Modulation(lam=1.0), rho=0.1,
+                                label_bound=2.0, label_rho=0.05,
+                                target=ReleaseTarget(ledger, epoch=0, why="test"))
+        assert before - ledger.remaining(0, "training") == pytest.approx(0.15)
+    assert rep.metadata["accounting"] == "ledger"
+    assert rep.label_sigma > 0 and not np.array_equal(rep.labels, np.clip(y, -2, 2))
+
+
+def test_unaccounted_release_uses_the_lattice_and_says_so():
+    X, y = _data()
+    rep = transform_clients(X, y, modulation=Modulation(), rho=0.5,
+                            target=Unaccounted("synthetic test data"))
+    assert rep.metadata["accounting"] == "unaccounted"
+    mech = LatticeGaussianMechanism(0.5, Modulation().sensitivity, 3)
+    units = rep.features / mech.lattice_step()
+    assert np.all(units == np.round(units))
+
+
+@pytest.mark.parametrize("how", ["once", "every"])
+def test_iterative_protocol_is_charged_rho_in_total(how):
+    X, y = _data(400)
+    with _ledger() as ledger:
+        fit_iterative(X, y, modulation=Modulation(radius=2.0), rho=0.2, rounds=4,
+                      participation=how, target=ReleaseTarget(ledger, epoch=0))
+        assert ledger.remaining(0, "training") == pytest.approx(0.7 - 0.2)
+        charges = ledger.summary(0).loc["training", "n_charges"]
+    assert charges == (1 if how == "once" else 4)
+
+
+# ----------------------------------------------------------------------------- refusals
+
+
+@pytest.mark.parametrize("how", ["one_shot", "once", "every"])
+def test_budget_the_ledger_cannot_cover_is_refused_and_nothing_is_charged(how):
+    X, y = _data(400)
+    with _ledger(1.0) as ledger:
+        before = ledger.remaining(0, "training")
+        target = ReleaseTarget(ledger, epoch=0)
+        with pytest.raises(BudgetExceeded, match="nothing was charged"):
+            if how == "one_shot":
+                transform_clients(X, y, modulation=Modulation(), rho=5.0, target=target)
+            else:
+                fit_iterative(X, y, modulation=Modulation(), rho=5.0, rounds=4,
+                              participation=how, target=target)
+        assert ledger.remaining(0, "training") == before
+
+
+def test_pure_ledger_is_refused_before_any_charge():
+    X, y = _data()
+    with PrivacyLedger(":memory:", epoch_budget=1.0, accounting="pure") as ledger:
+        with pytest.raises(InvalidInput, match="accounting='zcdp'"):
+            transform_clients(X, y, modulation=Modulation(), rho=0.1,
+                              target=ReleaseTarget(ledger, epoch=0))
+        assert ledger.remaining(0, "training") == pytest.approx(0.7)
+
+
+def test_alpha_one_is_refused():
+    with pytest.raises(InvalidInput, match=r"alpha=1.0 is above the limit < 1"):
+        Modulation(alpha=1.0)
+
+
+def test_non_orthonormal_directions_are_refused():
+    X, y = _data()
+    with pytest.raises(InvalidInput, match="are not orthonormal"):
+        transform_clients(X, y, modulation=Modulation(lam=1.0), rho=0.1,
+                          directions=[[1.0, 1.0, 0.0]], target=Simulation(rng=0))
+
+
+def test_more_directions_than_features_are_refused():
+    X, y = _data(d=3)
+    with pytest.raises(InvalidInput, match="n_directions=4 exceeds n_features=3"):
+        transform_clients(X, y, modulation=Modulation(lam=1.0, n_directions=4), rho=0.1,
+                          directions=np.eye(4)[:, :3], target=Simulation(rng=0))
+    with pytest.raises(InvalidInput, match="n_directions=4 exceeds n_features=3"):
+        random_directions(3, 4, rng=0)
+
+
+def test_nan_features_are_refused_before_any_charge():
+    X, y = _data()
+    X[5, 1] = np.nan
+    with _ledger() as ledger:
+        with pytest.raises(InvalidInput, match="X has 1 NaN or infinite values"):
+            transform_clients(X, y, modulation=Modulation(), rho=0.1,
+                              target=ReleaseTarget(ledger, epoch=0))
+        assert ledger.remaining(0, "training") == pytest.approx(0.7)
+
+
+def test_label_count_mismatch_and_missing_delta_are_refused():
+    X, y = _data()
+    with pytest.raises(InvalidInput, match="199 labels for 200 clients"):
+        transform_clients(X, y[:-1], modulation=Modulation(), rho=0.1, target=Simulation())
+    with pytest.raises(InvalidInput, match="delta=None is missing"):
+        resolve_rho(epsilon=1.0)
+    with pytest.raises(InvalidInput, match="given together"):
+        resolve_rho(rho=1.0, epsilon=1.0)
+
+
+def test_too_many_rounds_for_disjoint_groups_are_refused():
+    X, y = _data(10)
+    with pytest.raises(InvalidInput, match="fewer than 2 clients per group"):
+        fit_iterative(X, y, modulation=Modulation(), rho=1.0, rounds=6, target=Simulation())
