@@ -105,7 +105,8 @@ def test_release_charges_the_ledger_once_with_labels_added():
                                 target=ReleaseTarget(ledger, epoch=0, why="test"))
         assert before - ledger.remaining(0, "training") == pytest.approx(0.15)
     assert rep.metadata["accounting"] == "ledger"
-    assert rep.label_sigma > 0 and not np.array_equal(rep.labels, np.clip(y, -2, 2))
+    assert rep.label_sigma > 0
+    assert not np.array_equal(rep.labels, np.clip(y, -2, 2))
 
 
 def test_unaccounted_release_uses_the_lattice_and_says_so():
@@ -138,10 +139,11 @@ def test_budget_the_ledger_cannot_cover_is_refused_and_nothing_is_charged(how):
     with _ledger(1.0) as ledger:
         before = ledger.remaining(0, "training")
         target = ReleaseTarget(ledger, epoch=0)
-        with pytest.raises(BudgetExceeded, match="nothing was charged"):
-            if how == "one_shot":
+        if how == "one_shot":
+            with pytest.raises(BudgetExceeded, match="nothing was charged"):
                 transform_clients(X, y, modulation=Modulation(), rho=5.0, target=target)
-            else:
+        else:
+            with pytest.raises(BudgetExceeded, match="nothing was charged"):
                 fit_iterative(X, y, modulation=Modulation(), rho=5.0, rounds=4,
                               participation=how, target=target)
         assert ledger.remaining(0, "training") == before

@@ -87,7 +87,7 @@ def test_debiased_moments_and_gradient_are_unbiased(data, replications, name):
 @pytest.mark.parametrize("name", sorted(MODULATIONS))
 def test_negative_control_without_the_lambda_squared_correction_is_biased(data, replications,
                                                                          name):
-    X, y = data
+    X, _ = data
     mod = MODULATIONS[name]
     out = {"S": replications[name]["S_raw"]}
     z = _z(out["S"], X.T @ X / K)
