@@ -11,14 +11,24 @@ its analytic expectation).
 
 from __future__ import annotations
 
+from spatialdp.queries.answers import answer_polygons
+from spatialdp.queries.corpus import QueryCorpus, query_corpus
 from spatialdp.queries.flat import release_flat
 from spatialdp.queries.grids import NoisyGrid
+from spatialdp.queries.hierarchy import level_epsilons, release_hierarchical
+from spatialdp.queries.measure import measure_query_error
 from spatialdp.queries.truth import TruthGrid, grid_version, truth_grid
 
 __all__ = [
     "NoisyGrid",
+    "QueryCorpus",
     "TruthGrid",
+    "answer_polygons",
     "grid_version",
+    "level_epsilons",
+    "measure_query_error",
+    "query_corpus",
     "release_flat",
+    "release_hierarchical",
     "truth_grid",
 ]

@@ -41,14 +41,14 @@ class QueryCorpus:
         The queries' labels (the GeoDataFrame's index).
     polygon_area_km2 : numpy.ndarray or None
         Area of each polygon (equal-area projection), None for cell-list corpora.
-    cell_area_km2 : numpy.ndarray
-        Area of the cells that stand for each polygon.
+    cell_area_km2 : numpy.ndarray or None
+        Area of the cells that stand for each polygon (None for cell-list corpora).
     """
 
     incidence: CellIncidence
     index: pd.Index
     polygon_area_km2: NDArray[np.float64] | None
-    cell_area_km2: NDArray[np.float64]
+    cell_area_km2: NDArray[np.float64] | None
 
     @property
     def cells_per_query(self) -> NDArray[np.int64]:
@@ -153,9 +153,8 @@ def incidence_from_cell_lists(grid_cells: NDArray[np.uint64], partition_version:
     return CellIncidence(matrix, outside, containment, partition_version)
 
 
-def corpus_from_incidence(incidence: CellIncidence, cells: NDArray[np.uint64],
-                          index: Any = None) -> QueryCorpus:
-    """Wrap a :class:`CellIncidence` as a corpus (no polygon areas).
+def corpus_from_incidence(incidence: CellIncidence, index: Any = None) -> QueryCorpus:
+    """Wrap a :class:`CellIncidence` as a corpus (no areas).
 
     Raises
     ------
@@ -165,7 +164,7 @@ def corpus_from_incidence(incidence: CellIncidence, cells: NDArray[np.uint64],
     n = incidence.matrix.shape[0]
     idx = pd.RangeIndex(n) if index is None else pd.Index(index)
     _refuse_outside(incidence, idx)
-    return QueryCorpus(incidence, idx, None, _cell_areas(cells, incidence.matrix))
+    return QueryCorpus(incidence, idx, None, None)
 
 
 __all__ += ["EQUAL_AREA_CRS", "corpus_from_incidence"]

@@ -158,7 +158,7 @@ def clamp_skip_threshold(scale: float, cells_times_draws: int, tolerance: float 
     """
     a = math.exp(-1.0 / scale)
     need = math.log(tolerance * (1.0 + a) / max(cells_times_draws, 1)) / math.log(a)
-    return max(int(math.ceil(need)) - 1, 0)
+    return max(math.ceil(need) - 1, 0)
 
 
 def sigma_of(scale: float) -> float:
@@ -188,18 +188,7 @@ def bucket_expectations(scale: float, m: NDArray[np.int64], truth: NDArray[np.in
     nan = float("nan")
     above = true_answer >= floor
     if model is not None:
-        var = model.query_variance(matrix)
-        sd = np.sqrt(var)
-        from scipy import stats
-
-        mae = sd * math.sqrt(2.0 / math.pi)
-        p95 = _normal_mixture_quantile(sd, 0.95) if not clamp else nan
-        return {"expected_rms": float(np.sqrt(var.mean())),
-                "expected_mean_abs_error": float(mae.mean()) if not clamp else nan,
-                "expected_p95_abs_error": p95,
-                "expected_bias": 0.0 if not clamp else nan,
-                "expected_mean_rel_error": float((mae[above] / true_answer[above]).mean())
-                if above.any() and not clamp else nan} | ({} if stats else {})
+        return _hierarchical_expectations(model, matrix, true_answer, above, clamp)
     fig = flat_figures(scale, np.unique(m))
     lookup = {int(k): i for i, k in enumerate(np.unique(m))}
     pos = np.array([lookup[int(k)] for k in m])
@@ -226,12 +215,37 @@ def bucket_expectations(scale: float, m: NDArray[np.int64], truth: NDArray[np.in
     }
 
 
-def _normal_mixture_quantile(sd: NDArray[np.float64], q: float) -> float:
-    """Return the ``q`` quantile of ``|X|`` pooled over normal laws of the given sds."""
-    from scipy import optimize, special
+#: Queries per bucket whose law is inverted for the hierarchical mean and p95 (evenly spaced).
+LAWS_PER_BUCKET = 12
 
-    def miss(h: float) -> float:
-        return float(special.erfc(h / (np.sqrt(2.0) * sd)).mean()) - (1.0 - q)
 
-    hi = float(sd.max()) * 10.0
-    return float(optimize.brentq(miss, 0.0, hi, xtol=1e-9 * hi))
+def _hierarchical_expectations(model: Any, matrix: Any, true_answer: NDArray[np.float64],
+                               above: NDArray[np.bool_], clamp: bool) -> dict[str, float]:
+    """Return a hierarchical bucket's figures: RMS exact on all queries, the rest from laws."""
+    from spatialdp.queries.weighted_sum import WeightedSum, mixture_quantile_abs
+
+    nan = float("nan")
+    var = model.query_variance(matrix)
+    out = {"expected_rms": float(np.sqrt(var.mean())), "expected_bias": 0.0,
+           "expected_mean_abs_error": nan, "expected_p95_abs_error": nan,
+           "expected_mean_rel_error": nan}
+    if clamp:
+        out["expected_rms"] = out["expected_bias"] = nan  # clamped leaves: simulation only
+        return out
+    pick = np.unique(np.linspace(0, matrix.shape[0] - 1, LAWS_PER_BUCKET).round().astype(int))
+    weights = model.tree.query_weights(matrix[pick])
+    laws = []
+    for j in range(pick.size):
+        w = np.concatenate([wl[:, [j]].toarray().ravel() for wl in weights])
+        b = np.concatenate([np.full(wl.shape[0], s) for wl, s in
+                            zip(weights, model.scales, strict=True)])
+        laws.append(WeightedSum(w, b))
+    mae = np.array([law.mean_abs() for law in laws])
+    # scale the sampled laws' mean absolute error to every query by its exact sd
+    ratio = float(np.mean(mae / np.sqrt(var[pick])))
+    out["expected_mean_abs_error"] = float(np.sqrt(var).mean() * ratio)
+    out["expected_p95_abs_error"] = mixture_quantile_abs(laws)  # the sample's pooled law
+    if above.any():
+        out["expected_mean_rel_error"] = float((np.sqrt(var[above]) * ratio
+                                                / true_answer[above]).mean())
+    return out

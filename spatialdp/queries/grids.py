@@ -84,7 +84,7 @@ class NoisyGrid:
         return int(self.cells.size)
 
     def cell_std(self) -> float:
-        """Standard deviation of one flat cell's noise (flat release only)."""
+        """Return the standard deviation of one flat cell's noise (flat release only)."""
         return float(noise_std(NOISE_KIND, self.scales[-1]))
 
     def query_variance(self, incidence: CellIncidence) -> NDArray[np.float64]:

@@ -192,12 +192,12 @@ class Tree:
             x[lev] = z[lev] + b * (self.up[lev - 1].T @ (x[lev - 1] - s[lev - 1]))
         return x
 
-    def query_variance(self, matrix: sparse.csr_array) -> NDArray[np.float64]:
-        """Return the exact noise variance of each query's consistent answer (adjoint passes).
+    def query_weights(self, matrix: sparse.csr_array) -> list[sparse.csc_array]:
+        """Return the weight of every node's measurement in each query's answer, per level.
 
         The answer ``q @ x_leaves`` is linear in the measurements; its weights
-        ``w`` on every node come from running the two passes backwards, and the
-        variance is ``sum_l sigma_l**2 * sum(w_l**2)``. Public parameters only.
+        (shape ``n_l x n_queries`` per level) come from running the two passes
+        backwards (the adjoint). Public parameters only.
         """
         n_lev = self.levels
         g_x: list[Any] = [None] * n_lev
@@ -211,15 +211,23 @@ class Tree:
             g_x[lev - 1] = back if g_x[lev - 1] is None else g_x[lev - 1] + back
             g_s[lev - 1] = -back
         g_z[0] = g_x[0]
-        total = np.zeros(matrix.shape[0])
+        weights: list[sparse.csc_array] = []
         for lev in range(n_lev - 1):
-            g_y = sparse.csc_array(g_z[lev].multiply(self.alpha[lev][:, None]))
-            total += self.variances[lev] * np.asarray(g_y.multiply(g_y).sum(axis=0)).ravel()
+            weights.append(sparse.csc_array(g_z[lev].multiply(self.alpha[lev][:, None])))
             through = g_s[lev] + sparse.csc_array(g_z[lev].multiply(
                 (1.0 - self.alpha[lev])[:, None]))
             g_z[lev + 1] = g_z[lev + 1] + self.up[lev].T @ through
-        g_leaf = g_z[-1]
-        total += self.variances[-1] * np.asarray(g_leaf.multiply(g_leaf).sum(axis=0)).ravel()
+        weights.append(sparse.csc_array(g_z[-1]))
+        return weights
+
+    def query_variance(self, matrix: sparse.csr_array) -> NDArray[np.float64]:
+        """Return the exact noise variance of each query's consistent answer.
+
+        ``sum_l sigma_l**2 * sum(w_l**2)`` over the weights of :meth:`query_weights`.
+        """
+        total = np.zeros(matrix.shape[0])
+        for var, w in zip(self.variances, self.query_weights(matrix), strict=True):
+            total += var * np.asarray(w.multiply(w).sum(axis=0)).ravel()
         return total
 
     def cover(self, matrix: sparse.csr_array) -> list[sparse.csr_array]:

@@ -41,7 +41,7 @@ COLUMNS = ["bucket", "n_queries", "mean_cells", "mean_abs_error", "expected_mean
 
 def _corpus(truth: TruthGrid, queries: Any) -> QueryCorpus:
     if isinstance(queries, CellIncidence):
-        queries = corpus_from_incidence(queries, truth.cells)
+        queries = corpus_from_incidence(queries)
     if not isinstance(queries, QueryCorpus):
         raise fail("queries", queries, "is not a QueryCorpus or CellIncidence",
                    "convert polygons with query_corpus(partition, frame)")
@@ -74,7 +74,7 @@ def measure_query_error(
     *,
     epsilon: float,
     method: Literal["flat", "hierarchical"] = "flat",
-    levels: int = 3,
+    levels: int = 4,
     split: Any = "geometric",
     draws: int = 200,
     report_floor: float = 25.0,
@@ -159,7 +159,7 @@ def measure_query_error(
 
         model = HierarchyModel.build(truth, eps, levels=levels, split=split)
         errors = model.simulate_errors(corpus.incidence.matrix, n_draws,
-                                       clamp_negative=clamp, gen=gen)
+                                       clamp_negative=clamp, gen=gen, truth=counts)
     rows = []
     for label in labels.categories:
         sel = np.flatnonzero(np.asarray(labels == label))

@@ -225,7 +225,7 @@ def truth_grid(
         counts=counts, cells=cells, resolution=h3cells.single_resolution(cells[:1]),
         partition_version=version, partition_key=key, max_cells_per_device=k,
         n_points=int(positions.size), n_unassigned=int((positions < 0).sum()),
-        n_devices=int(len(uniques)), n_clipped_pairs=dropped,
+        n_devices=len(uniques), n_clipped_pairs=dropped,
         n_clipped_devices=clipped_devices, partition=partition)
 
 
