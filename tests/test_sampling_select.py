@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -35,7 +37,8 @@ def test_draw_is_uniform_among_eligible_clients(take: int) -> None:
     hits = np.zeros(20, dtype=np.int64)
     for _ in range(draws):
         got = draw_capped(order, offsets, used, 1, np.array([take]), np.array([eligible]), rng)
-        assert got.size == take and np.unique(got).size == take
+        assert got.size == take
+        assert np.unique(got).size == take
         hits[got] += 1
     assert hits[used >= 1].sum() == 0
     observed = hits[used < 1]
@@ -74,8 +77,10 @@ def test_caps_hold_over_an_epoch_and_shortfalls_are_reported_with_reasons() -> N
     # The seed's staircase: 18 clients, 7 wanted: 18 -> 11 -> 4 -> 0, silent from round 4.
     assert [int(r.eligible_before) for r in remote[:4]] == [18, 11, 4, 0]
     assert [int(r.filled) for r in remote[:4]] == [7, 7, 4, 0]
-    assert remote[2].reason == "participation cap" and remote[3].shortfall == 7
-    assert remote[0].reason == "" and remote[0].shortfall == 0
+    assert remote[2].reason == "participation cap"
+    assert remote[3].shortfall == 7
+    assert remote[0].reason == ""
+    assert remote[0].shortfall == 0
 
 
 def test_a_pool_smaller_than_its_seats_is_named_as_such() -> None:
@@ -94,7 +99,8 @@ def test_a_small_stratum_is_merged_with_a_neighbour_and_the_merge_recorded() -> 
     state = sampler.new_state(fleet, target=Simulation(rng=0))
     result = sampler.select(state, 0)
     assert list(result.table.index) == ["a", "b+c"]
-    assert len(result.merges) == 1 and result.merges[0].members == ("c",)
+    assert len(result.merges) == 1
+    assert result.merges[0].members == ("c",)
     assert "eligible pool 3 below the floor 5" in result.merges[0].reason
     assert sampler.group_names(state).to_dict() == {"a": "a", "b": "b+c", "c": "b+c"}
     # Merges last for the epoch.
@@ -114,7 +120,8 @@ def test_an_island_is_merged_with_the_nearest_stratum() -> None:
     sampler = StratifiedSampler(strata, cohort=10, policy=_policy(cap=2))
     state = sampler.new_state(fleet, target=Simulation(rng=0))
     merge = sampler.select(state, 0).merges[0]
-    assert merge.into == ("b",) and "nearest group by centroid" in merge.reason
+    assert merge.into == ("b",)
+    assert "nearest group by centroid" in merge.reason
 
 
 def test_the_round_id_seeds_the_draw() -> None:
@@ -136,7 +143,7 @@ def test_consecutive_rounds_overlap_in_a_small_stratum_only_by_chance() -> None:
     small = np.flatnonzero(fleet == strata.positions(["b"])[0])
     picks = [np.intersect1d(sampler.select(state, r).clients, small) for r in range(rounds)]
     assert all(p.size == 6 for p in picks)
-    overlap = np.array([np.intersect1d(p, q).size for p, q in zip(picks, picks[1:], strict=False)])
+    overlap = np.array([np.intersect1d(p, q).size for p, q in itertools.pairwise(picks)])
     # Hypergeometric(N=30, K=6, n=6): mean 1.2, variance 6*(6/30)*(24/30)*(24/29).
     se = np.sqrt(6 * 0.2 * 0.8 * 24 / 29 / overlap.size)
     assert abs(overlap.mean() - 1.2) < 5 * se
@@ -159,7 +166,8 @@ def test_the_epoch_is_charged_cap_times_epsilon_to_the_ledger() -> None:
         assert audit["charged"].iloc[0] == pytest.approx(policy.epsilon_per_client_epoch)
         assert state.charge["epsilon_per_client_epoch"] == pytest.approx(0.15)
         nxt = sampler.next_epoch(state, target=ReleaseTarget(ledger, epoch=1, why="epoch 1"))
-        assert nxt.epoch == 1 and nxt.used.max() == 0
+        assert nxt.epoch == 1
+        assert nxt.used.max() == 0
         assert ledger.remaining(1, "training") == pytest.approx(before - 0.15)
 
 
@@ -198,7 +206,8 @@ def test_refuses_a_cohort_larger_than_the_eligible_fleet() -> None:
     left = 873 - first.clients.size
     with pytest.raises(InvalidInput, match=f"exceeds the eligible fleet of {left} clients"):
         sampler.select(state, 1)
-    assert np.array_equal(state.used, used) and state.rounds == [0]
+    assert np.array_equal(state.used, used)
+    assert state.rounds == [0]
 
 
 def test_refuses_a_repeated_round_id_and_rounds_beyond_the_epoch() -> None:
@@ -223,7 +232,7 @@ def test_refuses_stratum_ids_not_in_the_partition() -> None:
 
 
 def test_refuses_a_state_of_other_strata() -> None:
-    strata, fleet = row_strata(SEED_POPULATIONS)
+    strata, _fleet = row_strata(SEED_POPULATIONS)
     other, _ = row_strata({"x": 10, "y": 10})
     state = StratifiedSampler(other, cohort=4, policy=_policy()).new_state(
         np.array([0, 1] * 10), target=Simulation(rng=0))
@@ -237,7 +246,8 @@ def test_a_fleet_below_the_floor_is_refused_not_sampled() -> None:
     state = sampler.new_state(fleet, target=Simulation(rng=0))
     with pytest.raises(CohortTooSmall, match="below min_stratum_cohort=5"):
         sampler.select(state, 0)
-    assert state.used.sum() == 0 and state.merges == []
+    assert state.used.sum() == 0
+    assert state.merges == []
 
 
 @pytest.mark.parametrize(("kwargs", "match"), [

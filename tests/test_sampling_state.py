@@ -43,8 +43,10 @@ def test_a_million_client_state_survives_save_and_load(
     path = sampler_path = state.save(tmp_path / "participation.npz")
     loaded = ParticipationState.load(sampler_path, strata_version=sampler.strata.version)
     assert path.stat().st_size < 8_000_000
-    assert np.array_equal(loaded.used, state.used) and loaded.rounds == [0, 1, 2]
-    assert loaded.entropy == state.entropy and loaded.history == state.history
+    assert np.array_equal(loaded.used, state.used)
+    assert loaded.rounds == [0, 1, 2]
+    assert loaded.entropy == state.entropy
+    assert loaded.history == state.history
     # The loaded state continues the epoch exactly as the original would.
     assert np.array_equal(sampler.select(loaded, 3).clients, sampler.select(state, 3).clients)
 
@@ -62,7 +64,8 @@ def _saved(tmp_path: Path) -> tuple[StratifiedSampler, Path]:
 def test_merges_and_charge_are_restored(tmp_path: Path) -> None:
     sampler, path = _saved(tmp_path)
     loaded = ParticipationState.load(path, strata_version=sampler.strata.version)
-    assert loaded.merges[0].members == ("c",) and "below the floor" in loaded.merges[0].reason
+    assert loaded.merges[0].members == ("c",)
+    assert "below the floor" in loaded.merges[0].reason
     assert loaded.charge["accounting"] == "simulation"
     assert loaded.charge["epsilon_per_client_epoch"] == pytest.approx(0.5)
 
