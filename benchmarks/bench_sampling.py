@@ -34,7 +34,7 @@ from _common import MEMORY_METHOD, measure, ratio_line
 
 from spatialdp.geo import Partition
 from spatialdp.privacy.target import Simulation
-from spatialdp.sampling import ParticipationPolicy, StratifiedSampler, Strata
+from spatialdp.sampling import ParticipationPolicy, Strata, StratifiedSampler
 from spatialdp.sampling.allocation import apportion
 
 
