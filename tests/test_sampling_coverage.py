@@ -204,3 +204,26 @@ def test_figures_draw_blind_spots_hatched_and_merges_outlined(states_epoch: tupl
 
 def test_coverage_result_type() -> None:
     assert Coverage.__dataclass_params__.frozen  # type: ignore[attr-defined]
+
+
+def test_sampling_on_density_while_reporting_on_states() -> None:
+    strata = density_strata()
+    states = us_states_partition()
+    fleet = synthetic_fleet(20_000, rng=5)
+    lon, lat = fleet.lon.to_numpy(), fleet.lat.to_numpy()
+    sampler = StratifiedSampler(strata, cohort=100, policy=_policy(1, 2))
+    state = sampler.new_state(strata.assign(lon=lon, lat=lat), target=Simulation(rng=0))
+    sampler.select(state, 0)
+    cells = strata.cell_partition.assign(lon=lon, lat=lat).positions
+    cov = epoch_coverage(sampler, state, client_cells=cells, report=states,
+                         client_regions=states.assign(lon=lon, lat=lat).positions)
+    report = cov.report_table
+    assert int(report.clients.sum()) == 20_000
+    assert int(report.clients_sampled.sum()) == 100
+    assert cov.blind_regions == list(report.index[(report.clients > 0)
+                                                  & (report.clients_sampled == 0)])
+    assert 0 < cov.cells_sampled <= 100
+    assert cov.n_cells == strata.cell_partition.n_regions
+    assert json.loads(cov.to_json())["blind_regions"] == cov.blind_regions
+    with pytest.raises(InvalidInput, match="not one region position per client"):
+        epoch_coverage(sampler, state, report=states, client_regions=[0])

@@ -57,6 +57,11 @@ class Coverage:
         Where it was charged (target metadata).
     alerts : list of Incident
     strata_partition : Partition
+    report_table : pandas.DataFrame or None
+        With a report partition: one row per report region (``clients``,
+        ``clients_sampled``, ``blind_spot``), e.g. states while sampling on density.
+    blind_regions : list of str
+        Report regions with clients but none sampled this epoch.
     """
 
     epoch: int
@@ -73,6 +78,8 @@ class Coverage:
     charge: dict[str, Any]
     alerts: list[Incident] = field(default_factory=list)
     strata_partition: Partition | None = None
+    report_table: pd.DataFrame | None = None
+    blind_regions: list[str] = field(default_factory=list)
 
     def to_geodataframe(self) -> gpd.GeoDataFrame:
         """Return the per-stratum table on the strata geometry (``.plot()`` / ``.explore()``)."""
@@ -97,6 +104,9 @@ class Coverage:
             "alerts": [{"kind": a.kind, "region_id": a.region_id, "message": a.message,
                         "hint": a.hint} for a in self.alerts],
             "strata_table": json.loads(self.table.reset_index().to_json(orient="records")),
+            "blind_regions": list(self.blind_regions),
+            "report_table": (None if self.report_table is None else json.loads(
+                self.report_table.reset_index().to_json(orient="records"))),
         }
 
     def to_json(self, **kwargs: Any) -> str:
@@ -130,6 +140,7 @@ class Coverage:
 
 def epoch_coverage(sampler: StratifiedSampler, state: ParticipationState, *,
                    client_cells: ArrayLike | None = None, n_cells: int | None = None,
+                   report: Partition | None = None, client_regions: ArrayLike | None = None,
                    score_threshold: float = 0.8) -> Coverage:
     """Summarise the epoch of ``state`` as a :class:`Coverage` result.
 
@@ -143,6 +154,10 @@ def epoch_coverage(sampler: StratifiedSampler, state: ParticipationState, *,
         ``"h3"`` the strata are the cells and this is not needed.
     n_cells : int, optional
         Number of cells (default: the strata's cell partition size).
+    report, client_regions : Partition and array of int, optional
+        A reporting partition (e.g. the states, while sampling on density strata)
+        and each client's region position in it (``report.assign(...).positions``):
+        adds a per-region table and the blind regions.
     score_threshold : float, default 0.8
         Coverage-score alert threshold.
 
@@ -180,6 +195,22 @@ def epoch_coverage(sampler: StratifiedSampler, state: ParticipationState, *,
     elif strata.basis == "h3":
         total_cells, cells_hit = n, int((distinct > 0).sum())
         share_cells = cells_hit / n
+    report_table, blind_regions = None, []
+    if report is not None or client_regions is not None:
+        check_instance(report, "report", Partition, "pass the report Partition with "
+                       "client_regions")
+        assert report is not None
+        regions = np.asarray(client_regions)
+        if regions.shape != state.client_stratum.shape or regions.dtype.kind not in "iu":
+            raise fail("client_regions", client_regions, "is not one region position per "
+                       "client", "pass report.assign(...).positions for the fleet")
+        ok = regions >= 0
+        everyone = np.bincount(regions[ok], minlength=report.n_regions)
+        reached = np.bincount(regions[ok & sampled], minlength=report.n_regions)
+        report_table = pd.DataFrame({"clients": everyone, "clients_sampled": reached,
+                                     "blind_spot": (everyone > 0) & (reached == 0)},
+                                    index=pd.Index(report.region_ids, name="region_id"))
+        blind_regions = [str(r) for r in report_table.index[report_table.blind_spot]]
     scores = pd.Series([h["score"] for h in state.history],
                        index=pd.Index([h["round_index"] for h in state.history],
                                       name="round_index"), name="score", dtype=float)
@@ -199,4 +230,5 @@ def epoch_coverage(sampler: StratifiedSampler, state: ParticipationState, *,
         n_cells=total_cells, cells_sampled=cells_hit, blind_spots=blind,
         merges=list(state.merges), score_history=scores,
         epsilon_per_client=sampler.policy.epsilon_per_client_epoch, charge=dict(state.charge),
-        alerts=alerts, strata_partition=strata.partition)
+        alerts=alerts, strata_partition=strata.partition, report_table=report_table,
+        blind_regions=blind_regions)
