@@ -60,9 +60,14 @@ def attach(package: str, init_file: str) -> tuple[Callable[[str], Any], Callable
     -------
     (getattr, dir) : tuple of callables
         Assign them to the package's ``__getattr__`` and ``__dir__``.
+
+    Notes
+    -----
+    A lazy name must not be the name of one of the package's submodules: importing
+    that submodule binds the package attribute to the module, which would then hide
+    the name (``tests/test_lazy.py`` checks this).
     """
     exports = _declared_imports(Path(init_file).read_text(encoding="utf-8"))
-
     def __getattr__(name: str) -> Any:
         module_name = exports.get(name)
         if module_name is not None:

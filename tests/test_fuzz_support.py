@@ -131,8 +131,8 @@ class Defect:
 
 
 OPEN_DEFECTS: tuple[Defect, ...] = (
-    # federated/secure_sum.py (the lead's)
-    Defect("check_clipping", ValueError, "truth value of", "spatialdp/federated/secure_sum.py",
+    # federated/group_sums.py (the lead's)
+    Defect("check_clipping", ValueError, "truth value of", "spatialdp/federated/group_sums.py",
            "absent_allowed=np.array([1.0, 2.0]) (or a Series): the flag is used in `if` "
            "unchecked; refuse non-bools (_validation.check_flag)"),
     # privacy (noise and ledger owners)

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import importlib
+import pkgutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+from spatialdp._lazy import _declared_imports
 
 LAZY_PACKAGES = ["spatialdp", "spatialdp.privacy", "spatialdp.federated", "spatialdp.geo"]
 
@@ -23,9 +27,24 @@ def test_import_loads_no_heavy_dependency() -> None:
 @pytest.mark.parametrize("package", LAZY_PACKAGES)
 def test_every_public_name_resolves(package: str) -> None:
     module = importlib.import_module(package)
+    declared = _declared_imports(Path(module.__file__).read_text(encoding="utf-8"))
+    assert set(declared) <= set(module.__all__)
     for name in module.__all__:
-        assert getattr(module, name) is not None, name
+        if name in declared:  # the very object of the module that defines it
+            source = importlib.import_module(declared[name])
+            assert getattr(module, name) is getattr(source, name), name
+        else:
+            assert hasattr(module, name), name
     assert set(module.__all__) <= set(dir(module))
+
+
+@pytest.mark.parametrize("package", LAZY_PACKAGES)
+def test_no_lazy_name_is_also_a_submodule(package: str) -> None:
+    # importing such a submodule would rebind the package attribute to the module
+    module = importlib.import_module(package)
+    declared = _declared_imports(Path(module.__file__).read_text(encoding="utf-8"))
+    submodules = {info.name for info in pkgutil.iter_modules(module.__path__)}
+    assert not set(declared) & submodules
 
 
 def test_submodules_resolve_as_attributes() -> None:

@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # the public names, imported on first use (spatialdp._lazy)
         device_report,
         track_ratio_spec,
     )
+    from spatialdp.federated.group_sums import SecureSum, check_clipping, secure_sum
     from spatialdp.federated.health import RoundHealth, round_health
     from spatialdp.federated.incidents import (
         Incident,
@@ -39,7 +40,6 @@ if TYPE_CHECKING:  # the public names, imported on first use (spatialdp._lazy)
     from spatialdp.federated.monitor import compare_releases, compare_reports, drift
     from spatialdp.federated.regional import RegionalReport, regional_report
     from spatialdp.federated.release import HistogramRelease, MetricRelease, predicted_error_bar
-    from spatialdp.federated.secure_sum import SecureSum, check_clipping, secure_sum
 
 __getattr__, __dir__ = attach(__name__, __file__)
 

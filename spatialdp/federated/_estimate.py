@@ -33,8 +33,8 @@ from numpy.typing import NDArray
 from spatialdp.exceptions import SpatialDPError
 from spatialdp.federated._pipeline import ReleasePlan
 from spatialdp.federated._tags import refuse_non_finite
+from spatialdp.federated.group_sums import check_clipping, sum_by_group
 from spatialdp.federated.metrics import HistogramSpec, MetricSpec
-from spatialdp.federated.secure_sum import check_clipping, sum_by_group
 from spatialdp.privacy.noise import LaplaceMechanism
 
 __all__ = ["Estimate", "EstimatePlan", "UninformativeReleaseWarning", "plan_estimate",

@@ -2,7 +2,7 @@
 
 Devices send clipped, bounded numbers (:mod:`spatialdp.federated.device`).
 Secure aggregation gives the server only the sums and the number of clients
-(:mod:`spatialdp.federated.secure_sum`); Laplace noise is added once to each sum
+(:mod:`spatialdp.federated.group_sums`); Laplace noise is added once to each sum
 (never per client), at scale ``sensitivity / epsilon``, and the noised sum
 divided by the cohort is published with its error bar. A histogram's buckets are
 one release. Per-region releases are :func:`spatialdp.federated.regional_report`.

@@ -398,8 +398,10 @@ def regional_report(
             f"{s.key} (epsilon {epsilons[s.name]:g})" for s in metrics),
         default_line_item=REGIONAL_LINE_ITEM)
     suppressed = counts < floor
+    round_index = pd.array([account.round_index] * partition.n_regions, dtype="Int64")
     report = RegionalReport(
-        frames={est.spec.name: _metric_frame(est, partition) for est in estimates},
+        frames={est.spec.name: _metric_frame(est, partition, round_index)
+                for est in estimates},
         partition_version=partition.version,
         round_index=account.round_index,
         epsilon=epsilons,
@@ -411,17 +413,14 @@ def regional_report(
         estimates={est.spec.name: est for est in estimates},
     )
     for name, frame in report.frames.items():
-        frame["estimator"] = report.estimates[name].estimator
-        frame["metric"] = report.metrics[name]
-        frame["partition_version"] = partition.version
-        frame["round_index"] = pd.array([account.round_index] * len(frame), dtype="Int64")
         frame.attrs["spatialdp"] = {**report.metadata(), "metric": name,
                                     "epsilon": epsilons[name],
                                     "estimator": report.estimates[name].estimator}
     return report
 
 
-def _metric_frame(est: Estimate, partition: Partition) -> gpd.GeoDataFrame:
+def _metric_frame(est: Estimate, partition: Partition, round_index: pd.api.extensions.ExtensionArray
+                  ) -> gpd.GeoDataFrame:
     """Return the published frame of one metric (schema: :mod:`spatialdp.federated.schema`)."""
     columns: dict[str, object] = {}
     if isinstance(est.spec, HistogramSpec):
@@ -439,7 +438,8 @@ def _metric_frame(est: Estimate, partition: Partition) -> gpd.GeoDataFrame:
     columns.update(
         error_bar=est.error_bar, noise_std=est.noise_std, cohort=cohort, cv=cv,
         reliability=reliability_class(np.nan_to_num(cv, nan=np.inf), est.suppressed),
-        suppressed=est.suppressed, clip_low=low, clip_high=high)
+        suppressed=est.suppressed, clip_low=low, clip_high=high, estimator=est.estimator,
+        metric=est.spec.key, partition_version=partition.version, round_index=round_index)
     # The table is indexed by the partition's own region ids, in order: no join needed.
     regions = partition.regions
     frame = gpd.GeoDataFrame({"geometry": regions.geometry.array, **columns},
