@@ -227,3 +227,19 @@ def test_sampling_on_density_while_reporting_on_states() -> None:
     assert json.loads(cov.to_json())["blind_regions"] == cov.blind_regions
     with pytest.raises(InvalidInput, match="not one region position per client"):
         epoch_coverage(sampler, state, report=states, client_regions=[0])
+
+
+def test_polygon_strata_crosswalk_splits_area_between_report_regions() -> None:
+    import geopandas as gpd
+    import shapely
+
+    from spatialdp.geo import Partition
+
+    strata, _ = row_strata({"a": 1, "b": 1})  # unit squares [0, 1] and [1, 2]
+    halves = gpd.GeoDataFrame({"id": ["west", "east"]}, crs=4326, geometry=[
+        shapely.box(0, 0, 1.5, 1), shapely.box(1.5, 0, 2, 1)])
+    walk = strata.crosswalk(Partition.from_geodataframe(halves, "id"))
+    shares = walk.set_index(["stratum", "region_id"]).area_share
+    assert shares[("a", "west")] == pytest.approx(1.0)
+    assert shares[("b", "west")] == pytest.approx(0.5, abs=1e-3)
+    assert shares[("b", "east")] == pytest.approx(0.5, abs=1e-3)

@@ -6,6 +6,8 @@ import itertools
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats
 
 from spatialdp.exceptions import BudgetExceeded, CohortTooSmall, InvalidInput, PartitionMismatch
@@ -275,3 +277,40 @@ def test_neyman_sampler_follows_sigma() -> None:
                                 sigma={"a": 1.0, "b": 2.0})
     result = sampler.select(sampler.new_state(fleet, target=Simulation(rng=0)), 0)
     assert result.table.wanted.tolist() == [10, 20]
+
+
+@settings(max_examples=25, deadline=None)
+@given(pops=st.lists(st.integers(0, 400), min_size=2, max_size=8).filter(
+           lambda xs: sum(xs) >= 40),
+       cap=st.integers(1, 3), floor=st.integers(0, 6), data=st.data())
+def test_every_round_keeps_its_books(pops: list[int], cap: int, floor: int,
+                                     data: st.DataObject) -> None:
+    # Contract: seats sum to the cohort, filled + shortfall = wanted, no repeats, caps
+    # held, eligible counts match the clients, every shortfall has a reason.
+    strata, fleet = row_strata({f"s{i}": n for i, n in enumerate(pops)})
+    cohort = data.draw(st.integers(1, sum(pops) // 4))
+    mode = data.draw(st.sampled_from(["proportional", "sqrt", "equal"]))
+    policy = ParticipationPolicy(participation_cap=cap, epsilon_per_round=0.1,
+                                 rounds_per_epoch=4)
+    sampler = StratifiedSampler(strata, cohort=cohort, policy=policy, mode=mode,
+                                min_stratum_cohort=floor)
+    state = sampler.new_state(fleet, target=Simulation(rng=data.draw(st.integers(0, 99))))
+    for r in range(4):
+        eligible = int((state.used < cap).sum())
+        if cohort > eligible:
+            with pytest.raises(InvalidInput, match="exceeds the eligible fleet"):
+                sampler.select(state, r)
+            break
+        try:
+            result = sampler.select(state, r)
+        except CohortTooSmall:
+            assert eligible < floor
+            break
+        table = result.table
+        assert int(table.wanted.sum()) == cohort
+        assert (table.filled + table.shortfall == table.wanted).all()
+        assert int(table.filled.sum()) == result.clients.size
+        assert np.unique(result.clients).size == result.clients.size
+        assert ((table.shortfall > 0) == (table.reason != "")).all()
+        assert int(table.eligible_after.sum()) == int((state.used < cap).sum())
+    assert state.used.max() <= cap

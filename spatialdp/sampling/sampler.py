@@ -117,6 +117,7 @@ class _Layout:
         self.group_order = self.order
         self.group_offsets = self.offsets
         self.previous: NDArray[np.int64] | None = None
+        self.rounds_seen = len(state.rounds)
         self._names: tuple[bytes, tuple[str, ...]] = (b"", ())
 
     def names(self, labels: NDArray[np.int64], reps: NDArray[np.int64],
@@ -287,7 +288,9 @@ class StratifiedSampler:
 
     def _layout(self, state: ParticipationState) -> _Layout:
         cached = self._layouts.get(id(state))
-        if cached is None or cached[0] is not state:
+        # Rebuilt when the state is new to this sampler or was advanced by another one.
+        if (cached is None or cached[0] is not state
+                or cached[1].rounds_seen != len(state.rounds)):
             self._layouts = {id(state): (state, _Layout(state, self.strata.n_strata))}
             return self._layouts[id(state)][1]
         return cached[1]
@@ -381,6 +384,7 @@ class StratifiedSampler:
             "unfilled_groups": [names[i] for i in np.flatnonzero(shortfall > 0)],
             "groups": len(reps)})
         lay.previous = clients
+        lay.rounds_seen = len(state.rounds)
         return RoundCohort(round_index, state.epoch, clients, names, counts, score, merges)
 
     def group_names(self, state: ParticipationState) -> pd.Series:
