@@ -97,7 +97,8 @@ def test_hierarchical_is_consistent_and_charges_the_total(truth) -> None:  # typ
     assert spent == pytest.approx(1.0)
     assert spent <= 1.0 + 1e-12
     tree = grid.tree
-    assert tree is not None and tree.estimates is not None
+    assert tree is not None
+    assert tree.estimates is not None
     for lev in range(tree.levels - 1):  # every parent equals the sum of its children
         np.testing.assert_allclose(tree.up[lev] @ tree.estimates[lev + 1], tree.estimates[lev],
                                    atol=1e-9)

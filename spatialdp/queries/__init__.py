@@ -11,9 +11,11 @@ its analytic expectation).
 
 from __future__ import annotations
 
+from spatialdp.queries.advice import compare_releases, recommend_resolution
 from spatialdp.queries.answers import answer_polygons
 from spatialdp.queries.corpus import QueryCorpus, query_corpus
 from spatialdp.queries.flat import release_flat
+from spatialdp.queries.fresh import answer_fresh
 from spatialdp.queries.grids import NoisyGrid
 from spatialdp.queries.hierarchy import level_epsilons, release_hierarchical
 from spatialdp.queries.measure import measure_query_error
@@ -23,11 +25,14 @@ __all__ = [
     "NoisyGrid",
     "QueryCorpus",
     "TruthGrid",
+    "answer_fresh",
     "answer_polygons",
+    "compare_releases",
     "grid_version",
     "level_epsilons",
     "measure_query_error",
     "query_corpus",
+    "recommend_resolution",
     "release_flat",
     "release_hierarchical",
     "truth_grid",

@@ -154,7 +154,7 @@ def recommend_resolution(n_devices: int, epsilon: float, area_km2: float, *,
         "devices_per_cell": n / cells, "noise_sd": sd,
         "signal_to_noise": n / cells / sd,
         "log_distance": np.abs(np.log(cells / target))}).set_index("resolution")
-    best = int(table["log_distance"].idxmin())
+    best = int(np.argmin(table["log_distance"].to_numpy()))
     reasoning = (
         f"N epsilon / c = {n:,} x {eps:g} / {const:g} = {target:,.0f} cells over "
         f"{area:,.0f} km^2, i.e. cells of about {area / target:,.3g} km^2. H3 resolution "

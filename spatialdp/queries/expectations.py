@@ -203,7 +203,7 @@ def bucket_expectations(scale: float, m: NDArray[np.int64], truth: NDArray[np.in
         bites = bool((bias_q > 1e-9 * np.sqrt(var1)).any())
         bias = float(bias_q.mean())
     else:
-        second = m * var1
+        second = m.astype(np.float64) * var1
         bias = 0.0
     return {
         "expected_rms": float(np.sqrt(second.mean())),

@@ -217,7 +217,7 @@ def truth_grid(
         raise fail("device_ids", f"{len(ids)} ids", f"do not match the {positions.size} points",
                    "give one device id per point")
     if ids.hasnans:
-        raise fail("device_ids", f"{int(ids.isna().sum())} missing", "are missing values",
+        raise fail("device_ids", f"{int(np.sum(ids.isna()))} missing", "are missing values",
                    "give every point its device id")
     codes, uniques = pd.factorize(ids)
     counts, dropped, clipped_devices = _clip_and_count(codes, positions, cells.size, k)

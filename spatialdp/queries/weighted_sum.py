@@ -76,7 +76,7 @@ class WeightedSum:
         start = 0.0
         block = 4096
         for _ in range(_MAX_POINTS // block):
-            t = start + step * np.arange(block)
+            t = start + step * np.arange(block, dtype=np.float64)
             phi = np.exp(self._log_phi(t))
             t_parts.append(t)
             phi_parts.append(phi)
