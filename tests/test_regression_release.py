@@ -201,5 +201,5 @@ def test_label_count_mismatch_and_missing_delta_are_refused():
 
 def test_too_many_rounds_for_disjoint_groups_are_refused():
     X, y = _data(10)
-    with pytest.raises(InvalidInput, match="fewer than 2 clients per group"):
+    with pytest.raises(InvalidInput, match="fewer than 2 clients per group with 10 sample"):
         fit_iterative(X, y, modulation=Modulation(), rho=1.0, rounds=6, target=Simulation())

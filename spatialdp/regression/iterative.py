@@ -1,7 +1,8 @@
 """The iterative protocol: projected gradient descent on unbiased gradients, one release a round.
 
 Round ``t``: the server picks ``m`` directions orthogonal to the current
-``beta_t`` (:func:`~spatialdp.regression.modulation.random_directions`), the
+``beta_t`` (:func:`~spatialdp.regression.modulation.random_directions`; when
+``m = d`` there is no room and they are just random), the
 round's clients release modulated reports, and the server steps
 
     ``beta_{t+1} = Proj_ball(beta_t - (step / L_t) G_t)``,
@@ -108,7 +109,7 @@ def fit_iterative(X: Any, y: Any, *, modulation: Modulation, target: Any, rho: A
                        fix="pass a relative step in (0, 2), e.g. 1.0")
     if how == "once" and K < 2 * T:
         raise fail(
-            "rounds", T, f"leaves fewer than 2 clients per group for K={K}",
+            "rounds", T, f"leaves fewer than 2 clients per group with {K} sample(s)",
             "use fewer rounds or participation='every'")
     rho_t = round_rho(total, T, how)
     gen = acct.rng if isinstance(acct, Simulation) else np.random.default_rng()
@@ -124,7 +125,9 @@ def fit_iterative(X: Any, y: Any, *, modulation: Modulation, target: Any, rho: A
     intercepts: list[float] = []
     sigma = 0.0
     for t, idx in enumerate(groups):
-        V = random_directions(d, modulation.n_directions, rng=gen, orthogonal_to=beta)
+        room = modulation.n_directions <= d - 1  # else v_t cannot be orthogonal to beta_t
+        V = random_directions(d, modulation.n_directions, rng=gen,
+                              orthogonal_to=beta if room else None)
         if how == "every":
             charge_rho(acct, rho=rho_t, structure=Disjoint("modulated-regression:clients", K),
                        what=f"modulated features, round {t + 1} of {T}", round_index=t)

@@ -44,6 +44,7 @@ from numpy.typing import NDArray
 
 from spatialdp._random import RandomLike, as_generator
 from spatialdp._validation import check_count, check_number, fail
+from spatialdp.regression._blocks import row_matmul
 from spatialdp.regression._checks import check_directions
 
 __all__ = ["Modulation", "clip_rows", "modulate", "random_directions"]
@@ -195,10 +196,10 @@ def modulate(X: NDArray[np.float64], directions: Any, modulation: Modulation,
                    f"{modulation.n_directions}", "give exactly n_directions directions")
     out = X * (1.0 - modulation.alpha)
     if modulation.lam > 0.0:
-        arg = X @ V.T
+        arg = row_matmul(X, V.T)
         arg *= modulation.omega
         arg += phases
         np.cos(arg, out=arg)
         arg *= modulation.lam / math.sqrt(modulation.n_directions)
-        out += arg @ V
+        out += row_matmul(arg, V)
     return out

@@ -39,6 +39,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from spatialdp._validation import check_finite_array, check_number
+from spatialdp.regression._blocks import gram, weighted_sum
 from spatialdp.regression.client import ClientReports
 
 __all__ = [
@@ -55,9 +56,9 @@ def raw_moments(reports: ClientReports) -> tuple[NDArray[np.float64], NDArray[np
     """Return ``((1/K) sum g~ g~^T, (1/K) sum y g~)`` (one BLAS pass each)."""
     G = reports.features
     K = G.shape[0]
-    second = G.T @ G
+    second = gram(G)
     second /= K
-    cross = reports.labels @ G
+    cross = weighted_sum(G, reports.labels)
     cross /= K
     return second, cross
 
@@ -130,6 +131,8 @@ def project_ball(beta: NDArray[np.float64], radius: float) -> NDArray[np.float64
     >>> project_ball(np.array([3.0, 4.0]), 1.0).tolist()
     [0.6000000000000001, 0.8]
     """
+    if radius == np.inf:
+        return beta
     r = check_number(radius, "radius", low=0.0, fix="pass a radius >= 0 (np.inf for none)")
     norm = float(np.linalg.norm(beta))
     return beta if norm <= r else beta * (r / norm)

@@ -1,0 +1,157 @@
+"""Estimators against the planner: consistency in K, regularisation, DP-SGD, Cramér-Rao."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from spatialdp.privacy import Simulation
+from spatialdp.regression import (
+    FeasibilityWarning,
+    Modulation,
+    fit_dpsgd,
+    fit_iterative,
+    fit_one_shot,
+    plan_regression,
+    reconstruction_bound,
+    reconstruction_table,
+    transform_clients,
+    tune_dpsgd,
+)
+
+D = 20
+SIGNAL_SCALE = 0.5  # x ~ N(0, 0.25 I): E||x||^2 = 5, rarely clipped at R = 3
+BETA = np.linspace(-0.5, 0.5, D)
+NOISE = 0.5
+
+
+def _population(K: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    X = SIGNAL_SCALE * rng.normal(size=(K, D))
+    return X, X @ BETA + NOISE * rng.normal(size=K)
+
+
+def _excess(coef: np.ndarray, X: np.ndarray, y: np.ndarray) -> float:
+    """(beta^ - beta_ols)^T Sigma_c (beta^ - beta_ols): the excess risk against OLS."""
+    mean = X.mean(axis=0)
+    S = X.T @ X / X.shape[0] - np.outer(mean, mean)
+    ols = np.linalg.solve(S, (y - y.mean()) @ X / X.shape[0])
+    diff = coef - ols
+    return float(diff @ S @ diff)
+
+
+def _plan(K: int, mod: Modulation, rho: float, **kw):
+    signal = SIGNAL_SCALE**2 * float(BETA @ BETA)
+    y2 = signal + NOISE**2
+    return plan_regression(K, D, rho=rho, modulation=mod, feature_second_moment=D * SIGNAL_SCALE**2,
+                           label_second_moment=y2, r_squared=signal / y2, warn=False, **kw)
+
+
+def test_one_shot_error_falls_at_the_planners_rate():
+    mod = Modulation(lam=1.0, omega=1.0, radius=3.0)
+    rho = 8.0
+    measured, predicted = [], []
+    for K, reps in ((10_000, 8), (100_000, 3), (1_000_000, 1)):
+        errs = []
+        for r in range(reps):
+            X, y = _population(K, seed=r)
+            rep = transform_clients(X, y, modulation=mod, rho=rho, target=Simulation(rng=100 + r))
+            errs.append(_excess(fit_one_shot(rep).coef, X, y))
+        measured.append(np.mean(errs))
+        plan = _plan(K, mod, rho)
+        predicted.append(plan.predicted("one_shot") - plan.predicted("ols") / (1 + D / K))
+    ratio = np.array(measured) / np.array(predicted)
+    assert np.all((ratio > 0.5) & (ratio < 2.0)), ratio
+    # from 10^5 to 10^6 clients both fall by about 10 (the 1/K regime)
+    assert 5 < measured[1] / measured[2] < 20
+    assert 5 < predicted[1] / predicted[2] < 20
+
+
+def test_unregularised_one_shot_is_nonsense_and_the_regularised_one_is_not():
+    K, d = 3000, 8
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(2 * K, d))
+    y = X @ rng.normal(scale=0.3, size=d) + rng.normal(size=2 * K)
+    mod = Modulation(radius=3.0)
+    with pytest.warns(FeasibilityWarning, match="no private estimator is predicted to beat"):
+        plan = plan_regression(K, d, epsilon=1.0, delta=1e-6, modulation=mod)
+    assert plan.predicted("one_shot_unregularised") > 10 * plan.zero_mse
+    zero = float(np.mean((y[K:] - y[:K].mean()) ** 2))
+    raw, reg = [], []
+    for r in range(20):
+        rep = transform_clients(X[:K], y[:K], modulation=mod, epsilon=4.0, delta=1e-6,
+                                target=Simulation(rng=r))
+        for out, kw in ((raw, {"ridge": None, "norm_cap": None, "psd": False}), (reg, {})):
+            fit = fit_one_shot(rep, **kw)
+            out.append(np.mean((fit.predict(X[K:]) - y[K:]) ** 2))
+    # a near-singular noisy Sigma^ makes the raw solve heavy-tailed: a few fits explode
+    assert np.mean(raw) > 2 * zero
+    assert np.max(raw) > 10 * zero
+    assert np.mean(reg) < zero
+
+
+def test_planner_does_not_warn_when_a_fit_can_beat_zero():
+    plan = plan_regression(1_000_000, D, rho=1.0, radius=3.0)
+    assert plan.feasible
+    assert plan.table.loc["one_shot", "beats_zero"]
+
+
+@pytest.mark.parametrize("how", ["once", "every"])
+def test_iterative_recovers_the_coefficients_at_a_large_budget(how):
+    X, y = _population(50_000, seed=1)
+    fit = fit_iterative(X, y, modulation=Modulation(lam=1.0, radius=3.0, n_directions=2),
+                        rho=200.0, rounds=6, participation=how, target=Simulation(rng=2))
+    assert _excess(fit.coef, X, y) < 0.02
+    assert len(fit.history) == 6
+    # v_t orthogonal to beta_t is possible for m <= d - 1
+    assert fit.method == "iterative"
+
+
+def test_dpsgd_central_beats_local_noise_at_the_same_budget():
+    X, y = _population(20_000, seed=4)
+    errs = {}
+    for noise in ("local", "central"):
+        fit = fit_dpsgd(X, y, rho=0.05, noise=noise, rounds=20, clip=1.0, step=1.0,
+                        target=Simulation(rng=5))
+        errs[noise] = _excess(fit.coef, X, y)
+    assert errs["central"] < 0.1
+    assert errs["local"] > 2 * errs["central"]
+
+
+def test_dpsgd_tuning_picks_a_grid_point_on_validation():
+    X, y = _population(6000, seed=6)
+    params, fit = tune_dpsgd(X[:4000], y[:4000], X[4000:], y[4000:], rho=1.0, noise="central",
+                             target_factory=lambda: Simulation(rng=0), clips=(0.5, 2.0),
+                             steps=(0.3, 1.0), rounds=(5,))
+    assert params["clip"] in (0.5, 2.0)
+    assert params["step"] in (0.3, 1.0)
+    val = np.mean((fit.predict(X[4000:]) - y[4000:]) ** 2)
+    assert val < np.var(y[4000:])
+
+
+def test_cramer_rao_bound_is_attained_without_modulation_and_holds_with_it():
+    rng = np.random.default_rng(8)
+    d, n = 5, 40_000
+    x = rng.normal(size=(1, d)) * 0.3
+    X = np.repeat(x, n, axis=0)
+    for mod, attained in ((Modulation(alpha=0.4, radius=1.0), True),
+                          (Modulation(alpha=0.4, lam=1.0, omega=2.0, n_directions=2,
+                                      radius=1.0), False)):
+        rep = transform_clients(X, np.zeros(n), modulation=mod, rho=1.0,
+                                target=Simulation(rng=9))
+        est = rep.features / (1 - mod.alpha)  # unbiased over phases and noise
+        err = np.sum((est - x) ** 2, axis=1)
+        bound = reconstruction_bound(mod, sigma=rep.sigma, n_features=d)
+        se = err.std() / math.sqrt(n)
+        if attained:
+            assert abs(err.mean() - bound) < 4 * se
+        else:
+            assert err.mean() > bound + 4 * se
+
+
+def test_reconstruction_table_reports_the_bound_next_to_epsilon():
+    table = reconstruction_table(Modulation(lam=1.0, radius=1.0), 8, epsilons=(1.0, 4.0))
+    assert table["crb"].is_monotonic_decreasing
+    assert list(table["epsilon"]) == [1.0, 4.0]

@@ -1,0 +1,88 @@
+"""ModulatedRegression as a scikit-learn estimator, and fitting from a spatial join."""
+
+from __future__ import annotations
+
+import geopandas as gpd
+import h3
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from spatialdp.exceptions import InvalidInput
+from spatialdp.geo import Partition
+from spatialdp.privacy import PrivacyLedger, ReleaseTarget
+from spatialdp.regression import ModulatedRegression, fit_geodataframe, spatial_features
+
+
+@parametrize_with_checks([ModulatedRegression(epsilon=8.0, radius=10.0, random_state=0),
+                          ModulatedRegression(rho=50.0, radius=10.0, lam=1.0, n_directions=1,
+                                              method="iterative", rounds=2, random_state=0)])
+def test_sklearn_estimator_checks(estimator, check):
+    check(estimator)
+
+
+def test_fit_records_privacy_spent_and_charges_a_ledger():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(5000, 3)) / 2
+    y = X @ [1.0, -1.0, 0.5]
+    with PrivacyLedger(":memory:", epoch_budget=2.0, accounting="zcdp") as ledger:
+        model = ModulatedRegression(epsilon=2.0, delta=1e-6, radius=3.0,
+                                    target=ReleaseTarget(ledger, epoch=0)).fit(X, y)
+        spent = 1.4 - ledger.remaining(0, "training")
+    assert model.privacy_spent_["accounting"] == "ledger"
+    assert model.privacy_spent_["rho"] == pytest.approx(spent)
+    assert model.privacy_spent_["epsilon"] <= 2.0
+    assert model.score(X, y) <= 1.0
+
+
+def test_nan_features_are_refused_by_the_estimator():
+    X = np.ones((10, 2))
+    X[0, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        ModulatedRegression().fit(X, np.ones(10))
+
+
+@pytest.fixture(scope="module")
+def city():
+    """H3 cells around a point, with a public density attribute, and client points in them."""
+    rng = np.random.default_rng(1)
+    centre = h3.latlng_to_cell(40.75, -73.98, 8)
+    cells = sorted(h3.grid_disk(centre, 3))
+    partition = Partition.from_h3_cells(cells)
+    attrs = pd.DataFrame({"density": rng.normal(size=len(cells))}, index=partition.region_ids)
+    n = 40_000
+    which = rng.integers(len(cells), size=n)
+    lat_lng = np.array([h3.cell_to_latlng(c) for c in cells])[which]
+    speed = rng.normal(size=n) / 2
+    density = attrs["density"].to_numpy()[which] / 2
+    points = gpd.GeoDataFrame(
+        {"speed": speed, "y": 1.5 * speed - 1.0 * density + 0.1 * rng.normal(size=n)},
+        geometry=gpd.points_from_xy(lat_lng[:, 1], lat_lng[:, 0]), crs=4326)
+    return partition, attrs / 2, points
+
+
+def test_fit_from_a_geodataframe_joins_cell_attributes(city):
+    partition, attrs, points = city
+    model = fit_geodataframe(points, ModulatedRegression(rho=200.0, radius=4.0, random_state=0),
+                             partition=partition, region_features=attrs, label="y",
+                             point_columns=["speed"])
+    assert model.feature_names_ == ["speed", "density"]
+    assert model.partition_version_ == partition.version
+    np.testing.assert_allclose(model.coef_, [1.5, -1.0], atol=0.1)
+
+
+def test_points_outside_the_partition_are_refused_or_dropped(city):
+    partition, attrs, points = city
+    far = pd.concat([points.iloc[:5], gpd.GeoDataFrame(
+        {"speed": [0.0], "y": [0.0]}, geometry=gpd.points_from_xy([2.35], [48.85]), crs=4326)])
+    with pytest.raises(InvalidInput, match="1 points lie in no region"):
+        spatial_features(far, partition, attrs, point_columns=["speed"])
+    kept = spatial_features(far, partition, attrs, point_columns=["speed"], unassigned="drop")
+    assert len(kept) == 5
+
+
+def test_region_attributes_must_cover_the_partition(city):
+    partition, attrs, points = city
+    with pytest.raises(InvalidInput, match="regions of the partition without attributes"):
+        spatial_features(points, partition, attrs.iloc[1:])
