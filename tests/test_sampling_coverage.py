@@ -180,7 +180,8 @@ def test_figures_draw_blind_spots_hatched_and_merges_outlined(states_epoch: tupl
     cov = epoch_coverage(sampler, state)
     ax = plot_coverage_map(cov)
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert labels[0] == f"blind spot: no client this epoch ({len(cov.blind_spots)})"
+    assert labels[0] == (f"blind spot: clients, none sampled this epoch "
+                         f"({len(cov.blind_spots)} strata)")
     assert any(text.startswith("merged strata, one outline") for text in labels)
     hatched = [p for c in ax.collections for p in [c] if c.get_hatch() == "xxx"]
     assert len(hatched) == (1 if cov.blind_spots else 0)
@@ -196,6 +197,8 @@ def test_figures_draw_blind_spots_hatched_and_merges_outlined(states_epoch: tupl
     ax = plot_staircase(table, "remote")
     assert ax.get_lines()[0].get_ydata()[0] == 18
     plt.close(ax.figure)
+    with pytest.raises(InvalidInput, match="level='report' needs a report partition"):
+        plot_coverage_map(cov, level="report")
     with pytest.raises(InvalidInput, match="not a Coverage"):
         plot_coverage_map(None)  # type: ignore[arg-type]
     with pytest.raises(InvalidInput, match="group='nowhere' is not a group"):
@@ -225,6 +228,19 @@ def test_sampling_on_density_while_reporting_on_states() -> None:
     assert 0 < cov.cells_sampled <= 100
     assert cov.n_cells == strata.cell_partition.n_regions
     assert json.loads(cov.to_json())["blind_regions"] == cov.blind_regions
+    cells_table = cov.cell_table
+    assert int(cells_table.clients_sampled.sum()) == 100
+    assert int(cells_table.blind_spot.sum()) == int(
+        ((cells_table.clients > 0) & (cells_table.clients_sampled == 0)).sum())
+    ax = plot_coverage_map(cov, level="cells", cells=strata.cell_partition)
+    hatched = [c for c in ax.collections if c.get_hatch() == "xxx"]
+    assert len(hatched) == 1
+    assert len(hatched[0].get_paths()) == int(cells_table.blind_spot.sum())
+    plt.close(ax.figure)
+    ax = plot_coverage_map(cov, level="report")
+    assert ax.get_legend().get_texts()[0].get_text().endswith(
+        f"({len(cov.blind_regions)} regions)")
+    plt.close(ax.figure)
     with pytest.raises(InvalidInput, match="not one region position per client"):
         epoch_coverage(sampler, state, report=states, client_regions=[0])
 

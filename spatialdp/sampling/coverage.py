@@ -62,6 +62,10 @@ class Coverage:
         ``clients_sampled``, ``blind_spot``), e.g. states while sampling on density.
     blind_regions : list of str
         Report regions with clients but none sampled this epoch.
+    report_partition : Partition or None
+    cell_table : pandas.DataFrame or None
+        With ``client_cells`` on derived strata: one row per H3 cell (``clients``,
+        ``clients_sampled``, ``stratum``, ``blind_spot``).
     """
 
     epoch: int
@@ -80,6 +84,8 @@ class Coverage:
     strata_partition: Partition | None = None
     report_table: pd.DataFrame | None = None
     blind_regions: list[str] = field(default_factory=list)
+    report_partition: Partition | None = None
+    cell_table: pd.DataFrame | None = None
 
     def to_geodataframe(self) -> gpd.GeoDataFrame:
         """Return the per-stratum table on the strata geometry (``.plot()`` / ``.explore()``)."""
@@ -181,6 +187,7 @@ def epoch_coverage(sampler: StratifiedSampler, state: ParticipationState, *,
     ids = list(strata.ids)
     blind = [ids[i] for i in np.flatnonzero(distinct == 0)]
     share_cells = cells_hit = total_cells = None
+    cell_table = None
     if client_cells is not None:
         cells = np.asarray(client_cells)
         if cells.shape != state.client_stratum.shape or cells.dtype.kind not in "iu":
@@ -192,6 +199,16 @@ def epoch_coverage(sampler: StratifiedSampler, state: ParticipationState, *,
         hit = cells[sampled & (cells >= 0)]
         cells_hit = int(np.unique(hit).size)
         share_cells = cells_hit / total_cells
+        if strata.cell_partition is not None and strata.cell_stratum is not None:
+            size = strata.cell_partition.n_regions
+            located = cells >= 0
+            everyone = np.bincount(cells[located], minlength=size)[:size]
+            reached = np.bincount(cells[located & sampled], minlength=size)[:size]
+            cell_table = pd.DataFrame({
+                "clients": everyone, "clients_sampled": reached,
+                "stratum": np.asarray(strata.ids)[strata.cell_stratum],
+                "blind_spot": (everyone > 0) & (reached == 0)},
+                index=pd.Index(strata.cell_partition.region_ids, name="region_id"))
     elif strata.basis == "h3":
         total_cells, cells_hit = n, int((distinct > 0).sum())
         share_cells = cells_hit / n
@@ -231,4 +248,4 @@ def epoch_coverage(sampler: StratifiedSampler, state: ParticipationState, *,
         merges=list(state.merges), score_history=scores,
         epsilon_per_client=sampler.policy.epsilon_per_client_epoch, charge=dict(state.charge),
         alerts=alerts, strata_partition=strata.partition, report_table=report_table,
-        blind_regions=blind_regions)
+        blind_regions=blind_regions, report_partition=report, cell_table=cell_table)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from spatialdp._validation import check_text, fail
+from spatialdp._validation import check_choice, check_text, fail
 from spatialdp.sampling.allocation import allocation_table
 from spatialdp.sampling.coverage import Coverage
 
@@ -25,6 +25,7 @@ __all__ = ["plot_allocation", "plot_coverage_map", "plot_staircase"]
 
 _BLIND: dict[str, Any] = {"facecolor": "white", "edgecolor": "#c0392b", "hatch": "xxx",
                           "linewidth": 0.6}
+_EMPTY: dict[str, Any] = {"facecolor": "#d9d9d9", "edgecolor": "#aaaaaa", "linewidth": 0.3}
 
 
 def _axes(ax: Any, size: tuple[float, float]) -> Axes:
@@ -39,15 +40,39 @@ def _axes(ax: Any, size: tuple[float, float]) -> Axes:
     return ax
 
 
+def _layer(coverage: Coverage, level: str) -> tuple[Any, str]:
+    """Return the GeoDataFrame to draw at ``level`` and what its regions are called."""
+    if level == "strata":
+        frame = coverage.to_geodataframe()
+        frame["clients"] = frame["population"]
+        return frame, "strata"
+    if level == "report":
+        if coverage.report_table is None or coverage.report_partition is None:
+            raise fail("level", level, "needs a report partition",
+                       "call epoch_coverage(..., report=, client_regions=) first")
+        return coverage.report_partition.join(coverage.report_table), "regions"
+    if coverage.cell_table is None or coverage.strata_partition is None:
+        raise fail("level", level, "needs per-cell counts",
+                   "call epoch_coverage(..., client_cells=) on derived (density) strata")
+    return coverage.cell_table, "cells"
+
+
 def plot_coverage_map(coverage: Coverage, *, column: str = "clients_sampled",
+                      level: str = "strata", cells: Any = None,
                       ax: Axes | None = None, cmap: str = "viridis") -> Axes:
-    """Map a :class:`Coverage`: values per stratum, blind spots hatched, merges outlined.
+    """Map a :class:`Coverage`: values per region, blind spots hatched, merges outlined.
 
     Parameters
     ----------
     coverage : Coverage
     column : {"clients_sampled", "selections"}
-        What to colour by.
+        What to colour by (``selections`` at the strata level only).
+    level : {"strata", "report", "cells"}
+        Draw the strata (with merged strata outlined), the report regions
+        (``epoch_coverage(report=...)``) or the H3 cells of derived strata
+        (``epoch_coverage(client_cells=...)``, with ``cells`` the cell Partition).
+    cells : Partition, optional
+        The cell partition, for ``level="cells"``.
     ax : matplotlib Axes, optional
     cmap : str
 
@@ -59,30 +84,48 @@ def plot_coverage_map(coverage: Coverage, *, column: str = "clients_sampled",
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
+    from spatialdp.geo.partition import Partition
+
     if not isinstance(coverage, Coverage):
         raise fail("coverage", coverage, f"is a {type(coverage).__name__}, not a Coverage",
                    "pass epoch_coverage(sampler, state)")
     column = check_text(column, "column")
-    if column not in ("clients_sampled", "selections"):
-        raise fail("column", column, "is not a coverage count",
-                   "pass 'clients_sampled' or 'selections'")
+    level = check_choice(level, "level", ("strata", "report", "cells"))
+    if column not in ("clients_sampled", "selections") or (
+            column == "selections" and level != "strata"):
+        raise fail("column", column, "is not a coverage count of this level",
+                   "pass 'clients_sampled' (or 'selections' at the strata level)")
+    frame, noun = _layer(coverage, level)
+    if level == "cells":
+        if not isinstance(cells, Partition):
+            raise fail("cells", cells, "is not the cell Partition",
+                       "pass strata.cell_partition")
+        frame = cells.join(frame)
     ax = _axes(ax, (10, 6))
-    frame = coverage.to_geodataframe()
-    seen = frame[~frame.blind_spot.astype(bool)]
-    blind = frame[frame.blind_spot.astype(bool)]
+    blind_mask = frame.blind_spot.fillna(False).astype(bool).to_numpy()
+    empty_mask = np.zeros(len(frame), dtype=bool)
+    if "clients" in frame:
+        empty_mask = frame.clients.fillna(0).to_numpy() == 0
+    blind_mask = blind_mask & ~empty_mask  # nobody to sample: grey, not a blind spot
+    seen = frame[~blind_mask & ~empty_mask]
+    blind = frame[blind_mask]
     values = seen[column].to_numpy(dtype=float)
     norm = mpl.colors.Normalize(vmin=1, vmax=max(values.max() if values.size else 2, 2))
     if len(seen):
         seen.plot(column=column, ax=ax, cmap=cmap, norm=norm, edgecolor="#555555",
                   linewidth=0.4)
         sm = mpl.cm.ScalarMappable(norm=norm, cmap=cmap)
-        ax.figure.colorbar(sm, ax=ax, shrink=0.7, location="left", pad=0.08,
+        ax.figure.colorbar(sm, ax=ax, shrink=0.5, location="bottom", pad=0.12, aspect=40,
                            label=column.replace("_", " ") + " this epoch (>= 1)")
     if len(blind):
         blind.plot(ax=ax, **_BLIND)
-    handles: list[Any] = [Patch(label=f"blind spot: no client this epoch ({len(blind)})",
-                                **_BLIND)]
-    merged = frame[frame.merged.astype(bool)]
+    handles: list[Any] = [Patch(label=f"blind spot: clients, none sampled this epoch "
+                                f"({len(blind)} {noun})", **_BLIND)]
+    if empty_mask.any():
+        frame[empty_mask].plot(ax=ax, **_EMPTY)
+        handles.append(Patch(label=f"no clients in the fleet ({int(empty_mask.sum())} "
+                             f"{noun})", **_EMPTY))
+    merged = frame[frame.merged.astype(bool)] if level == "strata" else frame.iloc[:0]
     if len(merged):
         merged.boundary.plot(ax=ax, color="black", linewidth=0.8, linestyle=(0, (3, 2)))
         groups = merged.dissolve(by="group")
@@ -100,8 +143,11 @@ def plot_coverage_map(coverage: Coverage, *, column: str = "clients_sampled",
         handles.append(Line2D([], [], color="#ff7f0e", linewidth=2.2,
                               label=f"merged strata, one outline ({len(groups)} groups)"))
     ax.legend(handles=handles, loc="lower left", fontsize=8, framealpha=0.9)
-    ax.set_title(f"Coverage of epoch {coverage.epoch}: {coverage.share_strata_sampled:.0%} of "
-                 f"strata sampled; per-client epsilon {coverage.epsilon_per_client:g}")
+    share = {"strata": coverage.share_strata_sampled,
+             "cells": coverage.share_cells_sampled}.get(level)
+    reached = "" if share is None else f"{share:.0%} of {noun} sampled; "
+    ax.set_title(f"Coverage of epoch {coverage.epoch} by {noun}: {reached}"
+                 f"per-client epsilon {coverage.epsilon_per_client:g}")
     ax.set_xlabel("longitude")
     ax.set_ylabel("latitude")
     return ax
