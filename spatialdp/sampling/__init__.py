@@ -5,31 +5,46 @@ Strata (:class:`Strata`, :func:`density_strata`), allocation rules
 (:class:`StratifiedSampler`, :class:`ParticipationState`), merges of small
 strata and of persistently suppressed report regions, the coverage score and
 its detectors, the :class:`Coverage` result for the model card, and figures.
+Names resolve on first use (:mod:`spatialdp._lazy`).
 """
 
 from __future__ import annotations
 
-from spatialdp.sampling.allocation import (
-    DEFAULT_MODE,
-    MODES,
-    Allocation,
-    allocate,
-    allocation_table,
-    largest_remainder,
-)
-from spatialdp.sampling.density import DENSITY_CLASSES, density_cells, density_strata
-from spatialdp.sampling.merges import Merge, merge_small_groups
-from spatialdp.sampling.policy import ParticipationPolicy
-from spatialdp.sampling.sampler import RoundCohort, StratifiedSampler
-from spatialdp.sampling.score import coverage_score
-from spatialdp.sampling.state import ParticipationState, StateFileError
-from spatialdp.sampling.strata import Strata
+from typing import TYPE_CHECKING
+
+from spatialdp._lazy import attach
+
+if TYPE_CHECKING:  # the public names, imported on first use (spatialdp._lazy)
+    from spatialdp.sampling.allocation import (
+        DEFAULT_MODE,
+        MODES,
+        Allocation,
+        allocate,
+        allocation_table,
+        largest_remainder,
+    )
+    from spatialdp.sampling.composition import published_composition
+    from spatialdp.sampling.coverage import Coverage, epoch_coverage
+    from spatialdp.sampling.density import DENSITY_CLASSES, density_cells, density_strata
+    from spatialdp.sampling.merges import Merge, merge_small_groups
+    from spatialdp.sampling.plots import plot_allocation, plot_coverage_map, plot_staircase
+    from spatialdp.sampling.policy import ParticipationPolicy
+    from spatialdp.sampling.regional import merge_suppressed_regions
+    from spatialdp.sampling.sampler import RoundCohort, StratifiedSampler
+    from spatialdp.sampling.score import coverage_score
+    from spatialdp.sampling.simulation import SEED_POPULATIONS, row_strata, simulate_rounds
+    from spatialdp.sampling.state import ParticipationState, StateFileError
+    from spatialdp.sampling.strata import Strata
+
+__getattr__, __dir__ = attach(__name__, __file__)
 
 __all__ = [
     "DEFAULT_MODE",
     "DENSITY_CLASSES",
     "MODES",
+    "SEED_POPULATIONS",
     "Allocation",
+    "Coverage",
     "Merge",
     "ParticipationPolicy",
     "ParticipationState",
@@ -42,6 +57,14 @@ __all__ = [
     "coverage_score",
     "density_cells",
     "density_strata",
+    "epoch_coverage",
     "largest_remainder",
     "merge_small_groups",
+    "merge_suppressed_regions",
+    "plot_allocation",
+    "plot_coverage_map",
+    "plot_staircase",
+    "published_composition",
+    "row_strata",
+    "simulate_rounds",
 ]
