@@ -77,6 +77,9 @@ def test_coverage_reports_blind_spots_merges_and_epsilon(states_epoch: tuple) ->
     assert frame.crs.to_epsg() == 4326
     assert "blind_spot" in frame
     assert "blind spots" in cov.summary()
+    merges = cov.merges_table()
+    assert len(merges) == len(cov.merges)
+    assert merges.reason.str.contains("below the floor 110").all()
 
 
 def test_h3_strata_report_the_share_of_cells() -> None:
@@ -161,6 +164,10 @@ def test_composition_is_rounded_merged_and_delayed(states_epoch: tuple) -> None:
     assert table.round_index.max() == 5
     assert (table.clients % 10 == 0).all()
     assert set(table[table.round_index == 5].group) == set(rounds[5].groups)
+    with pytest.raises(InvalidInput, match="rounding=0 is below the limit"):
+        published_composition(rounds, current_round=7, rounding=0)
+    with pytest.raises(InvalidInput, match="is not a sequence of RoundCohort"):
+        published_composition("rounds", current_round=7)  # type: ignore[arg-type]
 
 
 def test_simulation_table_has_a_staircase_per_mode() -> None:

@@ -83,6 +83,8 @@ def test_caps_hold_over_an_epoch_and_shortfalls_are_reported_with_reasons() -> N
     assert remote[3].shortfall == 7
     assert remote[0].reason == ""
     assert remote[0].shortfall == 0
+    # Round 6: both small strata are capped out; each unfilled group is an incident.
+    assert [a.region_id for a in result.alerts] == ["remote", "rural"]
 
 
 def test_a_pool_smaller_than_its_seats_is_named_as_such() -> None:

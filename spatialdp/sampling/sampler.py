@@ -29,12 +29,13 @@ from numpy.typing import ArrayLike, NDArray
 
 from spatialdp._validation import check_choice, check_count, check_instance, fail
 from spatialdp.exceptions import CohortTooSmall, InvalidInput
+from spatialdp.federated.incidents import Incident
 from spatialdp.privacy.target import ReleaseTarget, Simulation, check_target
 from spatialdp.sampling.allocation import DEFAULT_MODE, MODES, _sigma, apportion
 from spatialdp.sampling.draw import draw_capped
 from spatialdp.sampling.merges import Merge, merge_small_groups
 from spatialdp.sampling.policy import ParticipationPolicy
-from spatialdp.sampling.score import coverage_score
+from spatialdp.sampling.score import coverage_score, unfilled_allocations
 from spatialdp.sampling.state import ParticipationState
 from spatialdp.sampling.strata import Strata
 
@@ -85,6 +86,11 @@ class RoundCohort:
         frame = pd.DataFrame(self.counts, index=pd.Index(list(self.groups), name="group"))
         frame["reason"] = self.reasons
         return frame
+
+    @property
+    def alerts(self) -> list[Incident]:
+        """One ``unfilled_allocation`` incident per group whose seats went unfilled."""
+        return unfilled_allocations(self.table, self.round_index)
 
     @property
     def notes(self) -> dict[str, str]:
