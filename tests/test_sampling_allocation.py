@@ -130,3 +130,8 @@ def test_refuses_bad_populations(populations: object, match: str) -> None:
 def test_refuses_a_zero_cohort() -> None:
     with pytest.raises(InvalidInput, match="cohort=0 is below the limit"):
         allocate(SEED_POPULATIONS, 0)
+
+
+def test_largest_remainder_refuses_shares_that_do_not_sum_to_the_total() -> None:
+    with pytest.raises(InvalidInput, match="are not non-negative numbers summing to total=3"):
+        largest_remainder(np.array([1.0, 1.0]), 3)

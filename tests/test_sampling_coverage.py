@@ -266,3 +266,21 @@ def test_polygon_strata_crosswalk_splits_area_between_report_regions() -> None:
     assert shares[("a", "west")] == pytest.approx(1.0)
     assert shares[("b", "west")] == pytest.approx(0.5, abs=1e-3)
     assert shares[("b", "east")] == pytest.approx(0.5, abs=1e-3)
+
+
+@pytest.mark.parametrize(("call", "match"), [
+    (lambda: merge_suppressed_regions(us_states_partition(), [{"VT"}], 1, counts=[1]),
+     "counts=.* is a list, not a mapping"),
+    (lambda: density_strata(thresholds=[1, 2, 3, 4]), "thresholds=.* is not four decreasing"),
+    (lambda: plot_allocation(SEED_POPULATIONS, 80, order=["urban"]),
+     "order=.* is not a list of the strata"),
+    (lambda: simulate_rounds(row_strata(SEED_POPULATIONS)[0], [0, 1], cohort=1, rounds=1,
+                             participation_cap=1, modes="sqrt"), "modes='sqrt' is not a"),
+    (lambda: row_strata(SEED_POPULATIONS)[0].population([0.5]), "not whole-number positions"),
+    (lambda: Strata(row_strata(SEED_POPULATIONS)[0].partition, basis="h3", order=3),
+     "order=3 is not a permutation"),
+])
+def test_helpers_refuse_bad_arguments(call: object, match: str) -> None:
+    with pytest.raises(InvalidInput, match=match):
+        call()  # type: ignore[operator]
+    assert not plt.get_fignums()  # a refused figure leaves no open figure

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from spatialdp._validation import check_choice, check_count, check_ids, fail
+from spatialdp._validation import check_choice, check_count, check_finite_array, check_ids, fail
 from spatialdp.exceptions import InvalidInput
 
 __all__ = ["DEFAULT_MODE", "MODES", "Allocation", "allocate", "allocation_table",
@@ -51,6 +51,11 @@ def largest_remainder(shares: NDArray[np.float64], total: int) -> NDArray[np.int
     >>> largest_remainder(np.array([2.5, 2.5, 1.0]), 6).tolist()
     [3, 2, 1]
     """
+    shares = check_finite_array(shares, "shares")
+    total = check_count(total, "total")
+    if (shares < 0).any() or abs(shares.sum() - total) > 1e-6 * max(total, 1):
+        raise fail("shares", shares, f"are not non-negative numbers summing to total={total}",
+                   "pass fractional shares of the total")
     floors = np.floor(shares + 1e-9).astype(np.int64)  # 2.9999999999 is 3 seats, not 2
     left = int(total - floors.sum())
     if left > 0:

@@ -34,6 +34,15 @@ DENSITY_CLASSES = ("urban", "suburban", "exurban", "rural", "remote")
 DENSITY_THRESHOLDS = (1_000_000, 200_000, 50_000, 1)
 
 
+def _check_thresholds(thresholds: object) -> tuple[int, int, int, int]:
+    if (not isinstance(thresholds, tuple) or len(thresholds) != 4
+            or any(not isinstance(t, int) or isinstance(t, bool) for t in thresholds)
+            or list(thresholds) != sorted(thresholds, reverse=True) or thresholds[-1] < 1):
+        raise fail("thresholds", thresholds, "is not four decreasing whole numbers >= 1",
+                   f"pass e.g. {DENSITY_THRESHOLDS}")
+    return thresholds
+
+
 def density_cells(resolution: int = 3,
                   thresholds: tuple[int, int, int, int] = DENSITY_THRESHOLDS
                   ) -> tuple[Partition, pd.DataFrame]:
@@ -46,11 +55,7 @@ def density_cells(resolution: int = 3,
     (705, ['exurban', 'remote'])
     """
     resolution = check_resolution(resolution)
-    if (not isinstance(thresholds, tuple) or len(thresholds) != 4
-            or any(not isinstance(t, int) or isinstance(t, bool) for t in thresholds)
-            or list(thresholds) != sorted(thresholds, reverse=True) or thresholds[-1] < 1):
-        raise fail("thresholds", thresholds, "is not four decreasing whole numbers >= 1",
-                   f"pass e.g. {DENSITY_THRESHOLDS}")
+    thresholds = _check_thresholds(thresholds)
     part = Partition.from_h3_cover(load_us_states(), resolution, containment="overlap",
                                    name=f"us48-h3r{resolution}")
     cities = load_us_cities()
@@ -108,4 +113,4 @@ def density_strata(resolution: int = 3,
     ['urban', 'remote']
     """
     resolution = check_resolution(resolution)
-    return _build(resolution, thresholds)
+    return _build(resolution, _check_thresholds(thresholds))

@@ -19,6 +19,8 @@ import pandas as pd
 from numpy.typing import NDArray
 from scipy import sparse
 
+from spatialdp._validation import check_count, fail
+
 __all__ = ["Merge", "merge_small_groups", "merges_frame"]
 
 
@@ -106,7 +108,19 @@ def merge_small_groups(
     >>> labels.tolist(), merges[0].members, merges[0].into
     ([0, 1, 1], ('c',), ('b',))
     """
+    sizes = np.asarray(sizes)
     n = sizes.size
+    if sizes.ndim != 1 or sizes.dtype.kind not in "iuf" or (sizes < 0).any():
+        raise fail("sizes", sizes, "are not non-negative sizes, one per region",
+                   "pass an array of counts")
+    if not sparse.issparse(adjacency) or adjacency.shape != (n, n) or len(region_ids) != n:
+        raise fail("adjacency", adjacency, f"is not a sparse ({n}, {n}) matrix matching "
+                   "sizes and region_ids", "pass Partition.adjacency()")
+    floor = check_count(floor, "floor")
+    if groups is not None and (np.shape(groups) != (n,)
+                               or np.asarray(groups).dtype.kind not in "iu"):
+        raise fail("groups", groups, "is not one integer label per region",
+                   "pass the labels a previous call returned")
     labels = np.arange(n, dtype=np.int64) if groups is None else groups.astype(np.int64).copy()
     adj = sparse.csr_array(adjacency, dtype=np.int64)
     ids = np.asarray(region_ids, dtype=object)

@@ -162,10 +162,14 @@ def plot_allocation(populations: Any, cohort: int, *,
     Bars are the fractional shares, labelled with one decimal; the pool of each
     stratum is marked, so over-drawing a small stratum shows.
     """
-    ax = _axes(ax, (9, 4.5))
     table = allocation_table(populations, cohort, modes=modes, sigma=sigma)
     if order is not None:
+        if not isinstance(order, list) or sorted(map(str, order)) != sorted(
+                map(str, table.index)):
+            raise fail("order", order, "is not a list of the strata, each once",
+                       f"pass a permutation of {list(table.index)[:6]}")
         table = table.loc[order]
+    ax = _axes(ax, (9, 4.5))
     pops = pd.Series(populations).loc[table.index] if not isinstance(
         populations, pd.Series) else populations.loc[table.index]
     x = np.arange(len(table))
@@ -192,7 +196,6 @@ def plot_staircase(table: pd.DataFrame, group: str, *, ax: Axes | None = None) -
     ``table`` is :func:`~spatialdp.sampling.simulation.simulate_rounds` output.
     Rounds whose seats went unfilled are marked with a red x.
     """
-    ax = _axes(ax, (8, 4.5))
     if not isinstance(table, pd.DataFrame) or not {"mode", "round_index", "group",
                                                      "eligible_remaining"} <= set(table):
         raise fail("table", table, "is not a simulate_rounds table",
@@ -201,6 +204,7 @@ def plot_staircase(table: pd.DataFrame, group: str, *, ax: Axes | None = None) -
     if rows.empty:
         raise fail("group", group, "is not a group of the table",
                    f"pass one of {sorted(table.group.unique())[:6]}")
+    ax = _axes(ax, (8, 4.5))
     for mode, part in rows.groupby("mode", sort=False):
         pool = np.concatenate([[part.eligible_remaining.iloc[0] + part.filled.iloc[0]],
                                part.eligible_remaining.to_numpy()])

@@ -97,6 +97,9 @@ def merge_suppressed_regions(
     persistent = streak >= k
     sizes = np.ones(n, dtype=np.int64)
     if counts is not None:
+        if not isinstance(counts, Mapping):
+            raise fail("counts", counts, f"is a {type(counts).__name__}, not a mapping",
+                       "pass {region_id: latest cohort}")
         pos = _positions(partition, list(counts), "counts")
         sizes[pos] = [check_count(v, "counts value") + 1 for v in counts.values()]
     sizes[persistent] = 0

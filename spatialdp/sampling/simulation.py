@@ -95,6 +95,9 @@ def simulate_rounds(strata: Strata, client_strata: ArrayLike, *, cohort: int, ro
     """
     cohort = check_count(cohort, "cohort", low=1)
     rounds = check_count(rounds, "rounds", low=1)
+    if not isinstance(modes, tuple) or not modes:
+        raise fail("modes", modes, "is not a non-empty tuple of modes",
+                   f"pass e.g. {MODES[:3]}")
     seed = int(as_generator(rng).integers(2**63))
     policy = ParticipationPolicy(participation_cap=participation_cap,
                                  epsilon_per_round=epsilon_per_round, rounds_per_epoch=rounds)

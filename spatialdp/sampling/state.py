@@ -165,6 +165,9 @@ class ParticipationState:
         PartitionMismatch
             A state made on another strata version.
         """
+        if not isinstance(strata_version, str):
+            raise fail("strata_version", strata_version, "is not a version string",
+                       "pass Strata.version")
         if not isinstance(path, (str, os.PathLike)) or not Path(path).is_file():
             raise StateFileError(f"path={path!r} is not a participation state file; pass the "
                                  "path written by ParticipationState.save")

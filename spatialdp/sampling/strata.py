@@ -18,7 +18,7 @@ import shapely
 from numpy.typing import ArrayLike, NDArray
 from scipy import sparse
 
-from spatialdp._validation import check_instance, check_text, fail
+from spatialdp._validation import check_finite_array, check_instance, check_text, fail
 from spatialdp.exceptions import InvalidInput
 from spatialdp.geo.partition import Partition
 
@@ -95,7 +95,7 @@ class Strata:
         if order is None:
             self.order = ids
         else:
-            if sorted(order) != sorted(ids):
+            if not isinstance(order, list) or sorted(map(str, order)) != sorted(ids):
                 raise fail("order", order, "is not a permutation of the stratum ids",
                            f"list each of {ids[:5]}... once")
             self.order = list(order)
@@ -207,7 +207,10 @@ class Strata:
             centres = shapely.centroid(np.asarray(self.cell_partition.regions.geometry.values))
             region = report.assign(lon=shapely.get_x(centres), lat=shapely.get_y(centres))
             w = (np.ones(self.cell_stratum.size) if weights is None
-                 else np.asarray(weights, dtype=float))
+                 else check_finite_array(weights, "weights"))
+            if w.shape != self.cell_stratum.shape:
+                raise fail("weights", weights, f"has shape {w.shape}",
+                           f"pass one weight per cell ({self.cell_stratum.size})")
             frame = pd.DataFrame({"stratum": self.ids[self.cell_stratum],
                                   "region_id": region.ids(), "cells": 1, "weight": w})
             frame = frame.dropna(subset=["region_id"])
@@ -226,8 +229,20 @@ class Strata:
         table["report_version"] = report.version
         return table.reset_index(drop=True)
 
-    def population(self, stratum_positions: NDArray[np.int64]) -> pd.Series:
-        """Count clients per stratum from their positions (``-1`` refused)."""
+    def population(self, stratum_positions: ArrayLike) -> pd.Series:
+        """Count clients per stratum from their positions (``-1`` refused).
+
+        Examples
+        --------
+        >>> from spatialdp.sampling.simulation import row_strata
+        >>> strata, fleet = row_strata({"a": 3, "b": 1})
+        >>> strata.population(fleet).tolist()
+        [3, 1]
+        """
+        stratum_positions = np.asarray(stratum_positions)
+        if stratum_positions.ndim != 1 or stratum_positions.dtype.kind not in "iu":
+            raise fail("stratum_positions", stratum_positions, "are not whole-number positions",
+                       "pass Strata.assign(...) output")
         if (stratum_positions < 0).any() or (stratum_positions >= self.n_strata).any():
             raise InvalidInput(
                 f"{int(((stratum_positions < 0) | (stratum_positions >= self.n_strata)).sum())}"
