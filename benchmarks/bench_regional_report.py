@@ -5,8 +5,11 @@ bucket (device_report's output, with its provenance columns). Both sides
 publish, per region, the noised mean of each metric with the SAME release noise
 (``LaplaceMechanism.release``, OS entropy) and suppress regions under the floor.
 
-- Baseline: ``frame.groupby("region_id")[columns].agg(["sum", "count"])``, then
-  noise per metric. It checks nothing.
+- Baseline: ``frame.groupby("region_id")[columns]`` sums and sizes, the same
+  noise per metric, then the same published product a competent analyst would
+  build by hand: per metric the noised mean, its exact 95% Laplace error bar
+  (``scale * ln(1/alpha) / n``) and interval, the cohort and the suppression
+  flag, joined onto the region geometries (``regions.join``). It checks nothing.
 - Ours: :func:`spatialdp.regional_report`, which also validates everything
   (unique client ids, spec fingerprints, partition version, region ids, finite
   values, gross clipping) before it charges, then noises once and builds the
@@ -25,6 +28,7 @@ import time
 import tracemalloc
 from collections.abc import Callable
 
+import geopandas as gpd
 import numpy as np
 import pandas as pd
 
@@ -39,6 +43,7 @@ HIST = HistogramSpec("err", edges=(0.5, 1, 2, 5, 10, 25))
 COUNT = count_bucket_spec()
 SPECS = [LOSS, HIST, COUNT]
 EPSILON = 0.4
+ALPHA = 0.05
 FLOOR = 50
 
 
@@ -61,8 +66,8 @@ def client_reports(n: int, partition: Partition, rng: np.random.Generator) -> pd
     return device_report(examples, loss_spec=LOSS, hist_spec=HIST, partition=partition)
 
 
-def baseline(frame: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """What a competent analyst writes: groupby sums and counts, then the same noise."""
+def baseline(frame: pd.DataFrame, regions: gpd.GeoDataFrame) -> dict[str, pd.DataFrame]:
+    """What a competent analyst writes: groupby sums and sizes, the same noise, a join."""
     columns = {"loss": ["loss"], "err": HIST.columns, "count_bucket": ["count_bucket"]}
     sens = {"loss": LOSS.sensitivity, "err": HIST.sensitivity,
             "count_bucket": COUNT.sensitivity}
@@ -70,18 +75,26 @@ def baseline(frame: pd.DataFrame) -> dict[str, pd.DataFrame]:
     grouped = frame.groupby("region_id", sort=False, observed=True)[flat]
     sums, counts = grouped.sum(), grouped.size()
     shown = counts[counts >= FLOOR].index
+    cohort = counts[shown].to_numpy()
     out = {}
     for name, cols in columns.items():
-        block = sums.loc[shown, cols].to_numpy()
-        noisy = LaplaceMechanism(EPSILON, sens[name]).release(block)
-        out[name] = pd.DataFrame(noisy / counts[shown].to_numpy()[:, None], index=shown,
-                                 columns=cols)
+        mechanism = LaplaceMechanism(EPSILON, sens[name])
+        noisy = mechanism.release(sums.loc[shown, cols].to_numpy()) / cohort[:, None]
+        table = pd.DataFrame(noisy, index=shown, columns=cols)
+        table["value"] = noisy[:, -1]
+        table["error_bar"] = mechanism.scale * np.log(1 / ALPHA) / cohort
+        table["ci_low"] = table["value"] - table["error_bar"]
+        table["ci_high"] = table["value"] + table["error_bar"]
+        table["cohort"] = cohort
+        joined = regions[["geometry"]].join(table)
+        joined["suppressed"] = joined["value"].isna()
+        out[name] = joined
     return out
 
 
 def ours(frame: pd.DataFrame, partition: Partition) -> object:
     return regional_report(frame, partition, SPECS, epsilon=EPSILON, min_cohort=FLOOR,
-                           target=Unaccounted("benchmark"))
+                           alpha=ALPHA, target=Unaccounted("benchmark"))
 
 
 def best_pair(first: Callable[[], object], second: Callable[[], object], repeat: int
@@ -106,10 +119,12 @@ def peak_mib(call: Callable[[], object]) -> float:
 
 def measure(n: int, partition: Partition, repeat: int) -> tuple[float, float, float, float]:
     frame = client_reports(n, partition, np.random.default_rng(0))
+    regions = partition.regions
     ours(frame, partition)  # warm caches on both sides
-    baseline(frame)
-    t_base, t_ours = best_pair(lambda: baseline(frame), lambda: ours(frame, partition), repeat)
-    return t_base, t_ours, peak_mib(lambda: baseline(frame)), peak_mib(
+    baseline(frame, regions)
+    t_base, t_ours = best_pair(lambda: baseline(frame, regions), lambda: ours(frame, partition),
+                               repeat)
+    return t_base, t_ours, peak_mib(lambda: baseline(frame, regions)), peak_mib(
         lambda: ours(frame, partition))
 
 
@@ -134,7 +149,7 @@ def main() -> None:
         return
     tb, to, mb, mo = measure(args.n, partition, args.repeat)
     print(f"clients: {args.n:,}")
-    print(f"pandas groupby + same release noise: {tb:.3f} s (peak {mb:.0f} MiB)")
+    print(f"pandas groupby + same noise, error bars, join: {tb:.3f} s (peak {mb:.0f} MiB)")
     print(f"regional_report (validates, charges, noises once): {to:.3f} s (peak {mo:.0f} MiB)")
     print(f"ratio: {tb / to:.2f}")
 

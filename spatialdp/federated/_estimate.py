@@ -33,7 +33,7 @@ from numpy.typing import NDArray
 from spatialdp.exceptions import SpatialDPError
 from spatialdp.federated._pipeline import ReleasePlan
 from spatialdp.federated._tags import refuse_non_finite
-from spatialdp.federated.group_sums import check_clipping, sum_by_group
+from spatialdp.federated.group_sums import Groups, SecureSum, check_clipping
 from spatialdp.federated.metrics import HistogramSpec, MetricSpec
 from spatialdp.privacy.noise import LaplaceMechanism
 
@@ -145,21 +145,20 @@ def plan_estimate(
     spec: MetricSpec | HistogramSpec,
     values: FloatArray,
     presence: FloatArray | None,
-    groups: NDArray[np.int64],
-    n_groups: int,
+    groups: Groups,
     *,
     epsilon: float,
     min_cohort: int,
     alpha: float,
-    counts: NDArray[np.int64] | None = None,
 ) -> EstimatePlan:
     """Plan one metric's release over groups (see the module docstring).
 
-    ``counts`` (clients per group) may be passed when several metrics share them.
+    ``groups`` is shared by the metrics of one release (counts computed once).
     A NaN or infinity in any value makes its group's sum non-finite, so finiteness
     is checked on the sums (the values are scanned only to explain a refusal).
     """
-    total = sum_by_group(values, groups, n_groups, counts=counts)
+    n_groups = groups.n_groups
+    total = SecureSum(groups.sum(values), groups.counts)
     if not np.isfinite(total.sums).all():
         refuse_non_finite(values, spec.key)
     check_clipping(spec, total.sums, total.counts, absent_allowed=presence is not None)
@@ -186,7 +185,7 @@ def plan_estimate(
 
         return ReleasePlan(epsilon, [(mech, total.sums[shown])], finish_mean)
 
-    present = sum_by_group(presence, groups, n_groups, counts=total.counts).sums
+    present = groups.sum(presence)
     eps_value, eps_count = split_epsilon(epsilon, spec)
     mech_value = _mechanism(eps_value, spec.sensitivity)
     mech_count = _mechanism(eps_count, 1.0)

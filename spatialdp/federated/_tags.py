@@ -186,6 +186,9 @@ def _positions(frame: pd.DataFrame, partition: object) -> NDArray[np.int64]:
         raise PartitionMismatch(
             f"client reports were assigned on partition version(s) {wrong[:3]}, but the "
             f"release is on {partition.version!r}; reassign every client on one partition")
+    fast = _arrow_positions(frame[REGION_ID], partition.region_ids)
+    if fast is not None:
+        return fast
     # Factorise once (a categorical column is already factorised), then look the few
     # distinct labels up in the partition: linear in clients, no per-client lookup.
     codes, labels = pd.factorize(frame[REGION_ID], use_na_sentinel=True)
@@ -199,6 +202,27 @@ def _positions(frame: pd.DataFrame, partition: object) -> NDArray[np.int64]:
             f"{missing} clients are in regions that are not in {partition.key!r} (first: "
             f"{bad}); assign them with partition.assign()")
     return lookup.astype(np.int64)[codes]
+
+
+def _arrow_positions(column: pd.Series, region_ids: pd.Index) -> NDArray[np.int64] | None:
+    """Each client's position in the partition, in one Arrow hash pass, or None.
+
+    For Arrow-backed string ids (pandas' default string dtype) this skips the
+    factorisation: ``pyarrow.compute.index_in`` looks every label up in the
+    partition's ids directly. None (the caller takes the general path, which also
+    words the errors) when the column is not Arrow strings or any label is
+    missing or unknown.
+    """
+    if not (isinstance(column.dtype, pd.StringDtype) and column.dtype.storage == "pyarrow"
+            and isinstance(region_ids.dtype, pd.StringDtype)):
+        return None
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    found = pc.index_in(pa.array(column.array), value_set=pa.array(region_ids.array))
+    if found.null_count:
+        return None
+    return np.asarray(found.to_numpy(), dtype=np.int64)
 
 
 def read_reports(reports: object, specs: Sequence[Spec], partition: object | None = None

@@ -29,6 +29,7 @@ from spatialdp.exceptions import CohortTooSmall, InvalidInput
 from spatialdp.federated._estimate import Estimate, plan_estimate
 from spatialdp.federated._pipeline import run_release
 from spatialdp.federated._tags import read_reports
+from spatialdp.federated.group_sums import Groups
 from spatialdp.federated.metrics import HistogramSpec, MetricSpec
 from spatialdp.federated.release import HistogramRelease, MetricRelease
 from spatialdp.privacy.budget import Single
@@ -54,7 +55,7 @@ def _release_one(client_reports: pd.DataFrame, spec: MetricSpec | HistogramSpec,
         raise CohortTooSmall(
             f"{spec.key}: cohort={n} is below the floor min_cohort={floor}; publishing it "
             "would expose individual clients. Wait for more clients or widen the window")
-    plan = plan_estimate(spec, values, presence, np.zeros(n, dtype=np.int64), 1,
+    plan = plan_estimate(spec, values, presence, Groups(np.zeros(n, dtype=np.int64), 1),
                          epsilon=eps, min_cohort=floor, alpha=level)
     account.prepare(GLOBAL_LINE_ITEM)
     (estimate,) = run_release([plan], target=account, structure=Single(spec.key),

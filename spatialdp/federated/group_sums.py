@@ -17,7 +17,7 @@ from spatialdp._validation import check_count, check_finite_array
 from spatialdp.exceptions import ClippingFailure, InvalidInput
 from spatialdp.federated.metrics import HistogramSpec, MetricSpec
 
-__all__ = ["SecureSum", "check_clipping", "secure_sum", "sum_by_group"]
+__all__ = ["Groups", "SecureSum", "check_clipping", "secure_sum"]
 
 
 @dataclass(frozen=True)
@@ -63,38 +63,60 @@ def secure_sum(values: ArrayLike, groups: ArrayLike | None = None, n_groups: int
         raise InvalidInput(
             f"groups must give an integer position in 0..{size - 1} for each of the "
             f"{data.shape[0]} clients")
-    return sum_by_group(data, idx, size)
+    prepared = Groups(idx, size)
+    return SecureSum(prepared.sum(data), prepared.counts)
 
 
 _LANES = 8  # a power of two
 _MAX_LANE_BINS = 1 << 16  # beyond this, the lanes' bins stop fitting in cache
 
 
-def sum_by_group(data: NDArray[np.float64], groups: NDArray[np.int64], n_groups: int, *,
-                 counts: NDArray[np.int64] | None = None) -> SecureSum:
-    """Sum rows per group: one ``np.bincount`` per column (no checks).
+class Groups:
+    """Each client's group, and what every per-group sum over the same clients shares.
 
-    For callers that validated ``groups`` (integers in ``0..n_groups-1``) and
-    check the sums' finiteness themselves; :func:`secure_sum` is the checked
-    entry. ``counts`` (rows per group), when known, is reused.
+    Built once per release, then :meth:`sum` is called for each metric: the
+    counts and the accumulator index are computed once, whatever the number of
+    metrics and columns. No checks: the caller validated ``positions`` (integers
+    in ``0..n_groups-1``) and checks the sums' finiteness itself;
+    :func:`secure_sum` is the checked entry.
+
+    A fleet is skewed: most clients fall in a few regions, and ``np.bincount``'s
+    adds to one bin wait on each other. Each group is therefore spread over
+    interleaved accumulators (client ``i`` adds to lane ``i % 8``), summed at the
+    end; with one group the sum is numpy's pairwise sum.
+
+    Examples
+    --------
+    >>> g = Groups(np.array([0, 1, 1]), 2)
+    >>> g.counts.tolist(), g.sum(np.array([1.0, 2.0, 4.0])).tolist()
+    ([1, 2], [1.0, 6.0])
     """
-    if counts is None:
-        counts = np.bincount(groups, minlength=n_groups).astype(np.int64)
-    sums: NDArray[np.float64]
-    if data.ndim == 1:
-        sums = np.bincount(groups, weights=data, minlength=n_groups).astype(np.float64)
-        return SecureSum(sums, counts)
-    lanes = _LANES if data.shape[1] >= 3 and n_groups * _LANES <= _MAX_LANE_BINS else 1
-    # A fleet is skewed: most clients fall in a few regions, and bincount's adds to
-    # one bin wait on each other. Spreading every group over interleaved
-    # accumulators (client i adds to lane i % lanes) breaks that chain; the lanes
-    # are summed at the end. Built once, it pays off from three columns on.
-    index = groups if lanes == 1 else groups * lanes + (np.arange(groups.size) & (lanes - 1))
-    sums = np.zeros((n_groups, data.shape[1]))
-    for col in range(data.shape[1]):  # a handful of buckets, never a loop over clients
-        partial = np.bincount(index, weights=data[:, col], minlength=n_groups * lanes)
-        sums[:, col] = partial.reshape(n_groups, lanes).sum(axis=1)
-    return SecureSum(sums, counts)
+
+    def __init__(self, positions: NDArray[np.int64], n_groups: int) -> None:
+        self.positions = positions
+        self.n_groups = n_groups
+        self.counts = np.bincount(positions, minlength=n_groups).astype(np.int64)
+        self._lanes = _LANES if 1 < n_groups <= _MAX_LANE_BINS // _LANES else 1
+        self._index: NDArray[np.int64] | None = None
+
+    def _lane_index(self) -> NDArray[np.int64]:
+        if self._index is None:
+            lanes = self._lanes
+            self._index = (self.positions if lanes == 1 else
+                           self.positions * lanes + (np.arange(self.positions.size) & (lanes - 1)))
+        return self._index
+
+    def sum(self, data: NDArray[np.float64]) -> NDArray[np.float64]:
+        """Per-group sums of ``data`` (one row per client): shape (n_groups,) or (n_groups, k)."""
+        if self.n_groups == 1:
+            return np.asarray(data.sum(axis=0, keepdims=True), dtype=np.float64)
+        columns = data[:, None] if data.ndim == 1 else data
+        index, lanes = self._lane_index(), self._lanes
+        sums = np.empty((self.n_groups, columns.shape[1]))
+        for col in range(columns.shape[1]):  # a handful of buckets, never a loop over clients
+            partial = np.bincount(index, weights=columns[:, col], minlength=self.n_groups * lanes)
+            sums[:, col] = partial.reshape(self.n_groups, lanes).sum(axis=1)
+        return sums[:, 0] if data.ndim == 1 else sums
 
 
 def check_clipping(spec: MetricSpec | HistogramSpec, sums: NDArray[np.float64],

@@ -36,6 +36,7 @@ from spatialdp.exceptions import InvalidInput
 from spatialdp.federated._estimate import Estimate, plan_estimate, ratio_interval
 from spatialdp.federated._pipeline import run_release
 from spatialdp.federated._tags import read_reports
+from spatialdp.federated.group_sums import Groups
 from spatialdp.federated.metrics import HistogramSpec, MetricSpec
 from spatialdp.federated.schema import coarsen_count, reliability_class
 from spatialdp.geo.partition import Partition
@@ -377,7 +378,8 @@ def regional_report(
     level = check_alpha(alpha)
     table = read_reports(client_reports, metrics, partition)
     assert table.positions is not None
-    counts = np.bincount(table.positions, minlength=partition.n_regions).astype(np.int64)
+    groups = Groups(table.positions, partition.n_regions)
+    counts = groups.counts
     published = int((counts >= floor).sum())
     if published == 0:
         raise InvalidInput(
@@ -387,8 +389,7 @@ def regional_report(
     plans = [
         plan_estimate(spec, table.values(spec),
                       table.presence(spec) if isinstance(spec, MetricSpec) else None,
-                      table.positions, partition.n_regions, epsilon=epsilons[spec.name],
-                      min_cohort=floor, alpha=level, counts=counts)
+                      groups, epsilon=epsilons[spec.name], min_cohort=floor, alpha=level)
         for spec in metrics
     ]
     account.prepare(REGIONAL_LINE_ITEM)
