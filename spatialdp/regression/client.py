@@ -7,8 +7,9 @@ discrete Gaussian noise on a fine lattice from OS entropy
 :class:`~spatialdp.privacy.target.Simulation` it is seeded continuous Gaussian
 noise, for experiments only.
 
-Order, as in every release: validate -> clip and modulate -> check the ledger
-can cover the charge -> charge -> draw the noise.
+Order, as in every release: validate -> check the ledger can cover the charge
+-> charge -> clip, modulate and noise (in row blocks of 32,768 clients: the
+same result, computed in cache).
 
 Examples
 --------
@@ -33,6 +34,7 @@ from numpy.typing import NDArray
 from spatialdp._validation import check_number
 from spatialdp.privacy.budget import Disjoint
 from spatialdp.privacy.target import Accounting, Simulation, check_target
+from spatialdp.regression._blocks import BLOCK, single_blas
 from spatialdp.regression._checks import check_directions, check_features, check_labels
 from spatialdp.regression.accounting import charge_rho, check_affordable, resolve_rho
 from spatialdp.regression.lattice_gaussian import LatticeGaussianMechanism
@@ -89,6 +91,22 @@ def _phases(target: Accounting, shape: tuple[int, int]) -> NDArray[np.float64]:
     # still draws them from fresh OS entropy so that they are never reproducible.
     gen = target.rng if isinstance(target, Simulation) else np.random.default_rng()
     return gen.uniform(0.0, 2.0 * math.pi, size=shape)
+
+
+def _device_blocks(Xa: NDArray[np.float64], V: NDArray[np.float64], modulation: Modulation,
+                   phases: NDArray[np.float64], acct: Accounting, mech: LatticeGaussianMechanism,
+                   noisy: NDArray[np.float64]) -> None:
+    """Clip, modulate and noise each row block of ``Xa`` into ``noisy``."""
+    for start in range(0, Xa.shape[0], BLOCK):
+        rows = slice(start, start + BLOCK)
+        g = modulate(clip_rows(Xa[rows], modulation.radius), V, modulation, phases[rows])
+        if isinstance(acct, Simulation):  # mech.simulate's draw, written in place
+            block = noisy[rows]
+            acct.rng.standard_normal(out=block)
+            block *= mech.scale
+            block += g
+        else:
+            noisy[rows] = acct.add_noise(mech, g)
 
 
 def transform_clients(
@@ -167,16 +185,17 @@ def transform_clients(
     elif label_rho is not None:
         raise TypeError("label_rho needs label_bound (the clipping bound of the labels)")
     total = rho_x + rho_y
-    # Device side: clip, modulate.
-    g = modulate(clip_rows(Xa, modulation.radius), V, modulation,
-                 _phases(acct, (K, modulation.n_directions)))
     if charge:
         acct.prepare("training")
         check_affordable(acct, total)
         charge_rho(acct, rho=total, structure=Disjoint("modulated-regression:clients", K),
                    what="modulated features" + (" and labels" if label_mech else ""),
                    round_index=round_index)
-    noisy = acct.add_noise(mech, g)
+    # Device side, in row blocks (each row is one client's own release): clip, modulate, noise.
+    phases = _phases(acct, (K, modulation.n_directions))
+    noisy = np.empty_like(Xa)
+    with single_blas():
+        _device_blocks(Xa, V, modulation, phases, acct, mech, noisy)
     labels = ya if label_mech is None else acct.add_noise(label_mech, ya[:, None])[:, 0]
     return ClientReports(features=noisy, labels=labels, directions=V, modulation=modulation,
                          sigma=mech.scale,

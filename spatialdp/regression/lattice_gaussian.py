@@ -263,12 +263,11 @@ class LatticeGaussianMechanism:
 
     def simulate(self, x: Any, *, rng: RandomLike = None) -> NDArray[np.float64]:
         """Return ``x`` plus N(0, scale^2) noise from a seeded generator (simulation only)."""
-        arr = np.array(x, dtype=np.float64)
-        gen = as_generator(rng)
-        noise = gen.standard_normal(arr.shape)
+        arr = np.asarray(x, dtype=np.float64)
+        noise = as_generator(rng).standard_normal(arr.shape)
         noise *= self.scale
-        arr += noise
-        return arr
+        noise += arr
+        return noise
 
     def __repr__(self) -> str:
         return (f"LatticeGaussianMechanism(rho={self.rho!r}, sensitivity={self.sensitivity!r}, "
