@@ -120,6 +120,46 @@ def ours(truth: TruthGrid, incidence: CellIncidence, draws: int, seed: int,
     return out
 
 
+def scale_check(n_points: int) -> None:
+    """Time truth_grid, release_flat and release_hierarchical on grids up to ~10^7 cells."""
+    import resource
+
+    import h3ronpy.vector as hv
+    import pyarrow as pa
+    from h3ronpy import change_resolution_list
+
+    from spatialdp.privacy import Unaccounted
+    from spatialdp.queries import release_flat, release_hierarchical, truth_grid
+
+    parents = h3cells.parse_cells(["822837fffffffff", "822807fffffffff"])  # two res-2 cells
+    print("| grid cells | truth_grid (s) | release_flat (s) | hierarchical 2 / 3 / 4 "
+          "levels (s) | peak RSS (MB) |")
+    print("|---:|---:|---:|---:|---:|")
+    rng = np.random.default_rng(0)
+    for res in (8, 9, 10):
+        cells = np.unique(pa.array(change_resolution_list(parents, res)).values
+                          .to_numpy().astype(np.uint64))
+        pick = rng.integers(0, cells.size, n_points)
+        coords = hv.cells_to_coordinates(cells[pick])  # the cells' centres
+        lat = pa.array(coords.column("lat")).to_numpy()
+        lon = pa.array(coords.column("lng")).to_numpy()
+        start = time.perf_counter()
+        truth = truth_grid(cells, lon=lon, lat=lat, device_ids=np.arange(n_points) // 2)
+        t_truth = time.perf_counter() - start
+        start = time.perf_counter()
+        release_flat(truth, epsilon=1.0, target=Unaccounted("scale check"))
+        t_flat = time.perf_counter() - start
+        t_hier = []
+        for lev in (2, 3, 4):
+            start = time.perf_counter()
+            release_hierarchical(truth, epsilon=1.0, levels=lev,
+                                 target=Unaccounted("scale check"))
+            t_hier.append(time.perf_counter() - start)
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(f"| {cells.size:,} | {t_truth:.2f} | {t_flat:.2f} | "
+              f"{' / '.join(f'{t:.1f}' for t in t_hier)} | {peak:,.0f} |")
+
+
 def timed(fn, *args):  # type: ignore[no-untyped-def]
     start = time.perf_counter()
     out = fn(*args)
@@ -131,7 +171,13 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=10_000)
     parser.add_argument("--draws", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--scale", action="store_true",
+                        help="time the releases on grids of 0.2M to 11.5M cells instead")
+    parser.add_argument("--points", type=int, default=10_000_000)
     args = parser.parse_args()
+    if args.scale:
+        scale_check(args.points)
+        return
     truth, incidence = build(args.queries)
     keep = np.flatnonzero(incidence.cells_outside == 0)
     incidence = CellIncidence(incidence.matrix[keep], incidence.cells_outside[keep],

@@ -53,9 +53,16 @@ class WeightedSum:
         w = np.abs(np.asarray(weights, dtype=np.float64).ravel())
         b = np.broadcast_to(np.asarray(scales, dtype=np.float64), w.shape)
         keep = w > 0
-        self.w, self.a = w[keep], np.exp(-1.0 / b[keep])
+        # equal terms are many (nodes in the same position of their trees): group them,
+        # with their multiplicity as an exponent of their factor of phi
+        key = np.column_stack([np.round(np.log(w[keep]), 11), b[keep]])
+        groups, first, self.count = np.unique(key, axis=0, return_index=True,
+                                              return_counts=True)
+        self.w = w[keep][first]
+        self.a = np.exp(-1.0 / b[keep][first])
         var_terms = 2.0 * self.a / (1.0 - self.a) ** 2
-        self.variance = float((self.w**2 * var_terms).sum())
+        self.variance = float((self.count * self.w**2 * var_terms).sum())
+        del groups
         self.sd = math.sqrt(self.variance)
         self._grid()
 
@@ -67,7 +74,7 @@ class WeightedSum:
             chunk = t[start:start + 2048]
             cos = np.cos(np.outer(self.w, chunk))
             den = 1.0 - 2.0 * a[:, None] * cos + (a**2)[:, None]
-            out[start:start + 2048] = (log_num[:, None] - np.log(den)).sum(axis=0)
+            out[start:start + 2048] = self.count @ (log_num[:, None] - np.log(den))
         return out
 
     def _grid(self) -> None:
