@@ -6,8 +6,9 @@ and cost no budget beyond the grid's one release. The error bar of a flat
 answer is the exact two-sided ``(1 - alpha)`` half-width of a sum of ``m``
 discrete Laplace cells (:func:`~spatialdp.privacy.accuracy.half_width`, exact
 for small ``m`` too, never ``1.96 sqrt(m) sigma``); a hierarchical answer's
-bar is ``z_(1-alpha/2)`` times its exact standard deviation (a weighted sum
-of many independent draws). An out-of-range answer (negative, or larger than
+bar is the exact quantile of its law, a weighted sum of independent draws
+(:mod:`~spatialdp.queries.weighted_sum`; ``z_(1-alpha/2)`` times its exact
+standard deviation beyond :data:`EXACT_BARS_UP_TO` polygons). An out-of-range answer (negative, or larger than
 the population) is published as it is, with its bar: clipping it to a
 plausible range would add a second, harder-to-model bias.
 
@@ -29,7 +30,28 @@ from spatialdp.privacy.accuracy import half_width
 from spatialdp.queries.corpus import query_corpus
 from spatialdp.queries.grids import NOISE_KIND, NoisyGrid, check_incidence
 
-__all__ = ["answer_polygons"]
+__all__ = ["EXACT_BARS_UP_TO", "answer_polygons"]
+
+#: Hierarchical answers get exact bars (inversion of the answer's law) for up to this
+#: many polygons; beyond, ``z * sd`` (each answer is a weighted sum of many draws).
+EXACT_BARS_UP_TO = 200
+
+
+def _hierarchical_bars(grid: NoisyGrid, incidence: Any, std: Any, level: float) -> Any:
+    """Return the hierarchical half-widths: exact quantiles, or z * sd for many polygons."""
+    from spatialdp.queries.weighted_sum import WeightedSum
+
+    assert grid.tree is not None
+    if std.size > EXACT_BARS_UP_TO:
+        return std * float(special.ndtri(1.0 - level / 2.0))
+    weights = grid.tree.query_weights(incidence.matrix)
+    bars = np.empty(std.size)
+    for j in range(std.size):
+        w = np.concatenate([wl[:, [j]].toarray().ravel() for wl in weights])
+        b = np.concatenate([np.full(wl.shape[0], s) for wl, s in
+                            zip(weights, grid.scales, strict=True)])
+        bars[j] = WeightedSum(w, b).quantile_abs(1.0 - level)
+    return bars
 
 
 def answer_polygons(grid: NoisyGrid, polygons: gpd.GeoDataFrame, partition: Partition, *,
@@ -84,7 +106,7 @@ def answer_polygons(grid: NoisyGrid, polygons: gpd.GeoDataFrame, partition: Part
     else:
         out_answer = grid.tree.answer_from_cover(incidence.matrix)
         std = np.sqrt(grid.query_variance(incidence))
-        bar = std * float(special.ndtri(1.0 - level / 2.0))
+        bar = _hierarchical_bars(grid, incidence, std, level)
     frame = gpd.GeoDataFrame(polygons.copy())
     frame["answer"] = out_answer
     frame["error_bar"] = bar
