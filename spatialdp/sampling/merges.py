@@ -12,6 +12,7 @@ group whose centroid is nearest, and the record says so.
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 
 import numpy as np
@@ -121,48 +122,55 @@ def merge_small_groups(
                                or np.asarray(groups).dtype.kind not in "iu"):
         raise fail("groups", groups, "is not one integer label per region",
                    "pass the labels a previous call returned")
-    labels = np.arange(n, dtype=np.int64) if groups is None else groups.astype(np.int64).copy()
-    adj = sparse.csr_array(adjacency, dtype=np.int64)
+    raw = np.arange(n, dtype=np.int64) if groups is None else np.asarray(groups, np.int64)
+    # Canonical labels: each group is named by its smallest region position.
+    _, first, inverse = np.unique(raw, return_index=True, return_inverse=True)
+    labels = first[inverse].astype(np.int64)
     ids = np.asarray(region_ids, dtype=object)
+    members: dict[int, list[int]] = {}
+    for position, label in enumerate(labels.tolist()):
+        members.setdefault(label, []).append(position)
+    size = {g: float(sizes[m].sum()) for g, m in members.items()}
+    # Group adjacency as sets, updated per merge (a loop over merges, not clients).
+    adj = sparse.csr_array(adjacency)
+    rows = np.repeat(np.arange(n), np.diff(adj.indptr))
+    left, right = labels[rows], labels[adj.indices]
+    pairs = np.unique(np.column_stack([left, right])[left != right], axis=0)
+    neighbours: dict[int, set[int]] = {g: set() for g in members}
+    for a, b in pairs.tolist():
+        neighbours[a].add(b)
+    heap = [(size[g], g) for g in members if size[g] < floor]
+    heapq.heapify(heap)
     merges: list[Merge] = []
-    while True:
-        reps, inverse = np.unique(labels, return_inverse=True)
-        group_size = np.bincount(inverse, weights=sizes, minlength=reps.size)
-        small = np.flatnonzero(group_size < floor)
-        if small.size == 0 or reps.size == 1:
-            break
-        member = sparse.csr_array((np.ones(n, dtype=np.int64), (np.arange(n), inverse)),
-                                  shape=(n, reps.size))
-        group_adj = (member.T @ adj @ member).tocsr()
-        order = small[np.lexsort((small, group_size[small]))]
-        done = False
-        for g in order:
-            row = group_adj.indices[group_adj.indptr[g]:group_adj.indptr[g + 1]]
-            row = row[row != g]
-            how = "adjacent group with the smallest " + what
-            if row.size == 0:
-                if centroids is None:
-                    continue
-                own = np.flatnonzero(inverse == g)
-                centre = centroids[own].mean(axis=0)
-                others = np.flatnonzero(inverse != g)
-                nearest = others[np.argmin(((centroids[others] - centre) ** 2).sum(axis=1))]
-                row = np.array([inverse[nearest]])
-                how = "no adjacent region; nearest group by centroid"
-            partner = int(row[np.lexsort((row, group_size[row]))][0])
-            small_members = tuple(str(x) for x in ids[inverse == g])
-            into = tuple(str(x) for x in ids[inverse == partner])
-            reason = (f"{what} {int(group_size[g])} below the floor {floor}; merged with the "
-                      f"{how} ({int(group_size[partner])})")
-            merges.append(Merge(small_members, into, reason, round_index))
-            both = (inverse == g) | (inverse == partner)
-            labels[both] = int(np.flatnonzero(both)[0])
-            done = True
-            break
-        if not done:  # only islands without centroids are left small
-            break
-    canonical = np.empty(n, dtype=np.int64)
-    for rep in np.unique(labels):
-        members = np.flatnonzero(labels == rep)
-        canonical[members] = members[0]
-    return canonical, merges
+    while heap and len(size) > 1:
+        small, g = heapq.heappop(heap)
+        if size.get(g) != small:
+            continue  # stale: the group was merged since
+        how = "adjacent group with the smallest " + what
+        candidates = neighbours[g]
+        if not candidates:
+            if centroids is None:
+                continue  # an island stays small; the caller reports it
+            centre = centroids[members[g]].mean(axis=0)
+            others = np.flatnonzero(labels != g)
+            nearest = others[np.argmin(((centroids[others] - centre) ** 2).sum(axis=1))]
+            candidates = {int(labels[nearest])}
+            how = "no adjacent region; nearest group by centroid"
+        partner = min(candidates, key=lambda h: (size[h], h))
+        merges.append(Merge(
+            tuple(str(x) for x in ids[members[g]]), tuple(str(x) for x in ids[members[partner]]),
+            f"{what} {int(size[g])} below the floor {floor}; merged with the {how} "
+            f"({int(size[partner])})", round_index))
+        keep, drop = min(g, partner), max(g, partner)
+        members[keep] = sorted(members[g] + members[partner])
+        size[keep] = size[g] + size[partner]
+        joined = (neighbours[g] | neighbours[partner]) - {g, partner}
+        for h in joined:
+            neighbours[h] -= {g, partner}
+            neighbours[h].add(keep)
+        neighbours[keep] = joined
+        del members[drop], size[drop], neighbours[drop]
+        labels[members[keep]] = keep
+        if size[keep] < floor:
+            heapq.heappush(heap, (size[keep], keep))
+    return labels, merges

@@ -114,7 +114,10 @@ class _Layout:
     """Clients sorted by stratum and the eligible counts, kept between rounds (not saved)."""
 
     def __init__(self, state: ParticipationState, n_strata: int) -> None:
-        self.order = np.argsort(state.client_stratum, kind="stable").astype(np.int64)
+        keys = state.client_stratum
+        if n_strata <= np.iinfo(np.int16).max:
+            keys = keys.astype(np.int16)  # numpy sorts 16-bit keys by radix: O(n)
+        self.order = np.argsort(keys, kind="stable").astype(np.int64)
         counts = np.bincount(state.client_stratum, minlength=n_strata)
         self.offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         self.population = counts.astype(np.int64)
