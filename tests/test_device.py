@@ -344,10 +344,23 @@ def test_metric_crs_refusals() -> None:
     # the Swiss oblique Mercator returns finite garbage this far away: the round trip sees it
     with pytest.raises(CRSError, match="1 positions cannot be projected .*lon 100.0"):
         track_errors(track_frame([1.0], [1.0], lon=100.0, lat=-60.0), metric_crs=2056)
+    # only roads need a projection: there, no default CRS fits polar or global data
+    near_pole = track_frame([1.0], [1.0], lat=88.0)
+    pole_road = gpd.GeoSeries([shapely.LineString([(-105.1, 88.0), (-104.9, 88.0)])], crs=4326)
     with pytest.raises(CRSError, match="no UTM zone covers .*polar stereographic"):
-        track_errors(track_frame([1.0], [1.0], lat=88.0))
+        track_errors(near_pole, roads=pole_road)
     with pytest.raises(CRSError, match="reach latitude 88.0"):
-        track_errors(track_frame([1.0, 1.0], [1.0, 1.0], lon=[-100, 100], lat=[0, 88]))
+        track_errors(track_frame([1.0, 1.0], [1.0, 1.0], lon=[-100, 100], lat=[0, 88]),
+                     roads=pole_road)
+
+
+@pytest.mark.parametrize("heading", [0.0, 37.0, 200.0])
+def test_heading_split_needs_no_projection_near_the_poles_or_worldwide(heading: float) -> None:
+    frame = track_frame([2.0, -1.0, 3.0, 0.5], [1.0, 4.0, -2.0, 0.0], heading,
+                        lon=[-100.0, 100.0, 0.0, 179.9999], lat=[0.0, 88.0, -89.5, 70.0])
+    errors = track_errors(frame)
+    np.testing.assert_allclose(errors.along, [2.0, -1.0, 3.0, 0.5], atol=1e-6)
+    np.testing.assert_allclose(errors.across, [1.0, 4.0, -2.0, 0.0], atol=1e-6)
 
 
 def test_road_refusals() -> None:

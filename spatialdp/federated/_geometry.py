@@ -1,6 +1,13 @@
 """Along/across-track decomposition of position errors, vectorised (device side).
 
-True and predicted positions are projected to a metric CRS, and every projected
+With a heading (or for the total error only) and no ``metric_crs``, the error is
+the chord between true and predicted positions on the WGS 84 ellipsoid, rotated
+into east/north metres of the true position's tangent plane
+(:func:`~spatialdp.federated._projection.enu_offsets`): no projection, valid
+anywhere on Earth, a few trigonometric array operations per example.
+
+With roads (whose tangents need a planar geometry) or an explicit
+``metric_crs``, true and predicted positions are projected to a metric CRS, and every projected
 vector (the error ``pred - true`` and a road's tangent) is mapped back into
 local east/north ground metres at the true position through the projection's
 Jacobian, estimated by finite differences. That correction makes the split
@@ -49,6 +56,7 @@ from spatialdp.federated._projection import (
     _apply,
     _enu_inverse_jacobian,
     _project,
+    enu_offsets,
     resolve_metric_crs,
 )
 from spatialdp.federated._roads import TANGENT_HALF_WINDOW_M, _road_tangents, _roads_in
@@ -167,24 +175,33 @@ def decompose_errors(
     every road get NaN along/across (they were not on a road). With neither,
     along/across are None and only the total error (ground metres) is returned.
     """
-    crs = resolve_metric_crs(metric_crs, true_lon, true_lat)
     pred_lon = true_lon + (pred_lon - true_lon + 180.0) % 360.0 - 180.0  # across 180 deg
+    if roads is None and metric_crs is None:
+        # No road geometry to project: the error in the tangent plane directly.
+        error = enu_offsets(true_lon, true_lat, pred_lon, pred_lat)
+        return _split(error, heading_deg)
+    crs = resolve_metric_crs(metric_crs, true_lon, true_lat)
     transformer = pyproj.Transformer.from_crs(_LONLAT, crs, always_xy=True)
     true_xy = _project(transformer, true_lon, true_lat, round_trip=True)
     inverse = _enu_inverse_jacobian(transformer, true_lon, true_lat, true_xy)
     pred_xy = _project(transformer, pred_lon, pred_lat, round_trip=True)
     error = _apply(inverse, pred_xy - true_xy)
+    if roads is None:
+        return _split(error, heading_deg)
+    reach_m = positive_number(max_road_distance, "max_road_distance")
+    scale = 1.0 / np.sqrt(np.abs(np.linalg.det(inverse)))  # projected units per metre
+    tangent = _apply(inverse, _road_tangents(true_xy, _roads_in(roads, crs), reach_m, scale))
+    return _split(error, None, tangent / np.hypot(tangent[:, 0], tangent[:, 1])[:, None])
+
+
+def _split(error: FloatArray, heading_deg: FloatArray | None, unit: FloatArray | None = None
+           ) -> tuple[FloatArray | None, FloatArray | None, FloatArray]:
+    """Along, across (None without a direction) and total error from east/north metres."""
     distance = np.hypot(error[:, 0], error[:, 1])
-    if roads is not None:
-        reach_m = positive_number(max_road_distance, "max_road_distance")
-        scale = 1.0 / np.sqrt(np.abs(np.linalg.det(inverse)))  # projected units per metre
-        tangent = _apply(inverse, _road_tangents(true_xy, _roads_in(roads, crs), reach_m,
-                                                 scale))
-        unit = tangent / np.hypot(tangent[:, 0], tangent[:, 1])[:, None]
-    elif heading_deg is not None:
+    if unit is None and heading_deg is not None:
         rad = np.radians(heading_deg)
         unit = np.column_stack([np.sin(rad), np.cos(rad)])  # (east, north)
-    else:
+    if unit is None:
         return None, None, distance
     along = error[:, 0] * unit[:, 0] + error[:, 1] * unit[:, 1]
     across = error[:, 0] * unit[:, 1] - error[:, 1] * unit[:, 0]  # right-hand normal
@@ -204,14 +221,17 @@ def track_errors(
 ) -> pd.DataFrame:
     """Signed along-track and across-track error of every example, in metres.
 
-    The positions are projected to ``metric_crs`` (default: the data's UTM zone)
-    and the error ``pred - true`` is split relative to the direction of travel
-    (``heading_column``, degrees clockwise from north) or, when ``roads`` is
-    given, the tangent of the road nearest to the TRUE position. Projected
-    vectors are mapped back to local east/north ground metres through the
-    projection's Jacobian, so grid-north and scale offsets of the projection do
-    not leak into the split. Across-track is positive to the right of the
-    direction (for roads: of the direction they are digitised in).
+    The error ``pred - true``, in east/north ground metres at the true position,
+    is split relative to the direction of travel (``heading_column``, degrees
+    clockwise from north) or, when ``roads`` is given, the tangent of the road
+    nearest to the TRUE position. Without roads and ``metric_crs`` the error is
+    taken on the WGS 84 ellipsoid directly (valid anywhere, poles included). With
+    roads, or a ``metric_crs`` you choose, the positions are projected to
+    ``metric_crs`` (default: the data's UTM zone) and projected vectors are mapped
+    back to local east/north ground metres through the projection's Jacobian, so
+    grid-north and scale offsets of the projection do not leak into the split.
+    Across-track is positive to the right of the direction (for roads: of the
+    direction they are digitised in).
 
     Parameters
     ----------

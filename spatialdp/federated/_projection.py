@@ -16,7 +16,7 @@ from spatialdp._validation import short_repr
 from spatialdp.exceptions import CRSError
 from spatialdp.federated._checks import FloatArray, _refuse_rows
 
-__all__ = ["UTM_REACH_DEG", "resolve_metric_crs"]
+__all__ = ["UTM_REACH_DEG", "enu_offsets", "resolve_metric_crs"]
 
 #: The default metric CRS is the data's UTM zone when every point is this close
 #: (degrees of longitude) to the centre, a Mercator centred on the data otherwise.
@@ -116,6 +116,40 @@ def _enu_inverse_jacobian(transformer: pyproj.Transformer, lon: FloatArray, lat:
     return np.stack([np.stack([d, -b], axis=-1), np.stack([-c, a], axis=-1)], axis=1) / det[
         :, None, None
     ]
+
+
+def _ecef(lon: FloatArray, lat: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Earth-centred, Earth-fixed coordinates (m) of points on the WGS 84 ellipsoid."""
+    phi, lam = np.radians(lat), np.radians(lon)
+    prime = _WGS84_A / np.sqrt(1.0 - _WGS84_E2 * np.sin(phi) ** 2)
+    return (prime * np.cos(phi) * np.cos(lam), prime * np.cos(phi) * np.sin(lam),
+            prime * (1.0 - _WGS84_E2) * np.sin(phi))
+
+
+def enu_offsets(true_lon: FloatArray, true_lat: FloatArray, pred_lon: FloatArray,
+                pred_lat: FloatArray) -> FloatArray:
+    """East/north ground metres of each predicted position in the true position's tangent plane.
+
+    The chord between the two points on the WGS 84 ellipsoid (ECEF), rotated into
+    the local east/north/up frame at the true point; the up part is dropped. No
+    projection is involved, so it holds anywhere on Earth, poles and antimeridian
+    included. Against the geodesic's azimuth and distance it differs by about
+    ``d**3 / R**2`` (1e-11 m for a 100 m error).
+
+    Examples
+    --------
+    >>> east_north = enu_offsets(np.array([0.0]), np.array([0.0]), np.array([1e-5]),
+    ...                          np.array([0.0]))
+    >>> np.round(east_north, 3).tolist()
+    [[1.113, 0.0]]
+    """
+    tx, ty, tz = _ecef(true_lon, true_lat)
+    px, py, pz = _ecef(pred_lon, pred_lat)
+    dx, dy, dz = px - tx, py - ty, pz - tz
+    phi, lam = np.radians(true_lat), np.radians(true_lon)
+    east = -np.sin(lam) * dx + np.cos(lam) * dy
+    north = -np.sin(phi) * (np.cos(lam) * dx + np.sin(lam) * dy) + np.cos(phi) * dz
+    return np.column_stack([east, north])
 
 
 def _apply(inverse: FloatArray, vectors: FloatArray) -> FloatArray:
