@@ -103,3 +103,17 @@ def test_refusals(part: Partition, truth) -> None:  # type: ignore[no-untyped-de
         answer_polygons(grid, polygons(), part, alpha=0)
     with pytest.raises(InvalidInput, match="grid="):
         answer_polygons(truth, polygons(), part)  # the truth is never an answer source
+
+
+def test_hierarchical_bars_cover_the_truth(part: Partition, truth) -> None:  # type: ignore[no-untyped-def]
+    out = answer_polygons(release_hierarchical(truth, epsilon=1.0, levels=3,
+                                               target=Simulation(rng=5)), polygons(), part)
+    corpus = query_corpus(part, polygons())
+    true = corpus.incidence.matrix @ truth.counts
+    bars = out.error_bar.to_numpy()
+    assert (bars > out["std"].to_numpy()).all()  # a 95% bar is wider than one sd
+    hits = np.mean([np.abs(corpus.incidence.matrix @ release_hierarchical(
+        truth, epsilon=1.0, levels=3, target=Simulation(rng=s)).values - true) <= bars
+        for s in range(300)], axis=0)
+    se = np.sqrt(0.95 * 0.05 / 300)
+    assert (np.abs(hits - 0.95) < 5 * se).all()  # exact: neither under- nor over-covers

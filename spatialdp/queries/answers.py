@@ -8,9 +8,10 @@ discrete Laplace cells (:func:`~spatialdp.privacy.accuracy.half_width`, exact
 for small ``m`` too, never ``1.96 sqrt(m) sigma``); a hierarchical answer's
 bar is the exact quantile of its law, a weighted sum of independent draws
 (:mod:`~spatialdp.queries.weighted_sum`; ``z_(1-alpha/2)`` times its exact
-standard deviation beyond :data:`EXACT_BARS_UP_TO` polygons). An out-of-range answer (negative, or larger than
-the population) is published as it is, with its bar: clipping it to a
-plausible range would add a second, harder-to-model bias.
+standard deviation beyond :data:`EXACT_BARS_UP_TO` polygons). An
+out-of-range answer (negative, or larger than the population) is published
+as it is, with its bar: clipping it to a plausible range would add a second,
+harder-to-model bias.
 
 The discretisation error is reported next to it: the polygon is answered by
 the cells that stand for it, whose total area differs from the polygon's.
@@ -47,10 +48,7 @@ def _hierarchical_bars(grid: NoisyGrid, incidence: Any, std: Any, level: float) 
     weights = grid.tree.query_weights(incidence.matrix)
     bars = np.empty(std.size)
     for j in range(std.size):
-        w = np.concatenate([wl[:, [j]].toarray().ravel() for wl in weights])
-        b = np.concatenate([np.full(wl.shape[0], s) for wl, s in
-                            zip(weights, grid.scales, strict=True)])
-        bars[j] = WeightedSum(w, b).quantile_abs(1.0 - level)
+        bars[j] = WeightedSum.of_query(weights, grid.scales, j).quantile_abs(1.0 - level)
     return bars
 
 

@@ -234,12 +234,7 @@ def _hierarchical_expectations(model: Any, matrix: Any, true_answer: NDArray[np.
         return out
     pick = np.unique(np.linspace(0, matrix.shape[0] - 1, LAWS_PER_BUCKET).round().astype(int))
     weights = model.tree.query_weights(matrix[pick])
-    laws = []
-    for j in range(pick.size):
-        w = np.concatenate([wl[:, [j]].toarray().ravel() for wl in weights])
-        b = np.concatenate([np.full(wl.shape[0], s) for wl, s in
-                            zip(weights, model.scales, strict=True)])
-        laws.append(WeightedSum(w, b))
+    laws = [WeightedSum.of_query(weights, model.scales, j) for j in range(pick.size)]
     mae = np.array([law.mean_abs() for law in laws])
     # scale the sampled laws' mean absolute error to every query by its exact sd
     ratio = float(np.mean(mae / np.sqrt(var[pick])))

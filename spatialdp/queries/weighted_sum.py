@@ -23,6 +23,7 @@ one is nearly normal; the inversion covers both.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -65,6 +66,14 @@ class WeightedSum:
         del groups
         self.sd = math.sqrt(self.variance)
         self._grid()
+
+    @classmethod
+    def of_query(cls, weights: list[Any], scales: tuple[float, ...], j: int) -> WeightedSum:
+        """Return the law of query ``j`` from per-level weights (``Tree.query_weights``)."""
+        w = np.concatenate([wl[:, [j]].toarray().ravel() for wl in weights])
+        b = np.concatenate([np.full(wl.shape[0], s) for wl, s in
+                            zip(weights, scales, strict=True)])
+        return cls(w, b)
 
     def _log_phi(self, t: NDArray[np.float64]) -> NDArray[np.float64]:
         out = np.zeros(t.size)
