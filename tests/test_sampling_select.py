@@ -316,3 +316,19 @@ def test_every_round_keeps_its_books(pops: list[int], cap: int, floor: int,
         assert ((table.shortfall > 0) == (table.reason != "")).all()
         assert int(table.eligible_after.sum()) == int((state.used < cap).sum())
     assert state.used.max() <= cap
+
+
+def test_a_merged_group_is_sampled_uniformly_across_its_members() -> None:
+    # c (3 clients) merges into b (40): the 43 clients of b+c must be equally likely.
+    strata, fleet = row_strata({"a": 300, "b": 40, "c": 3})
+    sampler = StratifiedSampler(strata, cohort=30, policy=_policy(cap=1, rounds=1))
+    group = np.flatnonzero(fleet != strata.positions(["a"])[0])
+    hits = np.zeros(fleet.size, dtype=np.int64)
+    draws, seats = 600, 0
+    for seed in range(draws):
+        result = sampler.select(sampler.new_state(fleet, target=Simulation(rng=seed)), 0)
+        hits[result.clients] += 1
+        seats = int(result.counts["filled"][result.groups.index("b+c")])
+    observed = hits[group]
+    assert stats.chisquare(observed, np.full(group.size, draws * seats / group.size)
+                           ).pvalue > 1e-6
