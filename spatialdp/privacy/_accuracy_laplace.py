@@ -51,9 +51,9 @@ def lap_log_sf(m: int, x: float) -> float:
 @lru_cache(maxsize=CACHE)
 def lap_half_width(m: int, alpha: float) -> float:
     """Return the half-width / b for the sum of m Laplace(1)."""
-    from scipy import optimize, special  # lazy: scipy is slow to import
-    if m == 1:
+    if m == 1:  # closed form: no scipy import for the common single-value error bar
         return math.log(1.0 / alpha)
+    from scipy import optimize, special  # lazy: scipy is slow to import
     target = math.log(alpha / 2)
 
     def f(x: float) -> float:
