@@ -104,3 +104,11 @@ def test_refusals_of_bad_input(part: Partition) -> None:
 def test_grid_version_equals_partition_version() -> None:
     cells = h3cells.parse_cells(["85283473fffffff", "85283477fffffff", "8528347bfffffff"])
     assert grid_version(cells) == Partition.from_h3_cells(cells).version
+
+
+def test_refuses_a_grid_of_mixed_resolutions() -> None:
+    mixed = h3cells.parse_cells(["85283473fffffff", "862834707ffffff"])
+    with pytest.raises(InvalidInput, match="mix resolutions 5 to 6"):
+        truth_grid(mixed, lon=[-121.98], lat=[37.35], device_ids=[1])
+    with pytest.raises(InvalidInput, match="repeats 1 cells"):
+        truth_grid(mixed[[0, 0]], lon=[-121.98], lat=[37.35], device_ids=[1])
