@@ -284,3 +284,17 @@ def test_helpers_refuse_bad_arguments(call: object, match: str) -> None:
     with pytest.raises(InvalidInput, match=match):
         call()  # type: ignore[operator]
     assert not plt.get_fignums()  # a refused figure leaves no open figure
+
+
+def test_interactive_map_flags_blind_spots_and_merged_groups(states_epoch: tuple) -> None:
+    from spatialdp.sampling import explore_coverage
+
+    sampler, state, _ = states_epoch
+    cov = epoch_coverage(sampler, state)
+    html = explore_coverage(cov).get_root().render()
+    assert cov.blind_spots  # this epoch has one (proportional allocation)
+    assert "BLIND SPOT: clients, none sampled this epoch" in html
+    for group in set(cov.table.group[cov.table.merged]):
+        assert f"merged: {group}" in html
+    with pytest.raises(InvalidInput, match="not a Coverage"):
+        explore_coverage(None)  # type: ignore[arg-type]

@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # the public names, imported on first use (spatialdp._lazy)
     from spatialdp.sampling.composition import published_composition
     from spatialdp.sampling.coverage import Coverage, epoch_coverage
     from spatialdp.sampling.density import DENSITY_CLASSES, density_cells, density_strata
+    from spatialdp.sampling.explore import explore_coverage
     from spatialdp.sampling.merges import Merge, merge_small_groups
     from spatialdp.sampling.plots import plot_allocation, plot_coverage_map, plot_staircase
     from spatialdp.sampling.policy import ParticipationPolicy
@@ -58,6 +59,7 @@ __all__ = [
     "density_cells",
     "density_strata",
     "epoch_coverage",
+    "explore_coverage",
     "largest_remainder",
     "merge_small_groups",
     "merge_suppressed_regions",
