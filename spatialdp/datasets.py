@@ -36,11 +36,12 @@ _EARTH_RADIUS_KM = 6371.0088
 def data_dir() -> Path:
     """Return the folder of the shipped data files (``SPATIALDP_DATA`` overrides it)."""
     env = os.environ.get("SPATIALDP_DATA")
-    folder = Path(env) if env else Path(__file__).resolve().parent.parent / "data"
+    folder = Path(env) if env else Path(__file__).resolve().parent / "_data"
     if not (folder / "us48_states.gpkg").exists():
         raise FileNotFoundError(
-            f"spatialdp's data files are not in {folder}; install spatialdp from its "
-            "source tree (pip install -e .) or point SPATIALDP_DATA at the data/ folder"
+            f"spatialdp's data files are not in {folder}; reinstall spatialdp (they ship "
+            "inside the package, in spatialdp/_data) or point SPATIALDP_DATA at a folder "
+            "holding them"
         )
     return folder
 

@@ -16,7 +16,7 @@ import geopandas as gpd
 import libpysal
 import pandas as pd
 
-DATA = Path(__file__).resolve().parent.parent / "data"
+DATA = Path(__file__).resolve().parent.parent / "spatialdp" / "_data"
 
 
 def extract_states() -> None:
