@@ -85,6 +85,21 @@ def answer_polygons(grid: NoisyGrid, polygons: gpd.GeoDataFrame, partition: Part
         Polygons reaching outside the partition, or covering none of its cells.
     PartitionMismatch
         A partition of another version than the grid's.
+
+    Examples
+    --------
+    >>> import shapely
+    >>> from spatialdp.privacy import Simulation
+    >>> from spatialdp.queries import release_flat, truth_grid
+    >>> area = gpd.GeoDataFrame(geometry=[shapely.box(-100, 40, -99, 41)], crs=4326)
+    >>> part = Partition.from_h3_cover(area, 6)
+    >>> truth = truth_grid(part, lon=[-99.5] * 30, lat=[40.5] * 30, device_ids=range(30))
+    >>> grid = release_flat(truth, epsilon=1.0, target=Simulation(rng=0))
+    >>> polygons = gpd.GeoDataFrame({"name": ["centre"]}, crs=4326,
+    ...                             geometry=[shapely.box(-99.7, 40.3, -99.3, 40.7)])
+    >>> out = answer_polygons(grid, polygons, part)
+    >>> out[["name", "cells", "error_bar"]].values.tolist()
+    [['centre', 41, 17.0]]
     """
     grid = check_instance(grid, "grid", NoisyGrid,
                           "pass the result of release_flat(...) or release_hierarchical(...)")

@@ -29,10 +29,14 @@ from numpy.typing import ArrayLike, NDArray
 from spatialdp.privacy.accuracy import half_width, mean_abs_error, noise_std, tail_probability
 
 __all__ = [
+    "LAWS_PER_BUCKET",
+    "bucket_expectations",
+    "check_floor",
     "clamp_skip_threshold",
     "clamped_moments",
     "flat_figures",
     "mixture_quantile",
+    "sigma_of",
 ]
 
 KIND = "discrete_laplace"
@@ -183,7 +187,8 @@ def bucket_expectations(scale: float, m: NDArray[np.int64], truth: NDArray[np.in
     Flat with clamping: bias and RMS exact (:func:`clamped_moments`); mean
     absolute error and p95 exact when clamping cannot bite in the bucket, NaN
     otherwise. Hierarchical: RMS exact from the consistency's linear map; mean
-    absolute error and p95 from the normal law (weighted sums of many draws).
+    absolute error and p95 from the exact laws of up to :data:`LAWS_PER_BUCKET`
+    evenly spaced queries (NaN for clamped answers).
     """
     nan = float("nan")
     above = true_answer >= floor

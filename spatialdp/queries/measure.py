@@ -6,8 +6,13 @@ and reports, per bucket of the corpus (by cell count or by area): mean and p95
 absolute error, mean and p95 relative error on queries whose true answer is at
 least ``report_floor``, the signed bias, the RMS, and next to each the
 analytic expectation (exact for a flat release; for a hierarchical one the RMS
-is exact and the mean absolute error and p95 use the normal law of the answer,
-which is a weighted sum of thousands of noise draws).
+is exact on every query and the mean absolute error and p95 come from the
+exact laws of up to 12 evenly spaced queries per bucket, see
+:mod:`~spatialdp.queries.weighted_sum`).
+
+The flat simulation is exact per query and fast (:mod:`~spatialdp.queries.sampling`):
+one pair of negative binomial draws per query and draw for the cells clamping
+cannot touch, cell-by-cell draws only for sparse cells.
 """
 
 from __future__ import annotations
@@ -128,6 +133,21 @@ def measure_query_error(
         Bad arguments; an area bucketing without polygon areas.
     PartitionMismatch
         Queries of another partition version.
+
+    Examples
+    --------
+    >>> import geopandas as gpd, shapely
+    >>> from spatialdp.geo import Partition
+    >>> from spatialdp.queries import query_corpus, truth_grid
+    >>> area = gpd.GeoDataFrame(geometry=[shapely.box(-100, 40, -99, 41)], crs=4326)
+    >>> part = Partition.from_h3_cover(area, 6)
+    >>> lon, lat = np.linspace(-99.9, -99.1, 500), np.linspace(40.1, 40.9, 500)
+    >>> truth = truth_grid(part, lon=lon, lat=lat, device_ids=np.arange(500))
+    >>> corpus = query_corpus(part, gpd.GeoSeries([shapely.box(-99.8, 40.2, -99.2, 40.8)],
+    ...                                          crs=4326))
+    >>> report = measure_query_error(truth, corpus, epsilon=1.0, clamp_negative=False, rng=0)
+    >>> int(report.n_queries.sum()), report.expected_bias.tolist()
+    (1, [0.0])
     """
     corpus = _corpus(truth, queries)
     eps = check_epsilon(epsilon)
