@@ -161,9 +161,8 @@ def _positions(cells: NDArray[np.uint64], partition: Partition | None,
         lon_arr, lat_arr = check_lonlat(lon, lat)
     res = h3cells.single_resolution(cells[:1])
     found = h3cells._latlng_to_cells(lat_arr, lon_arr, res)
-    pos = np.searchsorted(cells, found)
-    pos = np.minimum(pos, cells.size - 1)
-    return np.where(cells[pos] == found, pos, -1).astype(np.int64)
+    lookup: Any = pd.Index(cells).get_indexer  # a hash table: faster than searchsorted here
+    return np.asarray(lookup(found), dtype=np.int64)
 
 
 def truth_grid(
