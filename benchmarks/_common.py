@@ -90,6 +90,11 @@ def best_times(contenders: dict[str, Callable[[], Any]], repeats: int) -> dict[s
     return best
 
 
+def best_of(fn: Callable[[], Any], repeats: int) -> float:
+    """Return the best wall time (s) of ``fn`` over ``repeats`` runs."""
+    return best_times({"fn": fn}, repeats)["fn"]
+
+
 def measure(contenders: dict[str, Callable[[], Any]], repeats: int
             ) -> dict[str, tuple[float, float]]:
     """Return ``{name: (best seconds, peak MB)}``; memory is measured in extra runs."""

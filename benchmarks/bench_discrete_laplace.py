@@ -27,32 +27,12 @@ X = OpenDP time / spatialdp time on the same 1M-cell vector at scale 47.5
 from __future__ import annotations
 
 import argparse
-import time
-import tracemalloc
-from collections.abc import Callable
-from typing import Any
 
 import numpy as np
+from _common import best_of, peak_memory_mb
 
 REALISTIC = (2.0, 2.5, 10.0, 47.5, 250.0, 1e4)
 EXTRA = (1e7, 1e12)
-
-
-def best_of(fn: Callable[[], Any], repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
-
-
-def peak_mib(fn: Callable[[], Any]) -> float:
-    tracemalloc.start()
-    fn()
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    return peak / 2**20
 
 
 def numpy_limit(rng: np.random.Generator, counts: np.ndarray, scale: float,
@@ -93,9 +73,9 @@ def main(argv: list[str] | None = None) -> float:
         release_discrete_laplace(counts[:1000], scale)  # warm-up: tables for this scale
         t_lim, kind = numpy_limit(rng, counts, scale, args.repeats)
         t_ours = best_of(lambda s=scale: release_discrete_laplace(counts, s), args.repeats)
-        mem_ours = peak_mib(lambda s=scale: release_discrete_laplace(counts, s))
+        mem_ours = peak_memory_mb(lambda s=scale: release_discrete_laplace(counts, s))
         p = -np.expm1(-1.0 / scale)
-        mem_lim = peak_mib(lambda p=p: counts + (rng.geometric(p, counts.size)
+        mem_lim = peak_memory_mb(lambda p=p: counts + (rng.geometric(p, counts.size)
                                                  - rng.geometric(p, counts.size)))
         ratio = t_lim / t_ours
         tag = "" if scale in REALISTIC else "  (not a realistic scale)"

@@ -24,30 +24,11 @@ from __future__ import annotations
 
 import argparse
 import time
-import tracemalloc
-from collections.abc import Callable
-from typing import Any
 
 import numpy as np
+from _common import best_of, peak_memory_mb
 
 EPSILON, SENSITIVITY = 0.4, 19.0
-
-
-def best_of(fn: Callable[[], Any], repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
-
-
-def peak_mib(fn: Callable[[], Any]) -> float:
-    tracemalloc.start()
-    fn()
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    return peak / 2**20
 
 
 def main(argv: list[str] | None = None) -> float:
@@ -81,7 +62,7 @@ def main(argv: list[str] | None = None) -> float:
         t_cold = time.perf_counter() - t0
         t_np = best_of(lambda v=values: v + rng.laplace(0.0, scale, v.size), args.repeats)
         t_ours = best_of(lambda v=values: mech.release(v), args.repeats)
-        mem = peak_mib(lambda v=values: mech.release(v))
+        mem = peak_memory_mb(lambda v=values: mech.release(v))
         as_list = values.tolist()
         t_odp = best_of(lambda a=as_list: meas(a), min(2, args.repeats))
         ratio = t_odp / t_ours

@@ -16,18 +16,16 @@ publish, per region, the noised mean of each metric with the SAME release noise
   GeoDataFrames.
 
 Partitions: the 48 states, or an H3 resolution-5 cover of them (~30k cells),
-where per-value float release noise dominates. Best of ``--repeat`` runs; peak
-memory from ``tracemalloc`` in a separate, untimed run. ``--scaling`` prints a
+where per-value float release noise dominates. Best of ``--repeat`` interleaved
+runs; peak memory in a separate, untimed run (``_common.MEMORY_METHOD``). ``--scaling`` prints a
 table over 10^4..10^7 clients. The last line is ``ratio: X`` = baseline / ours.
 """
 
 from __future__ import annotations
 
 import argparse
-import time
-import tracemalloc
-from collections.abc import Callable
 
+import _common
 import geopandas as gpd
 import numpy as np
 import pandas as pd
@@ -97,35 +95,15 @@ def ours(frame: pd.DataFrame, partition: Partition) -> object:
                            alpha=ALPHA, target=Unaccounted("benchmark"))
 
 
-def best_pair(first: Callable[[], object], second: Callable[[], object], repeat: int
-              ) -> tuple[float, float]:
-    """Best time of each, runs interleaved so that machine load hits both alike."""
-    times: tuple[list[float], list[float]] = ([], [])
-    for _ in range(repeat):
-        for call, out in ((first, times[0]), (second, times[1])):
-            start = time.perf_counter()
-            call()
-            out.append(time.perf_counter() - start)
-    return min(times[0]), min(times[1])
-
-
-def peak_mib(call: Callable[[], object]) -> float:
-    tracemalloc.start()
-    call()
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    return peak / 2**20
-
-
-def measure(n: int, partition: Partition, repeat: int) -> tuple[float, float, float, float]:
+def time_both(n: int, partition: Partition, repeat: int) -> tuple[float, float, float, float]:
     frame = client_reports(n, partition, np.random.default_rng(0))
     regions = partition.regions
     ours(frame, partition)  # warm caches on both sides
     baseline(frame, regions)
-    t_base, t_ours = best_pair(lambda: baseline(frame, regions), lambda: ours(frame, partition),
-                               repeat)
-    return t_base, t_ours, peak_mib(lambda: baseline(frame, regions)), peak_mib(
-        lambda: ours(frame, partition))
+    results = _common.measure({"baseline": lambda: baseline(frame, regions),
+                       "ours": lambda: ours(frame, partition)}, repeat)
+    (t_base, m_base), (t_ours, m_ours) = results["baseline"], results["ours"]
+    return t_base, t_ours, m_base, m_ours
 
 
 def main() -> None:
@@ -141,16 +119,16 @@ def main() -> None:
           f"7-bucket histogram, count bucket; epsilon {EPSILON} each; floor {FLOOR}")
     if args.scaling:
         print("| clients | groupby + noise (s) | regional_report (s) | ratio | "
-              "peak MiB groupby | peak MiB ours |")
+              "peak MB groupby | peak MB ours |")
         print("|---:|---:|---:|---:|---:|---:|")
         for n in (10**4, 10**5, 10**6, 10**7):
-            tb, to, mb, mo = measure(n, partition, max(1, args.repeat // (1 + n // 10**6)))
+            tb, to, mb, mo = time_both(n, partition, max(1, args.repeat // (1 + n // 10**6)))
             print(f"| {n:,} | {tb:.3f} | {to:.3f} | {tb / to:.2f} | {mb:.0f} | {mo:.0f} |")
         return
-    tb, to, mb, mo = measure(args.n, partition, args.repeat)
+    tb, to, mb, mo = time_both(args.n, partition, args.repeat)
     print(f"clients: {args.n:,}")
-    print(f"pandas groupby + same noise, error bars, join: {tb:.3f} s (peak {mb:.0f} MiB)")
-    print(f"regional_report (validates, charges, noises once): {to:.3f} s (peak {mo:.0f} MiB)")
+    print(f"pandas groupby + same noise, error bars, join: {tb:.3f} s (peak {mb:.0f} MB)")
+    print(f"regional_report (validates, charges, noises once): {to:.3f} s (peak {mo:.0f} MB)")
     print(f"ratio: {tb / to:.2f}")
 
 
