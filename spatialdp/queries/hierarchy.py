@@ -55,6 +55,9 @@ from spatialdp.queries.truth import TruthGrid
 
 __all__ = ["HierarchyModel", "Tree", "level_epsilons", "release_hierarchical"]
 
+#: Queries whose weights :meth:`Tree.query_variance` holds at once.
+QUERY_CHUNK = 256
+
 #: Ratio of a level's epsilon to the next coarser level's in the default split.
 GEOMETRIC_RATIO = 7.0 ** (1.0 / 6.0)
 
@@ -223,11 +226,17 @@ class Tree:
     def query_variance(self, matrix: sparse.csr_array) -> NDArray[np.float64]:
         """Return the exact noise variance of each query's consistent answer.
 
-        ``sum_l sigma_l**2 * sum(w_l**2)`` over the weights of :meth:`query_weights`.
+        ``sum_l sigma_l**2 * sum(w_l**2)`` over the weights of :meth:`query_weights`,
+        in chunks of :data:`QUERY_CHUNK` queries (a query's weights fill the whole
+        trees it touches, so memory is bounded by chunking).
         """
         total = np.zeros(matrix.shape[0])
-        for var, w in zip(self.variances, self.query_weights(matrix), strict=True):
-            total += var * np.asarray(w.multiply(w).sum(axis=0)).ravel()
+        rows = sparse.csr_array(matrix)
+        for start in range(0, rows.shape[0], QUERY_CHUNK):
+            stop = min(rows.shape[0], start + QUERY_CHUNK)
+            for var, w in zip(self.variances, self.query_weights(rows[start:stop]),
+                              strict=True):
+                total[start:stop] += var * np.asarray(w.multiply(w).sum(axis=0)).ravel()
         return total
 
     def cover(self, matrix: sparse.csr_array) -> list[sparse.csr_array]:
