@@ -76,8 +76,11 @@ def test_unregularised_one_shot_is_nonsense_and_the_regularised_one_is_not():
     y = X @ rng.normal(scale=0.3, size=d) + rng.normal(size=2 * K)
     mod = Modulation(radius=3.0)
     with pytest.warns(FeasibilityWarning, match="no private estimator is predicted to beat"):
-        plan = plan_regression(K, d, epsilon=1.0, delta=1e-6, modulation=mod)
-    assert plan.predicted("one_shot_unregularised") > 10 * plan.zero_mse
+        plan_regression(K, d, epsilon=1.0, delta=1e-6, modulation=mod)
+    plan = plan_regression(K, d, epsilon=4.0, delta=1e-6, modulation=mod,
+                           feature_second_moment=7.0, r_squared=0.45, warn=False)
+    assert plan.predicted("one_shot_unregularised") > 2 * plan.zero_mse
+    assert plan.predicted("one_shot") < plan.zero_mse
     zero = float(np.mean((y[K:] - y[:K].mean()) ** 2))
     raw, reg = [], []
     for r in range(20):

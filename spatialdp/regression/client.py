@@ -193,7 +193,7 @@ def transform_clients(
                    round_index=round_index)
     # Device side, in row blocks (each row is one client's own release): clip, modulate, noise.
     phases = _phases(acct, (K, modulation.n_directions))
-    noisy = np.empty_like(Xa)
+    noisy = np.empty(Xa.shape)  # C order: row blocks are contiguous
     with single_blas():
         _device_blocks(Xa, V, modulation, phases, acct, mech, noisy)
     labels = ya if label_mech is None else acct.add_noise(label_mech, ya[:, None])[:, 0]

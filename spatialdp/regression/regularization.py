@@ -14,15 +14,34 @@ coefficient vector of squared norm ``B2``, to first order
     ``E||beta^ - beta||^2 ~ (d N + mu^2 B2) / (s + mu)^2``,  ``N = v_b + v_S B2``
 
 which is smallest at ``mu* = d N / (s B2)`` (:func:`optimal_ridge`), the
-James-Stein-like balance of noise against signal. The excess test risk is
-``s`` times that. ``mu*`` is large exactly when the release is noise-dominated,
-and the fit then shrinks to predicting zero instead of returning nonsense.
+James-Stein-like balance of noise against signal. That first-order formula
+is only valid while the covariance noise is small against ``s``
+(``sqrt(d v_S) << s``); in the noise-dominated regime that matters here it
+over-regularises badly (it ignores that the PSD projection of a noisy matrix
+already shrinks: its positive part inflates the spectrum). The ridge used is
+therefore chosen by a **parametric simulation** of the fit itself
+(:func:`simulated_risk`, :func:`choose_ridge`): with ``Sigma = s I`` and a
+coefficient vector of squared norm ``B2`` (the direction does not matter for
+isotropic ``Sigma`` and rotation-invariant noise), draw 48 noisy moment pairs
+from the noise model (symmetric Gaussian ``Sigma^`` noise, off-diagonal
+variance ``v_S``, diagonal ``2 v_S``; ``b^`` noise ``v_b``), apply exactly the
+estimator (PSD projection, ridge, norm cap) for 32 ridges on a log grid from
+``1e-4 s`` to ``1e3 s``, and keep the LARGEST ridge whose mean excess risk
+``s ||beta^ - beta||^2`` is within 10% of the least (the risk climbs steeply
+below the optimum, gently above it, and ``B2`` is itself estimated). Only
+public quantities and the release enter; the internal draws use a fixed seed
+(they are not noise on any data), so fits are reproducible. The planner uses
+the same simulation for its predictions.
 
 In a fit, ``sigma``, ``K``, ``d``, ``alpha``, ``lambda``, ``m`` and ``R`` are
-public; ``s`` is the trace of ``Sigma^`` over ``d`` (clipped to ``(0, R^2/d]``),
-``Y2`` the mean squared label (minus the label-noise variance), and ``B2`` is
-``(||b^||^2 - d v_b) / s^2`` floored at a small positive value: all are
-post-processing of the release. The norm cap is ``c sqrt(Y2 / s)``
+public; ``s`` is the trace of ``Sigma^`` over ``d`` plus two standard errors,
+at most ``R^2 / d`` (and ``R^2 / d`` itself when the estimate is below 5% of
+it, i.e. uninformative), ``Y2`` the mean squared label (minus the
+label-noise variance), and ``B2`` is ``(||b^||^2 - d v_b - 2 SE) / s^2``
+floored at a small positive value: all are post-processing of the release,
+each taken two standard errors on the side of more shrinkage (an
+underestimated ``s`` or overestimated ``B2`` picks a ridge on the cliff
+below the optimum). The norm cap is ``c sqrt(Y2 / s)``
 (:func:`norm_cap`, ``c = 2``): for isotropic features
 ``beta^T Sigma beta <= E y^2`` gives ``||beta|| <= sqrt(Y2 / s)``; ``c`` leaves
 room for anisotropy.
@@ -41,6 +60,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -48,11 +68,25 @@ from numpy.typing import NDArray
 __all__ = [
     "NORM_CAP_FACTOR",
     "Regularization",
+    "choose_ridge",
     "noise_variances",
     "norm_cap",
     "optimal_ridge",
     "regularization_from_moments",
+    "simulated_risk",
 ]
+
+#: Ridges tried by :func:`choose_ridge`, as multiples of the feature scale ``s``.
+RIDGE_GRID = np.logspace(-4.0, 3.0, 32)
+
+#: Simulated fits per ridge in :func:`simulated_risk`.
+RISK_DRAWS = 48
+
+#: Below this share of ``R^2 / d`` the estimated feature scale is taken as uninformative.
+MIN_SCALE_SHARE = 0.05
+
+#: :func:`choose_ridge` takes the largest ridge whose risk is within this factor of the least.
+RISK_TOLERANCE = 1.1
 
 #: Multiple of ``sqrt(E y^2 / s)`` used as the coefficient norm cap.
 NORM_CAP_FACTOR = 2.0
@@ -83,6 +117,60 @@ def norm_cap(label_second_moment: float, feature_scale: float,
     return factor * math.sqrt(max(label_second_moment, 0.0) / feature_scale)
 
 
+def simulated_risk(n_features: int, feature_scale: float, signal_norm2: float, cov_noise_var: float,
+                   cross_noise_var: float, ridges: Any, *, cap: float = math.inf,
+                   psd: bool = True, draws: int = RISK_DRAWS, seed: int = 0,
+                   ) -> NDArray[np.float64]:
+    """Return the mean excess risk of the moment solve at each ridge, by simulation.
+
+    Examples
+    --------
+    >>> r = simulated_risk(4, 0.25, 1.0, 1e-4, 1e-4, [0.0, 1e3])
+    >>> bool(r[0] < 0.01), round(float(r[1]), 2)  # no ridge: small error; huge: predicts 0
+    (True, 0.25)
+    """
+    d, s = n_features, feature_scale
+    rng = np.random.default_rng(seed)
+    beta = np.zeros(d)
+    beta[0] = math.sqrt(max(signal_norm2, 0.0))
+    noise = rng.standard_normal((draws, d, d)) * math.sqrt(cov_noise_var / 2.0)
+    S = s * np.eye(d) + noise + np.swapaxes(noise, 1, 2)
+    b = s * beta + rng.standard_normal((draws, d)) * math.sqrt(cross_noise_var)
+    w, Q = np.linalg.eigh(S)
+    if psd:
+        w = np.maximum(w, 0.0)
+    qb = np.einsum("nji,nj->ni", Q, b)
+    mus = np.asarray(ridges, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        coef = np.einsum("nij,knj->kni", Q, qb[None] / (w[None] + mus[:, None, None]))
+        norms = np.linalg.norm(coef, axis=2, keepdims=True)
+        coef = coef * np.minimum(1.0, cap / np.maximum(norms, 1e-300))
+        risk = s * np.sum((coef - beta) ** 2, axis=2)
+    risk = np.where(np.isfinite(risk), risk, 1e300)
+    return np.asarray(risk.mean(axis=1), dtype=np.float64)
+
+
+def choose_ridge(n_features: int, feature_scale: float, signal_norm2: float,
+                 cov_noise_var: float, cross_noise_var: float, *, cap: float = math.inf,
+                 ) -> tuple[float, float]:
+    """Return ``(ridge, predicted excess risk)``: the simulated-risk minimiser on the grid.
+
+    Examples
+    --------
+    >>> mu, risk = choose_ridge(8, 0.25, 4.0, 0.05, 1e-3)
+    >>> 0.0 < mu < 100.0, risk < 0.25 * 4.0
+    (True, True)
+    """
+    ridges = feature_scale * RIDGE_GRID
+    risk = simulated_risk(n_features, feature_scale, signal_norm2, cov_noise_var,
+                          cross_noise_var, ridges, cap=cap)
+    # The risk rises steeply below the optimum (the solve meets the noise) and gently above
+    # it: take the largest ridge within 10% of the least risk, which is robust to the
+    # noise in the estimated signal norm.
+    best = int(np.flatnonzero(risk <= RISK_TOLERANCE * risk.min())[-1])
+    return float(ridges[best]), float(risk[best])
+
+
 @dataclass(frozen=True)
 class Regularization:
     """The ridge strength and norm cap of a fit, and what they were computed from."""
@@ -106,16 +194,26 @@ def regularization_from_moments(S: NDArray[np.float64], b: NDArray[np.float64], 
     >>> reg = regularization_from_moments(np.eye(2) * 0.5, np.array([0.5, 0.0]), n_clients=10**6,
     ...                                   sigma=0.1, alpha=0.0, lam=0.0, radius=1.0,
     ...                                   label_second_moment=1.0)
-    >>> reg.ridge < 1e-4, round(reg.norm_cap, 3)
+    >>> reg.ridge < 1e-3, round(reg.norm_cap, 3)
     (True, 2.828)
     """
     d = S.shape[0]
-    s = float(np.clip(np.trace(S) / d, radius**2 / d * 1e-3, radius**2 / d))
     y2 = max(label_second_moment, _MIN_SIGNAL)
-    v_S, v_b = noise_variances(n_clients, d, sigma=sigma, alpha=alpha, lam=lam, feature_scale=s,
+    top = radius**2 / d
+    # Conservative plug-ins (2 standard errors towards more shrinkage): an underestimated
+    # feature scale or an overestimated signal makes the chosen ridge too small, and the
+    # solve then meets the noise; the opposite errors only shrink towards zero.
+    s_raw = float(np.trace(S)) / d
+    v_S, v_b = noise_variances(n_clients, d, sigma=sigma, alpha=alpha, lam=lam,
+                               feature_scale=float(np.clip(s_raw, top * 1e-3, top)),
                                label_second_moment=y2, label_sigma=label_sigma)
-    b2 = max(float(b @ b) - d * v_b, _MIN_SIGNAL) / s**2
+    s = s_raw + 2.0 * math.sqrt(2.0 * v_S / d)
+    s = top if s < top * MIN_SCALE_SHARE else min(s, top)  # uninformative: the safe side
+    bb = float(b @ b)
+    spread = math.sqrt(2.0 * d * v_b**2 + 4.0 * bb * v_b)
+    b2 = max(bb - d * v_b - 2.0 * spread, _MIN_SIGNAL) / s**2
     b2 = min(b2, y2 / s)  # beta^T Sigma beta <= E y^2
-    mu = optimal_ridge(d, s, v_b + v_S * b2, b2)
-    return Regularization(ridge=mu, norm_cap=norm_cap(y2, s), feature_scale=s, signal_norm2=b2,
+    cap = norm_cap(y2, s)
+    mu, _ = choose_ridge(d, s, b2, v_S, v_b, cap=cap)
+    return Regularization(ridge=mu, norm_cap=cap, feature_scale=s, signal_norm2=b2,
                           cov_noise_var=v_S, cross_noise_var=v_b)
