@@ -35,8 +35,8 @@ the same simulation for its predictions.
 
 In a fit, ``sigma``, ``K``, ``d``, ``alpha``, ``lambda``, ``m`` and ``R`` are
 public; ``s`` is the trace of ``Sigma^`` over ``d`` plus two standard errors,
-at most ``R^2 / d`` (and ``R^2 / d`` itself when the estimate is below 5% of
-it, i.e. uninformative), ``Y2`` the mean squared label (minus the
+at most ``R^2 / d`` (and ``R^2 / d`` itself when the estimate is within two
+standard errors of zero, i.e. uninformative), ``Y2`` the mean squared label (minus the
 label-noise variance), and ``B2`` is ``(||b^||^2 - d v_b - 2 SE) / s^2``
 floored at a small positive value: all are post-processing of the release,
 each taken two standard errors on the side of more shrinkage (an
@@ -81,9 +81,6 @@ RIDGE_GRID = np.logspace(-4.0, 3.0, 32)
 
 #: Simulated fits per ridge in :func:`simulated_risk`.
 RISK_DRAWS = 48
-
-#: Below this share of ``R^2 / d`` the estimated feature scale is taken as uninformative.
-MIN_SCALE_SHARE = 0.05
 
 #: :func:`choose_ridge` takes the largest ridge whose risk is within this factor of the least.
 RISK_TOLERANCE = 1.1
@@ -207,8 +204,8 @@ def regularization_from_moments(S: NDArray[np.float64], b: NDArray[np.float64], 
     v_S, v_b = noise_variances(n_clients, d, sigma=sigma, alpha=alpha, lam=lam,
                                feature_scale=float(np.clip(s_raw, top * 1e-3, top)),
                                label_second_moment=y2, label_sigma=label_sigma)
-    s = s_raw + 2.0 * math.sqrt(2.0 * v_S / d)
-    s = top if s < top * MIN_SCALE_SHARE else min(s, top)  # uninformative: the safe side
+    se = math.sqrt(2.0 * v_S / d)
+    s = top if s_raw <= 2.0 * se else min(s_raw + 2.0 * se, top)  # uninformative: safe side
     bb = float(b @ b)
     spread = math.sqrt(2.0 * d * v_b**2 + 4.0 * bb * v_b)
     b2 = max(bb - d * v_b - 2.0 * spread, _MIN_SIGNAL) / s**2
