@@ -40,8 +40,11 @@ Run::
 
     python benchmarks/reproduce_modulated.py [--seeds 20] [--datasets fair modechoice]
 
-Writes ``docs/figures/modulated_results.csv``, ``docs/figures/modulated_results.md``
+Writes ``docs/figures/modulated_results.csv`` (summary),
+``docs/figures/modulated_results_per_seed.csv``, ``docs/figures/modulated_results.md``
 and ``docs/figures/modulated_mse.png``, and prints the table and the findings.
+Findings compare estimators on the SAME splits (paired differences, 2 SE): the
+split-to-split spread of the test MSE is far larger than the differences.
 """
 
 from __future__ import annotations
@@ -185,63 +188,117 @@ def planner_row(X: np.ndarray, y: np.ndarray, epsilon: float) -> dict[str, float
     return {e: plan.predicted(e) for e in ESTIMATORS}
 
 
-def run(datasets: Sequence[str], seeds: int, epsilons: Sequence[float] = EPSILONS,
-        progress: bool = True) -> pd.DataFrame:
-    """Return one row per (dataset, epsilon, estimator): mean, SE, planner prediction."""
+def run_seeds(datasets: Sequence[str], seeds: int, epsilons: Sequence[float] = EPSILONS,
+              progress: bool = True) -> pd.DataFrame:
+    """Return one row per (dataset, epsilon, seed, estimator): test MSE and planner prediction."""
     rows = []
     for name in datasets:
         X_all, y_all, _ = load(name)
         splits = [split(X_all, y_all, s) for s in range(seeds)]
         for eps in epsilons:
             t0 = time.perf_counter()
-            results = [run_seed(splits[s], eps, s) for s in range(seeds)]
             plan = planner_row(*splits[0]["train"], eps)
-            for est in ESTIMATORS:
-                mses = np.array([r[est][0] for r in results])
-                chosen = pd.Series([str(r[est][1]) for r in results]).mode().iloc[0]
-                rows.append({"dataset": name, "n_clients": len(splits[0]["train"][1]),
-                             "epsilon": eps, "estimator": est, "mse": mses.mean(),
-                             "se": mses.std(ddof=1) / math.sqrt(seeds),
-                             "planner": plan[est], "seeds": seeds, "typical_params": chosen})
+            for s in range(seeds):
+                for est, (mse, params) in run_seed(splits[s], eps, s).items():
+                    rows.append({"dataset": name, "n_clients": len(splits[s]["train"][1]),
+                                 "epsilon": eps, "seed": s, "estimator": est, "mse": mse,
+                                 "planner": plan[est], "params": str(params)})
             if progress:
                 print(f"  {name} epsilon={eps}: {time.perf_counter() - t0:.1f} s", flush=True)
     return pd.DataFrame(rows)
 
 
+def summarise(per_seed: pd.DataFrame) -> pd.DataFrame:
+    """Mean, SE over seeds, planner prediction and the most chosen parameters per cell."""
+    keys = ["dataset", "n_clients", "epsilon", "estimator"]
+    g = per_seed.groupby(keys, sort=False)
+    out = g.agg(mse=("mse", "mean"), se=("mse", "sem"), planner=("planner", "first"),
+                seeds=("seed", "nunique"),
+                typical_params=("params", lambda p: p.mode().iloc[0])).reset_index()
+    return out
+
+
+def run(datasets: Sequence[str], seeds: int, epsilons: Sequence[float] = EPSILONS,
+        progress: bool = True) -> pd.DataFrame:
+    """Return the summary table (see :func:`summarise`); per-seed rows in ``attrs``."""
+    per_seed = run_seeds(datasets, seeds, epsilons, progress)
+    table = summarise(per_seed)
+    table.attrs["per_seed"] = per_seed
+    return table
+
+
+def _paired(per_seed: pd.DataFrame, eps: float, a: str, b: str) -> tuple[float, float]:
+    """Mean and SE of the per-seed difference MSE(a) - MSE(b) (same splits, paired)."""
+    t = per_seed[per_seed["epsilon"] == eps].pivot(index="seed", columns="estimator",
+                                                    values="mse")
+    diff = t[a] - t[b]
+    return float(diff.mean()), float(diff.std(ddof=1) / math.sqrt(len(diff)))
+
+
+def _verdict(mean: float, se: float) -> str:
+    """'better' / 'worse' / 'tie' for a paired difference (first minus second), at 2 SE."""
+    if mean < -2 * se:
+        return "better"
+    if mean > 2 * se:
+        return "worse"
+    return "tie"
+
+
 def findings(table: pd.DataFrame) -> list[str]:
-    """State which of the paper's findings hold on each data set, from the table."""
+    """State which of the paper's findings hold on each data set (paired comparisons, 2 SE)."""
+    per_seed: pd.DataFrame = table.attrs["per_seed"]
     lines = []
-    for name, t in table.groupby("dataset"):
-        m = t.pivot(index="epsilon", columns="estimator", values="mse")
-        se = t.pivot(index="epsilon", columns="estimator", values="se")
-        lo = m.index.min()
-        hi = m.index.max()
-        tight = m.loc[lo, list(LOCAL)]
-        best_tight = str(tight.idxmin())
-        holds1 = best_tight == "one_shot"
-        lines.append(f"- **{name}**, one-shot best at tight budgets (epsilon={lo:g}): "
-                     f"{'HOLDS' if holds1 else 'DOES NOT HOLD'} - best local-DP estimator is "
-                     f"{best_tight} ({tight.min():.3f}); one-shot {m.loc[lo, 'one_shot']:.3f} "
-                     f"+/- {se.loc[lo, 'one_shot']:.3f}, NSS {m.loc[lo, 'nss']:.3f}.")
-        gap_lo = m.loc[lo, "iterative"] - m.loc[lo, "one_shot"]
-        gap_hi = m.loc[hi, "iterative"] - m.loc[hi, "one_shot"]
-        band = 2 * math.hypot(se.loc[hi, "iterative"], se.loc[hi, "one_shot"])
-        holds2 = gap_hi <= band and gap_hi < gap_lo
-        lines.append(f"- **{name}**, iterative catching up at larger epsilon: "
-                     f"{'HOLDS' if holds2 else 'DOES NOT HOLD'} - iterative minus one-shot is "
-                     f"{gap_lo:+.3f} at epsilon={lo:g} and {gap_hi:+.3f} at epsilon={hi:g} "
-                     f"(2 SE = {band:.3f}).")
-        worse = (m["dpsgd_local"] - m["one_shot"]) > 2 * np.hypot(se["dpsgd_local"],
-                                                                    se["one_shot"])
-        holds3 = bool(worse.all())
-        lines.append(f"- **{name}**, DP-SGD (local noise) suffering in this regime: "
-                     f"{'HOLDS' if holds3 else 'DOES NOT HOLD'} - worse than one-shot by more "
-                     f"than 2 SE at {int(worse.sum())} of {len(worse)} budgets.")
-        beats = m[list(LOCAL)].lt(m["zero"] - 2 * se["zero"], axis=0)
-        lines.append(f"- **{name}**, any local-DP estimator beating the mean predictor by 2 SE: "
-                     f"at epsilon in {[float(e) for e in beats.index[beats.any(axis=1)]]}; "
-                     f"NSS vs one-shot (mean over budgets): {m['nss'].mean():.3f} vs "
-                     f"{m['one_shot'].mean():.3f}.")
+    for name, t in per_seed.groupby("dataset", sort=False):
+        eps = sorted(t["epsilon"].unique())
+        lo, hi = eps[0], eps[-1]
+        signal = {e: _verdict(*_paired(t, e, b, "zero"))
+                  for e in eps for b in LOCAL if _verdict(*_paired(t, e, b, "zero")) == "better"}
+        useful = sorted({e for e in signal})
+        lines.append(f"- **{name}**: a local-DP estimator beats predicting the mean (paired, "
+                     f"2 SE) at epsilon in {[float(e) for e in useful] or 'none'}.")
+        tight = [e for e in eps if e <= 1.0]
+        parts = []
+        verdicts = []
+        for e in tight:
+            for other in ("iterative", "dpsgd_local", "nss"):
+                m, se = _paired(t, e, "one_shot", other)
+                v = _verdict(m, se)
+                if other != "nss":
+                    verdicts.append(v)
+                parts.append(f"{other} at eps={e:g}: {m:+.3f} +/- {se:.3f} ({v})")
+        if all(v == "better" for v in verdicts):
+            word = "HOLDS"
+        elif any(v == "worse" for v in verdicts):
+            word = "DOES NOT HOLD"
+        else:
+            word = "NOT SUPPORTED (no significant difference"
+            word += "; nothing beats the mean here)" if not any(e in useful for e in tight) \
+                else ")"
+        lines.append(f"- **{name}**, one-shot best at tight budgets: {word}. One-shot minus each other "
+                     + "; ".join(parts) + ".")
+        m_lo, se_lo = _paired(t, lo, "iterative", "one_shot")
+        m_hi, se_hi = _paired(t, hi, "iterative", "one_shot")
+        caught = _verdict(m_hi, se_hi) != "worse" and m_hi < m_lo
+        if _verdict(m_hi, se_hi) == "tie" and _verdict(m_lo, se_lo) == "tie":
+            word = "NOT SUPPORTED (the two tie at every budget)"
+        else:
+            word = "HOLDS" if caught else "DOES NOT HOLD"
+        lines.append(f"- **{name}**, iterative catching up at larger epsilon: {word}. Iterative "
+                     f"minus one-shot: {m_lo:+.3f} +/- {se_lo:.3f} at eps={lo:g}, "
+                     f"{m_hi:+.3f} +/- {se_hi:.3f} at eps={hi:g}.")
+        vs = [(e, *_paired(t, e, "dpsgd_local", "one_shot")) for e in eps]
+        worse = [e for e, m, se in vs if _verdict(m, se) == "worse"]
+        better = [e for e, m, se in vs if _verdict(m, se) == "better"]
+        word = ("HOLDS" if len(worse) == len(eps) else "DOES NOT HOLD" if not worse
+                else "HOLDS ONLY IN PART")
+        lines.append(f"- **{name}**, DP-SGD (local noise) suffering in this regime: {word}. "
+                     f"Worse than one-shot at eps in {[float(e) for e in worse]}, better at "
+                     f"{[float(e) for e in better]} (" + "; ".join(
+                         f"{e:g}: {m:+.3f} +/- {se:.3f}" for e, m, se in vs) + ").")
+        nss = [(e, *_paired(t, e, "nss", "one_shot")) for e in eps]
+        lines.append(f"- **{name}**, noisy sufficient statistics (lambda = 0) vs modulated "
+                     "one-shot: NSS minus one-shot " + "; ".join(
+                         f"{e:g}: {m:+.3f} +/- {se:.3f}" for e, m, se in nss) + ".")
     return lines
 
 
@@ -308,6 +365,7 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     table = run(args.datasets, args.seeds, args.epsilons)
     args.out.mkdir(parents=True, exist_ok=True)
     table.to_csv(args.out / "modulated_results.csv", index=False)
+    table.attrs["per_seed"].to_csv(args.out / "modulated_results_per_seed.csv", index=False)
     text = markdown(table) + "\n\n**Findings**\n\n" + "\n".join(findings(table)) + "\n"
     (args.out / "modulated_results.md").write_text(text)
     plot(table, args.out / "modulated_mse.png")
