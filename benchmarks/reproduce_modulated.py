@@ -274,8 +274,8 @@ def findings(table: pd.DataFrame) -> list[str]:
             word = "NOT SUPPORTED (no significant difference"
             word += "; nothing beats the mean here)" if not any(e in useful for e in tight) \
                 else ")"
-        lines.append(f"- **{name}**, one-shot best at tight budgets: {word}. One-shot minus each other "
-                     + "; ".join(parts) + ".")
+        lines.append(f"- **{name}**, one-shot best at tight budgets: {word}. One-shot minus "
+                     "each other: " + "; ".join(parts) + ".")
         m_lo, se_lo = _paired(t, lo, "iterative", "one_shot")
         m_hi, se_hi = _paired(t, hi, "iterative", "one_shot")
         caught = _verdict(m_hi, se_hi) != "worse" and m_hi < m_lo
