@@ -29,6 +29,7 @@ import time
 
 import numpy as np
 import shapely
+from _common import MEMORY_METHOD, best_of, peak_memory_mb, ratio_line
 
 from spatialdp.geo import CellIncidence, h3cells
 from spatialdp.privacy import LaplaceMechanism, simulate_discrete_laplace
@@ -191,7 +192,8 @@ def main() -> None:
           f"(min {m.min()}, max {m.max()}); {args.draws} draws; epsilon {EPSILON}, k=1, clamp")
     queries = [incidence.cell_indices(i) for i in range(m.size)]
     ours(truth, incidence, 2, 0)  # warm caches
-    t_ours = min(timed(ours, truth, incidence, args.draws, 1 + r)[0] for r in range(args.repeat))
+    t_ours = best_of(lambda: ours(truth, incidence, args.draws, 1), args.repeat)
+    mem_ours = peak_memory_mb(lambda: ours(truth, incidence, args.draws, 1))
     t_sparse, f_sparse = timed(sparse_baseline, truth, incidence, scale, args.draws, 2)
     t_loop, f_loop = timed(loop_baseline, truth, queries, scale, args.draws, 3)
     f_ours = ours(truth, incidence, args.draws, 4, expected=True)
@@ -202,9 +204,9 @@ def main() -> None:
     print(f"  expected: rms {f_ours['expected_rms']:.3f} (measured {f_ours['rms']:.3f}), "
           f"bias {f_ours['expected_bias']:.3f} (exact, clamped)")
     print(f"time: loop {t_loop:.2f} s, sparse product {t_sparse:.2f} s, ours {t_ours:.2f} s "
-          f"(best of {args.repeat})")
+          f"(best of {args.repeat}; peak memory of ours {mem_ours:.0f} MB, {MEMORY_METHOD})")
     print(f"sparse-product ratio: {t_sparse / t_ours:.2f}")
-    print(f"ratio: {t_loop / t_ours:.2f}")
+    print(ratio_line(t_loop, t_ours))
 
 
 if __name__ == "__main__":
