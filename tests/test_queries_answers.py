@@ -117,3 +117,16 @@ def test_hierarchical_bars_cover_the_truth(part: Partition, truth) -> None:  # t
         for s in range(300)], axis=0)
     se = np.sqrt(0.95 * 0.05 / 300)
     assert (np.abs(hits - 0.95) < 5 * se).all()  # exact: neither under- nor over-covers
+
+
+def test_corpus_bucketed_by_area(part: Partition, truth) -> None:  # type: ignore[no-untyped-def]
+    from spatialdp.queries import measure_query_error
+
+    corpus = query_corpus(part, polygons())
+    assert corpus.polygon_area_km2 is not None
+    area = corpus.polygon_area_km2
+    assert area[2] == pytest.approx(area[0] + area[1], rel=1e-9)
+    report = measure_query_error(truth, corpus, epsilon=1.0, draws=50, bucket_by="area",
+                                 buckets=(0, 400, 10_000), rng=0)
+    assert report.n_queries.tolist() == [2, 1]  # two ~380 km^2 boxes, their ~760 km^2 union
+    assert report.attrs["bucket_by"] == "area"
