@@ -20,6 +20,7 @@ from spatialdp.regression import (
     transform_clients,
     tune_dpsgd,
 )
+from spatialdp.regression._blocks import single_blas
 
 D = 20
 SIGNAL_SCALE = 0.5  # x ~ N(0, 0.25 I): E||x||^2 = 5, rarely clipped at R = 3
@@ -47,6 +48,13 @@ def _plan(K: int, mod: Modulation, rho: float, **kw):
     y2 = signal + NOISE**2
     return plan_regression(K, D, rho=rho, modulation=mod, feature_second_moment=D * SIGNAL_SCALE**2,
                            label_second_moment=y2, r_squared=signal / y2, warn=False, **kw)
+
+
+@pytest.fixture(autouse=True)
+def _one_blas_thread():
+    """The test's own big products on one BLAS thread (threads spin on a shared machine)."""
+    with single_blas():
+        yield
 
 
 def test_one_shot_error_falls_at_the_planners_rate():
