@@ -203,3 +203,13 @@ def test_too_many_rounds_for_disjoint_groups_are_refused():
     X, y = _data(10)
     with pytest.raises(InvalidInput, match="fewer than 2 clients per group with 10 sample"):
         fit_iterative(X, y, modulation=Modulation(), rho=1.0, rounds=6, target=Simulation())
+
+
+def test_every_round_protocol_can_spend_exactly_the_remaining_budget():
+    X, y = _data(300)
+    with _ledger() as ledger:
+        left = ledger.remaining(0, "training")
+        fit_iterative(X, y, modulation=Modulation(), rho=left, rounds=7, participation="every",
+                      target=ReleaseTarget(ledger, epoch=0))
+        assert ledger.remaining(0, "training") == pytest.approx(0.0, abs=1e-12)
+        assert ledger.summary(0).loc["training", "n_charges"] == 7

@@ -18,6 +18,7 @@ True
 from __future__ import annotations
 
 import math
+from decimal import Decimal
 from functools import lru_cache
 from typing import Any
 
@@ -90,11 +91,13 @@ def resolve_rho(rho: Any = None, epsilon: Any = None, delta: Any = None) -> floa
     return rho_for_epsilon(epsilon, delta)
 
 
-def check_affordable(target: Accounting, rho: float) -> None:
-    """Refuse, charging nothing, when ``target``'s ledger cannot cover ``rho`` in total.
+def check_affordable(target: Accounting, rho: float, charges: int = 1) -> None:
+    """Refuse, charging nothing, when the ledger cannot cover ``charges`` charges of ``rho``.
 
-    A :class:`ReleaseTarget` needs a zCDP ledger. Simulations and unaccounted
-    releases always pass.
+    The total is computed as the ledger will record it (``charges`` times the
+    decimal ``repr(rho)``), so a protocol of several rounds is never refused
+    half-way. A :class:`ReleaseTarget` needs a zCDP ledger. Simulations and
+    unaccounted releases always pass.
     """
     if not isinstance(target, ReleaseTarget):
         return
@@ -104,9 +107,10 @@ def check_affordable(target: Accounting, rho: float) -> None:
                    "(zCDP)", "open the ledger with accounting='zcdp'")
     item = target.line_item or LINE_ITEM
     left = ledger.remaining(target.epoch, item)
-    if rho > left:
+    total = Decimal(repr(float(rho))) * charges
+    if total > Decimal(repr(left)):
         raise BudgetExceeded(
-            f"rho={rho:.6g} exceeds what {item!r} has left in epoch {target.epoch} "
+            f"rho={float(total):.6g} exceeds what {item!r} has left in epoch {target.epoch} "
             f"({left:.6g}); nothing was charged. Lower rho (or epsilon), or use a later epoch")
 
 

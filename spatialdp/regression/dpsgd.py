@@ -84,7 +84,7 @@ def fit_dpsgd(X: Any, y: Any, *, target: Any, rho: Any = None, epsilon: Any = No
     p = Z.shape[1]
     mech = LatticeGaussianMechanism(rho_t, 2.0 * C if how == "local" else 2.0 * C / K, p)
     acct.prepare("training")
-    check_affordable(acct, total)
+    check_affordable(acct, rho_t, charges=T)
     w = np.zeros(p)
     history: list[NDArray[np.float64]] = []
     for t in range(T):

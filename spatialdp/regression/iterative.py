@@ -116,7 +116,7 @@ def fit_iterative(X: Any, y: Any, *, modulation: Modulation, target: Any, rho: A
     groups = (np.array_split(gen.permutation(K), T) if how == "once"
               else [np.arange(K)] * T)
     acct.prepare("training")
-    check_affordable(acct, total)
+    check_affordable(acct, rho_t, charges=1 if how == "once" else T)
     if how == "once":
         charge_rho(acct, rho=total, structure=Disjoint("modulated-regression:round-groups", T),
                    what=f"modulated features, {T} disjoint round groups")
