@@ -7,6 +7,8 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats
 
 from spatialdp.exceptions import BudgetExceeded, InvalidInput
@@ -15,7 +17,9 @@ from spatialdp.privacy.budget import rho_to_epsilon
 from spatialdp.regression import (
     LatticeGaussianMechanism,
     Modulation,
+    clip_rows,
     fit_iterative,
+    modulate,
     random_directions,
     resolve_rho,
     rho_for_epsilon,
@@ -213,3 +217,19 @@ def test_every_round_protocol_can_spend_exactly_the_remaining_budget():
                       target=ReleaseTarget(ledger, epoch=0))
         assert ledger.remaining(0, "training") == pytest.approx(0.0, abs=1e-12)
         assert ledger.summary(0).loc["training", "n_charges"] == 7
+
+
+@settings(max_examples=25, deadline=None)
+@given(alpha=st.floats(0.0, 0.99), lam=st.floats(0.0, 5.0), omega=st.floats(0.0, 10.0),
+       radius=st.floats(0.1, 10.0), d=st.integers(1, 6), data=st.data())
+def test_sensitivity_bounds_random_pairs_for_any_parameters(alpha, lam, omega, radius, d, data):
+    m = data.draw(st.integers(1, d))
+    mod = Modulation(alpha=alpha, lam=lam, omega=omega, n_directions=m, radius=radius)
+    assert mod.sensitivity <= mod.lipschitz_sensitivity * (1 + 1e-12)
+    rng = np.random.default_rng(0)
+    V = random_directions(d, m, rng=1)
+    x1 = clip_rows(rng.normal(size=(2000, d)) * 3 * radius, radius)
+    x2 = clip_rows(rng.normal(size=(2000, d)) * 3 * radius, radius)
+    ph = rng.uniform(0, 2 * np.pi, (2000, m))
+    gap = np.linalg.norm(modulate(x1, V, mod, ph) - modulate(x2, V, mod, ph), axis=1)
+    assert gap.max() <= mod.sensitivity * (1 + 1e-9)
