@@ -251,3 +251,21 @@ def test_secure_sum_groups() -> None:
     assert s.counts.tolist() == [1, 2, 0]
     with pytest.raises(InvalidInput, match="position in 0..1"):
         secure_sum([1.0, 2.0], [0, 2], 2)
+
+
+def test_ratio_below_floor_after_noise_is_published_as_suppressed_and_charged() -> None:
+    # 200 clients, 3 have the metric: the noised count of those is far below the floor
+    spec = MetricSpec("ratio", 0.0, 10.0, present="track_present")
+    present = np.zeros(200)
+    present[:3] = 1.0
+    clients = tagged({"ratio": present * 2.0, "track_present": present}, [spec])
+    with PrivacyLedger(":memory:", epoch_budget=100.0) as ledger:
+        target = ReleaseTarget(ledger, epoch=0, why="test")
+        with pytest.warns(UninformativeReleaseWarning):
+            release = aggregate_metric(clients, spec, epsilon=1.0, min_cohort=50, target=target)
+        assert ledger.spent(0) == pytest.approx(1.0)  # the noise was drawn: it is charged
+    assert release.suppressed
+    assert release.cohort == 0
+    assert np.isnan(release.value)
+    assert np.isnan(release.error_bar)
+    assert all(np.isnan(release.conf_int(alpha=0.1)))

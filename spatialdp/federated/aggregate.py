@@ -19,6 +19,7 @@ sensitivity of a sum, and ``2 * mass_cap`` that of a histogram.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -60,10 +61,6 @@ def _release_one(client_reports: pd.DataFrame, spec: MetricSpec | HistogramSpec,
     account.prepare(GLOBAL_LINE_ITEM)
     (estimate,) = run_release([plan], target=account, structure=Single(spec.key),
                               what=spec.key, default_line_item=GLOBAL_LINE_ITEM)
-    if estimate.suppressed[0]:
-        raise CohortTooSmall(
-            f"{spec.key}: the noised count of clients that have the metric is below the "
-            f"floor min_cohort={floor}; the release was charged but nothing is published")
     return estimate
 
 
@@ -126,6 +123,14 @@ def aggregate_metric(
     est = _release_one(client_reports, spec, epsilon=epsilon, target=target,
                        min_cohort=min_cohort, alpha=alpha)
     account = check_target(target)
+    if est.suppressed[0]:
+        # A ratio estimate whose NOISED count of clients with the metric fell below
+        # the floor: charged (the noise was drawn), but neither value nor count is shown.
+        return MetricRelease(
+            metric=spec.key, value=math.nan, error_bar=math.nan, alpha=float(alpha),
+            noise_scale=math.nan, cohort=0, epsilon=est.epsilon, clip_low=spec.clip_low,
+            clip_high=spec.clip_high, estimator=est.estimator, round_index=account.round_index,
+            accounting=account.metadata(), suppressed=True)
     return MetricRelease(
         metric=spec.key, value=float(est.values[0]), error_bar=float(est.error_bar[0]),
         alpha=float(alpha), noise_scale=float(est.noise_scale[0]), cohort=int(est.cohort[0]),

@@ -86,6 +86,10 @@ class MetricRelease:
         How it was charged: ``{"accounting": "ledger" | "unaccounted" | "simulation", ...}``.
     bounded : bool
         True when the value was clamped into the clip range for display (biased).
+    suppressed : bool
+        True when a ratio estimate's noised count of clients with the metric fell
+        below the cohort floor: the release was charged, but ``value``,
+        ``error_bar`` and ``noise_scale`` are NaN and ``cohort`` is 0 (not shown).
 
     Examples
     --------
@@ -118,6 +122,7 @@ class MetricRelease:
     round_index: int | None = None
     accounting: dict[str, Any] = field(default_factory=dict, compare=False)
     bounded: bool = False
+    suppressed: bool = False
     _state: dict[str, float] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -138,6 +143,8 @@ class MetricRelease:
         :func:`~spatialdp.federated._estimate.ratio_interval`.
         """
         level = self.alpha if alpha is None else check_alpha(alpha)
+        if self.suppressed:
+            return (math.nan, math.nan)
         if self.estimator == "ratio":
             from spatialdp.federated._estimate import ratio_interval
 
@@ -162,6 +169,10 @@ class MetricRelease:
         """Return one readable line."""
         where = f" in {self.region_id}" if self.region_id is not None else ""
         clamp = " (clamped for display, biased)" if self.bounded else ""
+        if self.suppressed:
+            return (f"{self.metric}{where}: suppressed (noised count of clients with the "
+                    f"metric below the floor; charged), epsilon={self.epsilon:g}"
+                    f"{_accounting_text(self.accounting)}")
         return (
             f"{self.metric}{where}: {self.value:.4g} +/- {self.error_bar:.3g} "
             f"({100 * (1 - self.alpha):.0f}%){clamp}, cohort={self.cohort}, "
