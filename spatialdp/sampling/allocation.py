@@ -39,6 +39,10 @@ MODES = ("proportional", "sqrt", "equal", "neyman")
 #: The practical default (see the module docstring).
 DEFAULT_MODE = "sqrt"
 
+#: Most clients a stratum (or a cohort) may count: int64 sums of millions of strata
+#: stay exact, and seats convert to int64 without overflow.
+MAX_CLIENTS = 10**12
+
 
 def largest_remainder(shares: NDArray[np.float64], total: int) -> NDArray[np.int64]:
     """Round non-negative ``shares`` summing to ``total`` into integers that sum to it.
@@ -52,7 +56,7 @@ def largest_remainder(shares: NDArray[np.float64], total: int) -> NDArray[np.int
     [3, 2, 1]
     """
     shares = check_finite_array(shares, "shares")
-    total = check_count(total, "total")
+    total = check_count(total, "total", high=MAX_CLIENTS)
     if (shares < 0).any() or abs(shares.sum() - total) > 1e-6 * max(total, 1):
         raise fail("shares", shares, f"are not non-negative numbers summing to total={total}",
                    "pass fractional shares of the total")
@@ -108,8 +112,8 @@ def _populations(populations: Any) -> pd.Series:
     if series.empty:
         raise fail("populations", populations, "has no strata", fix)
     check_ids(series.index, "stratum ids", fix="give each stratum once")
-    values = np.array([check_count(v, f"populations[{k!r}]") for k, v in series.items()],
-                      dtype=np.int64)
+    values = np.array([check_count(v, f"populations[{k!r}]", high=MAX_CLIENTS)
+                       for k, v in series.items()], dtype=np.int64)
     if values.sum() == 0:
         raise fail("populations", populations, "are all zero", "give at least one client")
     return pd.Series(values, index=series.index, name="population")

@@ -18,7 +18,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from spatialdp._validation import check_finite_array, check_number, fail
 from spatialdp.federated.incidents import Incident
-from spatialdp.sampling.allocation import apportion
+from spatialdp.sampling.allocation import MAX_CLIENTS, apportion
 
 __all__ = [
     "coverage_drift",
@@ -50,7 +50,11 @@ def coverage_score(filled: ArrayLike, populations: ArrayLike) -> float:
     """
     got = check_finite_array(filled, "filled")
     pops = check_finite_array(populations, "populations")
-    if got.shape != pops.shape or (got < 0).any() or (pops < 0).any() or pops.sum() <= 0:
+    for name, given, values in (("filled", filled, got), ("populations", populations, pops)):
+        if (values < 0).any() or (values > MAX_CLIENTS).any() or (values % 1 != 0).any():
+            raise fail(name, given, f"are not whole counts in [0, {MAX_CLIENTS:.0e}]",
+                       "pass one count of clients per stratum")
+    if got.shape != pops.shape or pops.sum() <= 0:
         raise fail("filled", filled, "does not match populations (same length, >= 0, some "
                    "population)", "pass one count per stratum in the populations' order")
     total = int(got.sum())
