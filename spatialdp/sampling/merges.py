@@ -20,7 +20,8 @@ import pandas as pd
 from numpy.typing import NDArray
 from scipy import sparse
 
-from spatialdp._validation import check_count, fail
+from spatialdp._validation import check_count, check_finite_array, check_text, fail
+from spatialdp.sampling.allocation import MAX_CLIENTS
 
 __all__ = ["Merge", "merge_small_groups", "merges_frame"]
 
@@ -57,6 +58,16 @@ def merges_frame(merges: list[Merge]) -> pd.DataFrame:
     return pd.DataFrame([{**m.to_dict(), "members": "+".join(m.members),
                           "into": "+".join(m.into)} for m in merges],
                         columns=["members", "into", "reason", "round_index"])
+
+
+def _array(values: object) -> NDArray[np.object_]:
+    """``values`` as an object array (a 0-d one when it is not a sequence)."""
+    if isinstance(values, (str, bytes)):
+        return np.empty((), dtype=object)
+    try:
+        return np.asarray(values, dtype=object)
+    except (TypeError, ValueError):
+        return np.empty((), dtype=object)
 
 
 def merge_small_groups(
@@ -109,24 +120,32 @@ def merge_small_groups(
     >>> labels.tolist(), merges[0].members, merges[0].into
     ([0, 1, 1], ('c',), ('b',))
     """
-    sizes = np.asarray(sizes)
+    sizes = check_finite_array(sizes, "sizes", allow_empty=True)
     n = sizes.size
-    if sizes.ndim != 1 or sizes.dtype.kind not in "iuf" or (sizes < 0).any():
-        raise fail("sizes", sizes, "are not non-negative sizes, one per region",
+    if (sizes < 0).any() or (sizes > MAX_CLIENTS).any():
+        raise fail("sizes", sizes, f"are not sizes in [0, {MAX_CLIENTS:.0e}], one per region",
                    "pass an array of counts")
-    if not sparse.issparse(adjacency) or adjacency.shape != (n, n) or len(region_ids) != n:
+    ids = _array(region_ids)
+    if not sparse.issparse(adjacency) or adjacency.shape != (n, n) or ids.shape != (n,):
         raise fail("adjacency", adjacency, f"is not a sparse ({n}, {n}) matrix matching "
-                   "sizes and region_ids", "pass Partition.adjacency()")
+                   "sizes and region_ids (one id per region)", "pass Partition.adjacency()")
     floor = check_count(floor, "floor")
-    if groups is not None and (np.shape(groups) != (n,)
+    what = check_text(what, "what")
+    if round_index is not None:
+        round_index = check_count(round_index, "round_index")
+    if groups is not None and (_array(groups).shape != (n,)
                                or np.asarray(groups).dtype.kind not in "iu"):
         raise fail("groups", groups, "is not one integer label per region",
                    "pass the labels a previous call returned")
+    if centroids is not None:
+        centroids = check_finite_array(centroids, "centroids", ndim=(2,), allow_empty=True)
+        if centroids.shape != (n, 2):
+            raise fail("centroids", centroids, f"has shape {centroids.shape}",
+                       f"pass one (lon, lat) row per region, shape ({n}, 2)")
     raw = np.arange(n, dtype=np.int64) if groups is None else np.asarray(groups, np.int64)
     # Canonical labels: each group is named by its smallest region position.
     _, first, inverse = np.unique(raw, return_index=True, return_inverse=True)
     labels = first[inverse].astype(np.int64)
-    ids = np.asarray(region_ids, dtype=object)
     members: dict[int, list[int]] = {}
     for position, label in enumerate(labels.tolist()):
         members.setdefault(label, []).append(position)
