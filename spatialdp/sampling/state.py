@@ -24,8 +24,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from spatialdp._validation import fail
+from spatialdp._validation import check_count, fail
 from spatialdp.exceptions import InvalidInput, PartitionMismatch
+from spatialdp.geo.partition import MAX_PARTITION_CELLS
 from spatialdp.sampling.merges import Merge
 from spatialdp.sampling.policy import ParticipationPolicy
 
@@ -90,6 +91,10 @@ class ParticipationState:
 
     def eligible_per_stratum(self, n_strata: int) -> NDArray[np.int64]:
         """Return the clients still under the cap, per stratum."""
+        n_strata = check_count(n_strata, "n_strata", high=MAX_PARTITION_CELLS)
+        if self.client_stratum.size and n_strata <= int(self.client_stratum.max()):
+            raise fail("n_strata", n_strata, f"is at most the largest stratum position of the "
+                       f"clients ({int(self.client_stratum.max())})", "pass Strata.n_strata")
         ok = self.used < self.policy.participation_cap
         counts: NDArray[np.int64] = np.bincount(self.client_stratum[ok], minlength=n_strata)
         return counts
@@ -129,6 +134,9 @@ class ParticipationState:
         if not isinstance(path, (str, os.PathLike)) or not str(path).strip():
             raise fail("path", path, "is not a file path", "pass e.g. 'participation.npz'")
         target = Path(path)
+        if target.is_dir():
+            raise fail("path", path, "is a folder", "name the state file, e.g. "
+                       "folder / 'participation.npz'")
         if not target.parent.is_dir():
             raise fail("path", path, "is in a folder that does not exist", "create it first")
         meta_bytes = json.dumps(self._meta(), sort_keys=True).encode()
