@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from spatialdp._validation import check_choice, check_text, fail
+from spatialdp._validation import check_choice, check_finite_array, check_text, fail
 from spatialdp.sampling.allocation import allocation_table
 from spatialdp.sampling.coverage import Coverage
 
@@ -38,6 +38,21 @@ def _axes(ax: Any, size: tuple[float, float]) -> Axes:
         raise fail("ax", ax, f"is a {type(ax).__name__}, not a matplotlib Axes",
                    "pass an Axes or None")
     return ax
+
+
+def _colormap(cmap: Any) -> Any:
+    """Return a matplotlib colour map from a name or a Colormap, refusing anything else."""
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import Colormap
+
+    if isinstance(cmap, Colormap):
+        return cmap
+    name = check_text(cmap, "cmap")
+    try:
+        return plt.get_cmap(name)
+    except ValueError:
+        raise fail("cmap", cmap, "is not a matplotlib colour map",
+                   "pass a name such as 'viridis' or 'cividis', or a Colormap") from None
 
 
 def _layer(coverage: Coverage, level: str) -> tuple[Any, str]:
@@ -91,6 +106,7 @@ def plot_coverage_map(coverage: Coverage, *, column: str = "clients_sampled",
                    "pass epoch_coverage(sampler, state)")
     column = check_text(column, "column")
     level = check_choice(level, "level", ("strata", "report", "cells"))
+    colours = _colormap(cmap)
     if column not in ("clients_sampled", "selections") or (
             column == "selections" and level != "strata"):
         raise fail("column", column, "is not a coverage count of this level",
@@ -112,9 +128,9 @@ def plot_coverage_map(coverage: Coverage, *, column: str = "clients_sampled",
     values = seen[column].to_numpy(dtype=float)
     norm = mpl.colors.Normalize(vmin=1, vmax=max(values.max() if values.size else 2, 2))
     if len(seen):
-        seen.plot(column=column, ax=ax, cmap=cmap, norm=norm, edgecolor="#555555",
+        seen.plot(column=column, ax=ax, cmap=colours, norm=norm, edgecolor="#555555",
                   linewidth=0.4)
-        sm = mpl.cm.ScalarMappable(norm=norm, cmap=cmap)
+        sm = mpl.cm.ScalarMappable(norm=norm, cmap=colours)
         ax.figure.colorbar(sm, ax=ax, shrink=0.5, location="bottom", pad=0.12, aspect=40,
                            label=column.replace("_", " ") + " this epoch (>= 1)")
     if len(blind):
@@ -196,10 +212,14 @@ def plot_staircase(table: pd.DataFrame, group: str, *, ax: Axes | None = None) -
     ``table`` is :func:`~spatialdp.sampling.simulation.simulate_rounds` output.
     Rounds whose seats went unfilled are marked with a red x.
     """
-    if not isinstance(table, pd.DataFrame) or not {"mode", "round_index", "group",
-                                                     "eligible_remaining"} <= set(table):
+    counts = ("round_index", "wanted", "filled", "eligible_remaining", "shortfall")
+    if (not isinstance(table, pd.DataFrame) or not {"mode", "group", *counts} <= set(table)
+            or table.columns.duplicated().any()):
         raise fail("table", table, "is not a simulate_rounds table",
                    "pass simulate_rounds(...)")
+    for name in counts:
+        check_finite_array(table[name], f"table[{name!r}]", allow_empty=True)
+    group = check_text(group, "group")
     rows = table[table.group == group]
     if rows.empty:
         raise fail("group", group, "is not a group of the table",
