@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
-from spatialdp._validation import check_instance, fail
+from spatialdp._validation import check_count, check_instance, fail
 from spatialdp.federated.incidents import Incident
 from spatialdp.geo.partition import Partition
 from spatialdp.sampling.merges import Merge, merges_frame
@@ -193,9 +193,16 @@ def epoch_coverage(sampler: StratifiedSampler, state: ParticipationState, *,
         if cells.shape != state.client_stratum.shape or cells.dtype.kind not in "iu":
             raise fail("client_cells", client_cells, "is not one cell position per client",
                        "pass Partition.assign(...).positions for the fleet")
-        total_cells = n_cells if n_cells is not None else (
+        total_cells = check_count(n_cells, "n_cells", low=1) if n_cells is not None else (
             strata.cell_partition.n_regions if strata.cell_partition is not None
             else int(cells.max()) + 1)
+        fix = ("pass Partition.assign(...).positions of the cell partition (-1: no cell), "
+               "and n_cells = its number of cells")
+        if total_cells < 1:
+            raise fail("client_cells", client_cells, "locates no client (all -1)", fix)
+        if cells.max() >= total_cells:
+            raise fail("client_cells", client_cells,
+                       f"holds positions outside 0..{total_cells - 1}", fix)
         hit = cells[sampled & (cells >= 0)]
         cells_hit = int(np.unique(hit).size)
         share_cells = cells_hit / total_cells
@@ -221,6 +228,10 @@ def epoch_coverage(sampler: StratifiedSampler, state: ParticipationState, *,
         if regions.shape != state.client_stratum.shape or regions.dtype.kind not in "iu":
             raise fail("client_regions", client_regions, "is not one region position per "
                        "client", "pass report.assign(...).positions for the fleet")
+        if regions.size and regions.max() >= report.n_regions:
+            raise fail("client_regions", client_regions, f"holds positions beyond the "
+                       f"{report.n_regions} regions of {report.key}",
+                       "pass report.assign(...).positions for the fleet (-1: no region)")
         ok = regions >= 0
         everyone = np.bincount(regions[ok], minlength=report.n_regions)
         reached = np.bincount(regions[ok & sampled], minlength=report.n_regions)
