@@ -37,7 +37,7 @@ from spatialdp.sampling.merges import Merge, merge_small_groups
 from spatialdp.sampling.policy import ParticipationPolicy
 from spatialdp.sampling.score import coverage_score, unfilled_allocations
 from spatialdp.sampling.state import ParticipationState
-from spatialdp.sampling.strata import Strata
+from spatialdp.sampling.strata import Strata, _as_array
 
 __all__ = ["RoundCohort", "StratifiedSampler"]
 
@@ -210,7 +210,7 @@ class StratifiedSampler:
 
     # ------------------------------------------------------------------ epochs
     def _client_strata(self, client_strata: ArrayLike) -> NDArray[np.int32]:
-        values = np.asarray(client_strata)
+        values = _as_array(client_strata)
         if values.ndim != 1 or values.size == 0:
             raise fail("client_strata", client_strata, "is not a 1-d array with one entry per "
                        "client", "pass Strata.assign(...) or stratum ids, one per client")
@@ -398,6 +398,7 @@ class StratifiedSampler:
 
     def group_names(self, state: ParticipationState) -> pd.Series:
         """Return the reporting group of every stratum this epoch (``a+b`` when merged)."""
+        self._check_state(state)
         reps = np.unique(state.groups)
         names = np.asarray(_names(state.groups, reps, self._ids), dtype=object)
         return pd.Series(names[np.searchsorted(reps, state.groups)], index=self.strata.ids,

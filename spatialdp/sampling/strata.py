@@ -10,6 +10,7 @@ makes selection adaptive and leaks.
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 import geopandas as gpd
 import numpy as np
@@ -28,6 +29,14 @@ __all__ = ["BASES", "Strata"]
 BASES = ("administrative", "h3", "density")
 
 _ADAPTIVE = ("error", "loss", "residual", "model", "accuracy", "gradient", "adaptive")
+
+
+def _as_array(values: object) -> NDArray[Any]:
+    """``np.asarray(values)``, or a 0-d object array for ragged nests numpy refuses."""
+    try:
+        return np.asarray(values)
+    except (TypeError, ValueError):
+        return np.empty((), dtype=object)
 
 
 class Strata:
@@ -239,7 +248,7 @@ class Strata:
         >>> strata.population(fleet).tolist()
         [3, 1]
         """
-        stratum_positions = np.asarray(stratum_positions)
+        stratum_positions = _as_array(stratum_positions)
         if stratum_positions.ndim != 1 or stratum_positions.dtype.kind not in "iu":
             raise fail("stratum_positions", stratum_positions, "are not whole-number positions",
                        "pass Strata.assign(...) output")
