@@ -27,6 +27,9 @@ from spatialdp.sampling.strata import Strata
 
 __all__ = ["SEED_POPULATIONS", "row_strata", "simulate_rounds"]
 
+#: Most clients of a :func:`row_strata` fleet (toy fleets for examples and tests).
+MAX_ROW_CLIENTS = 10**7
+
 #: The five density strata of the seed's allocation table and chart.
 SEED_POPULATIONS = {"urban": 420, "suburban": 260, "exurban": 120, "rural": 55, "remote": 18}
 
@@ -48,12 +51,16 @@ def row_strata(populations: Mapping[str, int]) -> tuple[Strata, NDArray[np.int32
         raise fail("populations", populations, "is not a non-empty mapping",
                    "pass {stratum_id: clients}")
     names = [check_text(str(k), "stratum id") for k in populations]
-    counts = [check_count(v, f"populations[{k!r}]") for k, v in populations.items()]
+    counts = [check_count(v, f"populations[{k!r}]", high=MAX_ROW_CLIENTS)
+              for k, v in populations.items()]
+    if sum(counts) > MAX_ROW_CLIENTS:
+        raise fail("populations", populations, f"hold {sum(counts):,} clients, above the "
+                   f"{MAX_ROW_CLIENTS:,} of a toy fleet", "use Strata and a real fleet")
     boxes = gpd.GeoDataFrame({"stratum": names}, crs=4326,
                              geometry=[shapely.box(i, 0, i + 1, 1) for i in range(len(names))])
     strata = Strata(Partition.from_geodataframe(boxes, "stratum", name="row"),
                     basis="administrative", order=names)
-    return strata, strata.positions(np.repeat(names, counts)).astype(np.int32)
+    return strata, np.repeat(strata.positions(names), counts).astype(np.int32)
 
 
 def simulate_rounds(strata: Strata, client_strata: ArrayLike, *, cohort: int, rounds: int,
