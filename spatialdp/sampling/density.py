@@ -19,12 +19,13 @@ import numpy as np
 import pandas as pd
 import shapely
 
-from spatialdp._validation import check_resolution, fail
+from spatialdp._validation import check_integer, fail
 from spatialdp.datasets import load_us_cities, load_us_states
 from spatialdp.geo.partition import Partition
 from spatialdp.sampling.strata import Strata
 
-__all__ = ["DENSITY_CLASSES", "DENSITY_THRESHOLDS", "density_cells", "density_strata"]
+__all__ = ["DENSITY_CLASSES", "DENSITY_THRESHOLDS", "MAX_DENSITY_RESOLUTION", "density_cells",
+           "density_strata"]
 
 #: Class names, densest first.
 DENSITY_CLASSES = ("urban", "suburban", "exurban", "rural", "remote")
@@ -32,6 +33,17 @@ DENSITY_CLASSES = ("urban", "suburban", "exurban", "rural", "remote")
 #: Lower bounds of city population per cell for urban, suburban, exurban and rural;
 #: a cell with no city of 15,000+ is remote.
 DENSITY_THRESHOLDS = (1_000_000, 200_000, 50_000, 1)
+
+
+#: Finest resolution classed: the cities are points of 15,000+ people, so finer cells
+#: add nothing but time (resolution 6 takes about 40 s to dissolve, 7 minutes).
+MAX_DENSITY_RESOLUTION = 5
+
+
+def _check_resolution(resolution: object) -> int:
+    return check_integer(resolution, "resolution", low=0, high=MAX_DENSITY_RESOLUTION,
+                         fix=f"pass an H3 resolution from 0 to {MAX_DENSITY_RESOLUTION} "
+                             "(3, the default, is about 12,000 km^2 per cell)")
 
 
 def _check_thresholds(thresholds: object) -> tuple[int, int, int, int]:
@@ -54,7 +66,7 @@ def density_cells(resolution: int = 3,
     >>> cells.n_regions, sorted(table["density_class"].unique())[:2]
     (705, ['exurban', 'remote'])
     """
-    resolution = check_resolution(resolution)
+    resolution = _check_resolution(resolution)
     thresholds = _check_thresholds(thresholds)
     part = Partition.from_h3_cover(load_us_states(), resolution, containment="overlap",
                                    name=f"us48-h3r{resolution}")
@@ -94,7 +106,8 @@ def density_strata(resolution: int = 3,
     Parameters
     ----------
     resolution : int, default 3
-        H3 resolution of the cells that are classed (about 12,000 km^2 at 3).
+        H3 resolution of the cells that are classed (about 12,000 km^2 at 3), at most
+        :data:`MAX_DENSITY_RESOLUTION` (5).
     thresholds : tuple of 4 ints
         City population per cell at which urban, suburban, exurban and rural start.
 
@@ -112,5 +125,5 @@ def density_strata(resolution: int = 3,
     >>> strata.ids[strata.assign(lon=[-73.99, -110.5], lat=[40.73, 44.4])].tolist()
     ['urban', 'remote']
     """
-    resolution = check_resolution(resolution)
+    resolution = _check_resolution(resolution)
     return _build(resolution, _check_thresholds(thresholds))
