@@ -233,3 +233,21 @@ def test_truth_grid_from_points_feeds_measurement(grid2401) -> None:  # type: ig
     rep = measure_query_error(truth, inc, epsilon=1.0, draws=20, rng=0)
     assert rep.attrs["simulated"] is True
     assert rep.n_queries.sum() == 5
+
+
+def test_sum_law_table_equals_exact_tails() -> None:
+    from spatialdp.privacy.accuracy import tail_probability
+    from spatialdp.queries.sampling import _sum_cdf
+
+    for scale, m in ((0.5, 1), (1.0, 7), (1.0, 400), (4.0, 3000)):
+        cdf, half = _sum_cdf(scale, m)
+        for h in (0, 3, 20):
+            inside = cdf[h + half] - cdf[-h - 1 + half]
+            exact = tail_probability("discrete_laplace", scale, float(h), m)
+            assert abs((1.0 - inside) - exact) < 1e-10
+
+
+def test_sum_draws_large_scale_uses_negative_binomials() -> None:
+    s = sum_draws(np.random.default_rng(3), 1000.0, np.array([3]), 40_000)[0]
+    sd = float(np.sqrt(3) * flat_figures(1000.0, [1])["rms"][0])
+    assert abs(s.std() / sd - 1) < 5 * np.sqrt(1.25 / s.size)  # kurtosis of a 3-sum: 4
