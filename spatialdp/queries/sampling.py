@@ -182,7 +182,7 @@ def flat_query_errors(matrix: sparse.csr_array, truth: NDArray[np.int64], scale:
     sparse_cells = (truth < skip_from) if clamp_negative else np.zeros(truth.size, bool)
     dense_m = np.asarray(matrix @ (~sparse_cells).astype(np.int64), dtype=np.int64)
     errors = sum_draws(gen, scale, dense_m, draws).astype(np.float64)
-    used = np.diff(sparse.csc_array(matrix).indptr) > 0  # cells no query covers: skip
+    used = np.bincount(matrix.indices, minlength=truth.size) > 0  # uncovered cells: skip
     if (sparse_cells & used).any():
         idx = np.flatnonzero(sparse_cells & used)
         # float32 halves the memory traffic; at scales up to FLOAT32_MAX_SCALE every
