@@ -69,6 +69,7 @@ def secure_sum(values: ArrayLike, groups: ArrayLike | None = None, n_groups: int
 
 _LANES = 8  # a power of two
 _MAX_LANE_BINS = 1 << 16  # beyond this, the lanes' bins stop fitting in cache
+_SKEW = 0.02  # P(two random clients share a group) above which lanes pay
 
 
 class Groups:
@@ -96,14 +97,22 @@ class Groups:
         self.positions = positions
         self.n_groups = n_groups
         self.counts = np.bincount(positions, minlength=n_groups).astype(np.int64)
-        self._lanes = _LANES if 1 < n_groups <= _MAX_LANE_BINS // _LANES else 1
+        # Lanes pay when consecutive clients often share a group: when the chance
+        # that two random clients do (the sum of squared group shares) is high.
+        shares = self.counts / max(positions.size, 1)
+        skewed = float(shares @ shares) > _SKEW
+        self._lanes = _LANES if skewed and 1 < n_groups <= _MAX_LANE_BINS // _LANES else 1
         self._index: NDArray[np.int64] | None = None
 
     def _lane_index(self) -> NDArray[np.int64]:
         if self._index is None:
-            lanes = self._lanes
-            self._index = (self.positions if lanes == 1 else
-                           self.positions * lanes + (np.arange(self.positions.size) & (lanes - 1)))
+            if self._lanes == 1:
+                self._index = self.positions
+            else:  # positions * lanes + (i % lanes), in place: two passes, one allocation
+                index = np.arange(self.positions.size, dtype=np.int64)
+                np.bitwise_and(index, self._lanes - 1, out=index)
+                index += self.positions * self._lanes
+                self._index = index
         return self._index
 
     def sum(self, data: NDArray[np.float64]) -> NDArray[np.float64]:
