@@ -8,8 +8,10 @@ The flow a newcomer follows, one step per module:
        from spatialdp.datasets import us_states_partition
        states = us_states_partition()
 
-2. **A cohort**: who takes part this round, and in which region (participation
-   is public; the cohort-selection issue adds stratified sampling).
+2. **A cohort** (:mod:`spatialdp.sampling`): who takes part this round, chosen
+   within fixed strata (square-root allocation by default, a participation cap
+   whose per-client epsilon is charged, small strata merged with a neighbour),
+   with coverage figures and maps for the model card.
 
 3. **Device reports** (:func:`device_report`): bounded numbers computed and
    clipped on the device, one row per client, tagged with the client id, its
@@ -35,6 +37,12 @@ The flow a newcomer follows, one step per module:
 6. **A map** (:func:`plot_uncertainty_choropleth`) whose uncertainty you can
    see, alerts that fire only beyond the error bars (``compare_reports``,
    ``drift``), and, later, the model card.
+
+Beside this flow: :mod:`spatialdp.queries` (DP spatial count queries on H3 grids,
+answered per polygon with exact error bars, and their error measured before
+anyone relies on them) and :mod:`spatialdp.regression` (modulated regression for
+clients that hold one sample each, with a feasibility planner and DP-SGD
+baselines).
 
 Release noise comes from OS entropy and takes no seed; simulations take
 ``rng=``. Every refusal is a :class:`SpatialDPError` naming the value, the
