@@ -124,7 +124,7 @@ def public_callables(package: str) -> set[str]:
     return found
 
 
-def call(label: str, fn: Callable[..., Any], *args: Any,
+def call(label: str, fn: Callable[..., Any], /, *args: Any,
          check: Callable[[Any], None] | None = None, **kwargs: Any) -> Call:
     return Call(label, fn, args, kwargs, check)
 
