@@ -295,7 +295,7 @@ def check_answers(out: Any, n: int) -> None:
     assert len(out) == n
     for col in ("answer", "error_bar", "std"):
         assert np.isfinite(out[col].to_numpy(dtype=float)).all(), col
-    assert (out.error_bar > 0).all()
+    assert (out.error_bar >= 0).all()  # an exact integer bar may be 0
     assert (out.lower <= out.answer).all()
     assert (out.answer <= out.upper).all()
     assert (out.cells >= 1).all()
@@ -329,10 +329,9 @@ def truth_grid_calls(draw: st.DrawFn) -> Call:
         return call("truth_grid", truth_grid, grid, draw(arg(st.just(pts), pts.to_crs(3857),
                                                              pts.geometry.iloc[:0])),
                     device_ids=ids_given, max_cells_per_device=k, check=check)
-    coords = arg(st.just(None), [math.nan] * n, [1e308] * n, ["a"] * n, lon[:2])
+    bad = (None, [math.nan] * n, [1e308] * n, ["a"] * n, lon[:2])
     return call("truth_grid", truth_grid, grid, device_ids=ids_given, max_cells_per_device=k,
-                lon=draw(st.one_of(st.just(lon[:n]), coords)),
-                lat=draw(st.one_of(st.just(lat[:n]), coords)),
+                lon=draw(arg(st.just(lon[:n]), *bad)), lat=draw(arg(st.just(lat[:n]), *bad)),
                 name=draw(arg(st.just("grid"), "", None)), check=check)
 
 
@@ -373,7 +372,7 @@ def answer_fresh_calls(draw: st.DrawFn, target_strategy: Any = None) -> Call:
     def check(out: pd.DataFrame) -> None:
         assert len(out) == given_queries.matrix.shape[0]
         assert np.isfinite(out.answer.to_numpy(dtype=float)).all()
-        assert (out.error_bar > 0).all()
+        assert (out.error_bar >= 0).all()  # an exact integer bar may be 0
 
     return call("answer_fresh", answer_fresh, draw(truths()), given_queries,
                 epsilon=draw(epsilons), target=draw(pick(target_strategy)),
@@ -540,11 +539,13 @@ OPEN: tuple[Open, ...] = (
                       epsilon=0.5),
          "measure_query_error(1.5, incidence, epsilon=0.5) -> AttributeError 'float' object "
          "has no attribute 'partition_version' (measure.py:53 _corpus): truth unchecked"),
-    Open("recommend_resolution", RuntimeWarning, "overflow", "advice.py", lambda: call(
+    Open("recommend_resolution", RuntimeWarning, "overflow|divide by zero", "advice.py",
+         lambda: call(
         "recommend_resolution", recommend_resolution, 1000, 1.0, 100.0, c=1e308),
          "recommend_resolution(1000, 1.0, 100.0, c=1e308) -> RuntimeWarning overflow in "
          "divide (advice.py:154-156: N epsilon / c underflows, cells / target overflows); "
-         "n_devices=1e308 likewise (no upper bound on n_devices or c)"),
+         "n_devices=1e308 likewise (no upper bound on n_devices or c); c=5e-324 -> "
+         "RuntimeWarning divide by zero in log (:156, target = inf)"),
 )
 
 

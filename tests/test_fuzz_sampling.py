@@ -315,7 +315,7 @@ sigmas = maybe(arg(st.sampled_from([{"a": 1.0, "b": 2.0, "c": 0.5}, {"u": 1, "r"
 
 @st.composite
 def allocate_calls(draw: st.DrawFn) -> Call:
-    cohort = draw(arg(number(1, 60, integer=True)))
+    cohort = draw(arg(number(1, 5, integer=True), 61, 10**4))
     return call("allocate", allocate, draw(populations), cohort, mode=draw(modes),
                 sigma=draw(sigmas), check=lambda a: check_allocation(a, cohort))
 
@@ -330,7 +330,7 @@ def allocation_table_calls(draw: st.DrawFn) -> Call:
             assert np.isfinite(table[(m, "share")].to_numpy(dtype=float)).all()
 
     return call("allocation_table", allocation_table, draw(populations),
-                draw(arg(number(1, 60, integer=True))), modes=chosen, sigma=draw(sigmas),
+                draw(arg(number(1, 5, integer=True), 61)), modes=chosen, sigma=draw(sigmas),
                 check=check)
 
 
@@ -730,7 +730,7 @@ def plot_allocation_calls(draw: st.DrawFn) -> Call:
     import matplotlib.pyplot as plt
 
     return call("plot_allocation", plot_allocation, draw(populations),
-                draw(arg(number(1, 40, integer=True))),
+                draw(arg(number(1, 5, integer=True), 41)),
                 modes=draw(arg(st.sampled_from([("proportional", "sqrt", "equal"),
                                                 ("sqrt",)]), ("nope",), ())),
                 sigma=draw(sigmas),
