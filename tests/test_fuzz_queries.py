@@ -266,7 +266,7 @@ def polygon_frames() -> st.SearchStrategy[Any]:
 epsilons = arg(number(0.05, 5), 1e7, -1.0)
 levels_ = arg(number(1, 4, integer=True), 6, 7)
 splits = arg(st.sampled_from(["geometric", "uniform", (1.0, 2.0, 3.0), [1, 1, 1]]),
-             "nope", (1.0, -1.0, 1.0), (math.nan, 1.0, 1.0), (), (1.0,) * 9, {"a": 1})
+             "nope", (1.0, -1.0, 1.0), (math.nan, 1.0, 1.0), (), (1.0,) * 9, {"a": 1}, b"x")
 containments = arg(st.sampled_from(["center", "overlap", "full"]), "nope", "CENTER")
 alphas = arg(st.sampled_from([0.05, 0.1, 0.32]), 1.0, 1e-16)
 
@@ -534,6 +534,20 @@ OPEN: tuple[Open, ...] = (
          "from np.ones (hierarchy.py:86), levels=Decimal('NaN') -> ValueError from np.arange "
          "(:84), levels=0.5 returns one level; nor split: split={'a': 1} -> TypeError, "
          "split=b'x' -> ValueError (float conversion, :91)"),
+    *(Open(name, (TypeError, ValueError), "float", "spatialdp/queries/hierarchy.py", repro,
+           f"{name}(..., split=b'x') -> ValueError 'could not convert string to float' "
+           "(hierarchy.py:91 level_epsilons: split is converted unchecked); split={'a': 1} -> "
+           "TypeError; nothing is charged first")
+      for name, repro in (
+          ("release_hierarchical", lambda: call(
+              "release_hierarchical", release_hierarchical, truth(), epsilon=1.0,
+              target=Simulation(rng=0), levels=3, split=b"x")),
+          ("compare_releases", lambda: call(
+              "compare_releases", compare_releases, truth(), incidence(), epsilon=1.0,
+              levels=3, split=b"x")),
+          ("measure_query_error", lambda: call(
+              "measure_query_error", measure_query_error, truth(), incidence(), epsilon=1.0,
+              method="hierarchical", levels=3, split={"a": 1}, draws=2, rng=0)))),
     Open("measure_query_error", AttributeError, "partition_version", "measure.py",
          lambda: call("measure_query_error", measure_query_error, 1.5, incidence(),
                       epsilon=0.5),

@@ -772,10 +772,11 @@ OPEN: tuple[Open, ...] = (
         "RegressionFit.predict", a_fit().predict, data()[0][:, :1]),
          "predict(X of 1 column for a 3-feature fit) -> numpy ValueError 'matmul: Input "
          "operand 1 has a mismatch' (results.py:61)"),
-    Open("clip_rows", (*_VALUES, AssertionError), "", "",
+    Open("clip_rows", (*_VALUES, AssertionError, ArithmeticError), "", "",
          lambda: call("clip_rows", clip_rows, 0, 1.0),
          "clip_rows validates nothing: clip_rows(0, 1.0) -> ValueError (einsum), radius=[1.0,"
-         "'a'] -> UFuncTypeError, radius=Decimal/Fraction -> TypeError, radius=() -> "
+         "'a'] -> UFuncTypeError, radius=Decimal/Fraction -> TypeError (Decimal('NaN') -> "
+         "decimal.InvalidOperation), radius=() -> "
          "ValueError, radius=inf -> RuntimeWarning (invalid divide), radius=[nan] accepted"),
     Open("clip_rows", AssertionError, "accepted", "", lambda: call(
         "clip_rows", clip_rows, data()[0], [2.0], check=lambda out: _fail("radius=[2.0] "
@@ -803,11 +804,12 @@ OPEN: tuple[Open, ...] = (
          "modulate validates nothing but directions: modulation='mod' -> AttributeError "
          "(modulation.py:194), X=2**63 -> AttributeError (:193), X=np.array(['a'], object) -> "
          "IndexError (:193)"),
-    Open("optimal_ridge", (*_VALUES, OverflowError, AssertionError), "", "",
+    Open("optimal_ridge", (*_VALUES, ArithmeticError, AssertionError), "", "",
          lambda: call("optimal_ridge", optimal_ridge, 1, 0.0, 0.0, 0.0),
          "optimal_ridge(1, 0.0, 0.0, 0.0) -> ZeroDivisionError (regularization.py:108); "
          "Decimal arguments -> TypeError; (1, 2e-313, 2e-313, 2e-313) -> RuntimeWarning "
-         "divide by zero; n_features='abc' -> OverflowError; an array argument -> ValueError "
+         "divide by zero; n_features='abc' -> OverflowError; Decimal('NaN') -> "
+         "decimal.InvalidOperation; an array argument -> ValueError "
          "(truth value); (5, 1e308, 1e308, 4e-52) returns inf"),
     Open("project_ball", (TypeError, ValueError, AssertionError, RuntimeWarning), "", "",
          lambda: call(
@@ -825,12 +827,14 @@ OPEN: tuple[Open, ...] = (
          "minimum); floor=Decimal -> TypeError; project_psd([[1, 2], [2, 1]], floor=-1) "
          "returns the input (eigenvalue -1: not PSD; a negative floor is accepted), "
          "floor=True is taken as 1, floor=Decimal('NaN') -> decimal.InvalidOperation"),
-    Open("random_directions", ValueError, "dimension|concatenation", _MODULATION,
+    Open("random_directions", (ValueError, RuntimeWarning), "dimension|concatenation|overflow",
+         _MODULATION,
          lambda: call("random_directions", random_directions, 3, 1, rng=0,
                       orthogonal_to=np.ones(2)),
          "random_directions(3, 1, orthogonal_to=np.ones(2)) -> numpy ValueError (concatenate, "
          "modulation.py:155); n_features=2**63 -> ValueError 'Maximum allowed dimension "
-         "exceeded' (no upper bound, :145)"),
+         "exceeded' (no upper bound, :145); orthogonal_to=1e308 -> RuntimeWarning overflow "
+         "in dot (:148)"),
     Open("reconstruction_bound", AttributeError, "", "reconstruction.py", lambda: call(
         "reconstruction_bound", reconstruction_bound, -1, sigma=1.0, n_features=3),
          "reconstruction_bound(-1, ...) -> AttributeError 'int' object has no attribute "
