@@ -233,3 +233,12 @@ def test_sensitivity_bounds_random_pairs_for_any_parameters(alpha, lam, omega, r
     ph = rng.uniform(0, 2 * np.pi, (2000, m))
     gap = np.linalg.norm(modulate(x1, V, mod, ph) - modulate(x2, V, mod, ph), axis=1)
     assert gap.max() <= mod.sensitivity * (1 + 1e-9)
+
+
+def test_rho_for_epsilon_refuses_a_budget_too_small_to_convert():
+    # It used to search for ever: the bracket's lower end underflowed to 0 and doubled 0.
+    with pytest.raises(InvalidInput, match=r"epsilon=1e-300 is below 1e-06.*give rho="):
+        rho_for_epsilon(1e-300, 1e-6)
+    rho = rho_for_epsilon(1e-3, 1e-6)  # small but convertible: the inversion still holds
+    assert 0 < rho
+    assert rho_to_epsilon(rho, 1e-6) <= 1e-3

@@ -31,11 +31,17 @@ __all__ = ["charge_rho", "check_affordable", "resolve_rho", "rho_for_epsilon"]
 
 LINE_ITEM = "training"
 
+#: Smallest (epsilon, delta) budget converted to rho: below it the conversion's
+#: bracket search runs for ever (rho underflows) and nothing can be learnt anyway.
+MIN_EPSILON = 1e-6
+
 
 @lru_cache(maxsize=256)
 def _rho_for_epsilon(epsilon: float, delta: float) -> float:
-    # rho + 2 sqrt(rho ln(1/delta)) = epsilon (the classic bound) is always feasible.
-    root = -math.sqrt(math.log(1.0 / delta)) + math.sqrt(math.log(1.0 / delta) + epsilon)
+    # rho + 2 sqrt(rho ln(1/delta)) = epsilon (the classic bound) is always feasible;
+    # its root in the form that does not cancel when epsilon << ln(1/delta).
+    log_inv = math.log(1.0 / delta)
+    root = epsilon / (math.sqrt(log_inv + epsilon) + math.sqrt(log_inv))
     lo = root * root
     hi = 4.0 * lo
     while rho_to_epsilon(hi, delta) <= epsilon:
@@ -61,6 +67,10 @@ def rho_for_epsilon(epsilon: Any, delta: Any) -> float:
     True
     """
     eps = check_epsilon(epsilon)
+    if eps < MIN_EPSILON:
+        raise fail("epsilon", epsilon, f"is below {MIN_EPSILON:g}: no fit can learn anything at "
+                   "this budget, and the matching rho leaves the range of the exact "
+                   "conversion", f"pass epsilon >= {MIN_EPSILON:g}, or give rho= directly")
     d = check_number(delta, "delta", low=0.0, high=1.0, low_open=True, high_open=True,
                      fix="pass a small failure probability such as 1e-6")
     return _rho_for_epsilon(eps, d)
