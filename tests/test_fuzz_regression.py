@@ -969,3 +969,11 @@ def test_refused_releases_leave_the_ledger_untouched(name: str) -> None:
 
     fuzz()
 
+
+
+def test_tiny_epsilon_is_refused_at_once() -> None:
+    """rho_for_epsilon(1e-300, 1e-6) never returned (found here, fixed by 342fcc2)."""
+    from spatialdp.exceptions import InvalidInput
+
+    with time_limit(2), pytest.raises(InvalidInput, match="epsilon"):
+        rho_for_epsilon(1e-300, 1e-6)
