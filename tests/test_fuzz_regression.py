@@ -33,6 +33,7 @@ import numbers
 import os
 import re
 import shutil
+import sys
 import tempfile
 import traceback
 import warnings
@@ -707,6 +708,25 @@ FUZZ: dict[str, tuple[Callable[[], st.SearchStrategy[Call]], int]] = {
     "fit_geodataframe": (strategy(spatial_calls, "fit_geodataframe"), 15),
 }
 
+def _subnormal_delta(one: Call) -> bool:
+    """A delta below the smallest normal float: log(1 / delta) is inf, the bracket is 0."""
+    values = [one.kwargs.get("delta")]
+    if one.name == "rho_for_epsilon" and len(one.args) > 1:
+        values.append(one.args[1])
+    if one.name == "reconstruction_table" and len(one.args) > 3:
+        values.append(one.args[3])
+    owner = getattr(getattr(one.fn, "__wrapped__", None), "__self__", None)
+    if owner is not None:
+        values.append(getattr(owner, "delta", None))
+    for v in values:
+        try:
+            if 0 < float(v) < sys.float_info.min:
+                return True
+        except (TypeError, ValueError, OverflowError, ArithmeticError):
+            continue
+    return False
+
+
 _VALUES = (ValueError, TypeError, AttributeError, IndexError, ZeroDivisionError,
            RuntimeWarning, np.linalg.LinAlgError)
 _SERVER = "spatialdp/regression/server.py"
@@ -714,6 +734,15 @@ _MODULATION = "spatialdp/regression/modulation.py"
 
 #: Open defects (spatialdp/regression is its author's; see the module docstring).
 OPEN: tuple[Open, ...] = (
+    *(Open(name, TimeoutError, "more than", "", lambda: call(
+        "rho_for_epsilon", rho_for_epsilon, 0.5, 1e-310),
+        "rho_for_epsilon(0.5, 1e-310) never returns, after 342fcc2 too (accounting.py "
+        "_rho_for_epsilon: 1.0 / delta overflows to inf for a subnormal delta, root = 0, and "
+        "the bracket 0 is doubled forever); every entry point taking delta",
+        skip=_subnormal_delta, pinned=name == "rho_for_epsilon")
+      for name in ("rho_for_epsilon", "resolve_rho", "transform_clients", "fit_iterative",
+                   "fit_dpsgd", "plan_regression", "ModulatedRegression.fit",
+                   "reconstruction_table")),
     Open("LatticeGaussianMechanism.release", (ValueError, TypeError, RuntimeWarning), "",
          "lattice_gaussian.py", lambda: call(
              "LatticeGaussianMechanism.release", LatticeGaussianMechanism(1.0, 2.0, 3).release,
@@ -830,12 +859,13 @@ OPEN: tuple[Open, ...] = (
          "TypeError; point_columns='speed' -> KeyError (iterated per letter, :74); repeated "
          "columns -> ValueError (:76)"),
     Open("fit_geodataframe", (AttributeError, TypeError, KeyError, ValueError), "",
-         "spatial.py", lambda: call(
+         "spatialdp/regression/", lambda: call(
         "fit_geodataframe", fit_geodataframe, geo_points(),
         ModulatedRegression(rho=2.0, radius=2.0, target=Simulation(rng=0)),
         partition=boxes(), region_features=np.float32(0.5), label="y"),
          "fit_geodataframe(..., region_features=np.float32(0.5)) -> AttributeError "
-         "(spatial.py:64, via spatial_features)"),
+         "(spatial.py:64, via spatial_features); points with two 'y' columns -> sklearn "
+         "ValueError 'y should be a 1d array' (estimator.py:106)"),
     Open("fit_one_shot", ValueError, "truth value", "oneshot.py", lambda: call(
         "fit_one_shot", fit_one_shot, reports(), fit_intercept=np.zeros((2, 2))),
          "fit_one_shot(reports, fit_intercept=np.zeros((2, 2))) (or psd=array) -> ValueError "
