@@ -242,3 +242,6 @@ def test_rho_for_epsilon_refuses_a_budget_too_small_to_convert():
     rho = rho_for_epsilon(1e-3, 1e-6)  # small but convertible: the inversion still holds
     assert 0 < rho
     assert rho_to_epsilon(rho, 1e-6) <= 1e-3
+    tiny_delta = rho_for_epsilon(1.0, 5e-324)  # 1 / a subnormal delta is inf: no hang
+    assert 0 < tiny_delta
+    assert rho_to_epsilon(tiny_delta, 5e-324) <= 1.0

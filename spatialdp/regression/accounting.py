@@ -40,7 +40,7 @@ MIN_EPSILON = 1e-6
 def _rho_for_epsilon(epsilon: float, delta: float) -> float:
     # rho + 2 sqrt(rho ln(1/delta)) = epsilon (the classic bound) is always feasible;
     # its root in the form that does not cancel when epsilon << ln(1/delta).
-    log_inv = math.log(1.0 / delta)
+    log_inv = -math.log(delta)  # not log(1 / delta): 1 / a subnormal delta is inf
     root = epsilon / (math.sqrt(log_inv + epsilon) + math.sqrt(log_inv))
     lo = root * root
     hi = 4.0 * lo
