@@ -522,45 +522,7 @@ FUZZ: dict[str, tuple[Callable[[], st.SearchStrategy[Call]], int]] = {
 
 
 #: Open defects (spatialdp/queries is its author's; see the module docstring).
-OPEN: tuple[Open, ...] = (
-    Open("compare_releases", AttributeError, "partition_version", "spatialdp/queries/grids.py",
-         lambda: call("compare_releases", compare_releases, -1, incidence(), epsilon=1.0),
-         "compare_releases(-1, incidence, epsilon=1.0) -> AttributeError 'int' object has no "
-         "attribute 'partition_version' (grids.py:131 check_incidence): truth is never "
-         "checked to be a TruthGrid (release_flat/answer_fresh do check it)"),
-    Open("level_epsilons", (TypeError, ValueError, AssertionError), "", "", lambda: call(
-        "level_epsilons", level_epsilons, 1.0, np.float32(2.0), "uniform"),
-         "level_epsilons never checks levels: (1.0, np.float32(2.0), 'uniform') -> TypeError "
-         "from np.ones (hierarchy.py:86), levels=Decimal('NaN') -> ValueError from np.arange "
-         "(:84), levels=0.5 returns one level; nor split: split={'a': 1} -> TypeError, "
-         "split=b'x' -> ValueError (float conversion, :91)"),
-    *(Open(name, (TypeError, ValueError), "float", "spatialdp/queries/hierarchy.py", repro,
-           f"{name}(..., split=b'x') -> ValueError 'could not convert string to float' "
-           "(hierarchy.py:91 level_epsilons: split is converted unchecked); split={'a': 1} -> "
-           "TypeError; nothing is charged first")
-      for name, repro in (
-          ("release_hierarchical", lambda: call(
-              "release_hierarchical", release_hierarchical, truth(), epsilon=1.0,
-              target=Simulation(rng=0), levels=3, split=b"x")),
-          ("compare_releases", lambda: call(
-              "compare_releases", compare_releases, truth(), incidence(), epsilon=1.0,
-              levels=3, split=b"x")),
-          ("measure_query_error", lambda: call(
-              "measure_query_error", measure_query_error, truth(), incidence(), epsilon=1.0,
-              method="hierarchical", levels=3, split={"a": 1}, draws=2, rng=0)))),
-    Open("measure_query_error", AttributeError, "partition_version", "measure.py",
-         lambda: call("measure_query_error", measure_query_error, 1.5, incidence(),
-                      epsilon=0.5),
-         "measure_query_error(1.5, incidence, epsilon=0.5) -> AttributeError 'float' object "
-         "has no attribute 'partition_version' (measure.py:53 _corpus): truth unchecked"),
-    Open("recommend_resolution", RuntimeWarning, "overflow|divide by zero", "advice.py",
-         lambda: call(
-        "recommend_resolution", recommend_resolution, 1000, 1.0, 100.0, c=1e308),
-         "recommend_resolution(1000, 1.0, 100.0, c=1e308) -> RuntimeWarning overflow in "
-         "divide (advice.py:154-156: N epsilon / c underflows, cells / target overflows); "
-         "n_devices=1e308 likewise (no upper bound on n_devices or c); c=5e-324 -> "
-         "RuntimeWarning divide by zero in log (:156, target = inf)"),
-)
+OPEN: tuple[Open, ...] = ()
 
 
 # --------------------------------------------------------------------------- tests

@@ -34,6 +34,31 @@ def test_recommendation_refusals() -> None:
         recommend_resolution(0, 1.0, 10.0)
 
 
+@pytest.mark.parametrize(("args", "kwargs", "message"), [
+    ((1000, 1.0, 100.0), {"c": 1e308},
+     r"c=1e\+308 is above the limit <= 1000; pass Qardaji's constant, about 10"),
+    ((1000, 1.0, 100.0), {"c": 5e-324},
+     r"c=5e-324 is below the limit >= 0\.001; pass Qardaji's constant, about 10"),
+    ((1e308, 1.0, 100.0), {}, r"n_devices=1e\+308 is above the limit <= 10000000000000; pass"),
+    ((1000, 1.0, 1e308), {}, r"area_km2=1e\+308 is above the limit <= 5\.101e\+08; pass"),
+    ((1000, 1.0, 5e-324), {}, r"area_km2=5e-324 is below the limit >= 1e-06; pass"),
+])
+def test_recommendation_bounds(args: tuple, kwargs: dict, message: str) -> None:
+    with pytest.raises(InvalidInput, match=message):
+        recommend_resolution(*args, **kwargs)
+
+
+@pytest.mark.parametrize(("n", "eps", "area", "c"), [
+    (10**13, 1e6, 5.101e8, 1e-3),  # every bound at its largest: no overflow, zero noise
+    (1, 1e-12, 1e-6, 1e3),  # smallest: 1e-15 cells advised, cells of 1e9 km^2
+])
+def test_recommendation_at_the_bounds_is_finite(n: int, eps: float, area: float,
+                                                c: float) -> None:
+    advice = recommend_resolution(n, eps, area, c=c)
+    assert 0 <= advice.resolution <= 15
+    assert np.isfinite(advice.table["log_distance"]).all()
+
+
 @pytest.fixture(scope="module")
 def setup():  # type: ignore[no-untyped-def]
     cells = np.unique(h3cells.grid_disk_lists(["85283473fffffff"], 3)[1])

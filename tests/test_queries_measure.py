@@ -223,6 +223,22 @@ def test_measure_refusals(grid2401) -> None:  # type: ignore[no-untyped-def]
         measure_query_error(truth, outside, epsilon=1.0)
     with pytest.raises(InvalidInput, match="buckets="):
         measure_query_error(truth, good, epsilon=1.0, buckets=(5, 1))
+    with pytest.raises(InvalidInput, match=r"truth=1\.5 is a float, not a TruthGrid; build it"):
+        measure_query_error(1.5, good, epsilon=0.5)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput, match=r"split=\{'a': 1\} is not 3 positive finite"):
+        measure_query_error(truth, good, epsilon=1.0, method="hierarchical", levels=3,
+                            split={"a": 1}, draws=2, rng=0)
+
+
+def test_compare_releases_refusals(grid2401) -> None:  # type: ignore[no-untyped-def]
+    cells, version = grid2401
+    truth = synthetic_truth(cells, np.zeros(cells.size, np.int64))
+    good = CellIncidence(disks(cells, version, cells[:3], 1), np.zeros(3, np.int64), "center",
+                         version)
+    with pytest.raises(InvalidInput, match=r"truth=-1 is a int, not a TruthGrid; build it"):
+        compare_releases(-1, good, epsilon=1.0)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput, match=r"split=b'x' is not one of the accepted values"):
+        compare_releases(truth, good, epsilon=1.0, levels=3, split=b"x")
 
 
 def test_truth_grid_from_points_feeds_measurement(grid2401) -> None:  # type: ignore[no-untyped-def]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -157,6 +159,53 @@ def test_level_epsilons_split() -> None:
         level_epsilons(1.0, 2, [1, -1])
     with pytest.raises(InvalidInput, match="split='fancy'"):
         level_epsilons(1.0, 2, "fancy")
+
+
+@pytest.mark.parametrize(("levels", "message"), [
+    (0.5, r"levels=0\.5 is not a whole number; pass a whole number of levels from 1 to 16"),
+    (Decimal("NaN"), r"levels=Decimal\('NaN'\) is not finite; pass a whole number of levels"),
+    (17, r"levels=17 is above the limit <= 16; pass a whole number of levels from 1 to 16"),
+    (0, r"levels=0 is below the limit >= 1"),
+    ("3", r"levels='3' is a string"),
+])
+def test_level_epsilons_refuses_bad_levels(levels: object, message: str) -> None:
+    with pytest.raises(InvalidInput, match=message):
+        level_epsilons(1.0, levels, "uniform")  # type: ignore[arg-type]
+
+
+def test_level_epsilons_accepts_numpy_levels() -> None:
+    assert level_epsilons(1.0, np.float32(2.0), "uniform") == level_epsilons(1.0, 2, "uniform")
+
+
+@pytest.mark.parametrize(("split", "message"), [
+    ({"a": 1}, r"split=\{'a': 1\} is not 3 positive finite weights; give one weight per level"),
+    (b"x", r"split=b'x' is not one of the accepted values; pass one of \['geometric', "
+           r"'uniform'\]"),
+    ((1.0, float("nan"), 1.0), r"split=\(1\.0, nan, 1\.0\) is not 3 positive finite"),
+    ((1.0, 2.0), r"split=\(1\.0, 2\.0\) is not 3 positive finite weights"),
+    ((1.0, 0.0, 1.0), r"is not 3 positive finite weights"),
+])
+def test_level_epsilons_refuses_bad_split(split: object, message: str) -> None:
+    with pytest.raises(InvalidInput, match=message):
+        level_epsilons(1.0, 3, split)
+
+
+def test_level_epsilons_huge_weights_and_tiny_epsilon() -> None:
+    # weights near the float limit: shares are computed without overflow
+    assert level_epsilons(1.0, 2, [1e308, 1e308]) == level_epsilons(1.0, 2, "uniform")
+    with pytest.raises(InvalidInput, match=r"epsilon=5e-324 is too small to split over 3 levels"):
+        level_epsilons(5e-324, 3)
+
+
+@pytest.mark.parametrize("split", [b"x", {"a": 1}, (1.0, 2.0)])
+def test_bad_split_refused_before_charging(truth, split: object) -> None:  # type: ignore[no-untyped-def]
+    with PrivacyLedger(":memory:", epoch_budget=10.0) as ledger:
+        before = ledger.remaining(0, "evaluation.regional")
+        with pytest.raises(InvalidInput, match="split="):
+            release_hierarchical(truth, epsilon=1.0, target=ReleaseTarget(ledger, 0), levels=3,
+                                 split=split)
+        assert ledger.remaining(0, "evaluation.regional") == before
+        assert len(ledger.audit()) == 0
 
 
 def test_unaccounted_release_is_marked(truth) -> None:  # type: ignore[no-untyped-def]

@@ -37,7 +37,7 @@ import h3
 import numpy as np
 import pandas as pd
 
-from spatialdp._validation import check_epsilon, check_integer, check_positive
+from spatialdp._validation import check_epsilon, check_instance, check_integer, check_number
 from spatialdp.geo import CellIncidence
 from spatialdp.privacy import LaplaceMechanism
 from spatialdp.privacy.accuracy import noise_std
@@ -49,6 +49,16 @@ __all__ = ["QARDAJI_C", "ResolutionAdvice", "compare_releases", "recommend_resol
 
 #: Qardaji et al.'s constant: about ``N epsilon / QARDAJI_C`` cells over the study area.
 QARDAJI_C = 10.0
+
+#: Bounds on ``c``: Qardaji et al. measure it near 10; far outside, the rule is meaningless.
+C_BOUNDS = (1e-3, 1e3)
+
+#: Most devices :func:`recommend_resolution` accepts (a thousand per person on Earth).
+MAX_DEVICES = 10**13
+
+#: Study areas accepted, km^2: one square metre up to the Earth's surface.
+MIN_AREA_KM2 = 1e-6
+EARTH_AREA_KM2 = 5.101e8
 
 
 def compare_releases(truth: TruthGrid, queries: CellIncidence, *, epsilon: float,
@@ -74,6 +84,7 @@ def compare_releases(truth: TruthGrid, queries: CellIncidence, *, epsilon: float
         ``cells``, ``cover_nodes``, ``flat_std``, ``hierarchical_std``, ``better``
         (``"flat"`` or ``"hierarchical"``) and ``std_ratio`` (hierarchical / flat).
     """
+    truth = check_instance(truth, "truth", TruthGrid, "build it with truth_grid(...)")
     check_incidence(truth, queries)
     eps = check_epsilon(epsilon)
     m = queries.cells_per_query
@@ -118,15 +129,15 @@ def recommend_resolution(n_devices: int, epsilon: float, area_km2: float, *,
     Parameters
     ----------
     n_devices : int
-        Devices in the study area (N).
+        Devices in the study area (N), 1 to :data:`MAX_DEVICES`.
     epsilon : float
         Epsilon of the grid release.
     area_km2 : float
-        Area of the study area.
+        Area of the study area, 1e-6 km^2 to the Earth's surface.
     max_cells_per_device : int, default 1
         ``k`` (sets the per-cell noise).
     c : float, default 10
-        Qardaji et al.'s constant.
+        Qardaji et al.'s constant, within :data:`C_BOUNDS` (0.001 to 1000).
 
     Returns
     -------
@@ -138,13 +149,21 @@ def recommend_resolution(n_devices: int, epsilon: float, area_km2: float, *,
     >>> advice.resolution, round(advice.target_cells)
     (8, 100000)
     """
-    n = check_integer(n_devices, "n_devices", low=1, fix="pass the number of devices")
+    n = check_integer(n_devices, "n_devices", low=1, high=MAX_DEVICES,
+                      fix=f"pass the number of devices, 1 to {MAX_DEVICES:.0e}")
     eps = check_epsilon(epsilon)
-    area = check_positive(area_km2, "area_km2", fix="pass the study area in km^2")
+    area = check_number(area_km2, "area_km2", low=MIN_AREA_KM2, high=EARTH_AREA_KM2,
+                        fix=f"pass the study area in km^2, {MIN_AREA_KM2:g} to "
+                            f"{EARTH_AREA_KM2:.3g} (the Earth)")
     k = check_integer(max_cells_per_device, "max_cells_per_device", low=1,
                       fix="pass the bound k, e.g. 1")
-    const = check_positive(c, "c", fix="pass Qardaji's constant, about 10")
-    target = n * eps / const
+    const = check_number(c, "c", low=C_BOUNDS[0], high=C_BOUNDS[1],
+                         fix=f"pass Qardaji's constant, about 10 (between {C_BOUNDS[0]:g} and "
+                             f"{C_BOUNDS[1]:g})")
+    # in log scale: N epsilon / c underflows for epsilon near 0, and cells / target overflows
+    log_target = math.log(n) + math.log(eps) - math.log(const)
+    target = math.exp(log_target)
+    cell_km2 = math.exp(min(math.log(area) - log_target, 700.0))  # a text figure: cap it
     res = np.arange(16)
     cell_area = np.array([h3.average_hexagon_area(int(r), unit="km^2") for r in res])
     cells = area / cell_area
@@ -152,12 +171,12 @@ def recommend_resolution(n_devices: int, epsilon: float, area_km2: float, *,
     table = pd.DataFrame({
         "resolution": res, "cell_area_km2": cell_area, "cells": cells,
         "devices_per_cell": n / cells, "noise_sd": sd,
-        "signal_to_noise": n / cells / sd,
-        "log_distance": np.abs(np.log(cells / target))}).set_index("resolution")
+        "signal_to_noise": n / cells / sd if sd > 0 else np.full_like(cells, np.inf),
+        "log_distance": np.abs(np.log(cells) - log_target)}).set_index("resolution")
     best = int(np.argmin(table["log_distance"].to_numpy()))
     reasoning = (
         f"N epsilon / c = {n:,} x {eps:g} / {const:g} = {target:,.0f} cells over "
-        f"{area:,.0f} km^2, i.e. cells of about {area / target:,.3g} km^2. H3 resolution "
+        f"{area:,.0f} km^2, i.e. cells of about {cell_km2:,.3g} km^2. H3 resolution "
         f"{best} has {cells[best]:,.0f} cells of {cell_area[best]:,.3g} km^2 (nearest in log "
         f"scale): about {n / cells[best]:,.1f} devices a cell against a noise sd of "
         f"{sd:.2f}. Finer cells would add noise (error grows like sqrt(cells)); coarser "

@@ -36,6 +36,7 @@ release and the consistency are O(nodes) per level, O(L n) in all.
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,7 +44,15 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import sparse
 
-from spatialdp._validation import check_epsilon, check_instance, check_integer, fail
+from spatialdp._validation import (
+    check_choice,
+    check_epsilon,
+    check_finite_array,
+    check_instance,
+    check_integer,
+    fail,
+)
+from spatialdp.exceptions import InvalidInput
 from spatialdp.geo import h3cells
 from spatialdp.privacy import LaplaceMechanism
 from spatialdp.privacy.accuracy import noise_std
@@ -61,6 +70,9 @@ QUERY_CHUNK = 256
 #: Ratio of a level's epsilon to the next coarser level's in the default split.
 GEOMETRIC_RATIO = 7.0 ** (1.0 / 6.0)
 
+#: Most levels a split can have: H3 has 16 resolutions (0 to 15).
+MAX_LEVELS = 16
+
 
 def level_epsilons(epsilon: float, levels: int, split: Any = "geometric") -> tuple[float, ...]:
     """Return the epsilon of each level, coarsest first, summing to at most ``epsilon``.
@@ -69,7 +81,16 @@ def level_epsilons(epsilon: float, levels: int, split: Any = "geometric") -> tup
     ----------
     epsilon : float
     levels : int
+        1 to :data:`MAX_LEVELS` (16, the H3 resolutions).
     split : {"geometric", "uniform"} or sequence of positive weights (coarsest first)
+
+    Raises
+    ------
+    InvalidInput
+        Bad epsilon or levels; a split that is neither a named split nor one
+        positive finite weight per level; an epsilon too small for every level
+        to get a normal float (release_hierarchical, compare_releases and
+        measure_query_error inherit these refusals, before anything is charged).
 
     Examples
     --------
@@ -79,20 +100,28 @@ def level_epsilons(epsilon: float, levels: int, split: Any = "geometric") -> tup
     True
     """
     eps = check_epsilon(epsilon)
-    if isinstance(split, str):
-        if split == "geometric":
-            weights = GEOMETRIC_RATIO ** np.arange(levels, dtype=np.float64)
-        elif split == "uniform":
-            weights = np.ones(levels)
-        else:
-            raise fail("split", split, "is not a known split",
-                       "pass 'geometric', 'uniform' or one positive weight per level")
+    n_levels = check_integer(levels, "levels", low=1, high=MAX_LEVELS,
+                             fix=f"pass a whole number of levels from 1 to {MAX_LEVELS}")
+    if isinstance(split, (str, bytes)):
+        kind = check_choice(split, "split", ("geometric", "uniform"))
+        weights = (GEOMETRIC_RATIO ** np.arange(n_levels, dtype=np.float64)
+                   if kind == "geometric" else np.ones(n_levels))
     else:
-        weights = np.asarray(split, dtype=np.float64).ravel()
-        if weights.size != levels or not np.isfinite(weights).all() or (weights <= 0).any():
-            raise fail("split", split, f"is not {levels} positive finite weights",
+        try:
+            weights = check_finite_array(split, "split")
+        except InvalidInput:
+            raise fail("split", split, f"is not {n_levels} positive finite weights",
+                       "give one weight per level, coarsest first, or 'geometric'") from None
+        if weights.size != n_levels or (weights <= 0).any():
+            raise fail("split", split, f"is not {n_levels} positive finite weights",
                        "give one weight per level, coarsest first, or 'geometric'")
+    weights = weights / weights.max()  # the sum cannot overflow
     shares = weights / weights.sum()
+    if eps * float(shares.min()) < sys.float_info.min:
+        raise fail("epsilon", epsilon,
+                   f"is too small to split over {n_levels} levels (a level would get less than "
+                   f"{sys.float_info.min:g})",
+                   "pass a larger epsilon, fewer levels or less uneven split weights")
     out = [math.nextafter(eps * float(s), 0.0) for s in shares]  # never above eps in total
     while math.fsum(out) > eps:
         out = [math.nextafter(e, 0.0) for e in out]

@@ -24,7 +24,14 @@ import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
 from spatialdp._random import RandomLike, as_generator
-from spatialdp._validation import check_choice, check_epsilon, check_flag, check_integer, fail
+from spatialdp._validation import (
+    check_choice,
+    check_epsilon,
+    check_flag,
+    check_instance,
+    check_integer,
+    fail,
+)
 from spatialdp.exceptions import PartitionMismatch
 from spatialdp.geo import CellIncidence
 from spatialdp.privacy import LaplaceMechanism
@@ -149,6 +156,7 @@ def measure_query_error(
     >>> int(report.n_queries.sum()), report.expected_bias.tolist()
     (1, [0.0])
     """
+    truth = check_instance(truth, "truth", TruthGrid, "build it with truth_grid(...)")
     corpus = _corpus(truth, queries)
     eps = check_epsilon(epsilon)
     method = check_choice(method, "method", ("flat", "hierarchical"))
