@@ -105,6 +105,7 @@ _SKLEARN = "inherited from scikit-learn's BaseEstimator (sklearn's own contract,
 #: Public names that are not fuzzed, each with the reason.
 SKIP: dict[str, str] = {
     "FeasibilityWarning": "warning class",
+    "NotFitted": "exception class",
     # Result records: built by the library and returned; their methods are fuzzed on
     # real instances.
     "ClientReports": "result record (built by transform_clients)",
@@ -728,25 +729,6 @@ OPEN: tuple[Open, ...] = (
              else _fail(out)),
          "simulate([nan]*3) returns NaN (values unchecked; release refuses them); "
          "simulate([1.0,'a']) -> ValueError, simulate(Opaque()) -> TypeError (:266)"),
-    Open("ModulatedRegression.fit", ValueError, "", "estimator.py", lambda: call(
-             "ModulatedRegression.fit",
-             ModulatedRegression(rho=1.0, target=Simulation(rng=0)).fit,
-             np.full((20, 3), math.nan), np.zeros(20)),
-         "fit(X with NaN) -> sklearn ValueError 'Input X contains NaN' (estimator.py:106, "
-         "sklearn's validate_data before spatialdp's checks); likewise NaN y, complex X, 0 "
-         "features; and fit with method=Fraction(1, 3) -> a bare ValueError raised by "
-         "estimator.py:110 itself ('method=... is not one of')"),
-    *(Open(f"ModulatedRegression.{m}", (ValueError, RuntimeWarning), "",
-           "" if m == "score" else "estimator.py",
-           lambda m=m: call(f"ModulatedRegression.{m}",
-                            getattr(ModulatedRegression(rho=1.0), m),
-                            *((data()[0], data()[1]) if m == "score" else (data()[0],))),
-           f"{m} on an unfitted ModulatedRegression -> sklearn NotFittedError (a ValueError, "
-           "not a SpatialDPError; a class NotFitted(InvalidInput, NotFittedError) would serve "
-           "both contracts); and sklearn's ValueErrors from validate_data (estimator.py:136): "
-           "predict(0) 'Expected 2D array', a (0, 3) X, y of another length in score; "
-           "score(X, y=[1e308]*n) -> RuntimeWarning overflow in sklearn's r2_score")
-      for m in ("predict", "score")),
     Open("RegressionFit.predict", ValueError, "matmul", "results.py", lambda: call(
         "RegressionFit.predict", a_fit().predict, data()[0][:, :1]),
          "predict(X of 1 column for a 3-feature fit) -> numpy ValueError 'matmul: Input "

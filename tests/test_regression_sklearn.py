@@ -86,3 +86,50 @@ def test_region_attributes_must_cover_the_partition(city):
     partition, attrs, points = city
     with pytest.raises(InvalidInput, match="regions of the partition without attributes"):
         spatial_features(points, partition, attrs.iloc[1:])
+
+
+@pytest.mark.parametrize(("X", "y", "match"), [
+    (np.full((20, 3), np.nan), np.zeros(20), "X has 60 NaN"),
+    (np.ones((20, 3)), np.r_[np.zeros(19), np.inf], "y has 1 NaN or infinite"),
+    (np.ones((20, 3)) * 1j, np.zeros(20), "complex"),
+    (np.ones((20, 0)), np.zeros(20), "0 feature"),
+    (np.ones((20, 3)), np.zeros(5), "5 labels for 20 clients"),
+])
+def test_fit_refuses_bad_data_with_spatialdps_error(X, y, match):
+    with pytest.raises(InvalidInput, match=match):
+        ModulatedRegression(rho=1.0).fit(X, y)
+
+
+def test_fit_refuses_an_unknown_method_before_charging():
+    with PrivacyLedger(":memory:", epoch_budget=2.0, accounting="zcdp") as ledger:
+        model = ModulatedRegression(rho=1.0, method="closed_form",
+                                    target=ReleaseTarget(ledger, epoch=0))
+        with pytest.raises(InvalidInput, match="method='closed_form' is not one of"):
+            model.fit(np.ones((20, 2)), np.zeros(20))
+        assert ledger.remaining(0, "training") == pytest.approx(1.4)
+
+
+def test_unfitted_model_refuses_predict_and_score_as_spatialdp_and_sklearn():
+    from sklearn.exceptions import NotFittedError
+
+    from spatialdp.regression import NotFitted
+
+    model = ModulatedRegression(rho=1.0)
+    with pytest.raises(NotFitted, match="call fit"):
+        model.predict(np.ones((3, 2)))
+    with pytest.raises(InvalidInput, match="call fit"):
+        model.score(np.ones((3, 2)), np.ones(3))
+    with pytest.raises(NotFittedError):
+        model.predict(np.ones((3, 2)))
+
+
+def test_predict_checks_the_shape_against_the_fit():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(500, 3)) / 2
+    model = ModulatedRegression(rho=5.0, radius=3.0, random_state=0).fit(X, X @ [1.0, 0, 0])
+    with pytest.raises(InvalidInput, match="X has 1 features, but ModulatedRegression is "
+                                           "expecting 3"):
+        model.predict(X[:, :1])
+    with pytest.raises(InvalidInput, match="Expected 2D array"):
+        model.predict(X[0])
+    assert np.isfinite(model.score(X, np.full(500, 1e308)))

@@ -44,6 +44,7 @@ __all__ = [
     "LatticeGaussianMechanism",
     "ModulatedRegression",
     "Modulation",
+    "NotFitted",
     "RegressionFit",
     "RegressionPlan",
     "Regularization",
@@ -72,6 +73,7 @@ __all__ = [
 
 _LAZY = {
     "ModulatedRegression": "spatialdp.regression.estimator",
+    "NotFitted": "spatialdp.regression.estimator",
     "fit_geodataframe": "spatialdp.regression.spatial",
     "spatial_features": "spatialdp.regression.spatial",
 }

@@ -24,9 +24,13 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
+from scipy import sparse
 from sklearn.base import BaseEstimator, RegressorMixin
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.exceptions import NotFittedError
+from sklearn.utils.validation import validate_data
 
+from spatialdp._validation import check_choice, check_finite_array, fail
+from spatialdp.exceptions import InvalidInput
 from spatialdp.privacy.budget import rho_to_epsilon
 from spatialdp.privacy.target import Simulation
 from spatialdp.regression._checks import check_features
@@ -36,7 +40,55 @@ from spatialdp.regression.iterative import fit_iterative
 from spatialdp.regression.modulation import Modulation
 from spatialdp.regression.oneshot import fit_one_shot
 
-__all__ = ["ModulatedRegression"]
+__all__ = ["ModulatedRegression", "NotFitted"]
+
+
+class NotFitted(InvalidInput, NotFittedError):
+    """``predict``/``score`` before ``fit``: spatialdp's refusal and scikit-learn's error."""
+
+
+class NotNumeric(InvalidInput, TypeError):
+    """An object array holds entries that are not numbers (a TypeError, as for numpy)."""
+
+
+def _check_matrix(X: Any, name: str = "X") -> NDArray[np.float64]:
+    """Return ``X`` as a finite float64 2-D array with at least one column, or refuse it.
+
+    Object arrays of numbers are converted (scikit-learn accepts them); sparse
+    matrices, strings, complex numbers, NaN and infinities are refused.
+    """
+    if sparse.issparse(X):
+        raise fail(name, X, "is a sparse matrix (sparse input is not supported)",
+                   "pass a dense array, e.g. X.toarray()")
+    if X is None:
+        raise fail(name, X, "is None (this estimator requires y to be passed, but the target "
+                   "y is None)" if name == "y" else "is None", "pass an array of numbers")
+    try:
+        raw = np.asarray(X)
+    except (TypeError, ValueError):
+        raise fail(name, X, "is not an array of numbers", "pass finite numbers") from None
+    if raw.dtype.kind == "c":
+        raise fail(name, X, "holds complex numbers (Complex data not supported)",
+                   "pass real numbers")
+    if raw.dtype == object:
+        try:
+            raw = raw.astype(np.float64)
+        except (TypeError, ValueError) as err:
+            raise NotNumeric(f"{name} has entries that are not numbers ({err}); pass finite "
+                             "numbers") from None
+    if name == "y" and raw.ndim == 2:
+        if raw.shape[1] != 1:
+            raise fail("y", raw.shape, "is not a 1d array (y should be a 1d array)",
+                       "give one label per client")
+        raw = raw[:, 0]
+    if name == "X":
+        if raw.ndim != 2:
+            raise fail(name, X, f"has {raw.ndim} dimensions, not 2 (Expected 2D array)",
+                       "Reshape your data: one row per client, one column per feature")
+        if raw.shape[1] == 0:
+            raise fail(name, raw.shape, f"has 0 feature(s) (shape={raw.shape}) while a minimum "
+                       "of 1 is required", "give at least one feature column")
+    return check_finite_array(raw, name, ndim=(2,) if name == "X" else (1,))
 
 
 class ModulatedRegression(RegressorMixin, BaseEstimator):
@@ -103,12 +155,14 @@ class ModulatedRegression(RegressorMixin, BaseEstimator):
 
     def fit(self, X: Any, y: Any) -> ModulatedRegression:
         """Run the protocol on one sample per row and store the coefficients."""
+        check_choice(self.method, "method", ("one_shot", "iterative"))
+        Xa = _check_matrix(X)
+        ya = _check_matrix(y, "y")
+        if ya.shape[0] != Xa.shape[0]:
+            raise fail("y", ya.shape, f"has {ya.shape[0]} labels for {Xa.shape[0]} clients "
+                       "(inconsistent numbers of samples)", "give one label per row of X")
         X, y = validate_data(self, X, y, y_numeric=True)
-        Xa = check_features(X)
-        ya = np.asarray(y, dtype=np.float64)
-        if self.method not in ("one_shot", "iterative"):
-            raise ValueError(f"method={self.method!r} is not one of 'one_shot', 'iterative'; "
-                             "pick one")
+        Xa = check_features(Xa)
         mod = Modulation(alpha=self.alpha, lam=self.lam, omega=self.omega,
                          n_directions=self.n_directions, radius=self.radius)
         rho = self._rho()
@@ -132,9 +186,40 @@ class ModulatedRegression(RegressorMixin, BaseEstimator):
 
     def predict(self, X: Any) -> NDArray[np.float64]:
         """Return ``X @ coef_ + intercept_``."""
-        check_is_fitted(self)
-        X = validate_data(self, X, reset=False)
-        return np.asarray(X, dtype=np.float64) @ self.coef_ + self.intercept_
+        if not hasattr(self, "coef_"):
+            raise NotFitted(f"{type(self).__name__}=unfitted has no coefficients yet; call "
+                            "fit(X, y) before predict or score")
+        Xa = _check_matrix(X)
+        if Xa.shape[1] != self.n_features_in_:
+            raise InvalidInput(f"X has {Xa.shape[1]} features, but {type(self).__name__} is "
+                               f"expecting {self.n_features_in_} features as input; pass the "
+                               "columns the model was fitted on")
+        validate_data(self, X, reset=False)
+        return Xa @ self.coef_ + self.intercept_
+
+    def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
+        """Return the coefficient of determination R^2 of ``predict(X)`` against ``y``."""
+        if not hasattr(self, "coef_"):
+            raise NotFitted(f"{type(self).__name__}=unfitted has no coefficients yet; call "
+                            "fit(X, y) before predict or score")
+        Xa = _check_matrix(X)
+        ya = _check_matrix(y, "y")
+        if ya.shape[0] != Xa.shape[0]:
+            raise fail("y", ya.shape, f"has {ya.shape[0]} labels for {Xa.shape[0]} rows of X",
+                       "give one label per row of X")
+        w = np.ones_like(ya) if sample_weight is None else check_finite_array(
+            sample_weight, "sample_weight")
+        if w.shape != ya.shape:
+            raise fail("sample_weight", w.shape, f"does not match y's shape {ya.shape}",
+                       "give one weight per label")
+        pred = self.predict(Xa)
+        scale = max(float(np.max(np.abs(ya))), float(np.max(np.abs(pred))), 1.0)
+        ys, ps = ya / scale, pred / scale  # scaled: 1e308 labels must not overflow
+        resid = float(np.sum(w * (ys - ps) ** 2))
+        total = float(np.sum(w * (ys - np.average(ys, weights=w)) ** 2))
+        if total == 0.0:
+            return 1.0 if resid == 0.0 else 0.0
+        return 1.0 - resid / total
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
