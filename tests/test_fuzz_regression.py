@@ -729,10 +729,6 @@ OPEN: tuple[Open, ...] = (
              else _fail(out)),
          "simulate([nan]*3) returns NaN (values unchecked; release refuses them); "
          "simulate([1.0,'a']) -> ValueError, simulate(Opaque()) -> TypeError (:266)"),
-    Open("RegressionFit.predict", ValueError, "matmul", "results.py", lambda: call(
-        "RegressionFit.predict", a_fit().predict, data()[0][:, :1]),
-         "predict(X of 1 column for a 3-feature fit) -> numpy ValueError 'matmul: Input "
-         "operand 1 has a mismatch' (results.py:61)"),
     Open("clip_rows", (*_VALUES, AssertionError, ArithmeticError, KeyError), "", "",
          lambda: call("clip_rows", clip_rows, 0, 1.0),
          "clip_rows validates nothing: clip_rows(0, 1.0) -> ValueError (einsum), radius=[1.0,"
@@ -744,21 +740,6 @@ OPEN: tuple[Open, ...] = (
                                                                           "accepted")),
          "clip_rows(X, radius=[2.0]) returns (a list radius is broadcast, never refused); "
          "radius=np.True_ is taken as 1; NaN rows are returned as NaN"),
-    *(Open(name, (AttributeError, TypeError, ValueError, AssertionError), "", "",
-           lambda name=name, fn=fn: call(name, fn, {"features": 1}),
-           f"{name} does not check its reports: {name}({{'features': 1}}) -> AttributeError "
-           "(server.py); junk second=/cross= -> AttributeError/TypeError or a NaN result "
-           "(second=np.full((3, 3), nan), cross=[nan]*3 are used unchecked)")
-      for name, fn in (("debiased_covariance", debiased_covariance),
-                       ("debiased_cross_moment", debiased_cross_moment))),
-    Open("unbiased_gradient", (AttributeError, TypeError, ValueError), "", _SERVER,
-         lambda: call("unbiased_gradient", unbiased_gradient, reports(), np.ones(2)),
-         "unbiased_gradient(reports, beta=np.ones(2)) for d=3 -> numpy ValueError (matmul, "
-         "server.py:111); unbiased_gradient(0, beta) -> AttributeError (server.py:57)"),
-    Open("fit_one_shot", AttributeError, "", "oneshot.py", lambda: call(
-        "fit_one_shot", fit_one_shot, 1e308),
-         "fit_one_shot(1e308) -> AttributeError 'float' object has no attribute 'modulation' "
-         "(oneshot.py:59): reports unchecked"),
     Open("modulate", (AttributeError, IndexError, TypeError, ValueError, AssertionError), "",
          "",
          lambda: call("modulate", modulate, data()[0], np.eye(3)[:1], "mod",
@@ -819,22 +800,11 @@ OPEN: tuple[Open, ...] = (
          "fit_geodataframe(..., region_features=np.float32(0.5)) -> AttributeError "
          "(spatial.py:64, via spatial_features); points with two 'y' columns -> sklearn "
          "ValueError 'y should be a 1d array' (estimator.py:106)"),
-    Open("fit_one_shot", ValueError, "truth value", "oneshot.py", lambda: call(
-        "fit_one_shot", fit_one_shot, reports(), fit_intercept=np.zeros((2, 2))),
-         "fit_one_shot(reports, fit_intercept=np.zeros((2, 2))) (or psd=array) -> ValueError "
-         "'truth value of an array' (oneshot.py:65): the flags are used in `if` unchecked"),
     Open("plan_regression", (TypeError, AttributeError), "", "planner.py", lambda: call(
         "plan_regression", plan_regression, 1000, 3, rho=1.0, margin=Decimal("0.27")),
          "plan_regression(1000, 3, rho=1.0, margin=Decimal('0.27')) -> TypeError float - "
          "Decimal (planner.py:208): margin is used unconverted; modulation=np.True_ -> "
          "AttributeError 'numpy.bool' object has no attribute 'radius' (:171): unchecked"),
-    Open("transform_clients", TypeError, "modulation must be|label_rho needs",
-         "client.py", lambda: call(
-             "transform_clients", transform_clients, data()[0], data()[1], modulation=(0.1,),
-             rho=1.0, target=Simulation(rng=0)),
-         "transform_clients raises a bare TypeError on purpose (client.py:166 'modulation "
-         "must be a Modulation', and 'label_rho needs label_bound'): use "
-         "check_instance/fail (InvalidInput)"),
     Open("tune_dpsgd", (TypeError, ValueError, RuntimeError), "", "spatialdp/regression/",
          lambda: call("tune_dpsgd", tune_dpsgd, data()[0][:100], data()[1][:100],
                       data()[0][100:], data()[1][100:], rho=1.0, noise="local",

@@ -166,3 +166,63 @@ def test_reconstruction_table_reports_the_bound_next_to_epsilon():
     table = reconstruction_table(Modulation(lam=1.0, radius=1.0), 8, epsilons=(1.0, 4.0))
     assert table["crb"].is_monotonic_decreasing
     assert list(table["epsilon"]) == [1.0, 4.0]
+
+
+# --------------------------------------------------------------------------- refusals
+
+
+def _small_reports():
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(50, 3)) / 2
+    return transform_clients(X, X @ [1.0, 0.0, -1.0], modulation=Modulation(), rho=1.0,
+                             target=Simulation(rng=0))
+
+
+def test_transform_clients_refuses_a_non_modulation_before_charging():
+    from spatialdp.exceptions import InvalidInput
+    from spatialdp.privacy import PrivacyLedger, ReleaseTarget
+
+    X = np.ones((10, 2)) / 2
+    with PrivacyLedger(":memory:", epoch_budget=2.0, accounting="zcdp") as ledger:
+        target = ReleaseTarget(ledger, epoch=0)
+        before = ledger.remaining(0, "training")
+        with pytest.raises(InvalidInput, match=r"modulation=\(0.1,\) is a tuple, not a "
+                                               "Modulation"):
+            transform_clients(X, np.ones(10), modulation=(0.1,), rho=1.0, target=target)
+        with pytest.raises(InvalidInput, match="label_rho=1.0 needs label_bound"):
+            transform_clients(X, np.ones(10), modulation=Modulation(), rho=1.0,
+                              label_rho=1.0, target=target)
+        assert ledger.remaining(0, "training") == before
+
+
+def test_server_estimators_check_reports_and_shapes():
+    from spatialdp.exceptions import InvalidInput
+    from spatialdp.regression import (
+        debiased_covariance,
+        debiased_cross_moment,
+        unbiased_gradient,
+    )
+
+    rep = _small_reports()
+    with pytest.raises(InvalidInput, match="reports=1e\\+308 is a float, not a ClientReports"):
+        fit_one_shot(1e308)
+    with pytest.raises(InvalidInput, match="fit_intercept=(?s:.*) not a bool"):
+        fit_one_shot(rep, fit_intercept=np.zeros((2, 2)))
+    with pytest.raises(InvalidInput, match="reports=.* not a ClientReports"):
+        debiased_covariance({"features": 1})
+    with pytest.raises(InvalidInput, match="second=.*is not 3 x 3"):
+        debiased_covariance(rep, second=np.eye(2))
+    with pytest.raises(InvalidInput, match="second has 9 NaN"):
+        debiased_covariance(rep, second=np.full((3, 3), np.nan))
+    with pytest.raises(InvalidInput, match="reports=.* not a ClientReports"):
+        debiased_cross_moment(0)
+    with pytest.raises(InvalidInput, match=r"cross=\(2,\) has length 2 for 3 features"):
+        debiased_cross_moment(rep, cross=np.ones(2))
+    with pytest.raises(InvalidInput, match=r"beta=\(2,\) has length 2 for 3 features"):
+        unbiased_gradient(rep, np.ones(2))
+    with pytest.raises(InvalidInput, match="reports=0 is a int"):
+        unbiased_gradient(0, np.ones(3))
+    fit = fit_one_shot(rep)
+    with pytest.raises(InvalidInput, match=r"X=\(4, 1\) has 1 columns for a fit on 3"):
+        fit.predict(np.ones((4, 1)))
+    assert fit.predict(np.ones((4, 3))).shape == (4,)

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from spatialdp._validation import check_number
+from spatialdp._validation import check_instance, check_number, fail
 from spatialdp.privacy.budget import Disjoint
 from spatialdp.privacy.target import Accounting, Simulation, check_target
 from spatialdp.regression._blocks import BLOCK, single_blas
@@ -162,8 +162,8 @@ def transform_clients(
         The ledger cannot cover the charge (nothing is charged).
     """
     acct = check_target(target)
-    if not isinstance(modulation, Modulation):
-        raise TypeError(f"modulation must be a Modulation, not {type(modulation).__name__}")
+    check_instance(modulation, "modulation", Modulation,
+                   "pass a Modulation(alpha=..., lam=..., omega=..., radius=...)")
     Xa = check_features(X)
     K, d = Xa.shape
     ya = check_labels(y, K)
@@ -183,7 +183,8 @@ def transform_clients(
         label_mech = LatticeGaussianMechanism(rho_y, 2.0 * bound, 1)
         ya = np.clip(ya, -bound, bound)
     elif label_rho is not None:
-        raise TypeError("label_rho needs label_bound (the clipping bound of the labels)")
+        raise fail("label_rho", label_rho, "needs label_bound (the clipping bound of the labels)",
+                   "pass label_bound=B as well, or drop label_rho")
     total = rho_x + rho_y
     if charge:
         acct.prepare("training")

@@ -30,11 +30,12 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from spatialdp._validation import check_number
+from spatialdp._validation import check_flag, check_number
 from spatialdp.regression.client import ClientReports
 from spatialdp.regression.regularization import Regularization, regularization_from_moments
 from spatialdp.regression.results import RegressionFit
 from spatialdp.regression.server import (
+    check_reports,
     debiased_covariance,
     debiased_cross_moment,
     project_ball,
@@ -112,6 +113,9 @@ def fit_one_shot(reports: ClientReports, *, ridge: Any = "auto", norm_cap: Any =
         Project ``Sigma^`` onto the PSD cone before solving.
     fit_intercept : bool, default True
     """
+    reports = check_reports(reports)
+    psd = check_flag(psd, "psd")
+    fit_intercept = check_flag(fit_intercept, "fit_intercept")
     mom = centered_moments(reports, fit_intercept=fit_intercept)
     mu = _strength(ridge, mom.reg.ridge, "ridge")
     cap = _strength(norm_cap, mom.reg.norm_cap, "norm_cap")

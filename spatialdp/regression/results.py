@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from spatialdp._validation import fail
 from spatialdp.regression._checks import check_features
 
 __all__ = ["RegressionFit"]
@@ -58,6 +59,9 @@ class RegressionFit:
     def predict(self, X: Any) -> NDArray[np.float64]:
         """Return ``X @ coef + intercept``."""
         Xa = check_features(X)
+        if Xa.shape[1] != self.coef.size:
+            raise fail("X", Xa.shape, f"has {Xa.shape[1]} columns for a fit on "
+                       f"{self.coef.size} features", "pass the columns the model was fitted on")
         return Xa @ self.coef + self.intercept
 
     def __repr__(self) -> str:

@@ -38,11 +38,13 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from spatialdp._validation import check_finite_array, check_number
+from spatialdp._validation import check_finite_array, check_flag, check_instance, check_number, fail
 from spatialdp.regression._blocks import gram, weighted_sum
 from spatialdp.regression.client import ClientReports
 
 __all__ = [
+    "check_reports",
+    "check_vector",
     "debiased_covariance",
     "debiased_cross_moment",
     "project_ball",
@@ -50,6 +52,37 @@ __all__ = [
     "raw_moments",
     "unbiased_gradient",
 ]
+
+
+def check_reports(reports: Any, name: str = "reports") -> ClientReports:
+    """Return ``reports`` if it is a :class:`ClientReports`, else refuse it.
+
+    Examples
+    --------
+    >>> check_reports({"features": 1})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    spatialdp.exceptions.InvalidInput: reports={'features': 1} is a dict, not a ClientReports; ...
+    """
+    return check_instance(reports, name, ClientReports,
+                          "pass the ClientReports returned by transform_clients")
+
+
+def check_vector(values: Any, name: str, d: int) -> NDArray[np.float64]:
+    """Return a finite float64 vector of length ``d`` (one entry per feature), or refuse it.
+
+    Examples
+    --------
+    >>> check_vector([1.0, 2.0], "beta", 3)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    spatialdp.exceptions.InvalidInput: beta=(2,) has length 2 for 3 features; ...
+    """
+    arr = check_finite_array(values, name)
+    if arr.shape != (d,):
+        raise fail(name, arr.shape, f"has length {arr.shape[0]} for {d} features",
+                   "give one entry per feature (column of the reports)")
+    return arr
 
 
 def raw_moments(reports: ClientReports) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
@@ -76,8 +109,17 @@ def debiased_covariance(reports: ClientReports, *, modulation_correction: bool =
     second : ndarray, optional
         ``(1/K) sum g~ g~^T`` if already computed.
     """
+    reports = check_reports(reports)
+    modulation_correction = check_flag(modulation_correction, "modulation_correction")
     mod = reports.modulation
-    S = raw_moments(reports)[0] if second is None else second.copy()
+    d = reports.features.shape[1]
+    if second is None:
+        S = raw_moments(reports)[0]
+    else:
+        S = check_finite_array(second, "second", ndim=(2,)).copy()
+        if S.shape != (d, d):
+            raise fail("second", S.shape, f"is not {d} x {d} (the reports have {d} features)",
+                       "pass the (1/K) sum g~ g~^T of these reports, or None")
     if modulation_correction and mod.lam > 0.0:
         V = reports.directions
         S -= mod.modulation_variance * (V.T @ V)
@@ -89,7 +131,9 @@ def debiased_covariance(reports: ClientReports, *, modulation_correction: bool =
 def debiased_cross_moment(reports: ClientReports,
                           cross: NDArray[np.float64] | None = None) -> NDArray[np.float64]:
     """Return the unbiased estimate ``b^`` of ``(1/K) sum y_i x_i``."""
-    c = raw_moments(reports)[1] if cross is None else cross
+    reports = check_reports(reports)
+    d = reports.features.shape[1]
+    c = raw_moments(reports)[1] if cross is None else check_vector(cross, "cross", d)
     return c / (1.0 - reports.modulation.alpha)
 
 
@@ -106,7 +150,8 @@ def unbiased_gradient(reports: ClientReports, beta: Any) -> NDArray[np.float64]:
     >>> unbiased_gradient(rep, [0.0, 0.0]).shape
     (2,)
     """
-    b = check_finite_array(beta, "beta")
+    reports = check_reports(reports)
+    b = check_vector(beta, "beta", reports.features.shape[1])
     second, cross = raw_moments(reports)
     return debiased_covariance(reports, second=second) @ b - debiased_cross_moment(reports, cross)
 
