@@ -169,3 +169,46 @@ def test_multi_vector_noise_reduction_factor():
     n1 = transform_clients(zeros, np.zeros(20_000), modulation=Modulation(
         alpha=0.5, radius=1.0), rho=0.5, target=Simulation(rng=1)).features.std()
     assert n1 == pytest.approx(Modulation(alpha=0.5, radius=1.0).sensitivity, rel=0.02)
+
+
+# --------------------------------------------------------------------------- refusals
+
+
+def test_clip_rows_refuses_junk_and_clips_huge_rows_without_overflow():
+    from spatialdp.exceptions import InvalidInput
+    from spatialdp.regression import clip_rows
+
+    with pytest.raises(InvalidInput, match=r"radius=\[2.0\] is a list"):
+        clip_rows(np.ones((2, 2)), [2.0])
+    with pytest.raises(InvalidInput, match="radius=inf is not finite"):
+        clip_rows(np.ones((2, 2)), math.inf)
+    with pytest.raises(InvalidInput, match="radius=np.True_ is a bool"):
+        clip_rows(np.ones((2, 2)), np.True_)
+    with pytest.raises(InvalidInput, match="X has 1 NaN"):
+        clip_rows(np.array([[np.nan, 1.0]]), 1.0)
+    with pytest.raises(InvalidInput, match="X has shape"):
+        clip_rows(0, 1.0)
+    out = clip_rows(np.array([[1e308, 1e308], [0.0, 0.0], [0.3, 0.4]]), 1.0)
+    assert np.linalg.norm(out[0]) == pytest.approx(1.0)
+    assert out[1:].tolist() == [[0.0, 0.0], [0.3, 0.4]]
+
+
+def test_projections_refuse_junk():
+    from spatialdp.exceptions import InvalidInput
+    from spatialdp.regression import project_ball, project_psd
+
+    with pytest.raises(InvalidInput, match="floor=-1 is below the limit >= 0"):
+        project_psd(np.array([[1.0, 2.0], [2.0, 1.0]]), floor=-1)
+    with pytest.raises(InvalidInput, match=r"S=\(2, 3\) is not a square matrix"):
+        project_psd(np.ones((2, 3)))
+    with pytest.raises(InvalidInput, match="S has shape"):
+        project_psd(0.5)
+    with pytest.raises(InvalidInput, match="S has 4 NaN"):
+        project_psd(np.full((2, 2), np.nan))
+    with pytest.raises(InvalidInput, match="beta has 1 NaN"):
+        project_ball([math.nan, 1.0], math.inf)
+    with pytest.raises(InvalidInput, match="radius=-1.0 is below"):
+        project_ball([1.0, 1.0], -1.0)
+    assert np.linalg.norm(project_ball([1e308, 1e308], 2.0)) == pytest.approx(2.0)
+    assert project_psd(np.array([[1.0, 0.0], [0.0, -2.0]]), floor=0.5).tolist() == [
+        [1.0, 0.0], [0.0, 0.5]]

@@ -38,7 +38,12 @@ from spatialdp.regression._blocks import BLOCK, single_blas
 from spatialdp.regression._checks import check_directions, check_features, check_labels
 from spatialdp.regression.accounting import charge_rho, check_affordable, resolve_rho
 from spatialdp.regression.lattice_gaussian import LatticeGaussianMechanism
-from spatialdp.regression.modulation import Modulation, clip_rows, modulate, random_directions
+from spatialdp.regression.modulation import (
+    Modulation,
+    _clip_rows,
+    modulate,
+    random_directions,
+)
 
 __all__ = ["ClientReports", "transform_clients"]
 
@@ -99,7 +104,7 @@ def _device_blocks(Xa: NDArray[np.float64], V: NDArray[np.float64], modulation: 
     """Clip, modulate and noise each row block of ``Xa`` into ``noisy``."""
     for start in range(0, Xa.shape[0], BLOCK):
         rows = slice(start, start + BLOCK)
-        g = modulate(clip_rows(Xa[rows], modulation.radius), V, modulation, phases[rows])
+        g = modulate(_clip_rows(Xa[rows], modulation.radius), V, modulation, phases[rows])
         if isinstance(acct, Simulation):  # mech.simulate's draw, written in place
             block = noisy[rows]
             acct.rng.standard_normal(out=block)

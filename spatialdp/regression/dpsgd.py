@@ -42,7 +42,7 @@ from spatialdp.privacy.target import check_target
 from spatialdp.regression._checks import check_features, check_labels
 from spatialdp.regression.accounting import charge_rho, check_affordable, resolve_rho
 from spatialdp.regression.lattice_gaussian import LatticeGaussianMechanism
-from spatialdp.regression.modulation import clip_rows
+from spatialdp.regression.modulation import _clip_rows
 from spatialdp.regression.results import RegressionFit
 
 __all__ = ["NOISE_MODELS", "fit_dpsgd", "tune_dpsgd"]
@@ -92,7 +92,7 @@ def fit_dpsgd(X: Any, y: Any, *, target: Any, rho: Any = None, epsilon: Any = No
                      else Single("dpsgd:average-gradient"))
         charge_rho(acct, rho=rho_t, structure=structure,
                    what=f"DP-SGD {how}-noise gradients, round {t + 1} of {T}", round_index=t)
-        grads = clip_rows(Z * (Z @ w - ya)[:, None], C)
+        grads = _clip_rows(Z * (Z @ w - ya)[:, None], C)
         if how == "local":
             avg = acct.add_noise(mech, grads).mean(axis=0)
         else:

@@ -54,7 +54,7 @@ from spatialdp.regression.client import transform_clients
 from spatialdp.regression.modulation import Modulation, random_directions
 from spatialdp.regression.oneshot import _strength, centered_moments
 from spatialdp.regression.results import RegressionFit
-from spatialdp.regression.server import project_ball, project_psd
+from spatialdp.regression.server import _project_ball, _project_psd
 
 __all__ = ["PARTICIPATION", "fit_iterative", "round_rho"]
 
@@ -137,9 +137,9 @@ def fit_iterative(X: Any, y: Any, *, modulation: Modulation, target: Any, rho: A
         mom = centered_moments(rep, fit_intercept=fit_intercept)
         mu = _strength(ridge, mom.reg.ridge, "ridge")
         cap = _strength(norm_cap, mom.reg.norm_cap, "norm_cap")
-        A = project_psd(mom.S) + mu * np.eye(d)
+        A = _project_psd(mom.S) + mu * np.eye(d)
         L = max(float(np.linalg.eigvalsh(A)[-1]), 1e-12)
-        beta = project_ball(beta - (eta / L) * (A @ beta - mom.b), cap)
+        beta = _project_ball(beta - (eta / L) * (A @ beta - mom.b), cap)
         history.append(beta.copy())
         intercepts.append(mom.y_mean - float(mom.x_mean @ beta))
     tail = math.ceil(T / 2)

@@ -43,7 +43,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from spatialdp._random import RandomLike, as_generator
-from spatialdp._validation import check_count, check_number, fail
+from spatialdp._validation import (
+    check_count,
+    check_finite_array,
+    check_number,
+    check_positive,
+    fail,
+)
 from spatialdp.regression._blocks import row_matmul
 from spatialdp.regression._checks import check_directions
 
@@ -165,6 +171,21 @@ def clip_rows(X: NDArray[np.float64], radius: float) -> NDArray[np.float64]:
     >>> clip_rows(np.array([[3.0, 4.0], [0.3, 0.4]]), 1.0).tolist()
     [[0.6000000000000001, 0.8], [0.3, 0.4]]
     """
+    Xa = check_finite_array(X, "X", ndim=(2,), allow_empty=True)
+    r = check_positive(radius, "radius", fix="pass the clipping bound R, a positive finite "
+                       "number such as 1.0")
+    # Norms computed on rows scaled by their largest entry: a 1e308 row must not overflow.
+    big = np.max(np.abs(Xa), axis=1) if Xa.shape[1] else np.zeros(Xa.shape[0])
+    safe = np.where(big > 0.0, big, 1.0)
+    unit = Xa / safe[:, None]
+    norms = np.sqrt(np.einsum("ij,ij->i", unit, unit))
+    with np.errstate(over="ignore"):  # r / tiny = inf: such a row is inside the ball
+        scale = np.minimum(1.0, (r / safe) / np.where(big > 0.0, norms, 1.0))
+    return Xa * scale[:, None]
+
+
+def _clip_rows(X: NDArray[np.float64], radius: float) -> NDArray[np.float64]:
+    """:func:`clip_rows` without the checks (inner loops, inputs already validated)."""
     norms = np.sqrt(np.einsum("ij,ij->i", X, X))
     scale = radius / np.maximum(norms, radius)
     return X * scale[:, None]

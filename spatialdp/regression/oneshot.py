@@ -35,11 +35,11 @@ from spatialdp.regression.client import ClientReports
 from spatialdp.regression.regularization import Regularization, regularization_from_moments
 from spatialdp.regression.results import RegressionFit
 from spatialdp.regression.server import (
+    _project_ball,
+    _project_psd,
     check_reports,
     debiased_covariance,
     debiased_cross_moment,
-    project_ball,
-    project_psd,
     raw_moments,
 )
 
@@ -83,10 +83,10 @@ def centered_moments(reports: ClientReports, *, fit_intercept: bool = True,
 def solve_regularized(S: NDArray[np.float64], b: NDArray[np.float64], ridge: float,
                       cap: float, psd: bool = True) -> NDArray[np.float64]:
     """Return ``Proj_ball((P(S) + ridge I)^{-1} b)`` (least squares if singular)."""
-    A = project_psd(S) if psd else (S + S.T) / 2.0
+    A = _project_psd(S) if psd else (S + S.T) / 2.0
     A = A + ridge * np.eye(S.shape[0])
     beta = np.asarray(np.linalg.lstsq(A, b, rcond=None)[0], dtype=np.float64)
-    return project_ball(beta, cap)
+    return _project_ball(beta, cap)
 
 
 def _strength(value: Any, auto: float, name: str) -> float:

@@ -38,7 +38,14 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from spatialdp._validation import check_finite_array, check_flag, check_instance, check_number, fail
+from spatialdp._validation import (
+    check_finite_array,
+    check_flag,
+    check_instance,
+    check_number,
+    check_real,
+    fail,
+)
 from spatialdp.regression._blocks import gram, weighted_sum
 from spatialdp.regression.client import ClientReports
 
@@ -164,6 +171,16 @@ def project_psd(S: NDArray[np.float64], floor: float = 0.0) -> NDArray[np.float6
     >>> project_psd(np.array([[1.0, 0.0], [0.0, -2.0]])).tolist()
     [[1.0, 0.0], [0.0, 0.0]]
     """
+    M = check_finite_array(S, "S", ndim=(2,))
+    if M.shape[0] != M.shape[1]:
+        raise fail("S", M.shape, "is not a square matrix", "pass a d x d matrix")
+    low = check_number(floor, "floor", low=0.0,
+                       fix="pass the smallest eigenvalue to keep, a number >= 0 (e.g. 0.0)")
+    return _project_psd(M, low)
+
+
+def _project_psd(S: NDArray[np.float64], floor: float = 0.0) -> NDArray[np.float64]:
+    """:func:`project_psd` without the checks (inner loops, inputs already validated)."""
     w, Q = np.linalg.eigh((S + S.T) / 2.0)
     return (Q * np.maximum(w, floor)) @ Q.T
 
@@ -176,8 +193,23 @@ def project_ball(beta: NDArray[np.float64], radius: float) -> NDArray[np.float64
     >>> project_ball(np.array([3.0, 4.0]), 1.0).tolist()
     [0.6000000000000001, 0.8]
     """
+    b = check_finite_array(beta, "beta")
+    fix = "pass a radius >= 0 (np.inf for none)"
+    if check_real(radius, "radius", fix=fix) == np.inf:
+        return b
+    r = check_number(radius, "radius", low=0.0, fix=fix)
+    big = float(np.max(np.abs(b)))
+    if big == 0.0:
+        return b
+    norm_unit = float(np.linalg.norm(b / big))  # ||b|| = big * norm_unit, without overflow
+    with np.errstate(over="ignore"):
+        ratio = (r / big) / norm_unit
+    return b if ratio >= 1.0 else b * ratio
+
+
+def _project_ball(beta: NDArray[np.float64], radius: float) -> NDArray[np.float64]:
+    """:func:`project_ball` without the checks (inner loops, inputs already validated)."""
     if radius == np.inf:
         return beta
-    r = check_number(radius, "radius", low=0.0, fix="pass a radius >= 0 (np.inf for none)")
     norm = float(np.linalg.norm(beta))
-    return beta if norm <= r else beta * (r / norm)
+    return beta if norm <= radius else beta * (radius / norm)
