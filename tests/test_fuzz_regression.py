@@ -526,8 +526,8 @@ def small_function_calls(draw: st.DrawFn, name: str) -> Call:
 
         def check(out: np.ndarray) -> None:
             # Decimal and Fraction are numbers to spatialdp's checks (_validation.py)
-            assert isinstance(radius, (numbers.Real, Decimal)) and not isinstance(
-                radius, (bool, np.bool_)), f"radius={radius!r} accepted"
+            assert isinstance(radius, (numbers.Real, Decimal)), f"radius={radius!r} accepted"
+            assert not isinstance(radius, (bool, np.bool_)), f"radius={radius!r} accepted"
             rows = np.asarray(out, dtype=float)
             assert np.isfinite(rows).all()
             assert (np.linalg.norm(rows, axis=1) <= float(radius) * (1 + 1e-6)).all()
