@@ -731,13 +731,6 @@ OPEN: tuple[Open, ...] = (
              else _fail(out)),
          "simulate([nan]*3) returns NaN (values unchecked; release refuses them); "
          "simulate([1.0,'a']) -> ValueError, simulate(Opaque()) -> TypeError (:266)"),
-    Open("modulate", (AttributeError, IndexError, TypeError, ValueError, AssertionError), "",
-         "",
-         lambda: call("modulate", modulate, data()[0], np.eye(3)[:1], "mod",
-                      np.zeros((K, 1))),
-         "modulate validates nothing but directions: modulation='mod' -> AttributeError "
-         "(modulation.py:194), X=2**63 -> AttributeError (:193), X=np.array(['a'], object) -> "
-         "IndexError (:193); phases=np.full((n, 1), nan) returns NaN rows"),
     Open("optimal_ridge", (*_VALUES, ArithmeticError, AssertionError), "", "",
          lambda: call("optimal_ridge", optimal_ridge, 1, 0.0, 0.0, 0.0),
          "optimal_ridge(1, 0.0, 0.0, 0.0) -> ZeroDivisionError (regularization.py:108); "
@@ -745,13 +738,6 @@ OPEN: tuple[Open, ...] = (
          "divide by zero; n_features='abc' -> OverflowError; Decimal('NaN') -> "
          "decimal.InvalidOperation; an array argument -> ValueError "
          "(truth value); (5, 1e308, 1e308, 4e-52) returns inf"),
-    Open("random_directions", (ValueError, TypeError, RuntimeWarning), "", _MODULATION,
-         lambda: call("random_directions", random_directions, 3, 1, rng=0,
-                      orthogonal_to=np.ones(2)),
-         "random_directions(3, 1, orthogonal_to=np.ones(2)) -> numpy ValueError (concatenate, "
-         "modulation.py:155); n_features=2**63 -> ValueError 'Maximum allowed dimension "
-         "exceeded' (no upper bound, :145); orthogonal_to=1e308 -> RuntimeWarning overflow "
-         "in dot (:148); orthogonal_to=frozenset({1}) -> TypeError (:147)"),
     Open("reconstruction_bound", AttributeError, "", "reconstruction.py", lambda: call(
         "reconstruction_bound", reconstruction_bound, -1, sigma=1.0, n_features=3),
          "reconstruction_bound(-1, ...) -> AttributeError 'int' object has no attribute "

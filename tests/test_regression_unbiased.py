@@ -212,3 +212,23 @@ def test_projections_refuse_junk():
     assert np.linalg.norm(project_ball([1e308, 1e308], 2.0)) == pytest.approx(2.0)
     assert project_psd(np.array([[1.0, 0.0], [0.0, -2.0]]), floor=0.5).tolist() == [
         [1.0, 0.0], [0.0, 0.5]]
+
+
+def test_modulate_and_random_directions_refuse_junk():
+    from spatialdp.exceptions import InvalidInput
+    from spatialdp.regression import modulate, random_directions
+
+    X = np.ones((4, 3)) / 2
+    with pytest.raises(InvalidInput, match="modulation='mod' is a str, not a Modulation"):
+        modulate(X, np.eye(3)[:1], "mod", np.zeros((4, 1)))
+    with pytest.raises(InvalidInput, match="phases has 4 NaN"):
+        modulate(X, np.eye(3)[:1], Modulation(lam=1.0), np.full((4, 1), np.nan))
+    with pytest.raises(InvalidInput, match=r"phases=\(4, 2\) is not \(4, 1\)"):
+        modulate(X, np.eye(3)[:1], Modulation(lam=1.0), np.zeros((4, 2)))
+    with pytest.raises(InvalidInput, match=r"orthogonal_to=\(2,\) has length 2 for "
+                                           "n_features=3"):
+        random_directions(3, 1, rng=0, orthogonal_to=np.ones(2))
+    with pytest.raises(InvalidInput, match="n_features=9223372036854775808 is above the limit"):
+        random_directions(2**63, 1)
+    V = random_directions(3, 1, rng=0, orthogonal_to=[1e308, 0.0, 1e308])
+    assert abs(float(V[0] @ [1.0, 0.0, 1.0])) < 1e-12

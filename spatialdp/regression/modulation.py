@@ -46,6 +46,8 @@ from spatialdp._random import RandomLike, as_generator
 from spatialdp._validation import (
     check_count,
     check_finite_array,
+    check_instance,
+    check_integer,
     check_number,
     check_positive,
     fail,
@@ -53,7 +55,10 @@ from spatialdp._validation import (
 from spatialdp.regression._blocks import row_matmul
 from spatialdp.regression._checks import check_directions
 
-__all__ = ["Modulation", "clip_rows", "modulate", "random_directions"]
+__all__ = ["MAX_FEATURES", "Modulation", "clip_rows", "modulate", "random_directions"]
+
+#: Largest number of features accepted by :func:`random_directions` (a d x m Gaussian draw).
+MAX_FEATURES = 10**7
 
 
 @dataclass(frozen=True)
@@ -142,7 +147,8 @@ def random_directions(n_features: int, n_directions: int = 1, *, rng: RandomLike
     >>> bool(np.allclose(V @ V.T, np.eye(2))), bool(np.allclose(V[:, 0], 0))
     (True, True)
     """
-    d = check_count(n_features, "n_features", low=1)
+    d = check_integer(n_features, "n_features", low=1, high=MAX_FEATURES,
+                      fix=f"pass a whole number of features between 1 and {MAX_FEATURES}")
     m = check_count(n_directions, "n_directions", low=1)
     if m > d:
         raise fail("n_directions", m, f"exceeds n_features={d}",
@@ -150,7 +156,12 @@ def random_directions(n_features: int, n_directions: int = 1, *, rng: RandomLike
     gen = as_generator(rng)
     basis = np.zeros((d, 0))
     if orthogonal_to is not None:
-        b = np.asarray(orthogonal_to, dtype=np.float64).ravel()
+        b = check_finite_array(orthogonal_to, "orthogonal_to", ndim=(1,))
+        if b.shape != (d,):
+            raise fail("orthogonal_to", b.shape, f"has length {b.shape[0]} for "
+                       f"n_features={d}", "pass a vector of length n_features (or None)")
+        big = float(np.max(np.abs(b)))
+        b = b / big if big > 0 else b  # scaled first: a 1e308 entry must not overflow
         norm = float(np.linalg.norm(b))
         if norm > 0:
             if m > d - 1:
@@ -211,7 +222,15 @@ def modulate(X: NDArray[np.float64], directions: Any, modulation: Modulation,
     >>> modulate(np.array([[0.0, 1.0]]), np.array([[1.0, 0.0]]), mod, np.zeros((1, 1))).tolist()
     [[1.0, 0.5]]
     """
-    V = check_directions(directions, X.shape[1])
+    Xa = check_finite_array(X, "X", ndim=(2,), allow_empty=True)
+    check_instance(modulation, "modulation", Modulation,
+                   "pass a Modulation(alpha=..., lam=..., omega=..., radius=...)")
+    V = check_directions(directions, Xa.shape[1])
+    P = check_finite_array(phases, "phases", ndim=(2,), allow_empty=True)
+    if P.shape != (Xa.shape[0], V.shape[0]):
+        raise fail("phases", P.shape, f"is not ({Xa.shape[0]}, {V.shape[0]}) (one phase per "
+                   "client and direction)", "pass an array of shape (len(X), n_directions)")
+    X, phases = Xa, P
     if V.shape[0] != modulation.n_directions:
         raise fail("directions", V.shape, f"has {V.shape[0]} rows for n_directions="
                    f"{modulation.n_directions}", "give exactly n_directions directions")
