@@ -738,14 +738,6 @@ OPEN: tuple[Open, ...] = (
          "divide by zero; n_features='abc' -> OverflowError; Decimal('NaN') -> "
          "decimal.InvalidOperation; an array argument -> ValueError "
          "(truth value); (5, 1e308, 1e308, 4e-52) returns inf"),
-    Open("reconstruction_bound", AttributeError, "", "reconstruction.py", lambda: call(
-        "reconstruction_bound", reconstruction_bound, -1, sigma=1.0, n_features=3),
-         "reconstruction_bound(-1, ...) -> AttributeError 'int' object has no attribute "
-         "'n_directions' (reconstruction.py:49): modulation unchecked"),
-    Open("reconstruction_table", (AttributeError, TypeError), "", "reconstruction.py",
-         lambda: call("reconstruction_table", reconstruction_table, MOD, 3, 1.0, 1e-6),
-         "reconstruction_table(mod, 3, epsilons=1.0) -> TypeError 'float' object is not "
-         "iterable (reconstruction.py:68); modulation=None -> AttributeError (:70)"),
     Open("spatial_features", (AttributeError, TypeError, KeyError, ValueError), "",
          "spatial.py", lambda: call(
         "spatial_features", spatial_features, geo_points(), boxes(), None),

@@ -226,3 +226,16 @@ def test_server_estimators_check_reports_and_shapes():
     with pytest.raises(InvalidInput, match=r"X=\(4, 1\) has 1 columns for a fit on 3"):
         fit.predict(np.ones((4, 1)))
     assert fit.predict(np.ones((4, 3))).shape == (4,)
+
+
+def test_reconstruction_refuses_a_non_modulation_and_a_bare_epsilon():
+    from spatialdp.exceptions import InvalidInput
+
+    with pytest.raises(InvalidInput, match="modulation=-1 is a int, not a Modulation"):
+        reconstruction_bound(-1, sigma=1.0, n_features=3)
+    with pytest.raises(InvalidInput, match="modulation=None is a NoneType"):
+        reconstruction_table(None, 3)
+    with pytest.raises(InvalidInput, match="epsilons=1.0 is a float, not a sequence"):
+        reconstruction_table(Modulation(), 3, 1.0, 1e-6)
+    with pytest.raises(InvalidInput, match=r"epsilons=\(\) is empty"):
+        reconstruction_table(Modulation(), 3, ())

@@ -31,11 +31,11 @@ Examples
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import pandas as pd
 
-from spatialdp._validation import check_count, check_positive
+from spatialdp._validation import check_count, check_instance, check_positive, fail
 from spatialdp.regression.accounting import rho_for_epsilon
 from spatialdp.regression.lattice_gaussian import headroom_sigma
 from spatialdp.regression.modulation import Modulation
@@ -45,6 +45,8 @@ __all__ = ["reconstruction_bound", "reconstruction_table"]
 
 def reconstruction_bound(modulation: Modulation, *, sigma: float, n_features: int) -> float:
     """Return the Cramér-Rao lower bound on ``E||x^ - x||^2`` for an unbiased attacker."""
+    check_instance(modulation, "modulation", Modulation,
+                   "pass a Modulation(alpha=..., lam=..., omega=..., radius=...)")
     s = check_positive(sigma, "sigma")
     d = check_count(n_features, "n_features", low=modulation.n_directions)
     m = modulation.n_directions
@@ -64,8 +66,16 @@ def reconstruction_table(modulation: Modulation, n_features: int,
     >>> list(t.columns)
     ['epsilon', 'delta', 'rho', 'sigma', 'crb', 'crb_over_R2']
     """
+    check_instance(modulation, "modulation", Modulation,
+                   "pass a Modulation(alpha=..., lam=..., omega=..., radius=...)")
+    if isinstance(epsilons, (str, bytes)) or not isinstance(epsilons, Iterable):
+        raise fail("epsilons", epsilons, f"is a {type(epsilons).__name__}, not a sequence of "
+                   "numbers", "pass e.g. epsilons=(1.0,) for one value")
+    grid = list(epsilons)
+    if not grid:
+        raise fail("epsilons", epsilons, "is empty", "pass at least one epsilon, e.g. (1.0,)")
     rows = []
-    for eps in epsilons:
+    for eps in grid:
         rho = rho_for_epsilon(eps, delta)
         sigma = headroom_sigma(modulation.sensitivity, rho)
         crb = reconstruction_bound(modulation, sigma=sigma, n_features=n_features)
