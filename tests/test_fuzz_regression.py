@@ -753,11 +753,6 @@ OPEN: tuple[Open, ...] = (
          "fit_geodataframe(..., region_features=np.float32(0.5)) -> AttributeError "
          "(spatial.py:64, via spatial_features); points with two 'y' columns -> sklearn "
          "ValueError 'y should be a 1d array' (estimator.py:106)"),
-    Open("plan_regression", (TypeError, AttributeError), "", "planner.py", lambda: call(
-        "plan_regression", plan_regression, 1000, 3, rho=1.0, margin=Decimal("0.27")),
-         "plan_regression(1000, 3, rho=1.0, margin=Decimal('0.27')) -> TypeError float - "
-         "Decimal (planner.py:208): margin is used unconverted; modulation=np.True_ -> "
-         "AttributeError 'numpy.bool' object has no attribute 'radius' (:171): unchecked"),
     Open("tune_dpsgd", (TypeError, ValueError, RuntimeError), "", "spatialdp/regression/",
          lambda: call("tune_dpsgd", tune_dpsgd, data()[0][:100], data()[1][:100],
                       data()[0][100:], data()[1][100:], rho=1.0, noise="local",

@@ -239,3 +239,17 @@ def test_reconstruction_refuses_a_non_modulation_and_a_bare_epsilon():
         reconstruction_table(Modulation(), 3, 1.0, 1e-6)
     with pytest.raises(InvalidInput, match=r"epsilons=\(\) is empty"):
         reconstruction_table(Modulation(), 3, ())
+
+
+def test_planner_refuses_a_bad_margin_and_a_non_modulation():
+    from decimal import Decimal
+
+    from spatialdp.exceptions import InvalidInput
+
+    with pytest.raises(InvalidInput, match="margin=1.5 is above the limit < 1"):
+        plan_regression(1000, 3, rho=1.0, margin=1.5)
+    with pytest.raises(InvalidInput, match="modulation=np.True_ is a bool_?, not a Modulation"):
+        plan_regression(1000, 3, rho=1.0, modulation=np.True_)
+    with pytest.warns(FeasibilityWarning):
+        plan = plan_regression(1000, 3, rho=1.0, margin=Decimal("0.27"))
+    assert plan.n_features == 3

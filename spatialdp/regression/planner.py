@@ -50,7 +50,7 @@ from typing import Any
 
 import pandas as pd
 
-from spatialdp._validation import check_choice, check_count, check_number
+from spatialdp._validation import check_choice, check_count, check_instance, check_number
 from spatialdp.regression.accounting import resolve_rho
 from spatialdp.regression.iterative import PARTICIPATION, round_rho
 from spatialdp.regression.lattice_gaussian import headroom_sigma
@@ -167,6 +167,11 @@ def plan_regression(n_clients: int, n_features: int, *, rho: Any = None, epsilon
     K = check_count(n_clients, "n_clients", low=2)
     d = check_count(n_features, "n_features", low=1)
     r = resolve_rho(rho, epsilon, delta)
+    gain = check_number(margin, "margin", low=0.0, high=1.0, high_open=True,
+                        fix="pass the fraction of E y^2 to gain, in [0, 1) (e.g. 0.1)")
+    if modulation is not None:
+        check_instance(modulation, "modulation", Modulation,
+                       "pass a Modulation(alpha=..., lam=..., omega=..., radius=...) or None")
     mod = modulation if modulation is not None else Modulation(lam=1.0, omega=1.0, radius=radius)
     R = mod.radius
     ex2 = min(R * R, float(d)) if feature_second_moment is None else check_number(
@@ -205,7 +210,7 @@ def plan_regression(n_clients: int, n_features: int, *, rho: Any = None, epsilon
         rows[name] = {"predicted_mse": resid + min(_dpsgd_error(d, s, b2, v, eta, Td), 1e300),
                       "ridge": 0.0, "sigma": sigma}
     table = pd.DataFrame.from_dict(rows, orient="index").loc[list(ESTIMATORS)]
-    table["beats_zero"] = table["predicted_mse"] < (1.0 - margin) * y2
+    table["beats_zero"] = table["predicted_mse"] < (1.0 - gain) * y2
     table.index.name = "estimator"
     plan = RegressionPlan(table=table, n_clients=K, n_features=d, rho=r, zero_mse=y2)
     if warn and not plan.feasible:
