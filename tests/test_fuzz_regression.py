@@ -731,13 +731,6 @@ OPEN: tuple[Open, ...] = (
              else _fail(out)),
          "simulate([nan]*3) returns NaN (values unchecked; release refuses them); "
          "simulate([1.0,'a']) -> ValueError, simulate(Opaque()) -> TypeError (:266)"),
-    Open("optimal_ridge", (*_VALUES, ArithmeticError, AssertionError), "", "",
-         lambda: call("optimal_ridge", optimal_ridge, 1, 0.0, 0.0, 0.0),
-         "optimal_ridge(1, 0.0, 0.0, 0.0) -> ZeroDivisionError (regularization.py:108); "
-         "Decimal arguments -> TypeError; (1, 2e-313, 2e-313, 2e-313) -> RuntimeWarning "
-         "divide by zero; n_features='abc' -> OverflowError; Decimal('NaN') -> "
-         "decimal.InvalidOperation; an array argument -> ValueError "
-         "(truth value); (5, 1e308, 1e308, 4e-52) returns inf"),
     Open("spatial_features", (AttributeError, TypeError, KeyError, ValueError), "",
          "spatial.py", lambda: call(
         "spatial_features", spatial_features, geo_points(), boxes(), None),

@@ -253,3 +253,18 @@ def test_planner_refuses_a_bad_margin_and_a_non_modulation():
     with pytest.warns(FeasibilityWarning):
         plan = plan_regression(1000, 3, rho=1.0, margin=Decimal("0.27"))
     assert plan.n_features == 3
+
+
+def test_optimal_ridge_refuses_junk_and_overflow():
+    from decimal import Decimal
+
+    from spatialdp.exceptions import InvalidInput
+    from spatialdp.regression import optimal_ridge
+
+    with pytest.raises(InvalidInput, match="feature_scale=0.0 is below the limit > 0"):
+        optimal_ridge(1, 0.0, 0.0, 0.0)
+    with pytest.raises(InvalidInput, match="n_features='abc' is a string"):
+        optimal_ridge("abc", 1.0, 1.0, 1.0)
+    with pytest.raises(InvalidInput, match="beyond float range"):
+        optimal_ridge(5, 1e-308, 1e308, 1.0)
+    assert optimal_ridge(4, Decimal("0.25"), 1.0, 1.0) == pytest.approx(16.0)

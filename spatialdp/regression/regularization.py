@@ -65,6 +65,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from spatialdp._validation import check_integer, check_number, check_positive, fail
+
 __all__ = [
     "NORM_CAP_FACTOR",
     "Regularization",
@@ -104,8 +106,26 @@ def noise_variances(n_clients: int, n_features: int, *, sigma: float, alpha: flo
 
 def optimal_ridge(n_features: int, feature_scale: float, noise_per_coordinate: float,
                   signal_norm2: float) -> float:
-    """Return ``mu* = d N / (s B2)``, the first-order MSE-optimal ridge strength."""
-    return n_features * noise_per_coordinate / (feature_scale * max(signal_norm2, _MIN_SIGNAL))
+    """Return ``mu* = d N / (s B2)``, the first-order MSE-optimal ridge strength.
+
+    Raises
+    ------
+    InvalidInput
+        A non-number, ``n_features < 1``, ``feature_scale <= 0``, a negative noise or
+        signal, or arguments whose ridge does not fit in a float.
+    """
+    d = check_integer(n_features, "n_features", low=1, high=10**7,
+                      fix="pass a whole number of features between 1 and 10**7")
+    s = check_positive(feature_scale, "feature_scale")
+    noise = check_number(noise_per_coordinate, "noise_per_coordinate", low=0.0,
+                         fix="pass a noise variance >= 0")
+    b2 = check_number(signal_norm2, "signal_norm2", low=0.0, fix="pass ||beta||^2 >= 0")
+    denom = s * max(b2, _MIN_SIGNAL)
+    mu = d * noise / denom if denom > 0.0 else math.inf
+    if not math.isfinite(mu):
+        raise fail("feature_scale", feature_scale, f"gives a ridge d N / (s B2) beyond float "
+                   f"range (d={d}, N={noise:g}, B2={b2:g})", "rescale the features")
+    return mu
 
 
 def norm_cap(label_second_moment: float, feature_scale: float,
