@@ -717,20 +717,6 @@ _MODULATION = "spatialdp/regression/modulation.py"
 
 #: Open defects (spatialdp/regression is its author's; see the module docstring).
 OPEN: tuple[Open, ...] = (
-    Open("LatticeGaussianMechanism.release", (ValueError, TypeError, RuntimeWarning), "",
-         "lattice_gaussian.py", lambda: call(
-             "LatticeGaussianMechanism.release", LatticeGaussianMechanism(1.0, 2.0, 3).release,
-             ["a", "a", "a"]),
-         "release(['a','a','a']) -> ValueError (float conversion, lattice_gaussian.py:258); "
-         "release(frozenset({1})) -> TypeError; release([1e308]*3) -> RuntimeWarning overflow "
-         "in ldexp (:219) before the 'values too large for the release lattice' check"),
-    Open("LatticeGaussianMechanism.simulate", (ValueError, TypeError, AssertionError), "", "",
-         lambda: call(
-             "LatticeGaussianMechanism.simulate", LatticeGaussianMechanism(1.0, 2.0, 3).simulate,
-             [math.nan] * 3, rng=0, check=lambda out: None if np.isfinite(out).all()
-             else _fail(out)),
-         "simulate([nan]*3) returns NaN (values unchecked; release refuses them); "
-         "simulate([1.0,'a']) -> ValueError, simulate(Opaque()) -> TypeError (:266)"),
     Open("spatial_features", (AttributeError, TypeError, KeyError, ValueError), "",
          "spatial.py", lambda: call(
         "spatial_features", spatial_features, geo_points(), boxes(), None),

@@ -245,3 +245,19 @@ def test_rho_for_epsilon_refuses_a_budget_too_small_to_convert():
     tiny_delta = rho_for_epsilon(1.0, 5e-324)  # 1 / a subnormal delta is inf: no hang
     assert 0 < tiny_delta
     assert rho_to_epsilon(tiny_delta, 5e-324) <= 1.0
+
+
+def test_lattice_mechanism_refuses_junk_values():
+    from spatialdp.exceptions import InvalidInput
+    from spatialdp.regression import LatticeGaussianMechanism
+
+    mech = LatticeGaussianMechanism(1.0, 2.0, 3)
+    with pytest.raises(InvalidInput, match="values has dtype <U1"):
+        mech.release(["a", "a", "a"])
+    with pytest.raises(InvalidInput, match="too large for the release lattice"):
+        mech.release([1e308] * 3)
+    with pytest.raises(InvalidInput, match="values has 3 NaN"):
+        mech.simulate([np.nan] * 3, rng=0)
+    with pytest.raises(InvalidInput, match=r"values have shape \(2,\)"):
+        mech.simulate(np.zeros(2), rng=0)
+    assert mech.simulate(np.zeros((0, 3)), rng=0).shape == (0, 3)

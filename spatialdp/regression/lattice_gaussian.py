@@ -50,7 +50,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from spatialdp._random import RandomLike, as_generator
-from spatialdp._validation import check_count, check_epsilon, check_positive
+from spatialdp._validation import check_count, check_epsilon, check_finite_array, check_positive
 from spatialdp.exceptions import InvalidInput, SpatialDPError
 from spatialdp.privacy._exact import MAX_ROUNDS, MAX_SAMPLER_SCALE, discrete_laplace_noise
 from spatialdp.privacy._lattice import lattice_exponent
@@ -216,10 +216,11 @@ def lattice_gaussian(values: NDArray[np.float64], sigma: float,
     """
     units = Fraction(sigma) / Fraction(2) ** exponent
     flat = values.ravel()
-    scaled = np.ldexp(flat, -exponent)
-    if not np.all(np.abs(scaled) < _FAST_LIMIT):
+    # Compared before scaling: ldexp of a 1e308 value would overflow to inf.
+    if not np.all(np.abs(flat) < math.ldexp(_FAST_LIMIT, exponent)):
         raise InvalidInput("values too large for the release lattice; clip the features "
                            "to a smaller radius")
+    scaled = np.ldexp(flat, -exponent)
     total = np.rint(scaled).astype(np.int64) + discrete_gaussian_noise(flat.size, units)
     return np.ldexp(total.astype(np.float64), exponent).reshape(values.shape)
 
@@ -255,15 +256,20 @@ class LatticeGaussianMechanism:
 
     def release(self, x: Any) -> NDArray[np.float64]:
         """Return ``x`` (rows of ``size`` values) with lattice discrete Gaussian noise."""
-        arr = np.asarray(x, dtype=np.float64)
+        arr = self._check_values(x)
+        return lattice_gaussian(arr, self.scale, self.exponent)
+
+    def _check_values(self, x: Any) -> NDArray[np.float64]:
+        """Return ``x`` as finite float64 rows of ``size`` values, or refuse it."""
+        arr = check_finite_array(x, "values", ndim=(1, 2), allow_empty=True)
         if arr.shape[-1:] != (self.size,):
             raise InvalidInput(f"values have shape {arr.shape}; each row must hold "
                                f"{self.size} values (one client's vector)")
-        return lattice_gaussian(arr, self.scale, self.exponent)
+        return arr
 
     def simulate(self, x: Any, *, rng: RandomLike = None) -> NDArray[np.float64]:
         """Return ``x`` plus N(0, scale^2) noise from a seeded generator (simulation only)."""
-        arr = np.asarray(x, dtype=np.float64)
+        arr = self._check_values(x)
         noise = as_generator(rng).standard_normal(arr.shape)
         noise *= self.scale
         noise += arr
