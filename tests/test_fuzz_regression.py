@@ -717,21 +717,6 @@ _MODULATION = "spatialdp/regression/modulation.py"
 
 #: Open defects (spatialdp/regression is its author's; see the module docstring).
 OPEN: tuple[Open, ...] = (
-    Open("spatial_features", (AttributeError, TypeError, KeyError, ValueError), "",
-         "spatial.py", lambda: call(
-        "spatial_features", spatial_features, geo_points(), boxes(), None),
-         "spatial_features(points, partition, region_features=None) -> AttributeError "
-         "'NoneType' object has no attribute 'index' (spatial.py:64); region_features=[] -> "
-         "TypeError; point_columns='speed' -> KeyError (iterated per letter, :74); repeated "
-         "columns -> ValueError (:76)"),
-    Open("fit_geodataframe", (AttributeError, TypeError, KeyError, ValueError), "",
-         "spatialdp/regression/", lambda: call(
-        "fit_geodataframe", fit_geodataframe, geo_points(),
-        ModulatedRegression(rho=2.0, radius=2.0, target=Simulation(rng=0)),
-        partition=boxes(), region_features=np.float32(0.5), label="y"),
-         "fit_geodataframe(..., region_features=np.float32(0.5)) -> AttributeError "
-         "(spatial.py:64, via spatial_features); points with two 'y' columns -> sklearn "
-         "ValueError 'y should be a 1d array' (estimator.py:106)"),
     Open("tune_dpsgd", (TypeError, ValueError, RuntimeError), "", "spatialdp/regression/",
          lambda: call("tune_dpsgd", tune_dpsgd, data()[0][:100], data()[1][:100],
                       data()[0][100:], data()[1][100:], rho=1.0, noise="local",

@@ -133,3 +133,27 @@ def test_predict_checks_the_shape_against_the_fit():
     with pytest.raises(InvalidInput, match="Expected 2D array"):
         model.predict(X[0])
     assert np.isfinite(model.score(X, np.full(500, 1e308)))
+
+
+def test_spatial_features_and_fit_geodataframe_refuse_junk(city):
+    partition, attrs, points = city
+    few = points.iloc[:50]
+    with pytest.raises(InvalidInput, match="region_features=None is a NoneType, not a "
+                                           "DataFrame"):
+        spatial_features(few, partition, None)
+    with pytest.raises(InvalidInput, match="point_columns='speed' is a str, not a sequence"):
+        spatial_features(few, partition, attrs, point_columns="speed")
+    with pytest.raises(InvalidInput, match=r"point_columns=\['nope'\] are not columns"):
+        spatial_features(few, partition, attrs, point_columns=["nope"])
+    with pytest.raises(InvalidInput, match="point_columns=.* repeat a column"):
+        spatial_features(few, partition, attrs, point_columns=["speed", "speed"])
+    with pytest.raises(InvalidInput, match="point_columns='geometry' is a column of geometry"):
+        spatial_features(few, partition, attrs, point_columns=["geometry"])
+    model = ModulatedRegression(rho=2.0, radius=2.0, random_state=0)
+    with pytest.raises(InvalidInput, match="label='nope' is not a column"):
+        fit_geodataframe(few, model, partition=partition, region_features=attrs, label="nope")
+    with pytest.raises(InvalidInput, match="estimator='model' has no fit method"):
+        fit_geodataframe(few, "model", partition=partition, region_features=attrs, label="y")
+    twice = pd.concat([few, few[["y"]]], axis=1)
+    with pytest.raises(InvalidInput, match="label='y' is not one numeric column"):
+        fit_geodataframe(twice, model, partition=partition, region_features=attrs, label="y")
