@@ -717,14 +717,6 @@ _MODULATION = "spatialdp/regression/modulation.py"
 
 #: Open defects (spatialdp/regression is its author's; see the module docstring).
 OPEN: tuple[Open, ...] = (
-    Open("tune_dpsgd", (TypeError, ValueError, RuntimeError), "", "spatialdp/regression/",
-         lambda: call("tune_dpsgd", tune_dpsgd, data()[0][:100], data()[1][:100],
-                      data()[0][100:], data()[1][100:], rho=1.0, noise="local",
-                      target_factory=lambda: Simulation(rng=0), clips=1.0),
-         "tune_dpsgd validates none of its grids or its factory: clips=1.0 -> TypeError "
-         "'float' object is not iterable (dpsgd.py:134-136); target_factory=Simulation() -> "
-         "TypeError not callable (:138); X_val with 1 column -> ValueError (results.py:61); "
-         "every candidate diverging -> bare RuntimeError (:145)"),
 )
 
 

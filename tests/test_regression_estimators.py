@@ -268,3 +268,19 @@ def test_optimal_ridge_refuses_junk_and_overflow():
     with pytest.raises(InvalidInput, match="beyond float range"):
         optimal_ridge(5, 1e-308, 1e308, 1.0)
     assert optimal_ridge(4, Decimal("0.25"), 1.0, 1.0) == pytest.approx(16.0)
+
+
+def test_tune_dpsgd_refuses_bad_grids_and_factories():
+    from spatialdp.exceptions import InvalidInput
+
+    X, y = _population(200, 7)
+    kw = {"rho": 1.0, "noise": "local", "target_factory": lambda: Simulation(rng=0)}
+    with pytest.raises(InvalidInput, match="clips=1.0 is a float, not a sequence"):
+        tune_dpsgd(X[:100], y[:100], X[100:], y[100:], **kw, clips=1.0)
+    with pytest.raises(InvalidInput, match=r"steps=\(\) is empty"):
+        tune_dpsgd(X[:100], y[:100], X[100:], y[100:], **kw, steps=())
+    with pytest.raises(InvalidInput, match=r"X_val=\(100, 1\) has 1 columns for 20 in X"):
+        tune_dpsgd(X[:100], y[:100], X[100:, :1], y[100:], **kw)
+    with pytest.raises(InvalidInput, match="target_factory=.* is not callable"):
+        tune_dpsgd(X[:100], y[:100], X[100:], y[100:], rho=1.0, noise="local",
+                   target_factory=Simulation(rng=0))

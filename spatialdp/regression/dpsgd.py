@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from spatialdp._validation import check_choice, check_count, check_number
+from spatialdp._validation import check_choice, check_count, check_number, fail
 from spatialdp.privacy.budget import Disjoint, Single
 from spatialdp.privacy.target import check_target
 from spatialdp.regression._checks import check_features, check_labels
@@ -106,6 +106,16 @@ def fit_dpsgd(X: Any, y: Any, *, target: Any, rho: Any = None, epsilon: Any = No
                          history=[h[:d] for h in history], metadata=acct.metadata())
 
 
+def _check_grid(values: Any, name: str) -> list[Any]:
+    """Return a tuning grid as a non-empty list (its values are checked by fit_dpsgd)."""
+    fix = f"pass a non-empty sequence, e.g. {name}=(1.0,)"
+    if isinstance(values, (str, bytes)) or not isinstance(values, (Sequence, np.ndarray)):
+        raise fail(name, values, f"is a {type(values).__name__}, not a sequence", fix)
+    if np.ndim(values) != 1 or not len(values):
+        raise fail(name, values, "is empty", fix)
+    return list(values)
+
+
 def tune_dpsgd(X: Any, y: Any, X_val: Any, y_val: Any, *, rho: float, noise: str,
                target_factory: Any, clips: Sequence[float] = (0.3, 1.0, 3.0),
                steps: Sequence[float] = (0.1, 0.3, 1.0), rounds: Sequence[int] = (5, 20),
@@ -128,19 +138,30 @@ def tune_dpsgd(X: Any, y: Any, X_val: Any, y_val: Any, *, rho: float, noise: str
     >>> sorted(params)
     ['clip', 'rounds', 'step']
     """
+    Xa = check_features(X)
     Xv = check_features(X_val, "X_val")
+    if Xv.shape[1] != Xa.shape[1]:
+        raise fail("X_val", Xv.shape, f"has {Xv.shape[1]} columns for {Xa.shape[1]} in X",
+                   "give the validation split the training columns")
     yv = check_labels(y_val, Xv.shape[0], "y_val")
+    grids = {name: _check_grid(values, name) for name, values in
+             (("clips", clips), ("steps", steps), ("rounds", rounds))}
+    if not callable(target_factory):
+        raise fail("target_factory", target_factory, "is not callable",
+                   "pass a function returning a fresh target, e.g. lambda: Simulation(rng=0)")
     best: tuple[float, dict[str, float], RegressionFit] | None = None
-    for c in clips:
-        for s in steps:
-            for r in rounds:
-                fit = fit_dpsgd(X, y, rho=rho, noise=noise, rounds=r, clip=c, step=s,
+    for c in grids["clips"]:
+        for s in grids["steps"]:
+            for r in grids["rounds"]:
+                fit = fit_dpsgd(Xa, y, rho=rho, noise=noise, rounds=r, clip=c, step=s,
                                 target=target_factory())
-                mse = float(np.mean((fit.predict(Xv) - yv) ** 2))
+                with np.errstate(over="ignore", invalid="ignore"):
+                    mse = float(np.mean((fit.predict(Xv) - yv) ** 2))
                 if not np.isfinite(mse):
                     continue
                 if best is None or mse < best[0]:
                     best = (mse, {"clip": c, "step": s, "rounds": r}, fit)
     if best is None:
-        raise RuntimeError("every DP-SGD candidate diverged; lower the steps")
+        raise fail("steps", steps, "made every DP-SGD candidate diverge (no finite validation "
+                   "error)", "lower the steps or the clip norms")
     return best[1], best[2]
