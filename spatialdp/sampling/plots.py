@@ -41,18 +41,10 @@ def _axes(ax: Any, size: tuple[float, float]) -> Axes:
 
 
 def _colormap(cmap: Any) -> Any:
-    """Return a matplotlib colour map from a name or a Colormap, refusing anything else."""
-    import matplotlib.pyplot as plt
-    from matplotlib.colors import Colormap
+    """Return a matplotlib colour map from a name or a Colormap (the choropleths' check)."""
+    from spatialdp.viz.maps import _colormap as choropleth_colormap
 
-    if isinstance(cmap, Colormap):
-        return cmap
-    name = check_text(cmap, "cmap")
-    try:
-        return plt.get_cmap(name)
-    except ValueError:
-        raise fail("cmap", cmap, "is not a matplotlib colour map",
-                   "pass a name such as 'viridis' or 'cividis', or a Colormap") from None
+    return choropleth_colormap(cmap)
 
 
 def _layer(coverage: Coverage, level: str) -> tuple[Any, str]:
