@@ -31,13 +31,10 @@ import inspect
 import math
 import numbers
 import os
-import re
 import shutil
 import tempfile
-import traceback
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -83,6 +80,7 @@ from tests._timeouts import time_limit
 from tests.test_fuzz_support import (
     _CLEAN,
     Call,
+    Open,
     arg,
     boxes,
     flag,
@@ -92,6 +90,8 @@ from tests.test_fuzz_support import (
     mutated,
     number,
     run,
+    run_tolerating,
+    strict,
     targets,
 )
 
@@ -156,22 +156,6 @@ def call(label: str, fn: Callable[..., Any], /, *args: Any,
     return Call(label, quiet(fn), args, kwargs, None if check is None else strict(check))
 
 
-def strict(check: Callable[[Any], None]) -> Callable[[Any], None]:
-    """A check whose every failure is an AssertionError (junk returned as a result)."""
-
-    @functools.wraps(check)
-    def wrapper(result: Any) -> None:
-        try:
-            check(result)
-        except AssertionError:
-            raise
-        except Exception as err:
-            raise AssertionError(f"the result fails its check ({type(err).__name__}: "
-                                 f"{err}): {result!r}"[:300]) from None
-
-    return wrapper
-
-
 TMP = tempfile.mkdtemp(prefix="spatialdp-fuzz-regression-")
 
 
@@ -190,50 +174,6 @@ def teardown_module() -> None:
 
 
 # --------------------------------------------------------------------------- open defects
-
-
-@dataclass(frozen=True)
-class Open:
-    """A defect in a file this suite may not edit: tolerated by the fuzz, pinned by an xfail.
-
-    The fuzz tolerates, for ``callable`` only, an exception of ``kind`` whose message
-    matches ``message`` and whose innermost spatialdp frame is in ``where``.
-    ``reproduce`` builds the exact failing :class:`Call` (run through :func:`run`, so
-    a warning counts as an error). ``skip`` recognises calls that would hang: the fuzz
-    does not make them (a hang costs the whole time limit), the reproduction does,
-    under a short alarm.
-    """
-
-    callable: str
-    kind: type[BaseException] | tuple[type[BaseException], ...]
-    message: str
-    where: str
-    reproduce: Callable[[], Call]
-    reason: str
-    skip: Callable[[Call], bool] | None = None
-    pinned: bool = True
-
-    def matches(self, name: str, err: BaseException) -> bool:
-        if name != self.callable or not isinstance(err, self.kind):
-            return False
-        if re.search(self.message, str(err)) is None:
-            return False
-        if not self.where:
-            return True
-        frames = [f.filename for f in traceback.extract_tb(err.__traceback__)
-                  if "/spatialdp/" in f.filename]
-        return bool(frames) and self.where in frames[-1]
-
-
-def run_tolerating(one: Call, known: tuple[Open, ...]) -> None:
-    """Run ``one``; an exception is tolerated only if it is one of the ``known`` defects."""
-    if any(d.skip is not None and d.callable == one.name and d.skip(one) for d in known):
-        return
-    try:
-        run(one)
-    except Exception as err:
-        if not any(d.matches(one.name, err) for d in known):
-            raise
 
 
 # --------------------------------------------------------------------------- valid inputs
