@@ -1,0 +1,51 @@
+"""Model cards for federated spatial models: built from a run's artefacts.
+
+A :class:`ModelCard` holds what a reviewer needs to trust a private regional
+evaluation: the partition and its version, the metric specs and histogram edge
+versions, the strata and every merge with its reason, cohort sizes (coarsened),
+coverage figures with the blind spots and the coverage score's history, the
+privacy ledger per epoch and line item with the per-client epsilon, metric
+values with error bars and the suppressed-region count (coarsened), and the
+query-error table. Every section says whether its numbers are noised releases,
+simulation, or exact bookkeeping.
+
+It is written as Markdown for people (:mod:`spatialdp.cards.markdown`, with
+the coverage map embedded) and JSON for machines (:mod:`spatialdp.cards.json_card`),
+validated against ``model_card.schema.json`` shipped in this package. A run
+folder (:mod:`spatialdp.cards.run_folder`) keeps the artefacts;
+:meth:`ModelCard.from_run` rebuilds the card from that folder alone.
+Names resolve on first use (:mod:`spatialdp._lazy`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from spatialdp._lazy import attach
+
+if TYPE_CHECKING:  # the public names, imported on first use (spatialdp._lazy)
+    from spatialdp.cards.card import COHORT_EDGES, PROVENANCE, ModelCard
+    from spatialdp.cards.json_card import (
+        SCHEMA_VERSION,
+        InvalidCard,
+        load_schema,
+        validate_card,
+    )
+    from spatialdp.cards.markdown import render_markdown
+    from spatialdp.cards.run_folder import RUN_FORMAT, RunFolder, write_run_folder
+
+__getattr__, __dir__ = attach(__name__, __file__)
+
+__all__ = [
+    "COHORT_EDGES",
+    "PROVENANCE",
+    "RUN_FORMAT",
+    "SCHEMA_VERSION",
+    "InvalidCard",
+    "ModelCard",
+    "RunFolder",
+    "load_schema",
+    "render_markdown",
+    "validate_card",
+    "write_run_folder",
+]
