@@ -98,3 +98,38 @@ def test_min_cohort_for_meets_target_exactly() -> None:
         min_cohort_for(0, spec, 1.0)
     with pytest.raises(InvalidInput, match="epsilon=-1 must be a positive"):
         min_cohort_for(0.1, spec, -1)
+
+
+def test_labels_and_units_are_presentation_only() -> None:
+    """label/unit change titles, never the fingerprint, key, equality or the registry."""
+    from spatialdp.federated.metrics import HistogramSpec as _H
+    from spatialdp.federated.metrics import MetricRegistry as _R
+    from spatialdp.federated.metrics import MetricSpec as _M
+
+    plain = _M("loss", 0.0, 4.0)
+    labelled = _M("loss", 0.0, 4.0, label="squared position error", unit="m²")
+    assert labelled.fingerprint == plain.fingerprint
+    assert labelled.key == plain.key
+    assert labelled == plain
+    assert hash(labelled) == hash(plain)
+    assert labelled.title == "squared position error (m²)"
+    assert plain.title == "loss"
+    _R([plain]).register(labelled)  # a relabel is not a changed spec
+    hist = _H("abs_error_m", (0.5, 1.0), label="position error", unit="m")
+    assert hist.fingerprint == _H("abs_error_m", (0.5, 1.0)).fingerprint
+    assert hist.tail_title == "share of position error > 1 m"
+    described = hist.describe()
+    assert [b["column"] for b in described["buckets"]] == [
+        "abs_error_m_b0", "abs_error_m_b1", "abs_error_m_b2"]
+    assert described["buckets"][0]["low"] is None
+    assert described["buckets"][2]["low"] == 1.0
+    assert labelled.describe()["unit"] == "m²"
+
+
+@pytest.mark.parametrize("kwargs", [{"label": ""}, {"unit": 3}, {"label": "  "}])
+def test_labels_refuse_junk(kwargs: dict) -> None:
+    from spatialdp.exceptions import InvalidSpec as _Invalid
+    from spatialdp.federated.metrics import MetricSpec as _M
+
+    with pytest.raises(_Invalid, match="must be a non-empty string or None"):
+        _M("loss", 0.0, 1.0, **kwargs)

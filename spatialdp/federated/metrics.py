@@ -70,6 +70,18 @@ def _check_name(name: object, what: str) -> str:
     return name
 
 
+def _check_label(name: str, label: object, unit: object) -> None:
+    for what, text in (("label", label), ("unit", unit)):
+        if text is not None and (not isinstance(text, str) or not text.strip()):
+            raise InvalidSpec(f"{name}: {what}={short_repr(text)} must be a non-empty string "
+                              f"or None; give e.g. label='position error', unit='m'")
+
+
+def _title(name: str, label: str | None, unit: str | None) -> str:
+    head = label or name
+    return f"{head} ({unit})" if unit else head
+
+
 def _check_version(name: str, version: object) -> None:
     if not isinstance(version, str) or not version:
         raise InvalidSpec(f"{name}: version={short_repr(version)} must be a non-empty string "
@@ -106,6 +118,13 @@ class MetricSpec:
         metric is published as a ratio estimator, the noised sum of values over the
         noised count of present clients, and absent clients leave its cohort
         instead of entering it as 0 (see :mod:`spatialdp.federated.aggregate`).
+    label : str, optional
+        What a reader calls the metric (``"mean squared position error"``), used in
+        map titles and legend keys instead of ``name``. Presentation only: it is
+        not part of the fingerprint, the key or equality, so relabelling never
+        invalidates a device report.
+    unit : str, optional
+        Unit of the values (``"m²"``, ``"%"``); shown after the label.
 
     Examples
     --------
@@ -114,6 +133,9 @@ class MetricSpec:
     2.5
     >>> spec.clip([-1.0, 1.0, 9.0]).tolist()
     [0.0, 1.0, 2.5]
+    >>> labelled = MetricSpec("loss", 0.0, 2.5, label="squared position error", unit="m²")
+    >>> labelled.title, labelled.fingerprint == spec.fingerprint, labelled == spec
+    ('squared position error (m²)', True, True)
     """
 
     name: str
@@ -121,10 +143,13 @@ class MetricSpec:
     clip_high: float
     version: str = "1"
     present: str | None = None
+    label: str | None = field(default=None, compare=False)
+    unit: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         _check_name(self.name, "a metric")
         _check_version(self.name, self.version)
+        _check_label(self.name, self.label, self.unit)
         if self.present is not None and (not isinstance(self.present, str) or not self.present):
             raise InvalidSpec(f"{self.name}: present={short_repr(self.present)} must name a "
                               "0/1 column")
@@ -163,6 +188,18 @@ class MetricSpec:
         """``name@version``, recorded with every release of this metric."""
         return f"{self.name}@{self.version}"
 
+    @property
+    def title(self) -> str:
+        """``label (unit)`` for titles and legend keys (the name when there is no label)."""
+        return _title(self.name, self.label, self.unit)
+
+    def describe(self) -> dict[str, object]:
+        """Return the spec as plain JSON-ready fields (written beside every output file)."""
+        return {"kind": "mean", "name": self.name, "version": self.version, "key": self.key,
+                "clip_low": self.clip_low, "clip_high": self.clip_high,
+                "present": self.present, "label": self.label, "unit": self.unit,
+                "fingerprint": self.fingerprint}
+
     def clip(self, values: ArrayLike) -> NDArray[np.float64]:
         """Clip values into the spec's range (what the device does)."""
         data = check_finite_array(values, "values", ndim=(0, 1, 2), allow_empty=True)
@@ -190,6 +227,10 @@ class HistogramSpec:
         distribution).
     version : str
         Bump it when the edges change; data-dependent edges would be a release.
+    label, unit : str, optional
+        What a reader calls the measured quantity and its unit
+        (``"position error"``, ``"m"``), for titles, legend keys and bucket
+        descriptions. Presentation only, as for :class:`MetricSpec`.
 
     Examples
     --------
@@ -198,17 +239,22 @@ class HistogramSpec:
     (7, 2.0)
     >>> spec.labels[0], spec.labels[-1]
     ('<=0.5', '>25')
+    >>> HistogramSpec("abs_error_m", (0.5, 1), label="position error", unit="m").tail_title
+    'share of position error > 1 m'
     """
 
     name: str
     edges: tuple[float, ...]
     mass_cap: float = 1.0
     version: str = "1"
+    label: str | None = field(default=None, compare=False)
+    unit: str | None = field(default=None, compare=False)
     _edges: NDArray[np.float64] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         _check_name(self.name, "a histogram")
         _check_version(self.name, self.version)
+        _check_label(self.name, self.label, self.unit)
         raw = self.edges
         if isinstance(raw, np.ndarray):
             raw = raw.ravel().tolist() if raw.ndim else [raw[()]]
@@ -265,6 +311,29 @@ class HistogramSpec:
         fmt = [f"{e:g}" for e in self.edges]
         inner = [f"({a}, {b}]" for a, b in itertools.pairwise(fmt)]
         return [f"<={fmt[0]}", *inner, f">{fmt[-1]}"]
+
+    @property
+    def title(self) -> str:
+        """``label (unit)`` for titles and legend keys (the name when there is no label)."""
+        return _title(self.name, self.label, self.unit)
+
+    @property
+    def tail_title(self) -> str:
+        """What a report's ``value`` of this histogram is: the share in the top bucket."""
+        unit = f" {self.unit}" if self.unit else ""
+        return f"share of {self.label or self.name} > {self.edges[-1]:g}{unit}"
+
+    def describe(self) -> dict[str, object]:
+        """Return the spec as plain JSON-ready fields, with one row per bucket."""
+        lows = (None, *self.edges)
+        highs = (*self.edges, None)
+        return {"kind": "histogram", "name": self.name, "version": self.version,
+                "key": self.key, "mass_cap": self.mass_cap, "edges": list(self.edges),
+                "label": self.label, "unit": self.unit, "fingerprint": self.fingerprint,
+                "buckets": [{"bucket": b, "column": f"{self.name}_b{b}", "label": text,
+                             "low": lo, "high": hi}
+                            for b, (text, lo, hi) in enumerate(
+                                zip(self.labels, lows, highs, strict=True))]}
 
     def bucket_of(self, values: ArrayLike) -> NDArray[np.int64]:
         """Bucket index of each value (``v > edge`` moves it up a bucket)."""
