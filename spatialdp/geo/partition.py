@@ -333,6 +333,13 @@ class Partition(H3Methods):
         ]
         return "\n".join(lines)
 
+    def _repr_html_(self) -> str:
+        from spatialdp._html import summary_html
+
+        ids = self.region_ids
+        shown = ", ".join(map(str, ids[:8])) + (", ..." if len(ids) > 8 else "")
+        return summary_html("Partition", f"{self.summary()}\n  regions         {shown}")
+
     def _in_conus(self) -> bool:
         west, south, east, north = self.regions.total_bounds
         return bool(west > -130 and east < -60 and south > 20 and north < 55)

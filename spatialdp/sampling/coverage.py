@@ -137,6 +137,12 @@ class Coverage:
             f"  alerts: {len(self.alerts)}",
         ])
 
+    def _repr_html_(self) -> str:
+        from spatialdp._html import summary_html
+
+        return summary_html("Coverage", self.summary(), self.merges_table() if self.merges
+                            else None, caption="merged strata and why")
+
     def __repr__(self) -> str:
         return (f"Coverage(epoch={self.epoch}, strata={len(self.table)}, "
                 f"share_strata_sampled={self.share_strata_sampled:.3f}, "

@@ -98,6 +98,12 @@ class RoundCohort:
         short = np.flatnonzero(self.counts["shortfall"] > 0)
         return {self.groups[i]: str(self.reasons[i]) for i in short}
 
+    def _repr_html_(self) -> str:
+        from spatialdp._html import summary_html
+
+        return summary_html("RoundCohort", repr(self), self.table,
+                            caption="seats per group (server-side selection, not a release)")
+
     def __repr__(self) -> str:
         return (f"RoundCohort(round_index={self.round_index}, epoch={self.epoch}, "
                 f"clients={self.clients.size}, wanted={int(self.counts['wanted'].sum())}, "
