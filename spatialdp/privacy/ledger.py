@@ -490,6 +490,16 @@ class PrivacyLedger:
             with suppress(Exception):
                 conn.close()
 
+    def _repr_html_(self) -> str:
+        from spatialdp._html import summary_html
+
+        epochs = self.epochs() if self._conn is not None else []
+        if not epochs:
+            return summary_html("PrivacyLedger", repr(self))
+        latest = epochs[-1]
+        return summary_html("PrivacyLedger", repr(self), self.summary(latest),
+                            caption=f"epoch {latest} by line item ({self.unit})")
+
     def __repr__(self) -> str:
         state = "closed"
         if self._conn is not None:
