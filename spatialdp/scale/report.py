@@ -137,10 +137,11 @@ def _tree_sum(items: list[Any], fan_in: int = 8) -> Any:
     """Add delayed totals in a tree of fan-in 8: the driver receives one bounded object."""
     from dask import delayed
 
-    while len(items) > 1:
+    while True:  # at least one level: a single item is still made a Delayed
         items = [delayed(_add, pure=True)(items[i:i + fan_in])
                  for i in range(0, len(items), fan_in)]
-    return items[0]
+        if len(items) == 1:
+            return items[0]
 
 
 def _ids(reports: pd.DataFrame) -> pd.Series:
@@ -171,7 +172,7 @@ def _distinct_ids(reports: Any, parts: list[Any]) -> Any:
 
 
 def _repeated_ids(reports: Any) -> Any:
-    """A few repeated ids (computed only to word a refusal)."""
+    """Return a lazy repeated id (computed only to word a refusal)."""
     ids = (reports[CLIENT_COLUMN] if CLIENT_COLUMN in reports.columns
            else reports.index.to_series())
     counts = ids.value_counts()
@@ -261,8 +262,8 @@ def regional_report(
             (first,) = compute(_repeated_ids(reports))
             raise InvalidInput(
                 f"{CLIENT_COLUMN} has {n} repeated value{'s' if n > 1 else ''} across "
-                f"partitions (first: {first[0]!r}); one client, one row: drop or merge the "
-                "repeats before the release")
+                f"partitions (first: {first.tolist()[0]!r}); one client, one row: drop or "
+                "merge the repeats before the release")
     if totals.n_rows == 0:
         raise InvalidInput("the client reports are empty; there is nothing to release")
     return _release(totals, partition, specs, epsilons, floor, level, account)
