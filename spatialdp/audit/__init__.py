@@ -1,0 +1,56 @@
+"""Empirical privacy auditing: a statistical lower bound on the loss a release achieves.
+
+:func:`audit` runs a spatialdp release on neighbouring inputs many times
+(vectorised and seeded on the simulation path, one real release per draw on the
+release path), picks an output event on part of the draws and bounds its
+probability ratio on the rest with exact Clopper-Pearson bounds, and reports
+the claimed loss next to the measured lower bound, its confidence and the
+event (:class:`AuditResult`). :func:`audit_sampler` audits your own vectorised
+sampler; :mod:`spatialdp.audit.neighbours` builds neighbours under the
+library's privacy model; :mod:`spatialdp.audit.bounds` has the bounds.
+Names resolve on first use (:mod:`spatialdp._lazy`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from spatialdp._lazy import attach
+
+if TYPE_CHECKING:  # the public names, imported on first use (spatialdp._lazy)
+    from spatialdp.audit.auditor import AuditResult, PairAudit, audit, audit_sampler
+    from spatialdp.audit.bounds import (
+        bernoulli_renyi,
+        clopper_pearson,
+        epsilon_lower_bound,
+        rho_lower_bound,
+    )
+    from spatialdp.audit.events import Event, select_event
+    from spatialdp.audit.neighbours import (
+        drop_device,
+        extreme_pairs,
+        replace_client,
+        status_pair,
+    )
+    from spatialdp.audit.tap import NoiseTap, tapped
+
+__getattr__, __dir__ = attach(__name__, __file__)
+
+__all__ = [
+    "AuditResult",
+    "Event",
+    "NoiseTap",
+    "PairAudit",
+    "audit",
+    "audit_sampler",
+    "bernoulli_renyi",
+    "clopper_pearson",
+    "drop_device",
+    "epsilon_lower_bound",
+    "extreme_pairs",
+    "replace_client",
+    "rho_lower_bound",
+    "select_event",
+    "status_pair",
+    "tapped",
+]
