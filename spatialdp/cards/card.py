@@ -1,44 +1,194 @@
-"""The :class:`ModelCard`: one JSON-ready document built from a run's objects or folder."""
+"""The :class:`ModelCard`: one JSON-ready document built from a run's objects or folder.
+
+The card's content is a single dict (the JSON card); the Markdown and the HTML
+are rendered from it, so the three never disagree. Sections and where their
+numbers come from (``provenance``):
+
+==========================  ============================================  ============
+section                     holds                                         provenance
+==========================  ============================================  ============
+``model_details``           name, overview, version, owners, licence      text
+``considerations``          intended uses and users, out of scope,        text
+                            limitations, ethical considerations
+``geography``               the partition and its version; metric specs   bookkeeping
+                            with fingerprints and histogram edge versions
+``sampling``                strata (key, basis, version); every merge     bookkeeping
+                            with its reason (pool sizes coarsened)
+``cohort_sizes``            per-region cohort sizes, coarsened            bookkeeping
+``coverage``                share of strata / regions / cells sampled,    bookkeeping
+                            blind spots, score history, map
+``privacy``                 the ledger per epoch and line item, with      bookkeeping
+                            the per-client epsilon
+``quantitative_analysis``   per round and metric: values with error       release /
+                            bars per region, suppressed count coarsened   simulation /
+                                                                          unaccounted
+``query_error``             measure_query_error's table                   simulation
+==========================  ============================================  ============
+"""
 
 from __future__ import annotations
 
+import copy
+import datetime as dt
+import html
+import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from spatialdp._validation import check_text, fail
+from spatialdp.cards import _sections as sections
+from spatialdp.cards._sections import COHORT_EDGES, PROVENANCE
+from spatialdp.cards.json_card import SCHEMA_VERSION, InvalidCard, canonical_digest, validate_card
+from spatialdp.exceptions import InvalidInput
+
 __all__ = ["COHORT_EDGES", "PROVENANCE", "ModelCard"]
 
-#: Bucket edges for cohort sizes in the card (``coarsen_count(n, COHORT_EDGES)``).
-COHORT_EDGES: tuple[int, ...] = (1, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000,
-                                 10_000, 20_000, 50_000, 100_000)
+DEFAULT_LIMITATIONS = [
+    "Per-region values are noised estimates: compare a region with another only through "
+    "their error bars, never by point estimates alone.",
+    "Suppressed regions (cohort below the floor) have no value; the card gives their "
+    "number only coarsened.",
+    "Blind spots (strata or regions with no sampled client this epoch) are not covered "
+    "by any metric in this card.",
+    "Coverage figures describe who was selected, not who reported; devices that dropped "
+    "out are not visible here.",
+]
+DEFAULT_USES = ["Monitoring a federated spatial model's quality per region, with error bars.",
+                "Deciding where the model needs more data or a closer look."]
+DEFAULT_USERS = ["GIS analysts", "model owners", "privacy reviewers"]
+DEFAULT_OUT_OF_SCOPE = [
+    "Inferring anything about an individual device or person.",
+    "Ranking regions by point estimates without their error bars.",
+    "Treating simulation sections as released results.",
+]
+DEFAULT_ETHICS = [
+    "Regions with few devices are suppressed or merged: the model's quality there is the "
+    "least known, and often where it matters most.",
+]
 
-#: Where a section's numbers come from.
-PROVENANCE: dict[str, str] = {
-    "release": "noised under differential privacy and charged to the ledger",
-    "simulation": "seeded simulation: never a release, never publish it as one",
-    "unaccounted": "noised, but charged to no ledger",
-    "bookkeeping": "exact server-side bookkeeping of public parameters and selection "
-                   "(no noise; counts coarsened)",
-}
+
+def _texts(value: Sequence[str] | str | None, default: list[str], name: str) -> list[str]:
+    if value is None:
+        return list(default)
+    if isinstance(value, str):
+        return [check_text(value, name)]
+    if isinstance(value, Sequence):
+        return [check_text(v, f"{name}[{i}]") for i, v in enumerate(value)]
+    raise fail(name, value, "is not text or a list of texts", "pass a str or a list of str")
+
+
+def _details(model_details: Mapping[str, Any] | str | None, title: str) -> dict[str, Any]:
+    if model_details is None:
+        model_details = {}
+    if isinstance(model_details, str):
+        model_details = {"overview": model_details}
+    if not isinstance(model_details, Mapping):
+        raise fail("model_details", model_details, "is not a dict or a text",
+                   "pass e.g. {'name': ..., 'overview': ..., 'owners': [...]}")
+    out: dict[str, Any] = {"name": title, "overview": "A federated spatial model evaluated "
+                           "per region under differential privacy.", "version": None,
+                           "owners": [], "license": None, "references": [],
+                           "documentation": None}
+    for key, value in model_details.items():
+        if key in ("owners", "references"):
+            out[key] = _texts(value, [], f"model_details[{key!r}]")
+        elif value is None or isinstance(value, (str, int, float, bool)):
+            out[str(key)] = value
+        else:
+            out[str(key)] = [str(v) for v in value] if isinstance(value, Sequence) else str(value)
+    return out
+
+
+def _considerations(intended_use: Mapping[str, Any] | str | None,
+                    limitations: Sequence[str] | str | None,
+                    ethical_considerations: Sequence[str] | str | None) -> dict[str, Any]:
+    use: Mapping[str, Any]
+    if intended_use is None:
+        use = {}
+    elif isinstance(intended_use, str):
+        use = {"primary_uses": [intended_use]}
+    elif isinstance(intended_use, Mapping):
+        use = intended_use
+    else:
+        raise fail("intended_use", intended_use, "is not a dict or a text",
+                   "pass e.g. {'primary_uses': [...], 'primary_users': [...], "
+                   "'out_of_scope': [...]}")
+    unknown = sorted(set(use) - {"primary_uses", "primary_users", "out_of_scope"})
+    if unknown:
+        raise fail("intended_use", dict(use), f"has unknown keys {unknown}",
+                   "use primary_uses, primary_users and out_of_scope")
+    return {
+        "primary_uses": _texts(use.get("primary_uses"), DEFAULT_USES, "primary_uses"),
+        "primary_users": _texts(use.get("primary_users"), DEFAULT_USERS, "primary_users"),
+        "out_of_scope": _texts(use.get("out_of_scope"), DEFAULT_OUT_OF_SCOPE, "out_of_scope"),
+        "limitations": _texts(limitations, DEFAULT_LIMITATIONS, "limitations"),
+        "ethical_considerations": _texts(ethical_considerations, DEFAULT_ETHICS,
+                                         "ethical_considerations"),
+    }
+
+
+def _flags(value: Mapping[str, Any] | None, name: str, kind: type) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise fail(name, value, "is not a dict", "pass e.g. {'fleet': ...}")
+    out: dict[str, Any] = {}
+    for key, v in value.items():
+        ok = (isinstance(v, bool) if kind is bool
+              else v is None or (isinstance(v, int) and not isinstance(v, bool)))
+        if not ok:
+            raise fail(f"{name}[{key!r}]", v, f"is not a {kind.__name__}",
+                       f"pass a {kind.__name__} per item")
+        out[str(key)] = v
+    return out
 
 
 class ModelCard:
     """A model card: model details, geography, sampling, coverage, privacy, metrics, query error.
 
-    Build one with :meth:`build` (from objects) or :meth:`from_run` (from a run
-    folder); :meth:`from_json` reads a card back (validated, digest checked).
-    The content is one JSON-ready dict (:meth:`to_dict`), validated against the
-    shipped schema; Markdown and HTML are rendered from it.
+    Build one with :meth:`build` (from a run's objects) or :meth:`from_run`
+    (from a run folder, :mod:`spatialdp.cards.run_folder`); :meth:`from_json`
+    reads a written card back. The content is one JSON-ready dict
+    (:meth:`to_dict`), validated against the shipped schema
+    (:func:`~spatialdp.cards.validate_card`); :meth:`to_markdown` and the
+    notebook display are rendered from it. Every section names its provenance:
+    ``release`` (noised and charged), ``simulation``, ``unaccounted`` or
+    ``bookkeeping`` (exact public parameters and selection records, counts of
+    people coarsened).
+
+    Parameters
+    ----------
+    content : mapping
+        A card's content, as :meth:`to_dict` returns it; validated (with its digest).
+
+    Raises
+    ------
+    InvalidCard
+        Content that fails the schema or its digest.
+
+    Examples
+    --------
+    >>> from spatialdp.datasets import us_states_partition
+    >>> from spatialdp.federated import MetricSpec
+    >>> card = ModelCard.build(partition=us_states_partition(),
+    ...                        specs=[MetricSpec("loss", 0.0, 4.0)], title="demo model")
+    >>> card.title, card.to_dict()["geography"]["specs"][0]["key"]
+    ('demo model', 'loss@1')
+    >>> "## Geography" in card.to_markdown()
+    True
     """
 
     def __init__(self, content: Mapping[str, Any]) -> None:
-        raise NotImplementedError
+        validate_card(content)
+        self._content: dict[str, Any] = copy.deepcopy(dict(content))
 
+    # ------------------------------------------------------------------ construction
     @classmethod
     def build(cls, *, partition: Any, specs: Sequence[Any] = (), strata: Any = None,
               merges: Sequence[Any] | None = None,
-              cohort_sizes: Mapping[str, int] | Any = None, coverage: Any = None,
+              cohort_sizes: Mapping[str, Any] | Any = None, coverage: Any = None,
               coverage_history: Any = None, ledger: Any = None,
               epochs: Sequence[int] | int | None = None, epoch: int | None = None,
               reports: Sequence[Any] | Any = (), report: Any = None,
@@ -49,37 +199,380 @@ class ModelCard:
               ethical_considerations: Sequence[str] | str | None = None,
               simulated: Mapping[str, bool] | None = None,
               seeds: Mapping[str, int | None] | None = None,
-              figures: Mapping[str, str] | None = None,
+              figures: Mapping[str, str | os.PathLike[str]] | None = None,
               coverage_map: str | os.PathLike[str] | None = None,
               delta: float | None = None) -> ModelCard:
-        """Build a card from a run's objects."""
-        raise NotImplementedError
+        """Build a card from a run's objects.
+
+        Parameters
+        ----------
+        partition : Partition
+            The report geography (its name and version go on the card).
+        specs : sequence of MetricSpec / HistogramSpec
+            The released metrics' specs (fingerprints, histogram edge versions).
+        strata : Strata, optional
+            The sampling strata.
+        merges : sequence of Merge, optional
+            Merges to list (default: ``coverage.merges``).
+        cohort_sizes : mapping or Series region -> count, optional
+            Per-region cohort sizes, published coarsened (default: the largest
+            cohort per region of the last report).
+        coverage : Coverage, optional
+            :func:`~spatialdp.sampling.epoch_coverage`'s result.
+        coverage_history : Series or DataFrame, optional
+            Coverage score per round (``round_index``, ``score``, optionally
+            ``epoch``) across epochs (default: ``coverage.score_history``).
+        ledger : PrivacyLedger, optional
+            The run's ledger.
+        epochs, epoch : int or sequence of int, optional
+            The ledger epochs on the card (default: every epoch of the ledger).
+        reports, report : RegionalReport or sequence of them
+            The rounds' regional reports, in order.
+        query_error : DataFrame, optional
+            :func:`~spatialdp.queries.measure_query_error`'s table.
+        title : str, optional
+            The card's title (default: the partition's name).
+        model_details : dict or str, optional
+            ``name``, ``overview``, ``version``, ``owners``, ``license``,
+            ``references``, ``documentation`` (a str is the overview).
+        intended_use : dict or str, optional
+            ``primary_uses``, ``primary_users``, ``out_of_scope``.
+        limitations, ethical_considerations : str or list of str, optional
+            Replace the defaults (which state what DP and coverage do not cover).
+        simulated : dict of str -> bool, optional
+            Which inputs are simulated, e.g. ``{"fleet": True, "model": True}``.
+        seeds : dict of str -> int or None, optional
+            The seeds of the simulated inputs.
+        figures : dict of str -> path, optional
+            Figures to link (``coverage_map`` is embedded in the coverage section).
+        coverage_map : path, optional
+            Shortcut for ``figures["coverage_map"]``.
+        delta : float, optional
+            For a zCDP ledger: report the per-client epsilon at this delta.
+
+        Returns
+        -------
+        ModelCard
+
+        Raises
+        ------
+        InvalidInput
+            An argument of the wrong kind.
+        """
+        part = sections.partition_section(partition)
+        if isinstance(specs, (str, bytes)) or not isinstance(specs, Sequence):
+            raise fail("specs", specs, "is not a sequence of specs",
+                       "pass e.g. [MetricSpec('loss', 0, 19)]")
+        spec_entries = [sections.spec_section(s) for s in specs]
+        name = check_text(title, "title") if title is not None else f"Model card: {part['name']}"
+        report_list = cls._reports(reports, report)
+        rounds = [sections.report_from_object(r) for r in report_list]
+        for r in rounds:
+            if r["partition_version"] != part["version"]:
+                raise InvalidInput(
+                    f"reports: round {r['round_index']} was made on partition version "
+                    f"{r['partition_version']!r}, not the card's {part['key']!r}; pass the "
+                    "partition the reports are keyed by")
+        if merges is None and coverage is not None and not isinstance(coverage, Mapping):
+            merges = list(coverage.merges)
+        sampling = (sections.sampling_section(strata, merges)
+                    if strata is not None or merges else None)
+        cover = None if coverage is None else sections.coverage_section(coverage,
+                                                                        coverage_history)
+        if cohort_sizes is not None:
+            cohorts = sections.cohort_section(cohort_sizes, "given per region")
+        elif rounds:
+            cohorts = sections.cohorts_from_report(rounds[-1])
+        else:
+            cohorts = None
+        chosen = cls._epochs(epochs, epoch)
+        privacy = None if ledger is None else sections.privacy_section(ledger, chosen, delta)
+        qe = None if query_error is None else sections.query_error_section(query_error)
+        figs = {str(k): os.fspath(v) for k, v in dict(figures or {}).items()}
+        if coverage_map is not None:
+            figs["coverage_map"] = os.fspath(coverage_map)
+        return cls.from_sections(
+            title=name, model_details=_details(model_details, name),
+            considerations=_considerations(intended_use, limitations, ethical_considerations),
+            simulated=_flags(simulated, "simulated", bool), seeds=_flags(seeds, "seeds", int),
+            partition=part, specs=spec_entries, sampling=sampling, cohort_sizes=cohorts,
+            coverage=cover, privacy=privacy, rounds=rounds, query_error=qe, figures=figs)
+
+    @staticmethod
+    def _check_details(manifest: Mapping[str, Any]) -> None:
+        """Refuse a run manifest whose texts or flags a card could not hold."""
+        details = manifest.get("details") or {}
+        if not isinstance(details, Mapping):
+            raise fail("details", details, "is not a dict",
+                       "pass {'model_details': ..., 'intended_use': ..., 'limitations': ...}")
+        unknown = sorted(set(details) - {"model_details", "intended_use", "limitations",
+                                         "ethical_considerations"})
+        if unknown:
+            raise fail("details", dict(details), f"has unknown keys {unknown}",
+                       "use model_details, intended_use, limitations, ethical_considerations")
+        _details(details.get("model_details"), str(manifest.get("title") or "card"))
+        _considerations(details.get("intended_use"), details.get("limitations"),
+                        details.get("ethical_considerations"))
+        _flags(manifest.get("simulated"), "simulated", bool)
+        _flags(manifest.get("seeds"), "seeds", int)
+
+    @staticmethod
+    def _reports(reports: Sequence[Any] | Any, report: Any) -> list[Any]:
+        if isinstance(reports, Sequence) and not isinstance(reports, (str, bytes)):
+            out = list(reports)
+        elif reports is None:
+            out = []
+        else:
+            out = [reports]
+        if report is not None:
+            out.append(report)
+        return out
+
+    @staticmethod
+    def _epochs(epochs: Sequence[int] | int | None, epoch: int | None) -> list[int] | None:
+        from spatialdp._validation import check_count
+
+        if epochs is None and epoch is None:
+            return None
+        chosen: list[Any] = []
+        if isinstance(epochs, Sequence) and not isinstance(epochs, (str, bytes)):
+            chosen.extend(epochs)
+        elif epochs is not None:
+            chosen.append(epochs)
+        if epoch is not None:
+            chosen.append(epoch)
+        return sorted({check_count(e, "epochs") for e in chosen})
+
+    @classmethod
+    def from_sections(cls, *, title: str, model_details: dict[str, Any],
+                      considerations: dict[str, Any], simulated: dict[str, bool],
+                      seeds: dict[str, int | None], partition: dict[str, Any],
+                      specs: list[dict[str, Any]], sampling: dict[str, Any] | None,
+                      cohort_sizes: dict[str, Any] | None, coverage: dict[str, Any] | None,
+                      privacy: dict[str, Any] | None, rounds: list[dict[str, Any]],
+                      query_error: dict[str, Any] | None, figures: dict[str, str],
+                      created: str | None = None) -> ModelCard:
+        """Assemble a card from ready sections (what :meth:`build` and :meth:`from_run` use)."""
+        from spatialdp import __version__
+
+        if coverage is not None:
+            coverage = {**coverage, "map": figures.get("coverage_map")}
+        content: dict[str, Any] = {
+            "schema_version": SCHEMA_VERSION,
+            "card_format": "spatialdp-model-card",
+            "title": title,
+            "created": created or dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "spatialdp_version": str(__version__),
+            "model_details": model_details,
+            "considerations": considerations,
+            "provenance": {"legend": dict(PROVENANCE), "simulated": simulated, "seeds": seeds},
+            "geography": {"partition": partition, "specs": specs, "provenance": "bookkeeping"},
+            "sampling": sampling,
+            "cohort_sizes": cohort_sizes,
+            "coverage": coverage,
+            "privacy": privacy,
+            "quantitative_analysis": {"rounds": rounds},
+            "query_error": query_error,
+            "figures": figures,
+        }
+        content["digest"] = canonical_digest(content)
+        return cls(content)
 
     @classmethod
     def from_run(cls, run_dir: str | os.PathLike[str]) -> ModelCard:
-        """Rebuild the card from a run folder alone (layout: :mod:`spatialdp.cards.run_folder`)."""
-        raise NotImplementedError
+        """Rebuild the card from a run folder alone (layout: :mod:`spatialdp.cards.run_folder`).
+
+        Parameters
+        ----------
+        run_dir : path
+            A folder written by :class:`~spatialdp.cards.RunFolder` (``run.json``
+            and the artefacts it lists).
+
+        Returns
+        -------
+        ModelCard
+
+        Raises
+        ------
+        InvalidInput
+            A missing folder or manifest, a manifest of another format, an
+            artefact that cannot be read.
+        LedgerError
+            A damaged ledger file.
+        """
+        from spatialdp.cards.run_folder import RunFolder
+
+        return RunFolder(run_dir).card()
 
     @classmethod
     def from_json(cls, source: str | os.PathLike[str]) -> ModelCard:
-        """Read a card from a JSON file (or JSON text), validated and digest-checked."""
-        raise NotImplementedError
+        """Read a card from a JSON file (or JSON text), validated and digest-checked.
+
+        Raises
+        ------
+        InvalidCard
+            Not JSON, not a card, a schema violation or a digest mismatch.
+        InvalidInput
+            A path that cannot be read.
+        """
+        if isinstance(source, str) and source.lstrip().startswith("{"):
+            text = source
+        elif isinstance(source, (str, os.PathLike)):
+            try:
+                text = Path(source).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as err:
+                raise fail("source", os.fspath(source), f"cannot be read ({err})",
+                           "pass the path of a model_card.json") from err
+        else:
+            raise fail("source", source, "is not a path or JSON text",
+                       "pass the path of a model_card.json")
+        try:
+            content = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise InvalidCard(f"card is not valid JSON ({err}); rebuild it with "
+                              "ModelCard.from_run") from err
+        return cls(content)
+
+    # ------------------------------------------------------------------ views
+    @property
+    def title(self) -> str:
+        """The card's title."""
+        return str(self._content["title"])
+
+    @property
+    def digest(self) -> str:
+        """``sha256:<hex>`` of the content."""
+        return str(self._content["digest"])
+
+    @property
+    def simulated(self) -> bool:
+        """True when any round is a simulation or any input is flagged simulated."""
+        return (any(self._content["provenance"]["simulated"].values())
+                or any(r["provenance"] == "simulation"
+                       for r in self._content["quantitative_analysis"]["rounds"]))
 
     def to_dict(self) -> dict[str, Any]:
         """Return the card as plain JSON-ready values (a copy)."""
-        raise NotImplementedError
+        return copy.deepcopy(self._content)
 
-    def to_json(self, *, indent: int = 2) -> str:
+    def to_json(self, *, indent: int | None = 2) -> str:
         """Return the card as JSON text (validated; with its content digest)."""
-        raise NotImplementedError
+        validate_card(self._content)
+        return json.dumps(self._content, indent=indent, ensure_ascii=False, allow_nan=False)
 
     def to_markdown(self) -> str:
         """Return the card as Markdown (figures by path relative to the card's folder)."""
-        raise NotImplementedError
+        from spatialdp.cards.markdown import render_markdown
+
+        return render_markdown(self._content)
+
+    def with_figures_relative_to(self, folder: str | os.PathLike[str]) -> ModelCard:
+        """Return the card with absolute figure paths made relative to ``folder``."""
+        figures = dict(self._content["figures"])
+        changed = False
+        for key, value in figures.items():
+            if os.path.isabs(value):
+                figures[key] = Path(os.path.relpath(value, folder)).as_posix()
+                changed = True
+        if not changed:
+            return self
+        content = copy.deepcopy(self._content)
+        content["figures"] = figures
+        if content["coverage"] is not None:
+            content["coverage"]["map"] = figures.get("coverage_map")
+        content["digest"] = canonical_digest(content)
+        return type(self)(content)
 
     def write(self, folder: str | os.PathLike[str], stem: str = "model_card") -> list[Path]:
-        """Write ``<stem>.md`` and ``<stem>.json`` into ``folder``, each atomically."""
-        raise NotImplementedError
+        """Write ``<stem>.md`` and ``<stem>.json`` into ``folder``, each atomically.
+
+        Figures given by absolute path are linked relative to ``folder``. The
+        JSON is validated before it is written. A simulation's card is
+        ``<stem>.SIMULATION.md`` / ``.json``, so it never passes for a release.
+
+        Returns
+        -------
+        list of Path
+            The Markdown and the JSON file.
+        """
+        from spatialdp.cards.run_folder import write_text_atomically
+
+        if not isinstance(folder, (str, os.PathLike)):
+            raise fail("folder", folder, f"is a {type(folder).__name__}, not a path",
+                       "pass the output folder as a str or pathlib.Path")
+        stem = check_text(stem, "stem")
+        if Path(stem).name != stem or stem.startswith("."):
+            raise fail("stem", stem, "is not a plain file name",
+                       "pass a name without folders or a leading dot, e.g. 'model_card'")
+        target = Path(folder)
+        try:
+            target.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise InvalidInput(f"folder={os.fspath(folder)!r} cannot be created "
+                               f"({err.strerror}); pass a writable folder") from err
+        card = self.with_figures_relative_to(target)
+        label = ".SIMULATION" if any(r["provenance"] == "simulation" for r in
+                                     card._content["quantitative_analysis"]["rounds"]) else ""
+        text_json = card.to_json()
+        text_md = card.to_markdown()
+        return [write_text_atomically(target / f"{stem}{label}.md", text_md),
+                write_text_atomically(target / f"{stem}{label}.json", text_json + "\n")]
+
+    def summary(self) -> str:
+        """Return a few lines: title, partition, rounds, per-client epsilon, coverage."""
+        c = self._content
+        part = c["geography"]["partition"]
+        lines = [f"{c['title']} (model card, schema {c['schema_version']})",
+                 f"  partition {part['key']}, {len(c['geography']['specs'])} metric specs"]
+        rounds = c["quantitative_analysis"]["rounds"]
+        if rounds:
+            kinds = sorted({r["provenance"] for r in rounds})
+            lines.append(f"  {len(rounds)} round(s) of regional metrics ({', '.join(kinds)}); "
+                         f"suppressed regions (coarsened) in the last: "
+                         f"{rounds[-1]['suppressed_regions']}")
+        if c["privacy"] is not None:
+            for e in c["privacy"]["epochs"]:
+                eps = e["epsilon_per_client"]
+                lines.append(f"  epoch {e['epoch']}: per-client epsilon "
+                             f"{'n/a' if eps is None else format(eps, '.4g')}")
+        if c["coverage"] is not None:
+            cov = c["coverage"]
+            lines.append(f"  coverage: {cov['share_strata_sampled']:.0%} of strata sampled; "
+                         f"blind spots: {', '.join(cov['blind_spots']) or 'none'}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        rounds = len(self._content["quantitative_analysis"]["rounds"])
+        return (f"ModelCard(title={self.title!r}, partition="
+                f"{self._content['geography']['partition']['key']!r}, rounds={rounds}, "
+                f"digest={self.digest[:15]!r})")
 
     def _repr_html_(self) -> str:
-        raise NotImplementedError
+        c = self._content
+        rows = []
+        part = c["geography"]["partition"]
+        rows.append(("Partition", f"{part['name']} (version {part['version']})"))
+        rows.append(("Metric specs", ", ".join(s["key"] for s in c["geography"]["specs"])
+                     or "none"))
+        for r in c["quantitative_analysis"]["rounds"]:
+            rows.append((f"Round {r['round_index']}",
+                         f"{r['provenance']}: epsilon {r['epsilon_total']:g} per client; "
+                         f"suppressed regions {r['suppressed_regions']}"))
+        if c["privacy"] is not None:
+            for e in c["privacy"]["epochs"]:
+                eps = e["epsilon_per_client"]
+                rows.append((f"Epoch {e['epoch']}", "per-client epsilon "
+                             + ("n/a" if eps is None else f"{eps:.4g}")))
+        if c["coverage"] is not None:
+            cov = c["coverage"]
+            rows.append(("Coverage", f"{cov['share_strata_sampled']:.0%} of strata sampled; "
+                         f"blind spots: {', '.join(cov['blind_spots']) or 'none'}"))
+        if c["query_error"] is not None:
+            rows.append(("Query error", f"{len(c['query_error']['rows'])} buckets (simulation)"))
+        body = "".join(f"<tr><th style='text-align:left'>{html.escape(k)}</th>"
+                       f"<td style='text-align:left'>{html.escape(v)}</td></tr>"
+                       for k, v in rows)
+        flag = ("<p><b>Contains SIMULATION sections: not a release.</b></p>"
+                if self.simulated else "")
+        return (f"<div><h4>{html.escape(c['title'])}</h4>{flag}<table>{body}</table>"
+                f"<p><small>{html.escape(c['digest'][:23])}...</small></p></div>")

@@ -1,13 +1,25 @@
-"""The model card as JSON for machines: the shipped schema, validation and the content digest."""
+"""The model card as JSON for machines: the shipped schema, validation and the content digest.
+
+``model_card.schema.json`` (JSON Schema draft 2020-12) ships inside this
+package. A card is validated against it when written and when read; counts of
+people are bucket labels in the schema itself (an exact cohort is not a valid
+card). The ``digest`` field is the SHA-256 of the canonical JSON of every other
+field: it catches accidents and naive edits (someone able to rewrite the file can
+recompute it, so keep published cards where readers cannot write).
+"""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
+from functools import lru_cache
+from importlib import resources
 from typing import Any
 
 from spatialdp.exceptions import InvalidInput
 
-__all__ = ["SCHEMA_VERSION", "InvalidCard", "load_schema", "validate_card"]
+__all__ = ["SCHEMA_VERSION", "InvalidCard", "canonical_digest", "load_schema", "validate_card"]
 
 #: Version of ``model_card.schema.json``.
 SCHEMA_VERSION = "1.0.0"
@@ -17,11 +29,82 @@ class InvalidCard(InvalidInput):
     """A model card that fails its schema or its content digest."""
 
 
+@lru_cache(maxsize=1)
+def _schema_text() -> str:
+    return resources.files("spatialdp.cards").joinpath("model_card.schema.json").read_text(
+        encoding="utf-8")
+
+
 def load_schema() -> dict[str, Any]:
-    """Return the JSON Schema (draft 2020-12) shipped with the package."""
-    raise NotImplementedError
+    """Return the JSON Schema (draft 2020-12) shipped with the package.
+
+    Examples
+    --------
+    >>> schema = load_schema()
+    >>> schema["$schema"], schema["properties"]["schema_version"]["const"] == SCHEMA_VERSION
+    ('https://json-schema.org/draft/2020-12/schema', True)
+    """
+    schema: dict[str, Any] = json.loads(_schema_text())
+    return schema
+
+
+@lru_cache(maxsize=1)
+def _validator() -> Any:
+    from jsonschema import Draft202012Validator
+
+    schema = load_schema()
+    Draft202012Validator.check_schema(schema)
+    return Draft202012Validator(schema)
+
+
+def canonical_digest(content: Mapping[str, Any]) -> str:
+    """Return ``sha256:<hex>`` of the canonical JSON of ``content`` without its ``digest``.
+
+    Raises
+    ------
+    InvalidCard
+        A value JSON cannot hold exactly (NaN, infinity, an object).
+    """
+    body = {k: v for k, v in content.items() if k != "digest"}
+    try:
+        text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                          allow_nan=False)
+    except (TypeError, ValueError) as err:
+        raise InvalidCard(f"card content cannot be written as JSON ({err}); "
+                          "build the card with ModelCard.build") from err
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def validate_card(content: Mapping[str, Any], *, check_digest: bool = True) -> None:
-    """Raise :class:`InvalidCard` unless ``content`` is a valid card."""
-    raise NotImplementedError
+    """Raise :class:`InvalidCard` unless ``content`` is a valid card.
+
+    Parameters
+    ----------
+    content : mapping
+        The card (``ModelCard.to_dict()`` or a parsed ``model_card.json``).
+    check_digest : bool, default True
+        Also recompute the content digest and compare it with ``digest``.
+
+    Raises
+    ------
+    InvalidCard
+        The first schema violation (with its JSON path), or a digest mismatch.
+    """
+    if not isinstance(content, Mapping):
+        raise InvalidCard(f"card={type(content).__name__} is not a JSON object; "
+                          "pass a model card's dict or load model_card.json")
+    errors = sorted(_validator().iter_errors(dict(content)),
+                    key=lambda e: (len(list(e.absolute_path)), list(map(str, e.absolute_path))))
+    if errors:
+        first = errors[0]
+        where = "/".join(str(p) for p in first.absolute_path) or "(top level)"
+        raise InvalidCard(
+            f"card at {where} fails the model card schema {SCHEMA_VERSION}: "
+            f"{first.message[:300]}; rebuild the card with ModelCard.build or from_run "
+            f"({len(errors)} problem(s) in all)")
+    if check_digest:
+        expected = canonical_digest(content)
+        if content.get("digest") != expected:
+            raise InvalidCard(
+                f"card digest={str(content.get('digest'))[:20]}... does not match its content "
+                "(the file was edited or damaged); rebuild it with ModelCard.from_run")

@@ -1,13 +1,334 @@
-"""The model card as Markdown for people: figures by relative path, tables, provenance."""
+"""The model card as Markdown for people: figures by relative path, tables, provenance.
+
+Rendered from the card's JSON content only, so the Markdown and the JSON never
+disagree. Every section heading carries its provenance in brackets
+(``[release]``, ``[simulation]``, ``[bookkeeping]``...), and a card holding any
+simulation says so at the top.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 __all__ = ["render_markdown"]
 
+_TAG = {"release": "release: noised, charged to the ledger",
+        "simulation": "SIMULATION: not a release",
+        "unaccounted": "UNACCOUNTED: noised, charged to no ledger",
+        "bookkeeping": "bookkeeping: exact, no noise; counts of people coarsened"}
+
+
+def _fmt(value: Any, digits: int = 4) -> str:
+    """Format a number for a table (``-`` for missing)."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:.{digits}g}"
+    return _cell(str(value))
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(_fmt(v) if not isinstance(v, str) else _cell(v) for v in row)
+            + " |" for row in rows]
+    return [*out, ""]
+
+
+def _heading(level: int, text: str, provenance: str | None = None) -> list[str]:
+    tag = f" [{_TAG[provenance]}]" if provenance else ""
+    return [f"{'#' * level} {text}{tag}", ""]
+
+
+def _bullets(items: Sequence[str]) -> list[str]:
+    return [*(f"- {i}" for i in items), ""] if items else ["- none", ""]
+
+
+def _details(c: Mapping[str, Any]) -> list[str]:
+    d = c["model_details"]
+    out = _heading(2, "Model details")
+    out.append(f"- **Name:** {d.get('name')}")
+    out.append(f"- **Overview:** {d.get('overview')}")
+    for key, label in (("version", "Version"), ("license", "License"),
+                       ("documentation", "Documentation")):
+        if d.get(key):
+            out.append(f"- **{label}:** {d[key]}")
+    if d.get("owners"):
+        out.append(f"- **Owners:** {', '.join(d['owners'])}")
+    for ref in d.get("references", []):
+        out.append(f"- **Reference:** {ref}")
+    known = {"name", "overview", "version", "license", "documentation", "owners", "references"}
+    for key, value in d.items():
+        if key not in known and value not in (None, "", []):
+            out.append(f"- **{key}:** {value}")
+    out.append(f"- **Written by:** spatialdp {c['spatialdp_version']}, {c['created']}")
+    return [*out, ""]
+
+
+def _considerations(c: Mapping[str, Any]) -> list[str]:
+    k = c["considerations"]
+    out = _heading(2, "Intended use")
+    out += ["**Primary uses**", "", *_bullets(k["primary_uses"])]
+    out += ["**Primary users**", "", *_bullets(k["primary_users"])]
+    out += ["**Out of scope**", "", *_bullets(k["out_of_scope"])]
+    out += _heading(2, "Limitations") + _bullets(k["limitations"])
+    out += _heading(2, "Ethical considerations") + _bullets(k["ethical_considerations"])
+    return out
+
+
+def _provenance(c: Mapping[str, Any]) -> list[str]:
+    p = c["provenance"]
+    rounds = c["quantitative_analysis"]["rounds"]
+    out: list[str] = []
+    simulated = [k for k, v in p["simulated"].items() if v]
+    if simulated or any(r["provenance"] == "simulation" for r in rounds):
+        out += ["> **SIMULATION.** This card holds simulated inputs or results "
+                f"({', '.join(simulated) or 'simulated rounds'}): it describes a simulation "
+                "and is not a release.", ""]
+    out += _heading(2, "Where the numbers come from")
+    out += [f"- **{k}**: {v}" for k, v in p["legend"].items()]
+    out.append("")
+    if p["simulated"]:
+        out += _table(["input", "simulated", "seed"],
+                      [[k, "yes" if v else "no", _fmt(p["seeds"].get(k))]
+                       for k, v in p["simulated"].items()])
+    elif p["seeds"]:
+        out += _table(["input", "seed"], [[k, _fmt(v)] for k, v in p["seeds"].items()])
+    return out
+
+
+def _geography(c: Mapping[str, Any]) -> list[str]:
+    g = c["geography"]
+    part = g["partition"]
+    out = _heading(2, "Geography and metric specs", g["provenance"])
+    res = "" if part.get("resolution") is None else f", H3 resolution {part['resolution']}"
+    out += [f"Partition **{part['name']}**, version `{part['version']}` "
+            f"({part['kind']}, {_fmt(part.get('n_regions'))} regions{res}). Results of "
+            "another partition version are not comparable with these.", ""]
+    rows = []
+    for s in g["specs"]:
+        if s["kind"] == "histogram":
+            bounds = "edges " + ", ".join(f"{e:g}" for e in s.get("edges", []))
+            bounds += f"; mass cap {s.get('mass_cap', 1.0):g}"
+        else:
+            bounds = f"[{s.get('clip_low', 0.0):g}, {s.get('clip_high', 0.0):g}]"
+            if s.get("present"):
+                bounds += f" (ratio, present: {s['present']})"
+        rows.append([s["name"], s["kind"], f"`{s['key']}`", s["version"],
+                     f"`{s['fingerprint']}`", bounds, s.get("sensitivity")])
+    if rows:
+        out += ["Histogram edge versions are the spec version plus the digest of the edges "
+                "in the key (`name@version:digest`).", ""]
+        out += _table(["metric", "kind", "key", "version", "fingerprint", "clip range / edges",
+                       "sensitivity"], rows)
+    return out
+
+
+def _merges_table(merges: Sequence[Mapping[str, Any]]) -> list[str]:
+    if not merges:
+        return ["No merges.", ""]
+    return _table(["members", "merged into", "round", "reason"],
+                  [["+".join(m["members"]), "+".join(m["into"]), _fmt(m.get("round_index")),
+                    m["reason"]] for m in merges])
+
+
+def _sampling(c: Mapping[str, Any]) -> list[str]:
+    s = c["sampling"]
+    if s is None:
+        return []
+    out = _heading(2, "Strata and merges", s["provenance"])
+    st = s["strata"]
+    if st:
+        out += [f"Strata `{st.get('key')}` (basis {st.get('basis')}, "
+                f"{_fmt(st.get('n_strata'))} strata, version `{st.get('version')}`).", ""]
+    out += ["Every merge with its reason (pool sizes coarsened; the floor is public):", ""]
+    return out + _merges_table(s["merges"])
+
+
+def _share(value: Any) -> str:
+    return "-" if value is None else f"{value:.0%}"
+
+
+def _coverage(c: Mapping[str, Any]) -> list[str]:
+    cov = c["coverage"]
+    if cov is None:
+        return []
+    out = _heading(2, "Coverage", cov["provenance"])
+    if cov.get("map"):
+        out += [f"![Coverage map: clients sampled per stratum; blind spots hatched; merged "
+                f"strata outlined]({cov['map']})", ""]
+    out.append(f"- Epoch {_fmt(cov.get('epoch'))}, strata `{cov.get('strata')}`")
+    out.append(f"- Share of strata with any sampled client: "
+               f"**{_share(cov['share_strata_sampled'])}**")
+    if cov.get("share_regions_sampled") is not None:
+        out.append(f"- Share of report regions with any sampled client: "
+                   f"**{_share(cov['share_regions_sampled'])}** of "
+                   f"{_fmt(cov.get('n_regions'))}")
+    if cov.get("share_cells_sampled") is not None:
+        out.append(f"- Share of H3 cells with any sampled client: "
+                   f"**{_share(cov['share_cells_sampled'])}** ({_fmt(cov.get('cells_sampled'))}"
+                   f" of {_fmt(cov.get('n_cells'))} cells)")
+    if cov.get("epsilon_per_client") is not None:
+        out.append(f"- Per-client epsilon of the epoch's selection policy: "
+                   f"{_fmt(cov['epsilon_per_client'])}")
+    out += ["", "**Blind spots** (strata with no sampled client this epoch):", ""]
+    out += _bullets(cov["blind_spots"])
+    if cov.get("regions_table") is not None:
+        out += ["**Blind regions** (report regions with clients but none sampled):", ""]
+        out += _bullets(cov.get("blind_regions", []))
+    hist = cov["score_history"]
+    if hist:
+        out += ["**Coverage score history** (1.0: seats match the square-root allocation):",
+                ""]
+        out += _table(["epoch", "round", "score"],
+                      [[_fmt(h.get("epoch")), _fmt(h["round_index"]), f"{h['score']:.3f}"]
+                       for h in hist])
+    if cov.get("alerts"):
+        out += ["**Alerts**", ""]
+        out += _table(["kind", "where", "what to check"],
+                      [[a["kind"], a.get("region_id") or "-", a.get("hint", "")]
+                       for a in cov["alerts"]])
+    if cov.get("strata_table"):
+        out += ["**Per stratum** (clients sampled this epoch, coarsened):", ""]
+        out += _table(["stratum", "group", "clients sampled", "blind spot"],
+                      [[r["stratum"], r.get("group", r["stratum"]), r["clients_sampled"],
+                        "yes" if r["blind_spot"] else "no"] for r in cov["strata_table"]])
+    return out
+
+
+def _cohorts(c: Mapping[str, Any]) -> list[str]:
+    co = c["cohort_sizes"]
+    if co is None:
+        return []
+    out = _heading(2, "Cohort sizes per region (coarsened)", co["provenance"])
+    out += [f"Source: {co['source']}. Buckets with edges "
+            f"{', '.join(f'{e:,}' for e in co['edges'])}; never exact.", ""]
+    regions = co["regions"]
+    width = 4
+    rows = []
+    for i in range(0, len(regions), width):
+        chunk = regions[i:i + width]
+        row: list[str] = []
+        for r in chunk:
+            row += [r["region_id"], r["cohort"]]
+        row += [""] * (2 * width - len(row))
+        rows.append(row)
+    return out + _table(["region", "cohort"] * width, rows)
+
+
+def _privacy(c: Mapping[str, Any]) -> list[str]:
+    p = c["privacy"]
+    if p is None:
+        return []
+    out = _heading(2, "Privacy ledger", p["provenance"])
+    unit = p["unit"]
+    split = p.get("split") or {}
+    out.append(f"Accounting **{p['accounting']}** (amounts in {unit}), epoch budget "
+               f"{_fmt(p['epoch_budget'])} per client"
+               + (f", split {1 - split['evaluation_share']:.0%}/"
+                  f"{split['evaluation_share']:.0%} training/evaluation, "
+                  f"{split['global_share']:.0%} of evaluation global"
+                  if split else "") + ".")
+    if p["accounting"] == "zcdp":
+        out.append(f"Per-client epsilon converted from rho at delta = {_fmt(p.get('delta'))}.")
+    out += ["The ledger holds the worst-case loss of any single client: 'per-client epsilon' "
+            "is what one client can lose in the epoch.", ""]
+    for e in p["epochs"]:
+        out += _heading(3, f"Epoch {e['epoch']}: per-client epsilon "
+                        f"{_fmt(e['epsilon_per_client'])}")
+        out += _table(["line item", "cap", "spent", "remaining", "charges",
+                       "per-client epsilon"],
+                      [[li["line_item"], li["cap"], li["spent"], li["remaining"],
+                        li["n_charges"], li["epsilon_per_client"]] for li in e["line_items"]])
+    return out
+
+
+def _metrics(c: Mapping[str, Any]) -> list[str]:
+    rounds = c["quantitative_analysis"]["rounds"]
+    if not rounds:
+        return []
+    out = _heading(2, "Regional metrics")
+    out += ["Values are per-region estimates; the error bar is the half-width of the "
+            "(1 - alpha) interval of the noise. Suppressed regions (cohort below the floor) "
+            "are not published; their number is coarsened.", ""]
+    summary = []
+    for r in rounds:
+        bars = "; ".join(f"{m['name']} {_fmt(m.get('median_error_bar'))}" for m in r["metrics"])
+        summary.append([_fmt(r["round_index"]), _TAG[r["provenance"]], _fmt(r.get("epoch")),
+                        _fmt(r["epsilon_total"]), f"{1 - r['alpha']:.0%}",
+                        _fmt(r["min_cohort"]), r["suppressed_regions"], bars])
+    out += _table(["round", "provenance", "epoch", "epsilon per client", "level",
+                   "cohort floor", "suppressed regions", "median error bar"], summary)
+    last = rounds[-1]
+    out += _heading(3, f"Round {_fmt(last['round_index'])}, per region", last["provenance"])
+    out.append(f"Partition version `{last['partition_version']}`; suppressed regions "
+               f"(coarsened): **{last['suppressed_regions']}**.")
+    out.append("")
+    level = f"{1 - last['alpha']:.0%}"
+    for m in last["metrics"]:
+        out += _heading(4, f"{m['name']} (`{m['key']}`, {m.get('estimator')}, epsilon "
+                        f"{_fmt(m.get('epsilon'))})")
+        rows = []
+        for r in m["regions"]:
+            if r["suppressed"]:
+                rows.append([r["region_id"], "suppressed", "-", "-", "suppressed", "suppressed"])
+            else:
+                rows.append([r["region_id"], _fmt(r["value"]), f"± {_fmt(r['error_bar'])}",
+                             f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]",
+                             r.get("reliability", "-"), r["cohort"]])
+        out += _table(["region", "value", f"error bar ({level})", "interval", "reliability",
+                       "cohort (coarsened)"], rows)
+    return out
+
+
+def _query_error(c: Mapping[str, Any]) -> list[str]:
+    q = c["query_error"]
+    if q is None:
+        return []
+    out = _heading(2, "Query error on real polygons", q["provenance"])
+    settings = ", ".join(f"{k} {v}" for k, v in q["settings"].items())
+    out += ["Simulated releases of the grid, answered for every query polygon and compared "
+            "with the truth (measure_query_error); each figure next to its analytic "
+            "expectation." + (f" Settings: {settings}." if settings else ""), ""]
+    cols = [col for col in q["columns"]]
+    out += _table(cols, [[row.get(col) for col in cols] for row in q["rows"]])
+    return out
+
+
+def _figures(c: Mapping[str, Any]) -> list[str]:
+    figures = {k: v for k, v in c["figures"].items() if k != "coverage_map"}
+    if not figures:
+        return []
+    out = _heading(2, "Figures")
+    for name, path in figures.items():
+        out += [f"![{name}]({path})", ""]
+    return out
+
 
 def render_markdown(content: Mapping[str, Any]) -> str:
-    """Return the Markdown of a card's content (``ModelCard.to_dict()``)."""
-    raise NotImplementedError
+    """Return the Markdown of a card's content (``ModelCard.to_dict()``).
+
+    Parameters
+    ----------
+    content : mapping
+        A valid card's content.
+
+    Returns
+    -------
+    str
+    """
+    lines = [f"# {content['title']}", ""]
+    for part in (_provenance, _details, _considerations, _geography, _sampling, _coverage,
+                 _cohorts, _privacy, _metrics, _query_error, _figures):
+        lines += part(content)
+    lines += ["---", "", f"Model card schema {content['schema_version']}; content digest "
+              f"`{content['digest']}`.", ""]
+    return "\n".join(lines)

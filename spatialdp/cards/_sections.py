@@ -1,0 +1,394 @@
+"""The card's sections as plain JSON-ready dicts, from objects or from run-folder files.
+
+Each builder takes the library's objects (or the dicts the run folder stores)
+and returns one section of the card. Counts of people (cohorts, clients
+sampled, pool sizes in merge reasons, suppressed regions) leave this module
+only coarsened (:func:`spatialdp.federated.schema.coarsen_count`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from spatialdp._validation import fail
+from spatialdp.federated.schema import coarsen_count
+
+#: Bucket edges for counts of people in the card (``coarsen_count(n, COHORT_EDGES)``).
+COHORT_EDGES: tuple[int, ...] = (1, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000,
+                                 10_000, 20_000, 50_000, 100_000)
+
+#: Where a section's numbers come from.
+PROVENANCE: dict[str, str] = {
+    "release": "noised under differential privacy and charged to the privacy ledger",
+    "simulation": "seeded simulation: not a release; never publish it as one",
+    "unaccounted": "noised with OS entropy, but charged to no ledger",
+    "bookkeeping": "exact bookkeeping of public parameters and of the server's own selection "
+                   "(no noise; counts of people coarsened)",
+}
+
+_ACCOUNTING_TO_PROVENANCE = {"ledger": "release", "simulation": "simulation",
+                             "unaccounted": "unaccounted"}
+
+
+def coarse(count: Any) -> str:
+    """Return a count of people as a bucket label (``COHORT_EDGES``), never exactly.
+
+    Examples
+    --------
+    >>> [coarse(n) for n in (0, 3, 57, 1234, 250_000)]
+    ['0', '1-4', '50-99', '1000-1999', '100000+']
+    """
+    return coarsen_count(int(count), COHORT_EDGES)
+
+
+_LABEL = r"(?:\d+-\d+|\d+\+|<\d+|\d+)"
+_REASON = re.compile(rf"^(?P<what>.*?) (?P<size>{_LABEL}) below the floor (?P<floor>\d+); "
+                     rf"merged with the (?P<how>.*?) \((?P<partner>{_LABEL})\)$")
+_INTEGER = re.compile(r"(?<![\w.@<+-])\d+(?![\w.+-])")
+
+
+def _coarse_label(text: str) -> str:
+    """Coarsen a count given as digits; keep a label that is already coarse."""
+    return coarse(text) if text.isdigit() else text
+
+
+def coarsen_reason(reason: str) -> str:
+    """Return a merge reason with the pool sizes coarsened (the floor is public).
+
+    Examples
+    --------
+    >>> coarsen_reason("eligible pool 3 below the floor 5; merged with the adjacent group (1234)")
+    'eligible pool 1-4 below the floor 5; merged with the adjacent group (1000-1999)'
+    >>> coarsen_reason("cohort 7 in 3 rounds")
+    'cohort 5-9 in 1-4 rounds'
+    >>> coarsen_reason(coarsen_reason("cohort 7 in 3 rounds"))   # idempotent
+    'cohort 5-9 in 1-4 rounds'
+    """
+    match = _REASON.match(reason)
+    if match:
+        return (f"{match['what']} {_coarse_label(match['size'])} below the floor "
+                f"{match['floor']}; merged with the {match['how']} "
+                f"({_coarse_label(match['partner'])})")
+    return _INTEGER.sub(lambda m: coarse(m.group(0)), reason)
+
+
+def _number(value: Any) -> float | None:
+    """Return a finite float, or None (NaN, NA, missing)."""
+    if value is None or value is pd.NA:
+        return None
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return None
+    return out if math.isfinite(out) else None
+
+
+# ----------------------------------------------------------------------------- geography
+def partition_section(partition: Any) -> dict[str, Any]:
+    """Return ``{name, version, key, kind, n_regions, resolution}`` of a Partition (or dict)."""
+    from spatialdp.geo.partition import Partition
+
+    if isinstance(partition, Partition):
+        return {"name": str(partition.name), "version": str(partition.version),
+                "key": str(partition.key), "kind": str(partition.kind),
+                "n_regions": int(partition.n_regions),
+                "resolution": None if partition.resolution is None else int(partition.resolution)}
+    if isinstance(partition, Mapping) and {"name", "version"} <= set(partition):
+        name, version = str(partition["name"]), str(partition["version"])
+        n = partition.get("n_regions")
+        res = partition.get("resolution")
+        return {"name": name, "version": version,
+                "key": str(partition.get("key") or f"{name}@{version}"),
+                "kind": str(partition.get("kind") or "polygons"),
+                "n_regions": None if n is None else int(n),
+                "resolution": None if res is None else int(res)}
+    raise fail("partition", partition, "is not a Partition (nor a dict with name and version)",
+               "pass the run's spatialdp.geo.Partition")
+
+
+def spec_section(spec: Any) -> dict[str, Any]:
+    """Return a MetricSpec or HistogramSpec (or its dict) as the card's spec entry."""
+    from spatialdp.federated.metrics import HistogramSpec, MetricSpec
+
+    if isinstance(spec, MetricSpec):
+        return {"name": spec.name, "kind": "metric", "key": spec.key, "version": spec.version,
+                "fingerprint": spec.fingerprint, "clip_low": spec.clip_low,
+                "clip_high": spec.clip_high, "present": spec.present,
+                "sensitivity": spec.sensitivity}
+    if isinstance(spec, HistogramSpec):
+        return {"name": spec.name, "kind": "histogram", "key": spec.key,
+                "version": spec.version, "fingerprint": spec.fingerprint,
+                "edges": [float(e) for e in spec.edges], "mass_cap": spec.mass_cap,
+                "labels": list(spec.labels), "sensitivity": spec.sensitivity}
+    if isinstance(spec, Mapping) and {"name", "kind", "key", "fingerprint"} <= set(spec):
+        return dict(spec)
+    raise fail("specs", spec, "holds something that is not a MetricSpec or HistogramSpec",
+               "pass the specs the devices clipped under")
+
+
+# ----------------------------------------------------------------------------- sampling
+def merge_entry(merge: Any) -> dict[str, Any]:
+    """Return a Merge (or its dict) with the pool sizes in its reason coarsened."""
+    data = merge.to_dict() if hasattr(merge, "to_dict") else dict(merge)
+    if not {"members", "into", "reason"} <= set(data):
+        raise fail("merges", merge, "holds something that is not a Merge",
+                   "pass the Merge records (Coverage.merges or ParticipationState.merges)")
+    ri = data.get("round_index")
+    return {"members": [str(m) for m in data["members"]], "into": [str(m) for m in data["into"]],
+            "reason": coarsen_reason(str(data["reason"])),
+            "round_index": None if ri is None else int(ri)}
+
+
+def sampling_section(strata: Any, merges: Sequence[Any] | None) -> dict[str, Any]:
+    """Return the strata (key, basis, version, ids) and every merge with its reason."""
+    from spatialdp.sampling.strata import Strata
+
+    if isinstance(strata, Strata):
+        info: dict[str, Any] = {"key": strata.key, "basis": strata.basis,
+                                "version": strata.version, "n_strata": strata.n_strata,
+                                "ids": [str(i) for i in strata.ids],
+                                "partition": partition_section(strata.partition)}
+    elif isinstance(strata, Mapping) and "strata" in strata:
+        return {"strata": dict(strata["strata"]),
+                "merges": [merge_entry(m) for m in (merges if merges is not None
+                                                    else strata.get("merges", []))],
+                "provenance": "bookkeeping"}
+    elif strata is None:
+        info = {}
+    else:
+        raise fail("strata", strata, "is not a Strata", "pass the sampler's Strata")
+    return {"strata": info, "merges": [merge_entry(m) for m in (merges or [])],
+            "provenance": "bookkeeping"}
+
+
+def coverage_section(coverage: Any, history: Any = None) -> dict[str, Any]:
+    """Return the coverage figures of a Coverage (counts coarsened) and the score's history."""
+    from spatialdp.sampling.coverage import Coverage
+
+    if isinstance(coverage, Mapping):
+        section = dict(coverage)
+    elif isinstance(coverage, Coverage):
+        table = coverage.table
+        strata_rows = [
+            {"stratum": str(i), "group": str(row.group), "merged": bool(row.merged),
+             "blind_spot": bool(row.blind_spot), "clients_sampled": coarse(row.clients_sampled)}
+            for i, row in zip(table.index, table.itertuples(), strict=True)]
+        regions = None
+        if coverage.report_table is not None:
+            rt = coverage.report_table
+            regions = [{"region_id": str(i), "clients_sampled": coarse(row.clients_sampled),
+                        "blind_spot": bool(row.blind_spot)}
+                       for i, row in zip(rt.index, rt.itertuples(), strict=True)]
+        n_regions = len(coverage.report_table) if coverage.report_table is not None else None
+        share_regions = (None if coverage.report_table is None
+                         else float((coverage.report_table.clients_sampled > 0).mean()))
+        section = {
+            "epoch": int(coverage.epoch), "strata": coverage.strata_key,
+            "share_strata_sampled": float(coverage.share_strata_sampled),
+            "share_regions_sampled": share_regions, "n_regions": n_regions,
+            "share_cells_sampled": _number(coverage.share_cells_sampled),
+            "n_cells": None if coverage.n_cells is None else int(coverage.n_cells),
+            "cells_sampled": None if coverage.cells_sampled is None
+            else int(coverage.cells_sampled),
+            "blind_spots": [str(b) for b in coverage.blind_spots],
+            "blind_regions": [str(b) for b in coverage.blind_regions],
+            "epsilon_per_client": float(coverage.epsilon_per_client),
+            "alerts": [{"kind": a.kind, "region_id": a.region_id, "hint": a.hint}
+                       for a in coverage.alerts],
+            "strata_table": strata_rows, "regions_table": regions,
+            "score_history": history_rows(coverage.score_history, coverage.epoch),
+            "merges": [merge_entry(m) for m in coverage.merges],
+        }
+    else:
+        raise fail("coverage", coverage, "is not a Coverage", "pass epoch_coverage(...)'s result")
+    if history is not None:
+        section["score_history"] = history_rows(history, section.get("epoch"))
+    section["provenance"] = "bookkeeping"
+    return section
+
+
+def history_rows(history: Any, epoch: int | None = None) -> list[dict[str, Any]]:
+    """Return the coverage score's history as ``[{epoch, round_index, score}]``.
+
+    ``history`` is a Series indexed by round (one epoch), a DataFrame with
+    ``round_index`` and ``score`` (and ``epoch``), or such rows already.
+    """
+    if isinstance(history, pd.Series):
+        frame = pd.DataFrame({"round_index": history.index, "score": history.to_numpy()})
+    elif isinstance(history, pd.DataFrame):
+        frame = history.reset_index() if "round_index" not in history else history
+    elif isinstance(history, Sequence) and not isinstance(history, str):
+        frame = pd.DataFrame(list(history))
+    else:
+        raise fail("coverage_history", history, "is not a score history",
+                   "pass Coverage.score_history or a frame with round_index and score")
+    if not {"round_index", "score"} <= set(frame.columns):
+        raise fail("coverage_history", history, "has no round_index and score columns",
+                   "pass Coverage.score_history or a frame with round_index and score")
+    epochs = frame["epoch"] if "epoch" in frame else pd.Series([epoch] * len(frame))
+    return [{"epoch": None if _number(e) is None else int(e), "round_index": int(r),
+             "score": float(s)}
+            for e, r, s in zip(epochs, frame["round_index"], frame["score"], strict=True)]
+
+
+def cohort_section(cohort_sizes: Any, source: str) -> dict[str, Any]:
+    """Return per-region cohort sizes, coarsened (``None`` values: suppressed)."""
+    if isinstance(cohort_sizes, pd.Series):
+        items = list(cohort_sizes.items())
+    elif isinstance(cohort_sizes, Mapping):
+        items = list(cohort_sizes.items())
+    else:
+        raise fail("cohort_sizes", cohort_sizes, "is not a mapping region -> count",
+                   "pass a pandas Series or dict of clients per region")
+    rows = []
+    for region, n in items:
+        value = _number(n)
+        rows.append({"region_id": str(region),
+                     "cohort": "suppressed" if value is None else coarse(value)})
+    return {"source": source, "edges": list(COHORT_EDGES), "regions": rows,
+            "provenance": "bookkeeping"}
+
+
+# ----------------------------------------------------------------------------- reports
+_REGION_COLUMNS = ("value", "error_bar", "ci_low", "ci_high", "noise_std", "cv")
+
+
+def report_section(meta: Mapping[str, Any], wide: pd.DataFrame, source: str | None
+                   ) -> dict[str, Any]:
+    """Return one round's metrics from a report's metadata and its wide table.
+
+    ``meta`` is :meth:`RegionalReport.metadata` (or the report's JSON file) and
+    ``wide`` its :meth:`~RegionalReport.to_frame` without geometry (or its CSV).
+    """
+    accounting = str(meta.get("accounting", "ledger"))
+    provenance = _ACCOUNTING_TO_PROVENANCE.get(accounting, "unaccounted")
+    epsilon = {str(k): float(v) for k, v in dict(meta.get("epsilon", {})).items()}
+    metrics = []
+    for name, key in dict(meta.get("metrics", {})).items():
+        cols = {c: f"{name}.{c}" for c in (*_REGION_COLUMNS, "cohort", "reliability",
+                                           "suppressed", "estimator")}
+        missing = [c for c in cols.values() if c not in wide.columns]
+        if missing:
+            raise fail("report", source or name, f"has no columns {missing[:3]}",
+                       "pass a RegionalReport (or the CSV its write() made)")
+        suppressed = wide[cols["suppressed"]].astype(str).str.lower().isin(["true", "1"])
+        regions = []
+        for (region, row), flag in zip(wide.iterrows(), suppressed.to_numpy(), strict=True):
+            hidden = bool(flag)
+            entry: dict[str, Any] = {"region_id": str(region), "suppressed": hidden,
+                                     "reliability": str(row[cols["reliability"]])}
+            for c in _REGION_COLUMNS:
+                entry[c] = None if hidden else _number(row[cols[c]])
+            entry["cohort"] = ("suppressed" if hidden or _number(row[cols["cohort"]]) is None
+                               else coarse(row[cols["cohort"]]))
+            regions.append(entry)
+        shown = [r for r in regions if not r["suppressed"] and r["value"] is not None]
+        bars = [r["error_bar"] for r in shown if r["error_bar"] is not None]
+        metrics.append({
+            "name": str(name), "key": str(key),
+            "estimator": str(wide[cols["estimator"]].iloc[0]) if len(wide) else None,
+            "epsilon": epsilon.get(str(name)),
+            "median_error_bar": float(np.median(bars)) if bars else None,
+            "regions": regions,
+        })
+    round_index = meta.get("round_index")
+    return {
+        "source": source, "round_index": None if round_index is None else int(round_index),
+        "epoch": None if meta.get("epoch") is None else int(meta["epoch"]),
+        "accounting": accounting, "provenance": provenance,
+        "partition_version": str(meta.get("partition_version")),
+        "epsilon": epsilon, "epsilon_total": float(sum(epsilon.values())),
+        "alpha": float(meta.get("alpha", 0.05)), "min_cohort": int(meta.get("min_cohort", 0)),
+        "suppressed_regions": str(meta.get("suppressed_regions")),
+        "metrics": metrics,
+    }
+
+
+def report_from_object(report: Any) -> dict[str, Any]:
+    """Return :func:`report_section` of a :class:`~spatialdp.federated.RegionalReport`."""
+    from spatialdp.federated.regional import RegionalReport
+
+    if not isinstance(report, RegionalReport):
+        raise fail("reports", report, "holds something that is not a RegionalReport",
+                   "pass the regional_report(...) results of the run")
+    wide = pd.DataFrame(report.to_frame().drop(columns="geometry"))
+    return report_section(report.metadata(), wide, None)
+
+
+def cohorts_from_report(section: Mapping[str, Any]) -> dict[str, Any]:
+    """Return the largest cohort label per region of a report section (metrics may differ)."""
+    best: dict[str, str] = {}
+    order = {label: i for i, label in enumerate(
+        ["suppressed", *[coarse(e - 1) for e in COHORT_EDGES], coarse(COHORT_EDGES[-1])])}
+    for metric in section["metrics"]:
+        for row in metric["regions"]:
+            old = best.get(row["region_id"])
+            if old is None or order.get(row["cohort"], 0) > order.get(old, 0):
+                best[row["region_id"]] = row["cohort"]
+    return {"source": f"cohorts of round {section.get('round_index')} (largest over metrics)",
+            "edges": list(COHORT_EDGES),
+            "regions": [{"region_id": k, "cohort": v} for k, v in best.items()],
+            "provenance": "bookkeeping"}
+
+
+# ----------------------------------------------------------------------------- ledger
+def privacy_section(ledger: Any, epochs: Sequence[int] | None, delta: float | None
+                    ) -> dict[str, Any]:
+    """Return the ledger per epoch and line item, with the per-client epsilon."""
+    from spatialdp.privacy.budget import rho_to_epsilon
+    from spatialdp.privacy.ledger import PrivacyLedger
+
+    if not isinstance(ledger, PrivacyLedger):
+        raise fail("ledger", ledger, "is not a PrivacyLedger", "pass the run's PrivacyLedger")
+    chosen = ledger.epochs() if epochs is None else [int(e) for e in epochs]
+    zcdp = ledger.accounting == "zcdp"
+
+    def per_client(spent: float) -> float | None:
+        if not zcdp:
+            return float(spent)
+        if delta is None:
+            return None
+        return float(rho_to_epsilon(float(spent), delta=delta)) if spent > 0 else 0.0
+
+    out = []
+    for epoch in chosen:
+        summary = ledger.summary(epoch)
+        items = [{"line_item": str(item), "cap": float(row["cap"]),
+                  "base_cap": float(row["base_cap"]), "borrowed": float(row["borrowed"]),
+                  "spent": float(row["spent"]), "remaining": float(row["remaining"]),
+                  "n_charges": int(row["n_charges"]),
+                  "epsilon_per_client": per_client(float(row["spent"]))}
+                 for item, row in summary.iterrows()]
+        total = next(i for i in items if i["line_item"] == "total")
+        out.append({"epoch": int(epoch), "line_items": items,
+                    "epsilon_per_client": total["epsilon_per_client"]})
+    return {"accounting": ledger.accounting, "unit": ledger.unit,
+            "epoch_budget": float(ledger.epoch_budget), "delta": delta,
+            "split": {"evaluation_share": float(ledger.split.evaluation_share),
+                      "global_share": float(ledger.split.global_share)},
+            "epochs": out, "provenance": "bookkeeping"}
+
+
+# ----------------------------------------------------------------------------- query error
+def query_error_section(table: pd.DataFrame, settings: Mapping[str, Any] | None = None
+                        ) -> dict[str, Any]:
+    """Return measure_query_error's table (one row per bucket) and its settings."""
+    if not isinstance(table, pd.DataFrame) or "bucket" not in table.columns:
+        raise fail("query_error", table, "is not measure_query_error's table",
+                   "pass spatialdp.queries.measure_query_error(...)'s DataFrame")
+    rows = []
+    for record in table.to_dict(orient="records"):
+        rows.append({str(k): (str(v) if k == "bucket" else
+                              (int(v) if isinstance(v, (int, np.integer)) else _number(v)))
+                     for k, v in record.items()})
+    raw = dict(settings if settings is not None else table.attrs)
+    clean = {str(k): (v if isinstance(v, (str, int, float, bool)) or v is None else str(v))
+             for k, v in raw.items()}
+    return {"settings": clean, "columns": [str(c) for c in table.columns], "rows": rows,
+            "provenance": "simulation"}
