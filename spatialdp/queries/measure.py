@@ -17,6 +17,7 @@ cannot touch, cell-by-cell draws only for sparse cells.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -96,6 +97,7 @@ def measure_query_error(
     bucket_by: Literal["cells", "area"] = "cells",
     expected: bool = True,
     rng: RandomLike = None,
+    engine: Literal["memory", "dask"] = "memory",
 ) -> pd.DataFrame:
     """Measure the error of a query corpus's answers against the truth, per bucket.
 
@@ -125,6 +127,11 @@ def measure_query_error(
     expected : bool, default True
         Compute the analytic expectations (exact, a little slower on many sizes).
     rng : numpy.random.Generator, int or None
+    engine : {"memory", "dask"}, default "memory"
+        ``"dask"`` splits the draws across the workers of the active
+        ``distributed.Client`` (or dask's local scheduler):
+        :func:`spatialdp.scale.measure_query_error`, identical in distribution,
+        seeded from ``rng`` through spawned seed sequences.
 
     Returns
     -------
@@ -156,6 +163,47 @@ def measure_query_error(
     >>> int(report.n_queries.sum()), report.expected_bias.tolist()
     (1, [0.0])
     """
+    if engine != "memory":
+        check_choice(engine, "engine", ("memory", "dask"))
+        from spatialdp.scale.query_error import measure_query_error as on_dask
+
+        return on_dask(truth, queries, epsilon=epsilon, method=method, levels=levels,
+                       split=split, draws=draws, report_floor=report_floor,
+                       clamp_negative=clamp_negative, buckets=buckets, bucket_by=bucket_by,
+                       expected=expected, rng=rng)
+    setup = _setup(truth, queries, epsilon=epsilon, method=method, levels=levels, split=split,
+                   draws=draws, report_floor=report_floor, clamp_negative=clamp_negative,
+                   buckets=buckets, bucket_by=bucket_by)
+    gen = as_generator(rng)
+    return _summarise(setup, _simulate(setup, setup.n_draws, gen), expected)
+
+
+@dataclass
+class _Setup:
+    """Everything a measurement needs before its draws (validated; no randomness)."""
+
+    corpus: QueryCorpus
+    eps: float
+    method: str
+    n_draws: int
+    floor: float
+    clamp: bool
+    by: str
+    m: NDArray[np.int64]
+    labels: pd.Categorical
+    counts: NDArray[np.int64]
+    true_answer: NDArray[np.float64]
+    scale: float
+    sensitivity: int
+    partition_key: str
+    n_cells: int
+    model: Any
+
+
+def _setup(truth: TruthGrid, queries: Any, *, epsilon: float, method: str, levels: int,
+           split: Any, draws: int, report_floor: float, clamp_negative: bool,
+           buckets: ArrayLike, bucket_by: str) -> _Setup:
+    """Validate the arguments and compute what every draw shares."""
     truth = check_instance(truth, "truth", TruthGrid, "build it with truth_grid(...)")
     corpus = _corpus(truth, queries)
     eps = check_epsilon(epsilon)
@@ -165,7 +213,6 @@ def measure_query_error(
     floor = ex.check_floor(report_floor)
     clamp = check_flag(clamp_negative, "clamp_negative")
     by = check_choice(bucket_by, "bucket_by", ("cells", "area"))
-    gen = as_generator(rng)
     m = corpus.cells_per_query
     if by == "area":
         if corpus.polygon_area_km2 is None:
@@ -178,17 +225,36 @@ def measure_query_error(
     counts = truth.counts
     true_answer = np.asarray(corpus.incidence.matrix @ counts, dtype=np.float64)
     scale = LaplaceMechanism(eps, float(truth.sensitivity), discrete=True).scale
-    if method == "flat":
-        skip = ex.clamp_skip_threshold(scale, truth.n_cells * n_draws)
-        errors = flat_query_errors(corpus.incidence.matrix, counts, scale, n_draws,
-                                   clamp_negative=clamp, skip_from=skip, gen=gen)
-        model: Any = None
-    else:
+    model: Any = None
+    if method == "hierarchical":
         from spatialdp.queries.hierarchy import HierarchyModel
 
         model = HierarchyModel.build(truth, eps, levels=levels, split=split)
-        errors = model.simulate_errors(corpus.incidence.matrix, n_draws,
-                                       clamp_negative=clamp, gen=gen, truth=counts)
+    return _Setup(corpus, eps, method, n_draws, floor, clamp, by, m, labels, counts,
+                  true_answer, scale, truth.sensitivity, truth.partition_key, truth.n_cells,
+                  model)
+
+
+def _simulate(setup: _Setup, n_draws: int, gen: np.random.Generator) -> NDArray[np.float64]:
+    """Return ``n_draws`` simulated errors per query, shape (n_queries, n_draws).
+
+    The clamp-skip threshold is that of the whole measurement (``setup.n_draws``),
+    so draws split into chunks follow the same law as one call.
+    """
+    matrix = setup.corpus.incidence.matrix
+    if setup.method == "flat":
+        skip = ex.clamp_skip_threshold(setup.scale, setup.n_cells * setup.n_draws)
+        return flat_query_errors(matrix, setup.counts, setup.scale, n_draws,
+                                 clamp_negative=setup.clamp, skip_from=skip, gen=gen)
+    return np.asarray(setup.model.simulate_errors(matrix, n_draws, clamp_negative=setup.clamp,
+                                                  gen=gen, truth=setup.counts))
+
+
+def _summarise(setup: _Setup, errors: NDArray[np.float64], expected: bool) -> pd.DataFrame:
+    """Return the per-bucket table of simulated errors (and their expectations)."""
+    labels, m, true_answer, floor = setup.labels, setup.m, setup.true_answer, setup.floor
+    counts, corpus, scale, clamp, model = (setup.counts, setup.corpus, setup.scale,
+                                           setup.clamp, setup.model)
     rows = []
     for label in labels.categories:
         sel = np.flatnonzero(np.asarray(labels == label))
@@ -213,8 +279,8 @@ def measure_query_error(
         rows.append(row)
     frame = pd.DataFrame(rows).reindex(columns=COLUMNS if expected else
                                        [c for c in COLUMNS if not c.startswith("expected")])
-    frame.attrs.update(method=method, epsilon=eps, draws=n_draws, report_floor=floor,
-                       clamp_negative=clamp, bucket_by=by, scale=scale,
-                       sensitivity=truth.sensitivity, partition=truth.partition_key,
-                       simulated=True)
+    frame.attrs.update(method=setup.method, epsilon=setup.eps, draws=int(errors.shape[1]),
+                       report_floor=floor, clamp_negative=clamp, bucket_by=setup.by,
+                       scale=scale, sensitivity=setup.sensitivity,
+                       partition=setup.partition_key, simulated=True)
     return frame

@@ -30,6 +30,7 @@ from spatialdp._validation import check_integer, fail
 from spatialdp.exceptions import ClippingFailure, InvalidInput
 from spatialdp.geo import Partition, h3cells
 from spatialdp.geo._checks import check_lonlat, points_lonlat
+from spatialdp.scale.frames import is_dask
 
 __all__ = ["TruthGrid", "grid_version", "truth_grid"]
 
@@ -183,7 +184,9 @@ def truth_grid(
         An H3 partition, or its cells (one resolution) when a partition with a
         polygon per cell would not fit in memory.
     points : GeoDataFrame or GeoSeries of Points in EPSG:4326, optional
-        Or give ``lon`` and ``lat``.
+        Or give ``lon`` and ``lat``. A Dask DataFrame (or dask-geopandas
+        GeoDataFrame) runs on Dask (:func:`spatialdp.scale.truth_grid`, the same
+        grid exactly); ``device_ids``, ``lon`` and ``lat`` then name its columns.
     device_ids : array-like
         The device of each point (any hashable ids). Required: without them
         clipping cannot bound what one device contributes.
@@ -214,6 +217,11 @@ def truth_grid(
     >>> truth.counts.tolist(), truth.sensitivity  # device 1 counts once
     ([2, 0], 1)
     """
+    if is_dask(points):  # a Dask DataFrame of points: device_ids, lon, lat name its columns
+        from spatialdp.scale.truth import truth_grid as on_dask
+
+        return on_dask(grid, points, device_ids=device_ids,
+                       max_cells_per_device=max_cells_per_device, lon=lon, lat=lat, name=name)
     k = check_integer(max_cells_per_device, "max_cells_per_device", low=1,
                       high=MAX_CELLS_PER_DEVICE,
                       fix="pass the most cells one device may count in, e.g. 1")

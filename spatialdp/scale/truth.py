@@ -116,10 +116,10 @@ def truth_grid(
     grid: Partition | Any,
     points: Any,
     *,
-    device_ids: str,
+    device_ids: Any,
     max_cells_per_device: int = 1,
-    lon: str | None = None,
-    lat: str | None = None,
+    lon: Any = None,
+    lat: Any = None,
     name: str = "h3",
     progress: bool = False,
 ) -> TruthGrid:
