@@ -1,0 +1,446 @@
+"""A wrapper around any Flower strategy: private regional evaluation, stratified selection.
+
+:class:`SpatialDPStrategy` is itself a Flower ``Strategy``
+(:class:`flwr.server.strategy.Strategy`) and delegates training (parameters,
+``aggregate_fit``, centralised ``evaluate``) to the strategy it wraps. It takes
+over two things:
+
+- **Who takes part.** With a :class:`~spatialdp.sampling.StratifiedSampler`,
+  ``configure_fit`` and ``configure_evaluate`` choose the clients per stratum
+  (allocation mode, participation caps, merges, the coverage score per round)
+  instead of Flower's uniform ``ClientManager.sample``. A client's stratum is
+  the region it reports once, the first time the wrapper sees it
+  (``get_properties``, see :func:`spatialdp.flower.client.registration_properties`);
+  the region is then frozen for the run.
+- **What evaluation publishes.** The wrapper writes the evaluation instructions
+  (the specs devices clip under) and reads back one bounded report per client.
+  ``aggregate_evaluate`` never averages raw client numbers: it runs
+  :func:`~spatialdp.flower.evaluation.release_evaluation` (noise once per region
+  and metric, charged once per round to the ledger, regions below the floor
+  suppressed) and returns the published values as Flower's ``(loss, metrics)``,
+  so Flower's ``History`` only ever holds noised, clipped numbers. Each round's
+  :class:`~spatialdp.federated.RegionalReport` is kept (:attr:`reports`), with
+  alerts and drift as in :mod:`spatialdp.federated.monitor`.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from logging import INFO, WARNING
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from spatialdp._validation import (
+    check_alpha,
+    check_choice,
+    check_cohort_floor,
+    check_count,
+    check_instance,
+    fail,
+)
+from spatialdp.exceptions import InvalidInput, SpatialDPError
+from spatialdp.federated._pipeline import exact_total
+from spatialdp.federated.metrics import HistogramSpec, MetricSpec
+from spatialdp.federated.monitor import compare_reports, drift
+from spatialdp.federated.regional import REGIONAL_LINE_ITEM, RegionalReport, _resolve_epsilons
+from spatialdp.flower._flwr import flwr_modules
+from spatialdp.flower.codec import (
+    KEY_PARTITION,
+    KEY_REGION,
+    KEY_ROUND,
+    KEY_SPECS,
+    _check_specs,
+    specs_to_config,
+)
+from spatialdp.flower.evaluation import EvaluationRelease, _loss_metric, release_evaluation
+from spatialdp.geo.partition import Partition
+from spatialdp.privacy.target import ReleaseTarget, Simulation, Unaccounted, check_target
+from spatialdp.sampling.coverage import Coverage, epoch_coverage
+from spatialdp.sampling.sampler import StratifiedSampler
+from spatialdp.sampling.score import coverage_score
+from spatialdp.sampling.state import ParticipationState
+
+common, server, flwr_strategy = flwr_modules()
+log = common.logger.log
+
+__all__ = ["SpatialDPStrategy"]
+
+Spec = MetricSpec | HistogramSpec
+KINDS = ("fit", "evaluate")
+
+
+def _sampler(value: Any, name: str, partition: Partition) -> StratifiedSampler | None:
+    if value is None:
+        return None
+    sampler = check_instance(value, name, StratifiedSampler,
+                             "pass StratifiedSampler(Strata(partition, basis=...), ...) or None")
+    missing = set(map(str, partition.region_ids)) - set(sampler.strata.ids)
+    if missing:
+        raise fail(name, sampler.strata.key, f"has no stratum for regions {sorted(missing)[:5]}",
+                   "build the sampler on strata of the release partition: "
+                   "Strata(partition, basis='administrative')")
+    return sampler
+
+
+class SpatialDPStrategy(flwr_strategy.Strategy):  # type: ignore[misc]
+    """Private regional evaluation and stratified client selection around a Flower strategy.
+
+    Parameters
+    ----------
+    strategy : flwr.server.strategy.Strategy
+        The wrapped strategy (``FedAvg``, a DP training wrapper, your own); it
+        keeps training, parameters and centralised evaluation.
+    partition : Partition
+        The fixed geography of the regional evaluation (and of the strata).
+    metrics : sequence of MetricSpec / HistogramSpec
+        What devices report, clipped under these specs (sent as instructions).
+    epsilon : float or mapping name -> float
+        Per-client privacy loss of each metric's release, every evaluation round.
+    target : ReleaseTarget, Simulation or Unaccounted
+        Where each round's release is charged: a template; each round gets a copy
+        with ``round_index`` set to Flower's server round. Use a ``ReleaseTarget``
+        with ``line_item`` unset (the regional line item is used).
+    min_cohort : int, default 50
+        Publication floor per region: below it nothing is published, not even the
+        cohort size.
+    alpha : float, default 0.05
+        Level of the published error bars.
+    loss_metric : str, optional
+        The MetricSpec published as Flower's loss (default: the first MetricSpec).
+    fit_sampler, evaluate_sampler : StratifiedSampler, optional
+        Stratified selection of the training / evaluation cohorts (default: the
+        wrapped strategy's own selection). Their policy's ``rounds_per_epoch``
+        bounds the rounds of the run: one Flower run is one sampler epoch.
+    fit_target : ReleaseTarget, Simulation or Unaccounted
+        Required with ``fit_sampler``: where the training cohort's per-client epoch
+        epsilon (cap x per-round epsilon, :class:`~spatialdp.sampling.ParticipationPolicy`)
+        is charged, once, before the first selection. The evaluation sampler
+        charges nothing itself: every evaluation round is charged in full by its
+        regional release.
+    region_fn : callable, optional
+        ``region_fn(client_proxy) -> region id`` for deployments that know the
+        regions out of band; default: ask the client once (``get_properties``).
+    max_workers : int, default 16
+        Threads used to read the new clients' registration properties.
+
+    Examples
+    --------
+    >>> from flwr.server.strategy import FedAvg
+    >>> from spatialdp.datasets import us_states_partition
+    >>> from spatialdp.privacy import Simulation
+    >>> wrapped = SpatialDPStrategy(FedAvg(), partition=us_states_partition(),
+    ...                             metrics=[MetricSpec("loss", 0.0, 4.0)], epsilon=0.5,
+    ...                             target=Simulation(rng=0))
+    >>> wrapped
+    SpatialDPStrategy(FedAvg, metrics=['loss@1'], epsilon={'loss': 0.5}, min_cohort=50)
+    """
+
+    def __init__(
+        self,
+        strategy: Any,
+        *,
+        partition: Partition,
+        metrics: Sequence[Spec],
+        epsilon: float | Mapping[str, float],
+        target: Any,
+        min_cohort: int = 50,
+        alpha: float = 0.05,
+        loss_metric: str | None = None,
+        fit_sampler: StratifiedSampler | None = None,
+        evaluate_sampler: StratifiedSampler | None = None,
+        fit_target: Any = None,
+        region_fn: Callable[[Any], str] | None = None,
+        max_workers: int = 16,
+    ) -> None:
+        super().__init__()
+        self.strategy = check_instance(strategy, "strategy", flwr_strategy.Strategy,
+                                       "pass a Flower strategy, e.g. flwr.server.strategy.FedAvg()")
+        self.partition = check_instance(partition, "partition", Partition,
+                                        "pass a spatialdp Partition, e.g. us_states_partition()")
+        self.metrics = _check_specs(metrics)
+        self.epsilon = _resolve_epsilons(self.metrics, epsilon)
+        self.target = check_target(target)
+        self.min_cohort = check_cohort_floor(min_cohort)
+        self.alpha = check_alpha(alpha)
+        self.loss_metric = _loss_metric(self.metrics, loss_metric)
+        self.fit_sampler = _sampler(fit_sampler, "fit_sampler", partition)
+        self.evaluate_sampler = _sampler(evaluate_sampler, "evaluate_sampler", partition)
+        if self.fit_sampler is not None and fit_target is None:
+            raise fail("fit_target", None, "is missing while fit_sampler is given",
+                       "pass where the training cohort's epoch epsilon is charged: "
+                       "ReleaseTarget(ledger, epoch), Simulation(rng) or Unaccounted(reason)")
+        self.fit_target = None if fit_target is None else check_target(fit_target)
+        if region_fn is not None and not callable(region_fn):
+            raise fail("region_fn", region_fn, "is not callable",
+                       "pass a function client_proxy -> region id, or None")
+        self.region_fn = region_fn
+        self.max_workers = check_count(max_workers, "max_workers", low=1, high=1024)
+        self._instructions = specs_to_config(self.metrics)
+        self._regions: dict[str, str] = {}
+        self._unregistered: dict[str, str] = {}
+        self._states: dict[str, tuple[ParticipationState, np.ndarray]] = {}
+        self._records: dict[int, dict[str, Any]] = {}
+        #: Per evaluation round: the release (report, published values, drops).
+        self.releases: dict[int, EvaluationRelease] = {}
+        #: Per evaluation round that was refused: why (nothing was charged).
+        self.refusals: dict[int, str] = {}
+
+    def __repr__(self) -> str:
+        return (f"SpatialDPStrategy({type(self.strategy).__name__}, "
+                f"metrics={[s.key for s in self.metrics]}, epsilon={self.epsilon}, "
+                f"min_cohort={self.min_cohort})")
+
+    # ------------------------------------------------------------------ delegation
+    def initialize_parameters(self, client_manager: Any) -> Any:
+        """Delegate to the wrapped strategy."""
+        return self.strategy.initialize_parameters(client_manager)
+
+    def aggregate_fit(self, server_round: int, results: list[Any],
+                      failures: list[Any]) -> Any:
+        """Delegate to the wrapped strategy (training privacy is its business)."""
+        return self.strategy.aggregate_fit(server_round, results, failures)
+
+    def evaluate(self, server_round: int, parameters: Any) -> Any:
+        """Delegate centralised (server-side data) evaluation to the wrapped strategy."""
+        return self.strategy.evaluate(server_round, parameters)
+
+    # ------------------------------------------------------------------ registration
+    def _region_of(self, proxy: Any) -> tuple[str, str | None, str]:
+        """Return (cid, region or None, reason) for one client, asked once."""
+        try:
+            if self.region_fn is not None:
+                region, version = self.region_fn(proxy), self.partition.version
+            else:
+                res = proxy.get_properties(common.GetPropertiesIns(config={}), timeout=None,
+                                           group_id=0)
+                region = res.properties.get(KEY_REGION)
+                version = res.properties.get(KEY_PARTITION)
+        except Exception as err:  # a client that cannot answer is left out, not fatal
+            return proxy.cid, None, f"registration failed: {type(err).__name__}"
+        if version != self.partition.version:
+            return proxy.cid, None, "partition version"
+        if (not isinstance(region, str)
+                or self.partition.region_ids.get_indexer(pd.Index([region]))[0] < 0):
+            return proxy.cid, None, "unknown region"
+        return proxy.cid, region, ""
+
+    def _register(self, client_manager: Any) -> dict[str, Any]:
+        """Read the region of every client seen for the first time; return all clients."""
+        clients: dict[str, Any] = client_manager.all()
+        new = [p for cid, p in clients.items()
+               if cid not in self._regions and cid not in self._unregistered]
+        if new:
+            workers = min(self.max_workers, len(new))
+            with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+                for cid, region, reason in pool.map(self._region_of, new):
+                    if region is None:
+                        self._unregistered[cid] = reason
+                    else:
+                        self._regions[cid] = region
+            log(INFO, "spatialdp: %s clients registered their region (%s refused)",
+                len(self._regions), len(self._unregistered))
+        return clients
+
+    @property
+    def regions(self) -> pd.Series:
+        """The frozen region of every registered client (index: client id)."""
+        return pd.Series(self._regions, name="region_id", dtype=object).rename_axis("client_id")
+
+    # ------------------------------------------------------------------ selection
+    def _sampler_of(self, kind: str) -> StratifiedSampler | None:
+        return self.fit_sampler if kind == "fit" else self.evaluate_sampler
+
+    def _selection_target(self, kind: str) -> Any:
+        if kind == "fit":
+            return self.fit_target
+        if isinstance(self.target, Simulation):
+            return Simulation(rng=int(self.target.rng.integers(2**63)))
+        return Unaccounted("evaluation cohort selection: every evaluation round is charged "
+                           "in full by its regional release")
+
+    def _state(self, kind: str) -> tuple[ParticipationState, np.ndarray]:
+        if kind not in self._states:
+            sampler = self._sampler_of(kind)
+            assert sampler is not None
+            fleet = np.array(sorted(self._regions), dtype=object)
+            if fleet.size == 0:
+                raise InvalidInput("no client has registered a region of "
+                                   f"{self.partition.key!r}; nothing can be selected")
+            strata = np.array([self._regions[c] for c in fleet], dtype=object)
+            state = sampler.new_state(strata, target=self._selection_target(kind))
+            self._states[kind] = (state, fleet)
+        return self._states[kind]
+
+    def _select(self, kind: str, server_round: int, client_manager: Any) -> list[Any]:
+        sampler = self._sampler_of(kind)
+        assert sampler is not None
+        clients = self._register(client_manager)
+        state, fleet = self._state(kind)
+        cohort = sampler.select(state, server_round)
+        chosen = fleet[cohort.clients]
+        proxies = [clients[c] for c in chosen if c in clients]
+        self._record(server_round, {
+            f"{kind}_score": cohort.score,
+            f"{kind}_wanted": int(cohort.counts["wanted"].sum()),
+            f"{kind}_selected": int(chosen.size),
+            f"{kind}_offline": int(chosen.size - len(proxies)),
+            f"{kind}_shortfalls": dict(cohort.notes),
+            f"{kind}_merges": [m.to_dict() for m in cohort.merges],
+        })
+        log(INFO, "spatialdp: %s round %s: %s clients in %s groups, coverage score %.3f",
+            kind, server_round, len(proxies), len(cohort.groups), cohort.score)
+        return proxies
+
+    def _record(self, server_round: int, values: Mapping[str, Any]) -> None:
+        self._records.setdefault(server_round, {"round": server_round}).update(values)
+
+    def configure_fit(self, server_round: int, parameters: Any, client_manager: Any
+                      ) -> list[tuple[Any, Any]]:
+        """Return the wrapped strategy's FitIns, sent to a stratified cohort (with a sampler)."""
+        base = self.strategy.configure_fit(server_round, parameters, client_manager)
+        if self.fit_sampler is None or not base:
+            return list(base)
+        ins = base[0][1]
+        return [(proxy, ins) for proxy in self._select("fit", server_round, client_manager)]
+
+    def configure_evaluate(self, server_round: int, parameters: Any, client_manager: Any
+                           ) -> list[tuple[Any, Any]]:
+        """Return the wrapper's evaluation instructions for the evaluation cohort.
+
+        The wrapped strategy's config is kept and the specs the devices must clip
+        under are added (:data:`~spatialdp.flower.codec.KEY_SPECS`). The cohort is
+        the stratified one with ``evaluate_sampler``, else the wrapped strategy's.
+        """
+        base = self.strategy.configure_evaluate(server_round, parameters, client_manager)
+        if not base:
+            return []
+        first = base[0][1]
+        config = {**first.config, KEY_SPECS: self._instructions, KEY_ROUND: int(server_round)}
+        ins = common.EvaluateIns(parameters=first.parameters, config=config)
+        if self.evaluate_sampler is None:
+            self._register(client_manager)
+            proxies = [proxy for proxy, _ in base]
+        else:
+            proxies = self._select("evaluate", server_round, client_manager)
+        return [(proxy, ins) for proxy in proxies]
+
+    # ------------------------------------------------------------------ evaluation
+    def _round_target(self, server_round: int) -> Any:
+        t = self.target
+        if isinstance(t, ReleaseTarget):
+            return ReleaseTarget(t.ledger, t.epoch, line_item=t.line_item, who=t.who,
+                                 why=t.why, round_index=server_round)
+        if isinstance(t, Simulation):
+            return Simulation(rng=t.rng, round_index=server_round)
+        assert isinstance(t, Unaccounted)
+        return Unaccounted(t.reason, round_index=server_round)
+
+    def aggregate_evaluate(self, server_round: int, results: list[Any], failures: list[Any]
+                           ) -> tuple[float | None, dict[str, Any]]:
+        """Release the round's bounded reports per region; return the published values.
+
+        Returns ``(loss, metrics)`` as Flower expects, both published (noised,
+        from clipped reports; see
+        :func:`~spatialdp.flower.evaluation.published_metrics`). A refused release
+        (every region below the floor, budget exhausted, no usable report)
+        charges nothing, is recorded in :attr:`refusals` and returns
+        ``(None, {})``: Flower then records nothing for the round.
+        """
+        replies = {str(proxy.cid): res.metrics for proxy, res in results}
+        try:
+            release = release_evaluation(
+                replies, partition=self.partition, metrics=self.metrics, epsilon=self.epsilon,
+                target=self._round_target(server_round), min_cohort=self.min_cohort,
+                alpha=self.alpha, regions=self._regions, loss_metric=self.loss_metric)
+        except SpatialDPError as err:
+            self.refusals[server_round] = f"{type(err).__name__}: {err}"
+            self._record(server_round, {"evaluate_refused": str(err),
+                                        "evaluate_failures": len(failures)})
+            log(WARNING, "spatialdp: evaluation round %s refused, nothing charged: %s",
+                server_round, err)
+            return None, {}
+        self.releases[server_round] = release
+        self._record(server_round, {
+            "evaluate_received": release.received, "evaluate_used": release.used,
+            "evaluate_dropped": dict(release.dropped), "evaluate_failures": len(failures),
+            "epsilon": release.epsilon,
+            "accounting": release.report.accounting.get("accounting"),
+        })
+        return release.loss, dict(release.metrics)
+
+    # ------------------------------------------------------------------ results
+    @property
+    def reports(self) -> dict[int, RegionalReport]:
+        """The regional report of every released evaluation round."""
+        return {r: rel.report for r, rel in self.releases.items()}
+
+    def round_table(self) -> pd.DataFrame:
+        """Return one row per round: coverage scores, cohort sizes, drops, epsilon."""
+        return pd.DataFrame(list(self._records.values())).set_index("round").sort_index()
+
+    def epsilon_spent(self) -> dict[str, float]:
+        """Return what the wrapper charged to ledgers, per line item (exact decimal sums).
+
+        The evaluation line item holds every released round's total; the training
+        line item the fit sampler's epoch charge (when ``fit_target`` is a
+        ``ReleaseTarget``). Simulated and unaccounted rounds charge nothing.
+        """
+        out: dict[str, list[float]] = {}
+        if isinstance(self.target, ReleaseTarget):
+            item = self.target.line_item or REGIONAL_LINE_ITEM
+            out[item] = [rel.epsilon for rel in self.releases.values()]
+        if isinstance(self.fit_target, ReleaseTarget) and "fit" in self._states:
+            assert self.fit_sampler is not None
+            item = self.fit_target.line_item or "training"
+            policy = self.fit_sampler.policy  # the ledger multiplies in decimal: cap x per-round
+            out.setdefault(item, []).extend([policy.epsilon_per_round] * policy.participation_cap)
+        return {item: exact_total(values) for item, values in out.items()}
+
+    def coverage_of(self, client_ids: Iterable[str]) -> float:
+        """Return the coverage score of any set of registered clients (e.g. Flower's sample).
+
+        The score of :func:`spatialdp.sampling.coverage_score`: how closely the
+        clients per region follow sqrt-of-population shares of the registered fleet.
+        """
+        positions = self.partition.region_ids.get_indexer(pd.Index(
+            [self._regions[str(c)] for c in client_ids if str(c) in self._regions]))
+        n = self.partition.n_regions
+        population = np.bincount(self.partition.region_ids.get_indexer(
+            pd.Index(list(self._regions.values()))), minlength=n)
+        return coverage_score(np.bincount(positions, minlength=n), population)
+
+    def coverage(self, kind: str = "fit", **kwargs: Any) -> Coverage:
+        """Return the run's :class:`~spatialdp.sampling.Coverage` (model card, coverage map).
+
+        ``kwargs`` go to :func:`spatialdp.sampling.epoch_coverage`.
+        """
+        kind = check_choice(kind, "kind", KINDS)
+        sampler = self._sampler_of(kind)
+        if sampler is None or kind not in self._states:
+            raise fail("kind", kind, "has no stratified selection in this run",
+                       f"pass {kind}_sampler= and run at least one round")
+        return epoch_coverage(sampler, self._states[kind][0], **kwargs)
+
+    def history_frame(self, metric: str) -> pd.DataFrame:
+        """Return one metric's published frames over rounds, the input of :func:`drift`."""
+        frames = [rep[metric] for rep in self.reports.values()]
+        if not frames:
+            raise fail("metric", metric, "has no released round yet", "run evaluation rounds")
+        return pd.concat(frames).reset_index()
+
+    def alerts(self, metric: str, *, alpha: float = 0.01, **kwargs: Any) -> pd.DataFrame:
+        """Compare the last two released rounds region by region (``compare_reports``)."""
+        rounds = sorted(self.releases)
+        if len(rounds) < 2:
+            raise fail("metric", metric, "has fewer than two released rounds",
+                       "run another evaluation round")
+        return compare_reports(self.releases[rounds[-1]].report[metric],
+                               self.releases[rounds[-2]].report[metric], alpha=alpha, **kwargs)
+
+    def drift(self, metric: str, *, window: int = 8, alpha: float = 0.01, **kwargs: Any
+              ) -> pd.DataFrame:
+        """Trend of each region over the released rounds, tested against the noise."""
+        return drift(self.history_frame(metric), window=window, alpha=alpha, **kwargs)
