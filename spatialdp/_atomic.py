@@ -1,0 +1,184 @@
+"""Atomic output folders: build everything aside, then publish with renames.
+
+A run writes its files into a hidden *staging* folder next to the output
+folder (``.<name>.staging-<pid>-<random>``, on the same file system, so a
+rename is atomic) and publishes them only when every one of them exists:
+
+1. the *markers* (the files that make a folder look complete: the run
+   manifest and the model card) of the previous run are removed first, so
+   from this moment the folder no longer looks complete;
+2. every other file is moved in with :func:`os.replace`, files of the
+   previous run that this run does not write are removed;
+3. the markers are moved in last, the manifest at the very end.
+
+A run killed at any point (Ctrl-C, SIGKILL, power loss) therefore leaves
+either the previous complete run, or a folder without a manifest, which no
+reader takes for a finished run; the staging folder it leaves behind is
+removed by the next run into the same folder (when its process is gone).
+Files named in ``keep`` (the ledger) live in the output folder itself and are
+never staged, moved or removed.
+
+Examples
+--------
+>>> import tempfile
+>>> from pathlib import Path
+>>> out = Path(tempfile.mkdtemp()) / "run"
+>>> with StagedFolder(out, markers=("run.json",)) as stage:
+...     _ = (stage.path / "a.txt").write_text("a")
+...     _ = (stage.path / "run.json").write_text("{}")
+...     published = stage.publish()
+>>> sorted(p.name for p in out.iterdir())
+['a.txt', 'run.json']
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from types import TracebackType
+
+from spatialdp.exceptions import InvalidInput
+
+__all__ = ["StagedFolder", "fsync_folder", "process_alive"]
+
+_STAGING = ".staging-"
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process with this id exists (a stale staging folder's owner)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def fsync_folder(folder: Path) -> None:
+    """Flush a folder's entries to disk (renames survive a power loss); best effort."""
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _unwritable(path: Path, err: OSError) -> InvalidInput:
+    reason = err.strerror or type(err).__name__
+    return InvalidInput(f"out={os.fspath(path)!r} cannot be written ({reason}); "
+                        "pass a folder you can write to")
+
+
+class StagedFolder:
+    """Stage a run's files beside ``out`` and publish them into it atomically.
+
+    Parameters
+    ----------
+    out : path
+        The output folder (created if missing; its parent must be writable).
+    markers : sequence of str
+        Files that make the folder look complete, in publication order; the
+        last one (the manifest) is published last and removed first.
+    keep : sequence of str
+        Files of ``out`` that are never staged, moved or removed (the ledger).
+    previous : iterable of str, optional
+        Files of the previous run to remove when this run does not write them.
+    """
+
+    def __init__(self, out: str | os.PathLike[str], *, markers: Sequence[str] = (),
+                 keep: Sequence[str] = (), previous: Iterable[str] = ()) -> None:
+        self.out = Path(os.path.abspath(out))
+        self.markers = tuple(markers)
+        self.keep = frozenset(keep)
+        self.previous = [p for p in previous if p not in self.keep]
+        self.path = self.out  # set on entry
+        self._entered = False
+
+    # ----------------------------------------------------------------- set up
+    def __enter__(self) -> StagedFolder:
+        if self.out.exists() and not self.out.is_dir():
+            raise InvalidInput(f"out={os.fspath(self.out)!r} is a file; pass a folder "
+                               "(it is created if missing)")
+        try:
+            self.out.mkdir(parents=True, exist_ok=True)
+            probe = tempfile.NamedTemporaryFile(dir=self.out, prefix=".probe-", delete=True)
+            probe.close()
+        except OSError as err:
+            raise _unwritable(self.out, err) from err
+        self.remove_stale()
+        try:
+            self.path = Path(tempfile.mkdtemp(
+                prefix=f".{self.out.name}{_STAGING}{os.getpid()}-", dir=self.out.parent))
+        except OSError as err:
+            raise _unwritable(self.out.parent, err) from err
+        self._entered = True
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self._entered and self.path.exists():
+            shutil.rmtree(self.path, ignore_errors=True)
+
+    def stale(self) -> list[Path]:
+        """Staging folders of earlier runs into ``out`` whose process is gone."""
+        found = []
+        for path in self.out.parent.glob(f".{self.out.name}{_STAGING}*"):
+            pid_text = path.name[len(f".{self.out.name}{_STAGING}"):].split("-", 1)[0]
+            if path.is_dir() and pid_text.isdigit() and not process_alive(int(pid_text)):
+                found.append(path)
+        return found
+
+    def remove_stale(self) -> list[Path]:
+        """Remove the staging folders left by interrupted runs; return them."""
+        stale = self.stale()
+        for path in stale:
+            shutil.rmtree(path, ignore_errors=True)
+        return stale
+
+    # ----------------------------------------------------------------- publish
+    def staged_files(self) -> list[str]:
+        """Every staged file, as a POSIX path relative to the staging folder."""
+        files = [p.relative_to(self.path).as_posix() for p in self.path.rglob("*")
+                 if p.is_file() or p.is_symlink()]
+        return sorted(f for f in files if f not in self.keep)
+
+    def publish(self) -> list[Path]:
+        """Move the staged files into ``out``, markers last; return the published paths.
+
+        Staged files named in ``keep`` are dropped (never moved over the live copy).
+        """
+        files = self.staged_files()
+        for name in self.keep:
+            staged = self.path / name
+            if staged.is_symlink() or staged.exists():
+                staged.unlink()
+        ordered = ([f for f in files if f not in self.markers]
+                   + [m for m in self.markers if m in files])
+        try:
+            for name in reversed(self.markers):  # the manifest first: no longer complete
+                (self.out / name).unlink(missing_ok=True)
+            fsync_folder(self.out)
+            for name in self.previous:
+                if name not in files and name not in self.markers:
+                    (self.out / name).unlink(missing_ok=True)
+            for rel in ordered:
+                target = self.out / rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(self.path / rel, target)
+                if rel in self.markers:
+                    fsync_folder(target.parent)
+            fsync_folder(self.out)
+        except OSError as err:
+            raise _unwritable(self.out, err) from err
+        shutil.rmtree(self.path, ignore_errors=True)
+        return [self.out / rel for rel in ordered]

@@ -1,0 +1,178 @@
+"""The demo's outputs: maps, dashboard, query-error plot, interactive map, card artefacts.
+
+Every function writes into the staging folder it is given (never into the
+published output folder) and returns the paths it wrote.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from spatialdp.federated import RegionalReport
+
+from .audit import QueryAudit
+from .epoch import EpochPlan, EpochResult
+from .world import World
+
+__all__ = ["CHOROPLETHS", "draw_choropleths", "draw_coverage", "draw_dashboard",
+           "draw_query_error", "write_interactive_map"]
+
+#: Metric -> (file stem, what the map shows).
+CHOROPLETHS = {
+    "ratio": ("ratio_choropleth", "across/along-track error ratio"),
+    "loss": ("loss_choropleth", "clipped mean loss (m²)"),
+    "abs_error_m": ("abs_error_m_choropleth", "share of position errors above 8 m"),
+}
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def draw_choropleths(report: RegionalReport, folder: Path) -> list[Path]:
+    """One uncertainty choropleth per metric of the last round."""
+    from spatialdp.viz.maps import plot_uncertainty_choropleth, save_figure
+
+    plt = _pyplot()
+    paths = []
+    for metric, (stem, what) in CHOROPLETHS.items():
+        fig, ax = plt.subplots(figsize=(11, 6.5))
+        plot_uncertainty_choropleth(
+            report[metric], ax=ax, robust=True,
+            title=f"{what} by region, round {report.round_index} (95% error bars; "
+                  f"faded = less reliable, hatched = suppressed)")
+        paths.append(save_figure(fig, folder / f"{stem}.png"))
+        plt.close(fig)
+    return paths
+
+
+def draw_coverage(world: World, result: EpochResult, folder: Path) -> Path:
+    """Draw the coverage map: clients sampled this epoch, blind spots hatched, merges outlined."""
+    from spatialdp.sampling import plot_coverage_map
+    from spatialdp.viz.maps import save_figure
+
+    plt = _pyplot()
+    coverage = result.coverage
+    cells = world.strata.cell_partition
+    if coverage.cell_table is not None and cells is not None:
+        fig, axes = plt.subplots(1, 2, figsize=(17, 6.2))
+        plot_coverage_map(coverage, level="strata", ax=axes[0])
+        axes[0].set_title(f"density strata: clients sampled in epoch {coverage.epoch} "
+                          f"({len(coverage.merges)} merge(s) outlined)", fontsize=11)
+        plot_coverage_map(coverage, level="cells", cells=cells, ax=axes[1])
+        blind = int(coverage.cell_table.blind_spot.sum())
+        axes[1].set_title(f"H3 cells: {coverage.share_cells_sampled:.0%} reached, "
+                          f"{blind} blind spot(s) hatched", fontsize=11)
+    else:
+        fig, ax = plt.subplots(figsize=(11, 6.5))
+        plot_coverage_map(coverage, level="strata", ax=ax)
+        ax.set_title(f"clients sampled in epoch {coverage.epoch}: "
+                     f"{len(coverage.blind_spots)} blind spot(s) hatched, "
+                     f"{len(coverage.merges)} merge(s) outlined", fontsize=11)
+    fig.suptitle("Coverage of the epoch's stratified cohorts (sqrt allocation, "
+                 "participation cap)", fontsize=13)
+    path = save_figure(fig, folder / "coverage_map.png")
+    plt.close(fig)
+    return path
+
+
+def dashboard_regions(world: World, result: EpochResult, n: int = 9) -> list[str]:
+    """Return the drifting region, the worse ones, then the largest published regions."""
+    last = result.reports[-1]["ratio"]
+    published = [str(r) for r in last.index[~last.suppressed.astype(bool)]]
+    cohort = last.cohort.astype("Float64").fillna(0).sort_values(ascending=False)
+    chosen = [world.drifting, *[r for r in world.worse if r in published]]
+    for region in cohort.index.astype(str):
+        if len(chosen) >= n:
+            break
+        if region not in chosen and region in published:
+            chosen.append(region)
+    return chosen[:n]
+
+
+def alert_rounds(result: EpochResult) -> dict[str, list[float]]:
+    """``{region: rounds}`` where the round-to-round comparison fired."""
+    fired = result.alerts[result.alerts.fired.astype(bool)] if len(result.alerts) else (
+        result.alerts)
+    return {str(r): sorted(float(x) for x in g["round"]) for r, g in fired.groupby("region_id")}
+
+
+def draw_dashboard(world: World, result: EpochResult, folder: Path) -> Path:
+    """Draw the band-first time-series dashboard of the ratio, alerts marked."""
+    from spatialdp.viz import plot_region_timeseries
+    from spatialdp.viz.maps import save_figure
+
+    plt = _pyplot()
+    history = result.history["ratio"]
+    regions = dashboard_regions(world, result)
+    fig = plot_region_timeseries(
+        history, regions=regions, alert_rounds=alert_rounds(result),
+        title=f"across/along-track error ratio per round, 95% bands first; drift in "
+              f"{world.drifting} from round {world.drift_start}; red = alert")
+    path = save_figure(fig, folder / "ratio_timeseries.png")
+    plt.close(fig)
+    return path
+
+
+def draw_query_error(audit: QueryAudit, folder: Path) -> Path:
+    """Draw the sqrt(m) plot of the query-error audit."""
+    from spatialdp.privacy.accuracy import noise_std
+    from spatialdp.queries.figures import plot_error_vs_cells
+    from spatialdp.viz.maps import save_figure
+
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7.5, 5.2))
+    plot_error_vs_cells(audit.reports, ax=ax,
+                        cell_sd=float(noise_std("discrete_laplace", 1.0 / audit.epsilon)))
+    ax.set_title(f"Query-error audit (simulation, {audit.draws} draws): RMS error of "
+                 f"{audit.n_queries} real polygons\nvs cells covered, H3 resolution "
+                 f"{audit.resolution} ({audit.n_cells:,} cells), epsilon {audit.epsilon:g}",
+                 fontsize=10)
+    path = save_figure(fig, folder / "query_error.png")
+    plt.close(fig)
+    return path
+
+
+def write_interactive_map(report: RegionalReport, folder: Path) -> Path:
+    """Write the interactive folium map of the last round's ratio (opacity = reliability)."""
+    from spatialdp.viz import explore_report
+
+    m = explore_report(report["ratio"])
+    path = folder / "ratio_map.html"
+    m.save(str(path))
+    return path
+
+
+def cohort_sizes(result: EpochResult) -> pd.Series:
+    """Clients per region in the last round (the card coarsens them; suppressed: None)."""
+    last = result.reports[-1]["ratio"]
+    return pd.Series(np.where(last.suppressed.astype(bool), None, last.cohort.astype(object)),
+                     index=last.index.astype(str))
+
+
+def alerts_table(world: World, plan: EpochPlan, result: EpochResult) -> pd.DataFrame:
+    """Round-to-round alerts and the epoch's drift test, one row per region and test."""
+    rows = []
+    if len(result.alerts):
+        fired = result.alerts[result.alerts.fired.astype(bool)]
+        for _, row in fired.iterrows():
+            rows.append({"test": "round-to-round", "region_id": row.region_id,
+                         "round": int(row["round"]), "statistic": float(row.difference),
+                         "threshold": float(row.threshold),
+                         "before_drift": int(row["round"]) < world.drift_start})
+    if len(result.trend) and "drifting" in result.trend:
+        for region, row in result.trend[result.trend.drifting.astype(bool)].iterrows():
+            rows.append({"test": "drift (trend)", "region_id": region, "round": plan.rounds,
+                         "statistic": float(row.slope), "threshold": float(row.threshold),
+                         "before_drift": False})
+    return pd.DataFrame(rows, columns=["test", "region_id", "round", "statistic",
+                                       "threshold", "before_drift"])
