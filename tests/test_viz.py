@@ -218,7 +218,7 @@ def test_projection_auto_conus_albers_or_as_given(report: gpd.GeoDataFrame) -> N
 
 
 def test_robust_range_and_extension_triangles(report: gpd.GeoDataFrame) -> None:
-    plain = plot_uncertainty_choropleth(report)
+    plain = plot_uncertainty_choropleth(report, robust=False)
     (key,) = plain.child_axes
     assert not [p for p in key.patches if type(p).__name__ == "Polygon"]
     robust = plot_uncertainty_choropleth(report, robust=True)

@@ -98,6 +98,9 @@ def _draw_legend(
         key.set_yticks([0.5, 1.5, 2.5], [_RELIABILITY_LABELS[n] for n in rows], fontsize=7.5)
     else:
         key.set_yticks([])
+    from matplotlib.ticker import MaxNLocator
+
+    key.xaxis.set_major_locator(MaxNLocator(nbins=5))  # labels that never collide
     key.tick_params(axis="x", labelsize=7.5, length=2, pad=1.5)
     key.tick_params(axis="y", length=0, pad=13 if extend in ("min", "both") else 3)
     for spine in key.spines.values():
@@ -113,3 +116,59 @@ def _draw_legend(
                         handlelength=2.2, handleheight=1.4, borderaxespad=0)
         box.set_gid("legend:missing")
 
+
+
+def _draw_class_legend(
+    ax: Axes,
+    classes: Any,
+    colours: NDArray[np.float64],
+    name: str,
+    show_reliability: bool,
+    handles: list[Patch],
+) -> None:
+    """Class-interval legend to the right of the map, each break graded by its separability.
+
+    One entry per class (``0.31 – 0.42 (12)``), with the break's separability
+    between consecutive classes (``┄ 97% separable``: the least separable pair
+    across the break is ordered correctly with that probability), then the
+    reliability fading and the suppressed / no-data entries.
+    """
+    from matplotlib.patches import Patch as MplPatch
+
+    entries: list[Any] = []
+    labels: list[str] = []
+    grades = classes.separability
+    for c, (text, count) in enumerate(zip(classes.labels(), classes.counts, strict=True)):
+        if c > 0:
+            grade = grades.separability.iloc[c - 1] if c - 1 < len(grades) else np.nan
+            if np.isfinite(grade):
+                entries.append(MplPatch(facecolor="none", edgecolor="none"))
+                labels.append(f"   ┄ break {grades['break'].iloc[c - 1]:.3g}: "
+                              f"{_percent(grade)} separable")
+        entries.append(MplPatch(facecolor=colours[c], edgecolor="#8a8a8a", linewidth=0.4))
+        labels.append(f"{text}  ({int(count)})")
+    if show_reliability:
+        for level in ("high", "medium", "low"):
+            patch = MplPatch(facecolor=(0.35, 0.35, 0.35, RELIABILITY_ALPHA[level]),
+                             edgecolor="#8a8a8a", linewidth=0.4)
+            if level == "low":
+                _dot(patch)
+            entries.append(patch)
+            labels.append(f"reliability {_RELIABILITY_LABELS[level]}")
+    for handle in handles:
+        entries.append(handle)
+        labels.append(str(handle.get_label()))
+    box = ax.legend(entries, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                    frameon=False, fontsize=8, title=f"{name}\n({classes.scheme}, "
+                    f"{classes.k} classes)", title_fontsize=8.5, alignment="left",
+                    handlelength=1.8, handleheight=1.2, borderaxespad=0)
+    box.set_gid("legend:classes")
+
+
+def _percent(p: float) -> str:
+    """Format a probability as a percentage that never rounds a doubt away (99.96% is not 100%)."""
+    if p >= 1.0:
+        return "100%"
+    if p >= 0.99:
+        return f"{np.floor(p * 1000) / 10:.1f}%"
+    return f"{np.floor(p * 100):.0f}%"

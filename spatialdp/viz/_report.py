@@ -196,12 +196,50 @@ def _cohort_text(cohort: Any, suppressed: bool, meta: Mapping[str, Any]) -> str 
     return None if pd.isna(cohort) or not np.isfinite(cohort) else f"n={int(cohort):,}"
 
 
-def _column_name(meta: Mapping[str, Any], column: str) -> str:
-    """Return what ``column`` shows: the metric's name, with the column unless it is ``value``."""
+def _value_title(meta: Mapping[str, Any]) -> str | None:
+    """Return what ``value`` is, for a reader: the spec's label and unit when the report has them."""
+    label = meta.get("value_label")
+    if isinstance(label, str) and label.strip():
+        return label
     metric = meta.get("metric")
-    if metric is None:
+    return None if metric is None else str(metric)
+
+
+def _quantity(meta: Mapping[str, Any]) -> str | None:
+    """Return the label without its unit (for "margin of error of ...")."""
+    label = meta.get("quantity")
+    if isinstance(label, str) and label.strip():
+        return label
+    return _value_title(meta)
+
+
+def _unit_suffix(meta: Mapping[str, Any]) -> str:
+    unit = meta.get("value_unit")
+    return f" ({unit})" if isinstance(unit, str) and unit.strip() else ""
+
+
+_COLUMN_TEXT = {
+    "error_bar": "margin of error{level} of {q}{u}",
+    "noise_std": "noise standard deviation of {q}{u}",
+    "ci_low": "lower end of the{level} interval of {q}{u}",
+    "ci_high": "upper end of the{level} interval of {q}{u}",
+    "cv": "coefficient of variation of {q}",
+}
+
+
+def _column_name(meta: Mapping[str, Any], column: str) -> str:
+    """Return what ``column`` shows: the metric's label (and unit), or ``metric: column``."""
+    title = _value_title(meta)
+    if title is None:
         return column
-    return str(metric) if column == "value" else f"{metric}: {column}"
+    if column == "value":
+        return title
+    template = _COLUMN_TEXT.get(column)
+    if template is None:
+        return f"{title}: {column}"
+    level = _level_text(meta)
+    return template.format(level=f" ({level})" if level else "", q=_quantity(meta),
+                           u=_unit_suffix(meta))
 
 
 def _title(meta: Mapping[str, Any], column: str, n_suppressed: int, n_regions: int) -> str:

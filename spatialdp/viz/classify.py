@@ -152,13 +152,13 @@ def classify_report(
     yb = np.full(values.size, -1, dtype=np.int64)
     yb[published] = np.minimum(np.searchsorted(bins, shown, side="left"), bins.size - 1)
     counts = np.bincount(yb[published], minlength=bins.size).astype(np.int64)
-    grades = break_separability(values, _published_noise(noise, published), bins,
+    grades = break_separability(values, _published_noise(noise, published), list(bins),
                                 ids=list(frame.index))
     return Classification(name, bins, float(shown.min()), yb, counts, grades)
 
 
 def _published_noise(noise: Any, published: NDArray[np.bool_]) -> Any:
-    """The noise with unpublished regions' scales set to NaN (left out of the grades)."""
+    """Return the noise with unpublished regions' scales set to NaN (left out of the grades)."""
     from spatialdp.viz.separability import NoiseModel
 
     return NoiseModel(np.where(published, noise.scale, np.nan),

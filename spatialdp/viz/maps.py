@@ -37,13 +37,14 @@ from spatialdp._validation import check_flag, check_number, check_text, fail
 from spatialdp.exceptions import CRSError, InvalidInput
 from spatialdp.federated.schema import coarsen_count
 from spatialdp.viz._explore import explore_report
-from spatialdp.viz._legend import _dot, _draw_legend, _extend
+from spatialdp.viz._legend import _dot, _draw_class_legend, _draw_legend, _extend
 from spatialdp.viz._report import (
     RELIABILITY_ALPHA,
     REPORT_COLUMNS,
     _axes,
     _check_report,
     _cohort_text,
+    _column_name,
     _meta,
     _numeric_column,
     _optional_flag,
@@ -68,6 +69,7 @@ __all__ = [
     "REPORT_COLUMNS",
     "explore_report",
     "plot_uncertainty_choropleth",
+    "plotting_crs",
     "save_figure",
 ]
 
@@ -222,11 +224,14 @@ def plot_uncertainty_choropleth(
     *,
     vmin: float | None = None,
     vmax: float | None = None,
-    robust: bool = False,
+    robust: bool | None = None,
     show_reliability: bool | None = None,
     missing_kwds: Mapping[str, Any] | None = None,
     title: str | None = None,
     figsize: tuple[float, float] = (10.0, 6.5),
+    scheme: str | None = None,
+    k: int = 5,
+    classification_kwds: Mapping[str, Any] | None = None,
 ) -> Axes:
     """Choropleth of a regional report with its uncertainty drawn on the map.
 
@@ -268,10 +273,14 @@ def plot_uncertainty_choropleth(
     vmin, vmax : float, optional
         Colour range; default the range of the published (unsuppressed) values.
         Values outside are drawn in the end colours and the key gets end triangles.
-    robust : bool
-        Default the colour range to the 2nd–98th percentiles of the published
-        values, so that one outlier region does not wash out the others (it is
-        drawn in the end colour).
+    robust : bool, optional
+        ``True``: the colour range is the 2nd–98th percentiles of the published
+        values. ``False``: their full range. ``None`` (default): the full range
+        unless some values are far out (beyond 3 interquartile ranges from the
+        quartiles, Tukey's far-out fence), in which case the range stops at the
+        most extreme values inside the fences, so that one extreme region does
+        not wash out the others; the far-out regions are drawn in the end
+        colour and the key gets an end triangle.
     show_reliability : bool, optional
         Fade by reliability class; default ``True`` for ``value``, ``ci_low``
         and ``ci_high`` (the noisy estimates) and ``False`` for other columns.
@@ -280,9 +289,25 @@ def plot_uncertainty_choropleth(
         ``color`` or ``facecolor``, ``edgecolor`` (also the hatch colour), ``hatch``,
         ``label``); merged over the default light grey fill with a ``///`` hatch.
     title : str, optional
-        Title; default from ``attrs["spatialdp"]``.
+        Title; default from ``attrs["spatialdp"]``: the metric's label and unit
+        (``value_label``, set from the spec's ``label``/``unit`` by
+        :func:`~spatialdp.federated.regional_report`), round, epsilon, level and
+        the coarsened number of suppressed regions. The drawing CRS is named on
+        the map (see :func:`plotting_crs`).
     figsize : (float, float)
         Size of the new figure when ``ax`` is not given.
+    scheme : str, optional
+        Draw classes instead of a continuous colour ramp, as
+        ``GeoDataFrame.plot(scheme=...)``: a mapclassify scheme
+        (``"quantiles"``, ``"natural_breaks"``, ``"fisher_jenks"``,
+        ``"equal_interval"``, ``"user_defined"``...) or ``"separable"`` (breaks
+        the noise is least likely to have crossed, see
+        :func:`~spatialdp.viz.classify.classify_report`). The key becomes a
+        class-interval legend that grades each break's separability.
+    k : int
+        Number of classes with ``scheme``.
+    classification_kwds : dict, optional
+        Passed to the classifier (``{"bins": [...]}`` for ``user_defined``).
 
     Returns
     -------
@@ -328,7 +353,7 @@ def plot_uncertainty_choropleth(
     cmap_obj = _colormap(cmap)
     legend = check_flag(legend, "legend")
     annotate_cohort = check_flag(annotate_cohort, "annotate_cohort")
-    robust = check_flag(robust, "robust")
+    robust = _optional_flag(robust, "robust")
     show_reliability = _optional_flag(show_reliability, "show_reliability")
     vmin = _optional_number(vmin, "vmin")
     vmax = _optional_number(vmax, "vmax")
@@ -360,9 +385,7 @@ def plot_uncertainty_choropleth(
     ids = [str(i) for i in frame.index]
 
     shown = values[published]
-    q_lo, q_hi = (2.0, 98.0) if robust else (0.0, 100.0)
-    lo = float(np.percentile(shown, q_lo)) if shown.size else 0.0
-    hi = float(np.percentile(shown, q_hi)) if shown.size else 1.0
+    lo, hi = _colour_range(shown, robust)
     lo = lo if vmin is None else vmin
     hi = hi if vmax is None else vmax
     if not (math.isfinite(lo) and math.isfinite(hi)) or lo > hi:
@@ -375,6 +398,12 @@ def plot_uncertainty_choropleth(
         pad = max(abs(lo) * 0.05, 1e-9 * max(1.0, abs(lo))) if lo else 0.5
         lo, hi = lo - pad, hi + pad
     norm = Normalize(vmin=lo, vmax=hi, clip=True)
+    classes = None
+    if scheme is not None:
+        from spatialdp.viz.classify import classify_report
+
+        classes = classify_report(report, column, scheme, k, classification_kwds)
+        class_colours = cmap_obj(np.linspace(0.0, 1.0, classes.k))
 
     if ax is None:
         _, ax = plt.subplots(figsize=figsize)
@@ -384,18 +413,19 @@ def plot_uncertainty_choropleth(
     # published value without a class is drawn as low: no reliability is claimed.
     if show_reliability:
         known = np.isin(reliability, ["high", "medium"])
-        classes = [
+        groups = [
             ("high", published & (reliability == "high")),
             ("medium", published & (reliability == "medium")),
             ("low", published & ~known),
         ]
     else:
-        classes = [("all", published)]
-    for name, mask in classes:
+        groups = [("all", published)]
+    for name, mask in groups:
         idx = [int(i) for i in np.flatnonzero(mask) if i in paths]
         if not idx:
             continue
-        faces = cmap_obj(norm(values[idx]))
+        faces = (class_colours[classes.yb[idx]] if classes is not None
+                 else cmap_obj(norm(values[idx])))
         faces[:, 3] = RELIABILITY_ALPHA.get(name, 1.0)
         collection = PathCollection([paths[i] for i in idx], facecolors=faces,
                                     edgecolors=_EDGE, linewidths=0.5, zorder=1)
@@ -431,6 +461,7 @@ def plot_uncertainty_choropleth(
     ax.margins(0.02)
     ax.autoscale_view()
     _set_map_aspect(ax, frame)
+    _name_crs(ax, frame.crs)
     ax.set_title(title if title is not None else
                  _title(_meta(report), column, int(suppressed.sum()), len(report)),
                  fontsize=12, loc="left")
@@ -441,14 +472,87 @@ def plot_uncertainty_choropleth(
                   for c, sp in zip(cohorts, suppressed, strict=True)]
         _annotate_cohort(ax, frame, labels, np.isin(np.arange(len(frame)), list(paths)))
 
-    if legend:
+    if legend and classes is not None:
+        _draw_class_legend(ax, classes, class_colours, _column_name(_meta(report), column),
+                           show_reliability, handles)
+    elif legend:
         _draw_legend(ax, cmap_obj, norm, column, _meta(report), show_reliability,
                      extend=_extend(values[published], norm), handles=handles)
     return ax
 
 
+def _colour_range(shown: NDArray[np.float64], robust: bool | None) -> tuple[float, float]:
+    """Return the default colour range of the published values (see ``robust``)."""
+    if not shown.size:
+        return 0.0, 1.0
+    if robust:
+        return float(np.percentile(shown, 2.0)), float(np.percentile(shown, 98.0))
+    lo, hi = float(shown.min()), float(shown.max())
+    if robust is None:
+        q1, q3 = np.percentile(shown, [25.0, 75.0])
+        iqr = q3 - q1
+        if iqr > 0:
+            inside = shown[(shown >= q1 - 3.0 * iqr) & (shown <= q3 + 3.0 * iqr)]
+            lo, hi = float(inside.min()), float(inside.max())
+    return lo, hi
+
+
+def plotting_crs(report: gpd.GeoDataFrame, projection: Any = "auto") -> Any:
+    """Return the CRS a map of ``report`` is drawn in, to overlay your own layers in it.
+
+    :func:`plot_uncertainty_choropleth` reprojects the report (``"auto"``: a
+    lon/lat report inside the contiguous US is drawn in CONUS Albers,
+    EPSG:5070). Anything drawn on the same axes must be in this CRS:
+    ``layer.to_crs(plotting_crs(report)).plot(ax=ax)``. The map also names it
+    in its bottom-right corner.
+
+    Returns
+    -------
+    pyproj.CRS or None
+        ``None`` when the report has no CRS.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from spatialdp.datasets import us_states_partition
+    >>> part = us_states_partition()
+    >>> table = pd.DataFrame({"value": 1.0, "error_bar": 0.1, "cohort": 90,
+    ...                       "reliability": "high", "suppressed": False},
+    ...                      index=part.region_ids)
+    >>> plotting_crs(part.join(table)).to_epsg()
+    5070
+    >>> plotting_crs(part.join(table), projection=None).to_epsg()
+    4326
+    """
+    import pyproj
+
+    report = _check_report(report)
+    crs = _resolve_crs(report, projection)
+    if crs is None:
+        return report.crs
+    return pyproj.CRS.from_user_input(crs)
+
+
+def _crs_text(crs: Any) -> str:
+    if crs is None:
+        return "CRS: unknown"
+    epsg = crs.to_epsg()
+    code = f"EPSG:{epsg}" if epsg else "custom CRS"
+    return f"{code} ({crs.name})"
+
+
+def _name_crs(ax: Axes, crs: Any) -> None:
+    """Name the drawing CRS on the map, so an overlay can match it."""
+    text = ax.text(0.995, 0.005, _crs_text(crs), transform=ax.transAxes, ha="right",
+                   va="bottom", fontsize=6.5, color="#6b6b6b", zorder=4)
+    text.set_gid("crs")
+    if crs is not None and crs.is_geographic:
+        ax.set_xlabel("longitude", fontsize=8, color="#444444")
+        ax.set_ylabel("latitude", fontsize=8, color="#444444")
+
+
 def _set_map_aspect(ax: Axes, frame: gpd.GeoDataFrame) -> None:
-    from matplotlib.ticker import FuncFormatter
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
 
     crs = frame.crs
     if crs is not None and crs.is_geographic:
@@ -457,6 +561,9 @@ def _set_map_aspect(ax: Axes, frame: gpd.GeoDataFrame) -> None:
         ax.set_aspect(1 / max(math.cos(mid), 1e-6))
         ax.xaxis.set_major_formatter(FuncFormatter(_degrees("E", "W")))
         ax.yaxis.set_major_formatter(FuncFormatter(_degrees("N", "S")))
+        # Few enough ticks that "120°W" labels never run into each other.
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=6, steps=[1, 2, 2.5, 5, 10]))
+        ax.yaxis.set_major_locator(MaxNLocator(nbins=6, steps=[1, 2, 2.5, 5, 10]))
         ax.tick_params(labelsize=8)
     else:
         ax.set_aspect("equal")

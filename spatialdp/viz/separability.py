@@ -80,7 +80,7 @@ class NoiseModel:
         return cls(b, math.sqrt(2.0) * b, np.ones(b.size, dtype=bool))
 
     def take(self, index: NDArray[np.int64]) -> NoiseModel:
-        """The noise of the values at ``index``."""
+        """Return the noise of the values at ``index``."""
         return NoiseModel(self.scale[index], self.sd[index], self.laplace[index])
 
 
