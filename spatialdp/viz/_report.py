@@ -197,7 +197,7 @@ def _cohort_text(cohort: Any, suppressed: bool, meta: Mapping[str, Any]) -> str 
 
 
 def _value_title(meta: Mapping[str, Any]) -> str | None:
-    """Return what ``value`` is, for a reader: the spec's label and unit when the report has them."""
+    """Return what ``value`` is for a reader: the spec's label and unit, when known."""
     label = meta.get("value_label")
     if isinstance(label, str) and label.strip():
         return label
