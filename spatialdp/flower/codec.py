@@ -144,6 +144,8 @@ def specs_from_config(config: Mapping[str, Any]) -> list[Spec]:
                     f"spec {spec.name!r} does not match its fingerprint {item['fingerprint']}; "
                     "the instructions were altered: refuse to report under them")
             specs.append(spec)
+    except InvalidSpec:
+        raise
     except (ValueError, KeyError, TypeError) as err:
         raise InvalidInput(f"config[{KEY_SPECS!r}] does not parse ({err}); the instructions "
                            "must come from specs_to_config") from None
