@@ -273,12 +273,12 @@ class ModelCard:
                     f"reports: round {r['round_index']} was made on partition version "
                     f"{r['partition_version']!r}, not the card's {part['key']!r}; pass the "
                     "partition the reports are keyed by")
-        if merges is None and coverage is not None and not isinstance(coverage, Mapping):
-            merges = list(coverage.merges)
-        sampling = (sections.sampling_section(strata, merges)
-                    if strata is not None or merges else None)
         cover = None if coverage is None else sections.coverage_section(coverage,
                                                                         coverage_history)
+        if merges is None and cover is not None:
+            merges = list(cover.get("merges", []))
+        sampling = (sections.sampling_section(strata, merges)
+                    if strata is not None or merges else None)
         if cohort_sizes is not None:
             cohorts = sections.cohort_section(cohort_sizes, "given per region")
         elif rounds:

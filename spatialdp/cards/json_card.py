@@ -93,10 +93,13 @@ def validate_card(content: Mapping[str, Any], *, check_digest: bool = True) -> N
     if not isinstance(content, Mapping):
         raise InvalidCard(f"card={type(content).__name__} is not a JSON object; "
                           "pass a model card's dict or load model_card.json")
-    errors = sorted(_validator().iter_errors(dict(content)),
-                    key=lambda e: (len(list(e.absolute_path)), list(map(str, e.absolute_path))))
+    from jsonschema.exceptions import best_match
+
+    errors = list(_validator().iter_errors(dict(content)))
     if errors:
-        first = errors[0]
+        first = best_match(errors)
+        while first.context:  # descend into oneOf/anyOf to the most relevant leaf
+            first = best_match(first.context)
         where = "/".join(str(p) for p in first.absolute_path) or "(top level)"
         raise InvalidCard(
             f"card at {where} fails the model card schema {SCHEMA_VERSION}: "

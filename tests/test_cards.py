@@ -1,0 +1,546 @@
+"""Model cards: content of the JSON and the Markdown from real objects, schema, run folder.
+
+One small real run is built once per module: the 48-state partition, a synthetic
+fleet of 20,000 devices, a stratified sampler (one merge, six blind spots), a
+SQLite ledger charged by the sampler and by two regional report releases, and a
+query-error simulation on Connecticut. Every number the card shows is checked
+against the object it came from; counts of people must never appear exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+import shapely
+from jsonschema import Draft202012Validator
+
+from spatialdp.cards import (
+    COHORT_EDGES,
+    InvalidCard,
+    ModelCard,
+    RunFolder,
+    load_schema,
+    validate_card,
+    write_run_folder,
+)
+from spatialdp.cards.json_card import canonical_digest
+from spatialdp.datasets import load_us_states, synthetic_fleet, us_states_partition
+from spatialdp.exceptions import InvalidInput
+from spatialdp.federated import HistogramSpec, MetricSpec, device_report, regional_report
+from spatialdp.federated.regional import RegionalReport
+from spatialdp.federated.schema import coarsen_count
+from spatialdp.geo import Partition
+from spatialdp.privacy import PrivacyLedger, ReleaseTarget, Simulation
+from spatialdp.queries import measure_query_error, query_corpus, truth_grid
+from spatialdp.sampling import (
+    Coverage,
+    ParticipationPolicy,
+    ParticipationState,
+    Strata,
+    StratifiedSampler,
+    epoch_coverage,
+)
+
+LOSS = MetricSpec("loss", 0.0, 4.0)
+ERRORS = HistogramSpec("abs_error_m", (0.5, 1.0, 2.0))
+
+
+@dataclass
+class Run:
+    folder: Path
+    partition: Partition
+    strata: Strata
+    state: ParticipationState
+    coverage: Coverage
+    ledger: PrivacyLedger
+    reports: list[RegionalReport]
+    query_error: pd.DataFrame
+    cohorts: pd.Series  # exact clients per state (never on the card)
+
+    def build(self, **kwargs: Any) -> ModelCard:
+        args: dict[str, Any] = {
+            "partition": self.partition, "specs": [LOSS, ERRORS], "strata": self.strata,
+            "coverage": self.coverage, "ledger": self.ledger, "reports": self.reports,
+            "query_error": self.query_error, "title": "Positioning model, test run",
+            "model_details": {"overview": "A simulated positioning model.", "version": "0.3",
+                              "owners": ["maps team"]},
+            "simulated": {"fleet": True, "model": True}, "seeds": {"fleet": 0, "model": 1}}
+        args.update(kwargs)
+        return ModelCard.build(**args)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    folder = tmp_path_factory.mktemp("run")
+    states = us_states_partition()
+    fleet = synthetic_fleet(20_000, rng=0)
+    strata = Strata(states, basis="administrative")
+    client_strata = strata.assign(lon=fleet.lon.to_numpy(), lat=fleet.lat.to_numpy())
+    policy = ParticipationPolicy(participation_cap=1, epsilon_per_round=0.1, rounds_per_epoch=3)
+    sampler = StratifiedSampler(strata, cohort=150, policy=policy, mode="proportional",
+                                min_stratum_cohort=20)
+    ledger = PrivacyLedger(folder / "ledger.sqlite", epoch_budget=20.0)
+    state = sampler.new_state(client_strata, target=ReleaseTarget(ledger, epoch=0))
+    for round_index in range(3):
+        sampler.select(state, round_index)
+    coverage = epoch_coverage(sampler, state, report=states, client_regions=client_strata)
+    rng = np.random.default_rng(5)
+    examples = pd.DataFrame({"client_id": fleet.device_id, "region_id": fleet.region_id,
+                             "loss": rng.uniform(0.0, 3.0, len(fleet)),
+                             "error": rng.exponential(1.0, len(fleet))})
+    clients = device_report(examples, loss_spec=LOSS, hist_spec=ERRORS, partition=states)
+    reports = [regional_report(clients, states, [LOSS, ERRORS], epsilon=0.3, min_cohort=100,
+                               target=ReleaseTarget(ledger, epoch=1, round_index=r,
+                                                    why="card test"))
+               for r in (1, 2)]
+    ct = load_us_states().query("state == 'CT'")
+    grid = Partition.from_h3_cover(ct, resolution=7, containment="overlap", name="ct-r7")
+    pts = fleet[fleet.region_id == "CT"]
+    truth = truth_grid(grid, lon=pts.lon.to_numpy(), lat=pts.lat.to_numpy(),
+                       device_ids=pts.device_id.to_numpy())
+    centre = ct.geometry.iloc[0].representative_point()
+    polygons = ct.iloc[[0, 0, 0]].set_geometry(
+        [shapely.Point(centre.x + dx, centre.y).buffer(r)
+         for dx, r in ((-0.3, 0.05), (0.0, 0.1), (0.3, 0.2))], crs=4326)
+    query_error = measure_query_error(truth, query_corpus(grid, polygons), epsilon=1.0,
+                                      draws=50, rng=0)
+    return Run(folder, states, strata, state, coverage, ledger, reports, query_error,
+               fleet.region_id.value_counts())
+
+
+@pytest.fixture(scope="module")
+def card(run: Run) -> ModelCard:
+    return run.build()
+
+
+# ----------------------------------------------------------------------------- JSON content
+def test_the_run_has_what_the_card_must_show(run: Run) -> None:
+    # Preconditions of the content tests: a merge, blind spots, suppressed regions.
+    assert len(run.coverage.merges) == 1
+    assert run.coverage.blind_spots
+    assert run.reports[-1]["loss"].suppressed.sum() > 0
+
+
+def test_json_geography_and_specs(card: ModelCard, run: Run) -> None:
+    geo = card.to_dict()["geography"]
+    assert geo["partition"]["name"] == run.partition.name
+    assert geo["partition"]["version"] == run.partition.version
+    assert geo["partition"]["n_regions"] == 48
+    specs = {s["name"]: s for s in geo["specs"]}
+    assert specs["loss"]["fingerprint"] == LOSS.fingerprint
+    assert specs["loss"]["clip_high"] == 4.0
+    assert specs["abs_error_m"]["key"] == ERRORS.key  # histogram edge version
+    assert specs["abs_error_m"]["edges"] == [0.5, 1.0, 2.0]
+    assert specs["abs_error_m"]["fingerprint"] == ERRORS.fingerprint
+
+
+def test_json_strata_and_merges_with_reasons(card: ModelCard, run: Run) -> None:
+    sampling = card.to_dict()["sampling"]
+    assert sampling["strata"]["key"] == run.strata.key
+    assert sampling["strata"]["version"] == run.strata.version
+    (merge,) = sampling["merges"]
+    (truth,) = run.coverage.merges
+    assert merge["members"] == list(truth.members)
+    assert merge["into"] == list(truth.into)
+    assert merge["round_index"] == truth.round_index
+    # The reason survives with its floor; the pool sizes are coarsened.
+    sizes = [int(n) for n in re.findall(r"\d+", truth.reason) if n != "20"]
+    assert "below the floor 20" in merge["reason"]
+    assert all(coarsen_count(n, COHORT_EDGES) in merge["reason"] for n in sizes)
+
+
+def test_json_coverage_figures(card: ModelCard, run: Run) -> None:
+    cov = card.to_dict()["coverage"]
+    assert cov["share_strata_sampled"] == pytest.approx(run.coverage.share_strata_sampled)
+    assert cov["share_strata_sampled"] < 1.0
+    assert cov["blind_spots"] == run.coverage.blind_spots
+    assert cov["blind_regions"] == run.coverage.blind_regions
+    sampled = (run.coverage.report_table.clients_sampled > 0).mean()
+    assert cov["share_regions_sampled"] == pytest.approx(sampled)
+    history = [(h["round_index"], h["score"]) for h in cov["score_history"]]
+    assert history == [(h["round_index"], pytest.approx(h["score"]))
+                       for h in run.state.history]
+    assert cov["epsilon_per_client"] == pytest.approx(0.1)
+    table = {r["stratum"]: r for r in cov["strata_table"]}
+    for stratum, row in run.coverage.table.iterrows():
+        assert table[stratum]["clients_sampled"] == coarsen_count(int(row.clients_sampled),
+                                                                  COHORT_EDGES)
+        assert table[stratum]["blind_spot"] == bool(row.blind_spot)
+
+
+def test_json_ledger_per_epoch_and_line_item(card: ModelCard, run: Run) -> None:
+    privacy = card.to_dict()["privacy"]
+    assert privacy["accounting"] == "pure"
+    assert privacy["epoch_budget"] == 20.0
+    assert [e["epoch"] for e in privacy["epochs"]] == run.ledger.epochs() == [0, 1]
+    for entry in privacy["epochs"]:
+        summary = run.ledger.summary(entry["epoch"])
+        items = {li["line_item"]: li for li in entry["line_items"]}
+        assert set(items) == set(summary.index)
+        for item, row in summary.iterrows():
+            assert items[item]["spent"] == pytest.approx(row["spent"])
+            assert items[item]["cap"] == pytest.approx(row["cap"])
+            assert items[item]["n_charges"] == row["n_charges"]
+            assert items[item]["epsilon_per_client"] == pytest.approx(row["spent"])
+    epochs = {e["epoch"]: e for e in privacy["epochs"]}
+    # Epoch 0: the sampler's cap x epsilon_per_round on training; epoch 1: two rounds of
+    # two metrics at 0.3 on evaluation.regional.
+    assert epochs[0]["epsilon_per_client"] == pytest.approx(0.1)
+    assert epochs[1]["epsilon_per_client"] == pytest.approx(2 * 2 * 0.3)
+    regional = {li["line_item"]: li for li in epochs[1]["line_items"]}["evaluation.regional"]
+    assert regional["n_charges"] == 2
+
+
+def test_json_metric_values_with_error_bars(card: ModelCard, run: Run) -> None:
+    rounds = card.to_dict()["quantitative_analysis"]["rounds"]
+    assert [r["round_index"] for r in rounds] == [1, 2]
+    for section, report in zip(rounds, run.reports, strict=True):
+        assert section["provenance"] == "release"
+        assert section["accounting"] == "ledger"
+        assert section["epoch"] == 1
+        assert section["suppressed_regions"] == report.suppressed_regions
+        assert section["epsilon"] == {"loss": 0.3, "abs_error_m": 0.3}
+        metrics = {m["name"]: m for m in section["metrics"]}
+        for name in ("loss", "abs_error_m"):
+            frame = report[name]
+            rows = {r["region_id"]: r for r in metrics[name]["regions"]}
+            assert set(rows) == set(frame.index)
+            for region, row in frame.iterrows():
+                got = rows[region]
+                assert got["suppressed"] == bool(row.suppressed)
+                if row.suppressed:
+                    assert got["value"] is None
+                    assert got["cohort"] == "suppressed"
+                else:
+                    assert got["value"] == pytest.approx(row.value)
+                    assert got["error_bar"] == pytest.approx(row.error_bar)
+                    assert got["ci_low"] == pytest.approx(row.ci_low)
+                    assert got["reliability"] == row.reliability
+                    assert got["cohort"] == coarsen_count(int(row.cohort), COHORT_EDGES)
+
+
+def test_json_cohort_sizes_coarsened(card: ModelCard, run: Run) -> None:
+    cohorts = {r["region_id"]: r["cohort"] for r in card.to_dict()["cohort_sizes"]["regions"]}
+    frame = run.reports[-1]["loss"]
+    for region, row in frame.iterrows():
+        expected = ("suppressed" if row.suppressed
+                    else coarsen_count(int(row.cohort), COHORT_EDGES))
+        assert cohorts[region] == expected
+
+
+def test_json_query_error_table(card: ModelCard, run: Run) -> None:
+    qe = card.to_dict()["query_error"]
+    assert qe["provenance"] == "simulation"
+    assert qe["settings"]["epsilon"] == 1.0
+    assert qe["settings"]["draws"] == 50
+    assert [r["bucket"] for r in qe["rows"]] == [str(b) for b in run.query_error.bucket]
+    for got, (_, row) in zip(qe["rows"], run.query_error.iterrows(), strict=True):
+        assert got["n_queries"] == row.n_queries
+        assert got["mean_abs_error"] == pytest.approx(row.mean_abs_error)
+        assert got["expected_rms"] == pytest.approx(row.expected_rms)
+
+
+def test_json_details_and_provenance(card: ModelCard) -> None:
+    content = card.to_dict()
+    assert content["model_details"]["version"] == "0.3"
+    assert content["model_details"]["owners"] == ["maps team"]
+    assert content["provenance"]["simulated"] == {"fleet": True, "model": True}
+    assert content["provenance"]["seeds"] == {"fleet": 0, "model": 1}
+    assert set(content["provenance"]["legend"]) == {"release", "simulation", "unaccounted",
+                                                    "bookkeeping"}
+    assert content["considerations"]["limitations"]  # defaults state what is not covered
+    assert card.simulated
+
+
+# ----------------------------------------------------------------------------- schema
+def test_json_validates_against_the_shipped_schema(card: ModelCard) -> None:
+    schema = load_schema()
+    Draft202012Validator.check_schema(schema)
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    Draft202012Validator(schema).validate(json.loads(card.to_json()))
+
+
+def _resealed(content: dict[str, Any]) -> dict[str, Any]:
+    content["digest"] = canonical_digest(content)
+    return content
+
+
+def test_schema_refuses_an_exact_cohort(card: ModelCard) -> None:
+    content = card.to_dict()
+    content["cohort_sizes"]["regions"][0]["cohort"] = "1234"
+    with pytest.raises(InvalidCard, match="cohort_sizes/regions/0/cohort fails the model card"):
+        ModelCard(_resealed(content))
+    content = card.to_dict()
+    content["quantitative_analysis"]["rounds"][0]["suppressed_regions"] = "7"
+    with pytest.raises(InvalidCard, match="suppressed_regions"):
+        validate_card(_resealed(content))
+
+
+def test_schema_refuses_a_release_labelled_as_simulation(card: ModelCard) -> None:
+    content = card.to_dict()
+    content["quantitative_analysis"]["rounds"][0]["provenance"] = "simulation"
+    with pytest.raises(InvalidCard, match="rounds/0/provenance"):
+        validate_card(_resealed(content))
+
+
+def test_schema_refuses_missing_and_unknown_sections(card: ModelCard) -> None:
+    content = card.to_dict()
+    del content["privacy"]
+    with pytest.raises(InvalidCard, match="'privacy' is a required property"):
+        validate_card(_resealed(content))
+    content = card.to_dict()
+    content["extra"] = 1
+    with pytest.raises(InvalidCard, match="Additional properties"):
+        validate_card(_resealed(content))
+
+
+# ----------------------------------------------------------------------------- files
+def test_write_and_read_back(card: ModelCard, tmp_path: Path) -> None:
+    md, js = card.write(tmp_path)
+    assert (md.name, js.name) == ("model_card.md", "model_card.json")
+    again = ModelCard.from_json(js)
+    assert again.to_dict() == card.to_dict()
+    assert md.read_text() == card.to_markdown()
+    assert not list(tmp_path.glob(".*"))  # no temporary file left behind
+
+
+def test_tampered_json_is_refused(card: ModelCard, tmp_path: Path) -> None:
+    _, js = card.write(tmp_path)
+    content = json.loads(js.read_text())
+    content["privacy"]["epochs"][1]["epsilon_per_client"] = 0.01  # a flattering edit
+    js.write_text(json.dumps(content))
+    with pytest.raises(InvalidCard, match="digest=.*does not match its content"):
+        ModelCard.from_json(js)
+    js.write_text(js.read_text()[:-40])
+    with pytest.raises(InvalidCard, match="is not valid JSON"):
+        ModelCard.from_json(js)
+    with pytest.raises(InvalidCard, match="not a JSON object"):
+        validate_card([1, 2])  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput, match="cannot be read"):
+        ModelCard.from_json(tmp_path / "missing.json")
+
+
+def test_a_card_that_json_cannot_hold_is_refused(card: ModelCard) -> None:
+    content = card.to_dict()
+    content["quantitative_analysis"]["rounds"][0]["epsilon_total"] = float("nan")
+    with pytest.raises(InvalidCard, match="cannot be written as JSON"):
+        canonical_digest(content)
+
+
+def test_write_refuses_bad_folders_and_stems(card: ModelCard, tmp_path: Path) -> None:
+    with pytest.raises(InvalidInput, match="stem='a/b' is not a plain file name"):
+        card.write(tmp_path, stem="a/b")
+    with pytest.raises(InvalidInput, match="folder=3 is a int, not a path"):
+        card.write(3)  # type: ignore[arg-type]
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(InvalidInput, match="cannot be created"):
+        card.write(blocker / "sub")
+
+
+# ----------------------------------------------------------------------------- Markdown
+def test_markdown_holds_every_element(run: Run, tmp_path: Path) -> None:
+    card = run.build(coverage_map=tmp_path / "figures" / "coverage_map.png")
+    md_path, _ = card.write(tmp_path)
+    md = md_path.read_text()
+    # The coverage map, embedded by a path relative to the card.
+    assert re.search(r"!\[Coverage map[^\]]*\]\(figures/coverage_map\.png\)", md)
+    assert f"version `{run.partition.version}`" in md
+    assert f"`{ERRORS.key}`" in md
+    assert f"`{LOSS.fingerprint}`" in md
+    merge = run.coverage.merges[0]
+    assert f"| {'+'.join(merge.members)} | {'+'.join(merge.into)} | 0 |" in md
+    for spot in run.coverage.blind_spots:
+        assert f"- {spot}\n" in md
+    assert "| 0 | 0 | " in md  # score history: epoch 0, round 0
+    # Ledger: one table per epoch, per-client epsilon in the heading and per line item.
+    assert "### Epoch 1: per-client epsilon 1.2" in md
+    assert "| evaluation.regional | 4.8 | 1.2 | 3.6 | 2 | 1.2 |" in md
+    assert "| training | 14 | 0.1 | 13.9 | 1 | 0.1 |" in md
+    # Metrics: the last round per region with its error bar; the suppressed count coarsened.
+    last = run.reports[-1]
+    ca = last["loss"].loc["CA"]
+    assert f"| CA | {ca.value:.4g} | ± {ca.error_bar:.4g} | [{ca.ci_low:.4g}, " in md
+    assert f"suppressed regions (coarsened): **{last.suppressed_regions}**" in md
+    assert "| VT | suppressed | - | - | suppressed | suppressed |" in md
+    # Query error and provenance.
+    assert "## Query error on real polygons [SIMULATION: not a release]" in md
+    first = run.query_error.iloc[0]
+    assert f"| {first.bucket} | {int(first.n_queries)} |" in md
+    assert "[release: noised, charged to the ledger]" in md
+    assert "> **SIMULATION.** This card holds simulated inputs" in md  # simulated fleet
+    assert "## Intended use" in md
+    assert "## Limitations" in md
+    assert "- **Owners:** maps team" in md
+
+
+def test_a_simulated_round_is_labelled_everywhere(run: Run, tmp_path: Path) -> None:
+    clients = device_report(
+        pd.DataFrame({"client_id": np.arange(6_000), "region_id": "CA", "loss": 1.0}),
+        loss_spec=LOSS, partition=run.partition)
+    sim = regional_report(clients, run.partition, [LOSS], epsilon=0.5, min_cohort=100,
+                          target=Simulation(rng=3))
+    card = ModelCard.build(partition=run.partition, specs=[LOSS], report=sim)
+    (section,) = card.to_dict()["quantitative_analysis"]["rounds"]
+    assert (section["accounting"], section["provenance"]) == ("simulation", "simulation")
+    assert section["suppressed_regions"] == "20+"
+    assert card.simulated
+    md, js = card.write(tmp_path)
+    assert md.name == "model_card.SIMULATION.md"
+    assert js.name == "model_card.SIMULATION.json"
+    assert "> **SIMULATION.**" in md.read_text()
+    assert "Contains SIMULATION sections" in card._repr_html_()
+
+
+def test_repr_html_summarises(card: ModelCard, run: Run) -> None:
+    html = card._repr_html_()
+    assert "Positioning model, test run" in html
+    assert run.partition.version in html
+    assert "Epoch 1</th><td style='text-align:left'>per-client epsilon 1.2" in html
+    assert "blind spots: " + ", ".join(run.coverage.blind_spots) in html
+
+
+# ----------------------------------------------------------------------------- privacy
+def _numbers(text: str) -> set[int]:
+    """Every standalone integer in a text (not inside a decimal, a hash or a label)."""
+    return {int(n) for n in re.findall(r"(?<![\w.:+<-])\d+(?![\w.:+-])", text)}
+
+
+def test_no_exact_count_of_people_is_published(card: ModelCard, run: Run) -> None:
+    edges = {e for e in COHORT_EDGES} | {e - 1 for e in COHORT_EDGES}
+    # The query-error section counts cells and queries, not people: checked apart.
+    md = card.to_markdown().split("## Query error")[0]
+    text = json.dumps({k: v for k, v in card.to_dict().items() if k != "query_error"})
+    public = _numbers(md.split("## Cohort sizes")[0].split("## Strata")[0])  # header, ids
+    exact: set[int] = set()
+    for report in run.reports:
+        for name in report.frames:
+            exact |= set(report[name].cohort.dropna().astype(int))
+    exact |= set(run.coverage.table.clients_sampled.astype(int))
+    exact |= {int(n) for n in re.findall(r"\d+", run.coverage.merges[0].reason)} - {20}
+    checked = {n for n in exact if n > 10} - edges - public - {48}
+    assert len(checked) > 20  # the check is not vacuous
+    assert not (checked & _numbers(md)), sorted(checked & _numbers(md))
+    assert not (checked & _numbers(text)), sorted(checked & _numbers(text))
+    # The suppressed-region count: only the coarsened label, in both forms.
+    for report, section in zip(run.reports, card.to_dict()["quantitative_analysis"]["rounds"],
+                               strict=True):
+        n = int(report["loss"].suppressed.sum())
+        assert section["suppressed_regions"] == coarsen_count(n) != str(n)
+    shown = re.findall(r"suppressed regions \(coarsened\): \*\*([^*]+)\*\*", md)
+    assert shown == [run.reports[-1].suppressed_regions]
+
+
+def test_cohort_sizes_given_exactly_are_coarsened(run: Run) -> None:
+    card = run.build(cohort_sizes=run.cohorts)
+    rows = {r["region_id"]: r["cohort"] for r in card.to_dict()["cohort_sizes"]["regions"]}
+    assert rows["VT"] == coarsen_count(int(run.cohorts["VT"]), COHORT_EDGES) == "10-19"
+    assert rows["CA"] == coarsen_count(int(run.cohorts["CA"]), COHORT_EDGES)
+    assert int(run.cohorts["CA"]) not in _numbers(card.to_json())
+
+
+# ----------------------------------------------------------------------------- run folder
+def test_from_run_rebuilds_the_card_from_the_folder_alone(run: Run, card: ModelCard) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from spatialdp.sampling import plot_coverage_map
+
+    ax = plot_coverage_map(run.coverage)
+    ax.figure.savefig(run.folder / "coverage_map.png", dpi=60)
+    plt.close(ax.figure)
+    folder = write_run_folder(
+        run.folder, partition=run.partition, specs=[LOSS, ERRORS], strata=run.strata,
+        coverage=run.coverage, reports=run.reports, query_error=run.query_error,
+        epsilon={"loss": 0.3, "abs_error_m": 0.3}, rounds=2, seeds={"fleet": 0, "model": 1},
+        simulated={"fleet": True, "model": True}, title="Positioning model, test run",
+        figures={"coverage_map": "coverage_map.png"},
+        details={"model_details": {"overview": "A simulated positioning model.",
+                                   "version": "0.3", "owners": ["maps team"]}})
+    assert isinstance(folder, RunFolder)
+    manifest = json.loads((run.folder / "run.json").read_text())
+    assert manifest["format"] == "spatialdp-run/1"
+    assert manifest["ledger"] == "ledger.sqlite"
+    assert manifest["reports"] == ["reports/round_001.json", "reports/round_002.json"]
+    rebuilt = ModelCard.from_run(run.folder)
+    got, want = rebuilt.to_dict(), card.to_dict()
+    for key in ("geography", "sampling", "cohort_sizes", "privacy", "considerations",
+                "model_details", "provenance", "title"):
+        assert got[key] == want[key], key
+    assert got["coverage"] == {**want["coverage"], "map": "coverage_map.png"}
+    for a, b in zip(got["quantitative_analysis"]["rounds"],
+                    want["quantitative_analysis"]["rounds"], strict=True):
+        assert a["source"].startswith("reports/round_")
+        rest = ("source", "metrics")
+        assert {k: v for k, v in a.items() if k not in rest} == {
+            k: v for k, v in b.items() if k not in rest}
+        for ma, mb in zip(a["metrics"], b["metrics"], strict=True):
+            assert ma["key"] == mb["key"]
+            assert ma["median_error_bar"] == pytest.approx(mb["median_error_bar"])
+            for ra, rb in zip(ma["regions"], mb["regions"], strict=True):
+                assert ra == pytest.approx(rb, nan_ok=True), ra["region_id"]
+    for ra, rb in zip(got["query_error"]["rows"], want["query_error"]["rows"], strict=True):
+        assert ra == pytest.approx(rb)
+    md, _ = rebuilt.write(run.folder)
+    assert "](coverage_map.png)" in md.read_text()
+
+
+def test_from_run_refusals(tmp_path: Path, run: Run) -> None:
+    with pytest.raises(InvalidInput, match="is not a folder"):
+        ModelCard.from_run(tmp_path / "nowhere")
+    with pytest.raises(InvalidInput, match="has no run.json"):
+        ModelCard.from_run(tmp_path)
+    (tmp_path / "run.json").write_text('{"format": "other/9"}')
+    with pytest.raises(InvalidInput, match="is not a spatialdp-run/1 manifest"):
+        ModelCard.from_run(tmp_path)
+    (tmp_path / "run.json").write_text("{not json")
+    with pytest.raises(InvalidInput, match="unreadable run.json"):
+        ModelCard.from_run(tmp_path)
+    folder = RunFolder(tmp_path / "r")
+    folder.write_manifest(partition=run.partition, specs=[LOSS], ledger=True)
+    with pytest.raises(InvalidInput, match="has no ledger.sqlite though run.json lists it"):
+        folder.card()
+    with pytest.raises(InvalidInput, match="details=.* has unknown keys"):
+        folder.write_manifest(partition=run.partition, details={"intended_uses": "x"})
+    with pytest.raises(InvalidInput, match="is not a RegionalReport"):
+        folder.write_report("report")
+
+
+# ----------------------------------------------------------------------------- refusals
+def test_build_refusals(run: Run) -> None:
+    with pytest.raises(InvalidInput, match="partition=.* is not a Partition"):
+        ModelCard.build(partition="us48")
+    with pytest.raises(InvalidInput, match="specs=.* is not a sequence"):
+        ModelCard.build(partition=run.partition, specs=LOSS)
+    with pytest.raises(InvalidInput, match="is not a MetricSpec or HistogramSpec"):
+        ModelCard.build(partition=run.partition, specs=["loss"])
+    other = Partition.from_geodataframe(load_us_states().iloc[:5], id_column="state",
+                                        name="five")
+    with pytest.raises(InvalidInput, match="round 2 was made on partition version"):
+        ModelCard.build(partition=other, reports=run.reports[-1:])
+    with pytest.raises(InvalidInput, match="intended_use=.* has unknown keys"):
+        ModelCard.build(partition=run.partition, intended_use={"users": ["x"]})
+    with pytest.raises(InvalidInput, match=r"simulated\['fleet'\]='yes' is not a bool"):
+        ModelCard.build(partition=run.partition, simulated={"fleet": "yes"})
+    with pytest.raises(InvalidInput, match="coverage=.* is not a Coverage"):
+        ModelCard.build(partition=run.partition, coverage=3)
+    with pytest.raises(InvalidInput, match="ledger=.* is not a PrivacyLedger"):
+        ModelCard.build(partition=run.partition, ledger="ledger.sqlite")
+    with pytest.raises(InvalidInput, match="(?s)query_error=.* is not measure_query_error"):
+        ModelCard.build(partition=run.partition, query_error=pd.DataFrame({"x": [1]}))
+    with pytest.raises(InvalidInput, match="epochs=-1"):
+        ModelCard.build(partition=run.partition, ledger=run.ledger, epochs=[-1])
+
+
+def test_one_epoch_of_the_ledger(run: Run) -> None:
+    card = run.build(epoch=1)
+    assert [e["epoch"] for e in card.to_dict()["privacy"]["epochs"]] == [1]
