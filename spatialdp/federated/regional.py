@@ -15,6 +15,7 @@ import html
 import json
 import math
 import os
+import re
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -183,7 +184,12 @@ class RegionalReport:
         return out
 
     def metadata(self) -> dict[str, Any]:
-        """Return versions, epsilon, floors and accounting, recorded with every output file."""
+        """Return versions, epsilon, floors and accounting, recorded with every output file.
+
+        ``metric_specs`` holds each released spec in full (clip range or bucket
+        edges, version, fingerprint, label and unit; a histogram's buckets with
+        their file column names), so a file read back alone says what it holds.
+        """
         return {
             "partition_version": self.partition_version,
             "round_index": self.round_index,
@@ -192,15 +198,172 @@ class RegionalReport:
             "min_cohort": self.min_cohort,
             "suppressed_regions": self.suppressed_regions,
             "metrics": dict(self.metrics),
+            "metric_specs": {name: est.spec.describe() for name, est in self.estimates.items()},
             **{k: v for k, v in self.accounting.items() if k != "round_index"},
         }
 
-    def write(self, folder: str | os.PathLike[str], stem: str = "regional_report") -> list[Path]:
+    # ------------------------------------------------------------------ maps
+    def plot(self, metric: str, column: str = "value", *, kind: str = "map",
+             **kwargs: Any) -> Any:
+        """Draw one metric, as ``GeoDataFrame.plot`` does: hands off to :mod:`spatialdp.viz`.
+
+        Parameters
+        ----------
+        metric : str
+            The metric to draw.
+        column : str
+            Column to colour by (``kind="map"``).
+        kind : {"map", "moe", "significance"}
+            ``"map"``: :func:`~spatialdp.viz.plot_uncertainty_choropleth` (returns
+            the Axes; ``scheme=``, ``k=``, ``robust=``, ``projection=`` ... pass
+            through). ``"moe"``: the value map beside its margin-of-error map,
+            :func:`~spatialdp.viz.plot_moe_companion` (returns the Figure).
+            ``"significance"``: regions significantly above or below a national
+            value, :func:`~spatialdp.viz.plot_significance` (give ``national=``).
+        **kwargs
+            Passed to the drawing function.
+
+        Examples
+        --------
+        >>> import matplotlib
+        >>> matplotlib.use("Agg")
+        >>> from spatialdp.datasets import synthetic_fleet, us_states_partition
+        >>> from spatialdp.federated import MetricSpec, device_report
+        >>> from spatialdp.privacy import Simulation
+        >>> states = us_states_partition()
+        >>> fleet = synthetic_fleet(20_000, rng=0)
+        >>> examples = pd.DataFrame({"client_id": fleet.device_id,
+        ...                          "region_id": fleet.region_id, "loss": 1.0})
+        >>> spec = MetricSpec("loss", 0.0, 4.0, label="squared error", unit="m²")
+        >>> clients = device_report(examples, loss_spec=spec, partition=states)
+        >>> report = regional_report(clients, states, [spec], epsilon=0.5,
+        ...                          target=Simulation(rng=0), min_cohort=100)
+        >>> ax = report.plot("loss", scheme="quantiles", k=4)
+        >>> ax.get_title(loc="left").splitlines()[0]
+        '[SIMULATION] squared error (m²)'
+        """
+        from spatialdp import viz
+
+        frame = self[metric]
+        name = check_text(kind, "kind")
+        if name == "map":
+            return viz.plot_uncertainty_choropleth(frame, column, **kwargs)
+        if name == "moe":
+            return viz.plot_moe_companion(frame, **kwargs)
+        if name == "significance":
+            return viz.plot_significance(frame, **kwargs)
+        raise fail("kind", kind, "is not a kind of map",
+                   "pass 'map', 'moe' or 'significance'")
+
+    def explore(self, metric: str, column: str = "value", **kwargs: Any) -> Any:
+        """Interactive folium map of one metric: :func:`~spatialdp.viz.explore_report`.
+
+        Opacity is reliability (the legend says so); ``**kwargs`` go to
+        ``GeoDataFrame.explore``.
+        """
+        from spatialdp import viz
+
+        return viz.explore_report(self[metric], column, **kwargs)
+
+    # ------------------------------------------------------------------ files
+    def to_long(self) -> pd.DataFrame:
+        """Return the report in long (tidy) layout: one row per region, metric and statistic.
+
+        Columns ``region_id``, ``metric``, ``statistic`` (``value``,
+        ``error_bar``, ``ci_low``, ``ci_high``, ``noise_std``, ``cohort``,
+        ``cv``, and a histogram's buckets ``b0``, ``b1`` ...), ``estimate`` (a
+        number, NaN where suppressed), then ``reliability``, ``suppressed``,
+        ``partition_version`` and ``round_index`` of the region's metric. No
+        geometry: join it back on ``region_id``.
+        """
+        stats = ("value", "error_bar", "ci_low", "ci_high", "noise_std", "cohort", "cv")
+        parts = []
+        for name, frame in self.frames.items():
+            est = self.estimates.get(name)
+            spec = est.spec if est is not None else None
+            buckets = ({label: f"b{i}" for i, label in enumerate(spec.labels)}
+                       if isinstance(spec, HistogramSpec) else {})
+            numbers = pd.DataFrame(
+                {**{s: pd.to_numeric(frame[s], errors="coerce").astype("float64")
+                    for s in stats},
+                 **{short: frame[label].astype("float64") for label, short in buckets.items()}},
+                index=frame.index)
+            numbers.index.name = "region_id"
+            long = numbers.reset_index().melt(id_vars="region_id", var_name="statistic",
+                                              value_name="estimate")
+            facts = pd.DataFrame({
+                "reliability": frame.reliability.astype(str),
+                "suppressed": frame.suppressed.astype(bool),
+                "partition_version": self.partition_version,
+                "round_index": pd.array([self.round_index] * len(frame), dtype="Int64"),
+            }, index=frame.index)
+            facts.index.name = "region_id"
+            long = long.merge(facts.reset_index(), on="region_id", how="left")
+            long.insert(1, "metric", name)
+            parts.append(long)
+        return pd.concat(parts, ignore_index=True)
+
+    def column_names(self, names: str = "sql") -> dict[str, str]:
+        """Return the file column name of each ``<metric>.<column>`` of :meth:`to_frame`.
+
+        ``"sql"``: ``loss_value``, ``abs_error_m_b0`` ... (letters, digits and
+        underscores only: no quoting in SQL, QGIS expressions or R);
+        ``"dotted"``: as :meth:`to_frame` (``loss.value``,
+        ``abs_error_m.(0.25, 0.5]``).
+        """
+        names = check_text(names, "names")
+        if names not in ("sql", "dotted"):
+            raise fail("names", names, "is not a naming", "pass 'sql' or 'dotted'")
+        out: dict[str, str] = {}
+        for metric, frame in self.frames.items():
+            est = self.estimates.get(metric)
+            spec = est.spec if est is not None else None
+            buckets = ({label: f"b{i}" for i, label in enumerate(spec.labels)}
+                       if isinstance(spec, HistogramSpec) else {})
+            for col in frame.columns:
+                if col == "geometry":
+                    continue
+                dotted = f"{metric}.{col}"
+                out[dotted] = dotted if names == "dotted" else _sql_name(
+                    f"{metric}_{buckets.get(col, col)}")
+        if len(set(out.values())) != len(out):
+            raise InvalidInput("two report columns map to one SQL name; rename a metric "
+                               "(letters, digits and underscores)")
+        return out
+
+    def write(self, folder: str | os.PathLike[str], stem: str = "regional_report", *,
+              names: str = "dotted", layout: str = "wide") -> list[Path]:
         """Write a GeoPackage, a CSV and a JSON of the metadata into ``folder``, each atomically.
+
+        The metadata (:meth:`metadata`: epsilon, alpha, round, partition version,
+        floors, accounting and every metric spec with its label, unit and
+        buckets) travels with the data: in the GeoPackage as the layer's
+        metadata (GeoPackage metadata extension, written by GDAL: keys
+        ``spatialdp``, the metadata in JSON, and ``spatialdp_columns``, what each
+        column holds with a histogram's bucket edges; QGIS shows them under the
+        layer's properties, ``pyogrio.read_info(path)["layer_metadata"]`` reads
+        them), and beside the CSV as the JSON sidecar ``<stem>.json`` (the
+        metadata, plus the same ``columns`` table).
 
         A simulation's files are named ``<stem>.SIMULATION.*`` (and an
         unaccounted release's ``<stem>.UNACCOUNTED.*``), so they never pass for a
         release.
+
+        Parameters
+        ----------
+        folder : str or path-like
+            Created if missing.
+        stem : str
+            File name without suffix.
+        names : {"dotted", "sql"}
+            Column names: ``"dotted"`` (``loss.value``, ``abs_error_m.(0.25, 0.5]``,
+            as :meth:`to_frame`) or ``"sql"`` (``loss_value``, ``abs_error_m_b1``:
+            no quoting needed in SQL, QGIS expressions, R or Stata; see
+            :meth:`column_names`).
+        layout : {"wide", "long"}
+            The CSV's layout: one row per region (``"wide"``) or one row per
+            region, metric and statistic (``"long"``, :meth:`to_long`). The
+            GeoPackage is always one feature per region.
         """
         if not isinstance(folder, (str, os.PathLike)):
             raise fail("folder", folder, f"is a {type(folder).__name__}, not a path",
@@ -209,6 +372,10 @@ class RegionalReport:
         if Path(stem).name != stem or stem.startswith("."):
             raise fail("stem", stem, "is not a plain file name",
                        "pass a name without folders or a leading dot, e.g. 'regional_report'")
+        layout = check_text(layout, "layout")
+        if layout not in ("wide", "long"):
+            raise fail("layout", layout, "is not a layout", "pass 'wide' or 'long'")
+        renames = self.column_names(names)
         target = Path(folder)
         try:
             target.mkdir(parents=True, exist_ok=True)
@@ -217,16 +384,53 @@ class RegionalReport:
                                "pass a writable folder") from err
         label = {"simulation": ".SIMULATION", "unaccounted": ".UNACCOUNTED"}.get(
             str(self.accounting.get("accounting")), "")
-        wide = self.to_frame()
-        meta = json.dumps(self.metadata(), indent=2, default=str)
+        wide = self.to_frame().rename(columns=renames)
+        columns = self._column_table(renames)
+        metadata = self.metadata()
+        sidecar = {**metadata, "layout": layout, "column_names": names,
+                   "columns": columns if layout == "wide" else _LONG_COLUMNS}
+        meta = json.dumps(sidecar, indent=2, default=str)
+        table = (wide.drop(columns="geometry") if layout == "wide"
+                 else self.to_long().set_index("region_id"))
+
+        def write_gpkg(path: str) -> None:
+            wide.reset_index().to_file(
+                path, driver="GPKG", layer="regional_report", engine="pyogrio",
+                metadata={"spatialdp": json.dumps(metadata, default=str),
+                          "spatialdp_columns": json.dumps(columns, default=str)})
+
         writers: list[tuple[str, Callable[[str], object]]] = [
-            (".gpkg", lambda p: wide.reset_index().to_file(p, driver="GPKG",
-                                                           layer="regional_report")),
-            (".csv", lambda p: wide.drop(columns="geometry").to_csv(p)),
+            (".gpkg", write_gpkg),
+            (".csv", lambda p: table.to_csv(p)),
             (".json", lambda p: Path(p).write_text(meta)),
         ]
         return [_write_atomically(target / f"{stem}{label}{suffix}", writer)
                 for suffix, writer in writers]
+
+    def _column_table(self, renames: Mapping[str, str]) -> list[dict[str, Any]]:
+        """Describe every file column: metric, statistic, bucket edges, label and unit."""
+        rows: list[dict[str, Any]] = [{"column": "region_id", "metric": None,
+                                       "statistic": "region id", "description":
+                                       f"region of partition {self.partition_version}"}]
+        for dotted, column in renames.items():
+            metric, stat = dotted.split(".", 1)
+            est = self.estimates.get(metric)
+            spec = est.spec if est is not None else None
+            row: dict[str, Any] = {"column": column, "metric": metric, "statistic": stat,
+                                   "description": _STAT_TEXT.get(stat, stat)}
+            if isinstance(spec, HistogramSpec) and stat in spec.labels:
+                b = spec.labels.index(stat)
+                bucket = spec.describe()["buckets"][b]  # type: ignore[index]
+                row.update(statistic=f"b{b}", bucket=b, bucket_label=stat,
+                           low=bucket["low"], high=bucket["high"],
+                           description=f"share of {spec.label or spec.name} in {stat}"
+                           + (f" {spec.unit}" if spec.unit else ""))
+            if spec is not None:
+                row.update(label=spec.title, unit=spec.unit)
+            rows.append(row)
+        rows.append({"column": "accounting", "metric": None, "statistic": "accounting",
+                     "description": "ledger, simulation or unaccounted"})
+        return rows
 
     def summary(self) -> str:
         """Return a short text summary for the CLI and notebooks."""
@@ -267,6 +471,40 @@ def _write_atomically(path: Path, writer: Callable[[str], object]) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+_STAT_TEXT = {
+    "value": "the noised estimate (NaN where suppressed)",
+    "error_bar": "half-width of the (1 - alpha) interval of the noise",
+    "ci_low": "lower end of the interval", "ci_high": "upper end of the interval",
+    "noise_std": "standard deviation of the noise on value",
+    "cohort": "clients behind the value (empty where suppressed)",
+    "cv": "coefficient of variation, noise_std / |value|",
+    "reliability": "high / medium / low / suppressed (ACS classes by cv)",
+    "suppressed": "below the cohort floor: nothing published",
+    "clip_low": "lower clip bound", "clip_high": "upper clip bound",
+    "estimator": "mean or ratio", "metric": "spec key (name@version)",
+    "partition_version": "partition the report is keyed by",
+    "round_index": "federated round",
+}
+
+_LONG_COLUMNS = [
+    {"column": "region_id", "description": "region id"},
+    {"column": "metric", "description": "metric name (see metric_specs)"},
+    {"column": "statistic", "description": "value, error_bar, ci_low, ci_high, noise_std, "
+     "cohort, cv, or a histogram bucket b0, b1 ... (see metric_specs[...].buckets)"},
+    {"column": "estimate", "description": "the statistic's number (NaN where suppressed)"},
+    {"column": "reliability", "description": _STAT_TEXT["reliability"]},
+    {"column": "suppressed", "description": _STAT_TEXT["suppressed"]},
+    {"column": "partition_version", "description": _STAT_TEXT["partition_version"]},
+    {"column": "round_index", "description": _STAT_TEXT["round_index"]},
+]
+
+
+def _sql_name(text: str) -> str:
+    """Return ``text`` as a column name SQL and QGIS take unquoted (``[A-Za-z0-9_]``)."""
+    out = re.sub(r"\W+", "_", text, flags=re.ASCII).strip("_")
+    return out if out and not out[0].isdigit() else f"m_{out}"
 
 
 def _resolve_epsilons(specs: Sequence[MetricSpec | HistogramSpec],
@@ -416,8 +654,18 @@ def regional_report(
     for name, frame in report.frames.items():
         frame.attrs["spatialdp"] = {**report.metadata(), "metric": name,
                                     "epsilon": epsilons[name],
-                                    "estimator": report.estimates[name].estimator}
+                                    "estimator": report.estimates[name].estimator,
+                                    **_labels(report.estimates[name].spec)}
     return report
+
+
+def _labels(spec: MetricSpec | HistogramSpec) -> dict[str, Any]:
+    """Return what the maps call a frame's ``value``: the spec's label and unit."""
+    if isinstance(spec, HistogramSpec):
+        return {"value_label": spec.tail_title, "quantity": spec.tail_title,
+                "value_unit": None}
+    return {"value_label": spec.title, "quantity": spec.label or spec.name,
+            "value_unit": spec.unit}
 
 
 def _metric_frame(est: Estimate, partition: Partition, round_index: pd.api.extensions.ExtensionArray

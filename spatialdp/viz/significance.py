@@ -1,0 +1,252 @@
+"""Which regions differ from the national value beyond what the noise explains.
+
+Built on the alert logic of :mod:`spatialdp.federated.monitor`: the noise on
+``region - national`` is the difference of two independent Laplace noises (the
+national value is its own release), whose exact ``1 - alpha`` quantile is
+:func:`~spatialdp.federated.monitor.difference_threshold`. A region is
+*significantly above* (or *below*) when its difference exceeds that threshold:
+if the region truly equals the national value, it is flagged with probability
+``alpha`` exactly (checked by Monte-Carlo in the tests). A national value
+known without noise uses the region's noise alone (threshold ``b ln(1/alpha)``).
+
+What is tested is the privacy noise: whether the region's *cohort* measured
+differently from the nation. Sampling variation of the cohorts is left out
+unless ``sampling_sd`` (per region, on the difference) is given. With 48 regions
+at ``alpha = 0.05`` about 2.4 regions are flagged by chance alone; pass
+``adjust="bonferroni"`` to hold the chance of any false flag at ``alpha``.
+Ratio estimators (noise not one Laplace) are flagged when the national value
+lies outside their published interval, a conservative test.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+
+from spatialdp._validation import check_alpha, check_number, check_text, fail
+from spatialdp.exceptions import InvalidInput
+from spatialdp.federated.monitor import difference_threshold
+from spatialdp.federated.schema import coarsen_count
+from spatialdp.viz._report import (
+    _axes,
+    _check_report,
+    _column_name,
+    _level_text,
+    _meta,
+    _numeric_column,
+    _suppressed,
+)
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+__all__ = ["SIGNIFICANCE_COLOURS", "plot_significance", "significance_table"]
+
+#: Fill of each verdict on the map (a diverging pair, grey for "no evidence").
+SIGNIFICANCE_COLOURS = {"above": "#b2182b", "below": "#2166ac",
+                        "not different": "#f0f0f0", "suppressed": "#d9d9d9"}
+
+
+def _national(national: Any, national_error_bar: float | None, alpha: float
+              ) -> tuple[float, float]:
+    """Return the national value and its Laplace noise scale (0: known exactly)."""
+    from spatialdp.federated.release import MetricRelease
+
+    if isinstance(national, MetricRelease):
+        if national.suppressed or not math.isfinite(national.value):
+            raise InvalidInput("the national release is suppressed; there is no national "
+                               "value to compare with")
+        return float(national.value), float(national.noise_scale)
+    value = check_number(national, "national", fix="pass the national value (a number) or its "
+                         "MetricRelease from aggregate_metric")
+    if national_error_bar is None:
+        return value, 0.0
+    bar = check_number(national_error_bar, "national_error_bar", low=0.0,
+                       fix="pass the national value's (1 - alpha) error bar, or None")
+    return value, bar / math.log(1.0 / alpha)
+
+
+def significance_table(
+    report: Any,
+    national: Any,
+    *,
+    alpha: float = 0.05,
+    national_error_bar: float | None = None,
+    sampling_sd: Any = 0.0,
+    adjust: str | None = None,
+) -> pd.DataFrame:
+    """Per region: difference from the national value, its noise threshold, the verdict.
+
+    Parameters
+    ----------
+    report : GeoDataFrame
+        A regional report frame (``value``, ``noise_std``, ``suppressed``...).
+    national : float or MetricRelease
+        The national value; a :class:`~spatialdp.federated.release.MetricRelease`
+        (from :func:`~spatialdp.federated.aggregate_metric`) brings its noise scale.
+    alpha : float
+        Chance that a region equal to the national value is flagged.
+    national_error_bar : float, optional
+        The national value's ``(1 - alpha)`` Laplace error bar (with a plain number).
+    sampling_sd : float or array, optional
+        Sampling sd of each difference (default 0: noise only).
+    adjust : {None, "bonferroni"}
+        ``"bonferroni"`` tests each region at ``alpha / m`` (m published regions),
+        so that the chance of any false flag is at most ``alpha``.
+
+    Returns
+    -------
+    DataFrame
+        Indexed like the report: ``difference``, ``threshold``, ``verdict``
+        (``above``, ``below``, ``not different``, ``suppressed``).
+
+    Examples
+    --------
+    >>> frame = pd.DataFrame({"value": [1.0, 1.5, 3.0], "error_bar": 0.3,
+    ...                       "noise_std": 0.1, "cohort": 400, "reliability": "high",
+    ...                       "suppressed": False}, index=["A", "B", "C"])
+    >>> import geopandas as gpd, shapely
+    >>> frame = gpd.GeoDataFrame(frame, geometry=[shapely.box(0, 0, 1, 1)] * 3)
+    >>> significance_table(frame, 1.1).verdict.tolist()
+    ['not different', 'above', 'above']
+    """
+    frame = _check_report(report, extra=["noise_std"])
+    level = check_alpha(alpha)
+    mode = None if adjust is None else check_text(adjust, "adjust")
+    if mode not in (None, "bonferroni"):
+        raise fail("adjust", adjust, "is not a correction", "pass None or 'bonferroni'")
+    value, national_scale = _national(national, national_error_bar, level)
+    values = _numeric_column(frame, "value", "the report")
+    sd = _numeric_column(frame, "noise_std", "the report")
+    published = ~_suppressed(frame) & np.isfinite(values) & np.isfinite(sd) & (sd > 0)
+    m = int(published.sum())
+    if m == 0:
+        raise InvalidInput("the report publishes no region with a value and its noise; "
+                           "nothing to compare")
+    test_level = level / m if mode == "bonferroni" else level
+    ratio = ("estimator" in frame.columns) & (frame["estimator"].astype(str) == "ratio"
+                                              ).to_numpy() if "estimator" in frame.columns \
+        else np.zeros(len(frame), dtype=bool)
+    diff = values - value
+    threshold = np.full(len(frame), np.nan)
+    lap = published & ~ratio
+    if lap.any():
+        scale = sd[lap] / math.sqrt(2.0)
+        spread = np.broadcast_to(np.asarray(sampling_sd, dtype=np.float64),
+                                 (len(frame),))[lap]
+        if national_scale > 0:
+            threshold[lap] = difference_threshold(scale, np.full(scale.size, national_scale),
+                                                  test_level, spread)
+        else:
+            threshold[lap] = _one_noise_threshold(scale, spread, test_level)
+    rat = published & ratio
+    if rat.any():  # conservative: the national value outside the published interval
+        lo = _numeric_column(frame, "ci_low", "the report")[rat]
+        hi = _numeric_column(frame, "ci_high", "the report")[rat]
+        threshold[rat] = np.where(diff[rat] > 0, values[rat] - lo, hi - values[rat])
+    verdict = np.where(~published, "suppressed",
+                       np.where(diff > threshold, "above",
+                                np.where(diff < -threshold, "below", "not different")))
+    return pd.DataFrame({"difference": diff, "threshold": threshold, "verdict": verdict},
+                        index=frame.index)
+
+
+def _one_noise_threshold(scale: NDArray[np.float64], spread: NDArray[np.float64],
+                         level: float) -> NDArray[np.float64]:
+    """``1 - level`` quantile of |Laplace(scale) + N(0, spread^2)|."""
+    if not (spread > 0).any():
+        return scale * math.log(1.0 / level)
+    # A Laplace of a vanishing scale stands in for the exact national value.
+    return difference_threshold(scale, scale * 1e-9, level, spread)
+
+
+def plot_significance(
+    report: Any,
+    national: Any,
+    *,
+    alpha: float = 0.05,
+    national_error_bar: float | None = None,
+    sampling_sd: Any = 0.0,
+    adjust: str | None = None,
+    ax: Axes | None = None,
+    projection: Any = "auto",
+    title: str | None = None,
+    legend: bool = True,
+    figsize: tuple[float, float] = (10.0, 6.5),
+) -> Axes:
+    """Map the regions significantly above or below the national value.
+
+    Red: above, blue: below, light grey: no evidence of a difference at
+    ``alpha``, hatched grey: suppressed. See :func:`significance_table` for the
+    test; the key gives the counts and the national value.
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> import pandas as pd
+    >>> from spatialdp.datasets import us_states_partition
+    >>> part = us_states_partition()
+    >>> table = pd.DataFrame({"value": 1.0, "error_bar": 0.3, "noise_std": 0.1,
+    ...                       "cohort": 400, "reliability": "high", "suppressed": False},
+    ...                      index=part.region_ids)
+    >>> table.loc["CO", "value"] = 3.0
+    >>> ax = plot_significance(part.join(table), 1.0)
+    >>> sorted(t.get_text() for t in ax.get_legend().get_texts())[0]
+    'above (1)'
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch, PathPatch
+
+    from spatialdp.viz.maps import _name_crs, _project, _region_path, _resolve_crs, _set_map_aspect
+
+    frame = _check_report(report, extra=["noise_std"])
+    table = significance_table(frame, national, alpha=alpha,
+                               national_error_bar=national_error_bar,
+                               sampling_sd=sampling_sd, adjust=adjust)
+    _axes(ax)
+    crs = _resolve_crs(frame, projection)
+    drawn = _project(frame, crs)
+    if ax is None:
+        _, ax = plt.subplots(figsize=figsize)
+    for i, geom in enumerate(drawn.geometry.values):
+        path = _region_path(geom)
+        if path is None:
+            continue
+        verdict = table.verdict.iloc[i]
+        patch = PathPatch(path, facecolor=SIGNIFICANCE_COLOURS[verdict], edgecolor="white"
+                          if verdict != "suppressed" else "#8a8a8a", linewidth=0.5,
+                          hatch="///" if verdict == "suppressed" else None)
+        patch.set_gid(f"{verdict}:{drawn.index[i]}")
+        ax.add_patch(patch)
+    ax.margins(0.02)
+    ax.autoscale_view()
+    _set_map_aspect(ax, drawn)
+    _name_crs(ax, drawn.crs)
+    meta = _meta(frame)
+    value, _ = _national(national, national_error_bar, check_alpha(alpha))
+    name = _column_name(meta, "value")
+    test = f"alpha = {alpha:g}" + (" per map (Bonferroni)" if adjust else " per region")
+    ax.set_title(title if title is not None else
+                 f"{name}: regions different from the national value\n"
+                 f"national {value:.3g} · noise-aware test at {test}"
+                 + (f" · {_level_text(meta)} error bars" if _level_text(meta) else ""),
+                 fontsize=12, loc="left")
+    if legend:
+        counts = table.verdict.value_counts()
+        # The number of suppressed regions is published only coarsened.
+        handles = [Patch(facecolor=SIGNIFICANCE_COLOURS[v], edgecolor="#8a8a8a",
+                         hatch="///" if v == "suppressed" else None,
+                         label=f"{v} ({coarsen_count(int(counts.get(v, 0)))})"
+                         if v == "suppressed" else f"{v} ({int(counts.get(v, 0))})")
+                   for v in ("above", "below", "not different", "suppressed")
+                   if v != "suppressed" or counts.get(v, 0)]
+        box = ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                        frameon=False, fontsize=8.5, title="vs national value",
+                        title_fontsize=9, alignment="left", borderaxespad=0)
+        box.set_gid("legend:significance")
+    return ax
