@@ -24,6 +24,7 @@ from spatialdp.exceptions import InvalidInput
 from spatialdp.geo import h3cells
 from spatialdp.geo._checks import check_lonlat, points_lonlat
 from spatialdp.geo._grid import exact_positions
+from spatialdp.geo._h3grid import UNKNOWN, H3PixelIndex
 
 if TYPE_CHECKING:
     from spatialdp.geo.partition import Partition
@@ -87,16 +88,30 @@ def lookup_cells(own: NDArray[np.uint64], cells: NDArray[np.uint64]) -> NDArray[
 def positions_of(partition: Partition, lon: NDArray[np.float64], lat: NDArray[np.float64]
                  ) -> NDArray[np.int64]:
     """Return the region position of each (checked) point, -1 outside every region."""
-    if partition._cells is not None:
-        cells = h3cells._latlng_to_cells(lat, lon, int(partition.resolution or 0))
-        return partition._cell_positions(cells)
     partition._points_seen += lon.size
     grid = partition._grid
     if grid is None and partition._points_seen >= partition._grid_min_points():
         grid = partition._grid_index()
-    if grid is None:
+    if partition._cells is not None:
+        return _h3_positions(partition, grid if isinstance(grid, H3PixelIndex) else None,
+                             lon, lat)
+    if grid is None or isinstance(grid, H3PixelIndex):
         return exact_positions(partition._prepared_geometries(), partition.tree, lon, lat)
     return grid.lookup(lon, lat)
+
+
+def _h3_positions(partition: Partition, grid: H3PixelIndex | None,
+                  lon: NDArray[np.float64], lat: NDArray[np.float64]) -> NDArray[np.int64]:
+    """Positions in an H3 partition: pure pixels by arithmetic, the other points by H3."""
+    resolution = int(partition.resolution or 0)
+    if grid is None:
+        return partition._cell_positions(h3cells._latlng_to_cells(lat, lon, resolution))
+    positions = grid.lookup(lon, lat)
+    ask = np.flatnonzero(positions == UNKNOWN)
+    if ask.size:
+        cells = h3cells._latlng_to_cells(lat[ask], lon[ask], resolution)
+        positions[ask] = partition._cell_positions(cells)
+    return positions
 
 
 def warn_if_mostly_unassigned(partition: Partition, positions: NDArray[np.int64],

@@ -33,6 +33,8 @@ from spatialdp.geo._checks import (
 )
 from spatialdp.geo._grid import GridIndex
 from spatialdp.geo._h3_methods import H3Methods
+from spatialdp.geo._h3grid import MIN_POINTS as H3_GRID_MIN_POINTS
+from spatialdp.geo._h3grid import H3PixelIndex
 from spatialdp.geo._neighbours import adjacency
 from spatialdp.geo._tables import join_values
 from spatialdp.geo.results import Assignment, CellIncidence
@@ -100,7 +102,7 @@ class Partition(H3Methods):
         # Lookup structures, each built on first use and kept (never pickled).
         self._tree: shapely.STRtree | None = None
         self._geoms: NDArray[np.object_] | None = None
-        self._grid: GridIndex | None = None
+        self._grid: GridIndex | H3PixelIndex | None = None
         self._grid_tried = False
         self._cell_index: pd.Index | None = None
         self._points_seen = 0
@@ -415,15 +417,23 @@ class Partition(H3Methods):
             self._geoms = geoms
         return self._geoms
 
-    def _grid_index(self) -> GridIndex | None:
-        """Return the grid index of a polygon partition (built once; None if not worth it)."""
+    def _grid_index(self) -> GridIndex | H3PixelIndex | None:
+        """Return the grid index (built once; None if not worth it).
+
+        Polygons get a :class:`GridIndex`, H3 cells an :class:`H3PixelIndex`.
+        """
         if not self._grid_tried:
-            self._grid = GridIndex.build(self._prepared_geometries(), self.tree)
+            if self._cells is not None:
+                self._grid = H3PixelIndex.build(self._cells, int(self.resolution or 0))
+            else:
+                self._grid = GridIndex.build(self._prepared_geometries(), self.tree)
             self._grid_tried = True
         return self._grid
 
     def _grid_min_points(self) -> int:
         """Return how many points this partition assigns before it builds its grid index."""
+        if self._cells is not None:
+            return H3_GRID_MIN_POINTS
         vertices = int(shapely.get_num_coordinates(self._prepared_geometries()).sum())
         return _assign.GRID_MIN_POINTS + _assign.GRID_POINTS_PER_VERTEX * vertices
 
