@@ -375,7 +375,8 @@ def test_markdown_holds_every_element(run: Run, tmp_path: Path) -> None:
     first = run.query_error.iloc[0]
     assert f"| {first.bucket} | {int(first.n_queries)} |" in md
     assert "[release: noised, charged to the ledger]" in md
-    assert "> **SIMULATION.** This card holds simulated inputs" in md  # simulated fleet
+    assert "> **SIMULATED INPUTS** (fleet, model)" in md
+    assert "> **SIMULATION.** Rounds" not in md  # the rounds are releases
     assert "## Intended use" in md
     assert "## Limitations" in md
     assert "- **Owners:** maps team" in md
@@ -395,7 +396,7 @@ def test_a_simulated_round_is_labelled_everywhere(run: Run, tmp_path: Path) -> N
     md, js = card.write(tmp_path)
     assert md.name == "model_card.SIMULATION.md"
     assert js.name == "model_card.SIMULATION.json"
-    assert "> **SIMULATION.**" in md.read_text()
+    assert "> **SIMULATION.** Rounds None are seeded simulations" in md.read_text()
     assert "Contains SIMULATION sections" in card._repr_html_()
 
 
@@ -544,3 +545,29 @@ def test_build_refusals(run: Run) -> None:
 def test_one_epoch_of_the_ledger(run: Run) -> None:
     card = run.build(epoch=1)
     assert [e["epoch"] for e in card.to_dict()["privacy"]["epochs"]] == [1]
+
+
+def test_cell_coverage_and_blind_cells(run: Run) -> None:
+    fleet = synthetic_fleet(20_000, rng=0)  # the fixture's fleet, same seed
+    grid = Partition.from_h3_cover(load_us_states().query("state == 'CT'"), resolution=5,
+                                   containment="overlap", name="ct-r5")
+    inside = (fleet.region_id == "CT").to_numpy()
+    where = grid.assign(lon=fleet.lon.to_numpy()[inside], lat=fleet.lat.to_numpy()[inside])
+    sampled = run.state.used[inside] > 0
+    located = where.positions >= 0
+    n = grid.n_regions
+    table = pd.DataFrame({
+        "clients": np.bincount(where.positions[located], minlength=n),
+        "clients_sampled": np.bincount(where.positions[located & sampled], minlength=n)},
+        index=pd.Index(grid.region_ids, name="region_id"))
+    cov = run.build(cell_table=table).to_dict()["coverage"]
+    populated = table.clients > 0
+    blind = table.index[populated & (table.clients_sampled == 0)]
+    assert cov["cells_with_clients"] == int(populated.sum())
+    assert cov["blind_cells"] == [str(c) for c in blind]
+    assert len(blind) > 0
+    assert cov["share_populated_cells_sampled"] == pytest.approx(
+        1 - len(blind) / populated.sum())
+    md = run.build(cell_table=table).to_markdown()
+    assert f"blind cells: {len(blind)}" in md
+    assert f"`{blind[0]}`" in md

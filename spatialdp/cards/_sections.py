@@ -167,7 +167,26 @@ def sampling_section(strata: Any, merges: Sequence[Any] | None) -> dict[str, Any
             "provenance": "bookkeeping"}
 
 
-def coverage_section(coverage: Any, history: Any = None) -> dict[str, Any]:
+def cells_entries(table: Any) -> dict[str, Any]:
+    """Return the H3-cell coverage of a per-cell table (``clients``, ``clients_sampled``).
+
+    Cells with clients, cells reached, their share, and the blind cells listed
+    (cells with clients and none sampled). Counts of cells, not of people.
+    """
+    if not isinstance(table, pd.DataFrame) or not {"clients", "clients_sampled"} <= set(
+            table.columns):
+        raise fail("cell_table", table, "is not a per-cell table with clients and "
+                   "clients_sampled", "pass Coverage.cell_table or one row per H3 cell")
+    populated = table.clients.to_numpy() > 0
+    reached = populated & (table.clients_sampled.to_numpy() > 0)
+    n_pop = int(populated.sum())
+    return {"cells_with_clients": n_pop, "populated_cells_sampled": int(reached.sum()),
+            "share_populated_cells_sampled": float(reached.sum() / n_pop) if n_pop else None,
+            "blind_cells": [str(c) for c in table.index[populated & ~reached]]}
+
+
+def coverage_section(coverage: Any, history: Any = None, cell_table: Any = None
+                     ) -> dict[str, Any]:
     """Return the coverage figures of a Coverage (counts coarsened) and the score's history."""
     from spatialdp.sampling.coverage import Coverage
 
@@ -205,8 +224,12 @@ def coverage_section(coverage: Any, history: Any = None) -> dict[str, Any]:
             "score_history": history_rows(coverage.score_history, coverage.epoch),
             "merges": [merge_entry(m) for m in coverage.merges],
         }
+        if coverage.cell_table is not None and cell_table is None:
+            section.update(cells_entries(coverage.cell_table))
     else:
         raise fail("coverage", coverage, "is not a Coverage", "pass epoch_coverage(...)'s result")
+    if cell_table is not None:
+        section.update(cells_entries(cell_table))
     if history is not None:
         section["score_history"] = history_rows(history, section.get("epoch"))
     section["provenance"] = "bookkeeping"

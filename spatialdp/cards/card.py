@@ -91,6 +91,9 @@ def _details(model_details: Mapping[str, Any] | str | None, title: str) -> dict[
                            "per region under differential privacy.", "version": None,
                            "owners": [], "license": None, "references": [],
                            "documentation": None}
+    if "overview" not in model_details and isinstance(model_details.get("description"), str):
+        model_details = {**model_details, "overview": model_details["description"]}
+        model_details = {k: v for k, v in model_details.items() if k != "description"}
     for key, value in model_details.items():
         if key in ("owners", "references"):
             out[key] = _texts(value, [], f"model_details[{key!r}]")
@@ -201,7 +204,7 @@ class ModelCard:
               seeds: Mapping[str, int | None] | None = None,
               figures: Mapping[str, str | os.PathLike[str]] | None = None,
               coverage_map: str | os.PathLike[str] | None = None,
-              delta: float | None = None) -> ModelCard:
+              delta: float | None = None, cell_table: Any = None) -> ModelCard:
         """Build a card from a run's objects.
 
         Parameters
@@ -249,6 +252,10 @@ class ModelCard:
             Shortcut for ``figures["coverage_map"]``.
         delta : float, optional
             For a zCDP ledger: report the per-client epsilon at this delta.
+        cell_table : DataFrame, optional
+            One row per H3 cell (index: cell id) with ``clients`` and
+            ``clients_sampled``: adds the share of populated cells reached and the
+            blind cells (default: ``coverage.cell_table``).
 
         Returns
         -------
@@ -273,8 +280,8 @@ class ModelCard:
                     f"reports: round {r['round_index']} was made on partition version "
                     f"{r['partition_version']!r}, not the card's {part['key']!r}; pass the "
                     "partition the reports are keyed by")
-        cover = None if coverage is None else sections.coverage_section(coverage,
-                                                                        coverage_history)
+        cover = None if coverage is None else sections.coverage_section(
+            coverage, coverage_history, cell_table)
         if merges is None and cover is not None:
             merges = list(cover.get("merges", []))
         sampling = (sections.sampling_section(strata, merges)

@@ -89,10 +89,14 @@ def _provenance(c: Mapping[str, Any]) -> list[str]:
     rounds = c["quantitative_analysis"]["rounds"]
     out: list[str] = []
     simulated = [k for k, v in p["simulated"].items() if v]
-    if simulated or any(r["provenance"] == "simulation" for r in rounds):
-        out += ["> **SIMULATION.** This card holds simulated inputs or results "
-                f"({', '.join(simulated) or 'simulated rounds'}): it describes a simulation "
-                "and is not a release.", ""]
+    sim_rounds = [str(r["round_index"]) for r in rounds if r["provenance"] == "simulation"]
+    if sim_rounds:
+        out += [f"> **SIMULATION.** Rounds {', '.join(sim_rounds)} are seeded simulations: "
+                "not releases; never publish their numbers as results.", ""]
+    if simulated:
+        out += [f"> **SIMULATED INPUTS** ({', '.join(simulated)}): the numbers describe a "
+                "simulation, not real devices. Rounds marked *release* were still noised "
+                "and charged to the ledger as real releases are.", ""]
     out += _heading(2, "Where the numbers come from")
     out += [f"- **{k}**: {v}" for k, v in p["legend"].items()]
     out.append("")
@@ -176,11 +180,23 @@ def _coverage(c: Mapping[str, Any]) -> list[str]:
         out.append(f"- Share of H3 cells with any sampled client: "
                    f"**{_share(cov['share_cells_sampled'])}** ({_fmt(cov.get('cells_sampled'))}"
                    f" of {_fmt(cov.get('n_cells'))} cells)")
+    if cov.get("share_populated_cells_sampled") is not None:
+        out.append(f"- Share of H3 cells with devices that had a sampled client: "
+                   f"**{_share(cov['share_populated_cells_sampled'])}** "
+                   f"({_fmt(cov.get('populated_cells_sampled'))} of "
+                   f"{_fmt(cov.get('cells_with_clients'))}); blind cells: "
+                   f"{_fmt(len(cov.get('blind_cells', [])))}")
     if cov.get("epsilon_per_client") is not None:
         out.append(f"- Per-client epsilon of the epoch's selection policy: "
                    f"{_fmt(cov['epsilon_per_client'])}")
     out += ["", "**Blind spots** (strata with no sampled client this epoch):", ""]
     out += _bullets(cov["blind_spots"])
+    blind_cells = cov.get("blind_cells") or []
+    if blind_cells:
+        shown = ", ".join(f"`{c}`" for c in blind_cells[:30])
+        more = f" and {len(blind_cells) - 30:,} more (all in the JSON card)" if len(
+            blind_cells) > 30 else ""
+        out += [f"**Blind H3 cells** (devices, none sampled): {shown}{more}", ""]
     if cov.get("regions_table") is not None:
         out += ["**Blind regions** (report regions with clients but none sampled):", ""]
         out += _bullets(cov.get("blind_regions", []))
@@ -273,9 +289,14 @@ def _metrics(c: Mapping[str, Any]) -> list[str]:
                f"(coarsened): **{last['suppressed_regions']}**.")
     out.append("")
     level = f"{1 - last['alpha']:.0%}"
+    specs = {s["name"]: s for s in c["geography"]["specs"]}
     for m in last["metrics"]:
         out += _heading(4, f"{m['name']} (`{m['key']}`, {m.get('estimator')}, epsilon "
                         f"{_fmt(m.get('epsilon'))})")
+        spec = specs.get(m["name"])
+        if spec is not None and spec["kind"] == "histogram" and spec.get("labels"):
+            out += [f"The value is the mass in the top bucket ({spec['labels'][-1]}), the "
+                    "tail of the histogram.", ""]
         rows = []
         for r in m["regions"]:
             if r["suppressed"]:

@@ -273,13 +273,16 @@ class RunFolder:
         """Write ``strata.json`` from a :class:`~spatialdp.sampling.Strata` and its merges."""
         return self._write(self.STRATA, _json(sections.sampling_section(strata, list(merges))))
 
-    def write_coverage(self, coverage: Any, *, history: Any = None) -> list[Path]:
+    def write_coverage(self, coverage: Any, *, history: Any = None,
+                       cell_table: Any = None) -> list[Path]:
         """Write ``coverage.json`` (counts coarsened) and ``coverage_history.csv``.
 
         ``history`` (coverage score per round across epochs: ``epoch``,
-        ``round_index``, ``score``) defaults to ``coverage.score_history``.
+        ``round_index``, ``score``) defaults to ``coverage.score_history``;
+        ``cell_table`` (per H3 cell: ``clients``, ``clients_sampled``) adds the
+        populated cells reached and the blind cells (default ``coverage.cell_table``).
         """
-        section = sections.coverage_section(coverage, history)
+        section = sections.coverage_section(coverage, history, cell_table)
         rows = section.pop("score_history")
         section.pop("provenance")
         return [self._write(self.COVERAGE, _json(section)),
@@ -426,6 +429,7 @@ def write_run_folder(run_dir: str | os.PathLike[str], *, partition: Any,
                      specs: Sequence[Any] = (), strata: Any = None,
                      merges: Sequence[Any] | None = None, coverage: Any = None,
                      coverage_history: Any = None, cohort_sizes: Any = None,
+                     cell_table: Any = None,
                      reports: Sequence[Any] = (),
                      query_error: Any = None, epsilon: float | Mapping[str, float] | None = None,
                      rounds: int | None = None, seeds: Mapping[str, int | None] | None = None,
@@ -445,7 +449,7 @@ def write_run_folder(run_dir: str | os.PathLike[str], *, partition: Any,
 
     Parameters are those of :meth:`RunFolder.write_manifest` plus the artefacts:
     ``strata`` and ``merges`` (default ``coverage.merges``), ``coverage`` and
-    ``coverage_history``, ``cohort_sizes`` (coarsened before it is written),
+    ``coverage_history`` and ``cell_table``, ``cohort_sizes`` (coarsened before it is written),
     ``reports`` (RegionalReports in round order) and ``query_error``.
     """
     run = RunFolder(run_dir)
@@ -459,7 +463,7 @@ def write_run_folder(run_dir: str | os.PathLike[str], *, partition: Any,
     if strata is not None or merges:
         run.write_strata(strata, merges or [])
     if coverage is not None:
-        run.write_coverage(coverage, history=coverage_history)
+        run.write_coverage(coverage, history=coverage_history, cell_table=cell_table)
     elif coverage_history is not None:
         run.write_coverage_history(coverage_history)
     if cohort_sizes is not None:
