@@ -477,7 +477,7 @@ def test_from_run_rebuilds_the_card_from_the_folder_alone(run: Run, card: ModelC
     for key in ("geography", "sampling", "cohort_sizes", "privacy", "considerations",
                 "model_details", "provenance", "title"):
         assert got[key] == want[key], key
-    assert got["coverage"] == {**want["coverage"], "map": "coverage_map.png"}
+    assert got["coverage"] == {**want["coverage"], "map": str(run.folder / "coverage_map.png")}
     for a, b in zip(got["quantitative_analysis"]["rounds"],
                     want["quantitative_analysis"]["rounds"], strict=True):
         assert a["source"].startswith("reports/round_")
@@ -491,8 +491,12 @@ def test_from_run_rebuilds_the_card_from_the_folder_alone(run: Run, card: ModelC
                 assert ra == pytest.approx(rb, nan_ok=True), ra["region_id"]
     for ra, rb in zip(got["query_error"]["rows"], want["query_error"]["rows"], strict=True):
         assert ra == pytest.approx(rb)
-    md, _ = rebuilt.write(run.folder)
+    md, js = rebuilt.write(run.folder)
     assert "](coverage_map.png)" in md.read_text()
+    assert json.loads(js.read_text())["figures"] == {"coverage_map": "coverage_map.png"}
+    elsewhere = run.folder / "cards" / "v1"
+    md, _ = rebuilt.write(elsewhere)  # `spatialdp card RUN_DIR --out DIR`: links still work
+    assert "](../../coverage_map.png)" in md.read_text()
 
 
 def test_from_run_refusals(tmp_path: Path, run: Run) -> None:

@@ -387,7 +387,9 @@ class RunFolder:
         privacy = None
         if manifest.get("ledger"):
             privacy = self._read_ledger(manifest)
-        figures = {str(k): str(v) for k, v in dict(manifest.get("figures") or {}).items()
+        # Absolute here; ModelCard.write links them relative to wherever the card goes.
+        figures = {str(k): os.path.abspath(self.path / str(v))
+                   for k, v in dict(manifest.get("figures") or {}).items()
                    if (self.path / str(v)).exists()}
         return ModelCard.from_sections(
             title=title, model_details=_details(details.get("model_details"), title),
