@@ -37,7 +37,7 @@ import contextlib
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -152,10 +152,12 @@ class StagedFolder:
                  if p.is_file() or p.is_symlink()]
         return sorted(f for f in files if f not in self.keep)
 
-    def publish(self) -> list[Path]:
+    def publish(self, *, after_move: Callable[[str], None] | None = None) -> list[Path]:
         """Move the staged files into ``out``, markers last; return the published paths.
 
         Staged files named in ``keep`` are dropped (never moved over the live copy).
+        ``after_move(name)`` is called after each step (``"<retract>"``, then every
+        file name), e.g. to interrupt the publication at a chosen point in a test.
         """
         files = self.staged_files()
         for name in self.keep:
@@ -168,6 +170,8 @@ class StagedFolder:
             for name in reversed(self.markers):  # the manifest first: no longer complete
                 (self.out / name).unlink(missing_ok=True)
             fsync_folder(self.out)
+            if after_move is not None:
+                after_move("<retract>")
             for name in self.previous:
                 if name not in files and name not in self.markers:
                     (self.out / name).unlink(missing_ok=True)
@@ -177,6 +181,8 @@ class StagedFolder:
                 os.replace(self.path / rel, target)
                 if rel in self.markers:
                     fsync_folder(target.parent)
+                if after_move is not None:
+                    after_move(rel)
             fsync_folder(self.out)
         except OSError as err:
             raise _unwritable(self.out, err) from err

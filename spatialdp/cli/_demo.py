@@ -45,10 +45,10 @@ def run(args: argparse.Namespace) -> int:
     from spatialdp.demo import run_demo
     from spatialdp.exceptions import InvalidInput
 
-    if args.devices < 1_000:
+    if args.devices < 10_000:
         raise InvalidInput(
-            f"--devices {args.devices} is too small for a regional epoch; use at least "
-            "1,000 (the documented run uses 200,000)")
+            f"--devices {args.devices} is too small for a regional epoch over 48 states; use "
+            "at least 10,000 (the documented run uses 200,000)")
     result = run_demo(args.out, partition=args.partition, id_column=args.id_column,
                       devices=args.devices, epsilon=args.epsilon, rounds=args.rounds,
                       seed=args.seed, quiet=args.quiet)

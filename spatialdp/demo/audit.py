@@ -28,6 +28,10 @@ AUDIT_EPSILON = 1.0
 #: Bucket edges (cells per query).
 BUCKETS = (1, 4, 16, 64, 256, 1024, 4096)
 MAX_CITY_QUERIES = 400
+MAX_CELLS = 50_000
+#: Average H3 cell area (km^2) per resolution 0 to 15.
+_H3_AREA_KM2 = (4_357_449.0, 609_788.0, 86_801.8, 12_393.4, 1_770.3, 252.9, 36.13, 5.161,
+                0.7373, 0.1053, 0.01505, 0.00215, 3.07e-4, 4.39e-5, 6.27e-6, 8.95e-7)
 
 
 @dataclass
@@ -54,15 +58,16 @@ class QueryAudit:
         return out[["method", *[c for c in cols if c in out]]]
 
 
-def _resolution(partition: Partition) -> int:
-    """Return an H3 resolution giving a grid of roughly 5,000 to 40,000 cells over the partition."""
+def _resolution(partition: Partition, n_devices: int) -> int:
+    """Return Qardaji et al.'s grid size (``N epsilon / 10`` cells) as an H3 resolution."""
+    from spatialdp.queries import recommend_resolution
+
     area = float(partition.regions.to_crs(6933).area.sum()) / 1e6
-    # Average H3 cell areas (km^2) at resolutions 3 to 8.
-    areas = {3: 12_393.0, 4: 1_770.0, 5: 252.9, 6: 36.1, 7: 5.16, 8: 0.737}
-    for res in sorted(areas):
-        if area / areas[res] >= 5_000:
-            return res
-    return 8
+    res = int(recommend_resolution(max(1, n_devices), AUDIT_EPSILON, area).resolution)
+    # Capped at about MAX_CELLS cells, to keep the audit a few seconds long.
+    while res > 0 and area / _H3_AREA_KM2[res] > MAX_CELLS:
+        res -= 1
+    return res
 
 
 def _city_discs(partition: Partition) -> gpd.GeoDataFrame:
@@ -84,7 +89,7 @@ def _city_discs(partition: Partition) -> gpd.GeoDataFrame:
 def query_audit(partition: Partition, fleet: pd.DataFrame, *, seed: int, draws: int = 100
                 ) -> QueryAudit:
     """Measure the error of private polygon counts on real polygons (simulation, seeded)."""
-    res = _resolution(partition)
+    res = _resolution(partition, len(fleet))
     grid = Partition.from_h3_cover(partition.regions, res, containment="overlap",
                                    name=f"h3r{res}")
     truth = truth_grid(grid, lon=fleet.lon.to_numpy(), lat=fleet.lat.to_numpy(),

@@ -93,6 +93,7 @@ class EpochResult:
     history: dict[str, pd.DataFrame]
     incidents: list[Incident] = field(default_factory=list)
     sampler: Any = None
+    state: Any = None
 
 
 def plan_epoch(world: World, *, rounds: int, epsilon_per_round: float,
@@ -110,13 +111,14 @@ def plan_epoch(world: World, *, rounds: int, epsilon_per_round: float,
     ratio_sd = float(device_report(pilot, loss_spec=loss_spec).ratio.std())
     epsilons = {name: round(epsilon_per_round * share, 9) for name, share in METRIC_SHARES.items()}
     n = len(world.fleet)
-    cohort = int(min(30_000, max(200, n * 3 // 20)))
+    cohort = int(min(30_000, max(200, n * 3 // 10)))
     n_regions = world.partition.n_regions
+    min_cohort = min_cohort_for(RATIO_ERROR_BAR, ratio_spec, epsilons["ratio"])
     return EpochPlan(
         rounds=rounds, epsilon_per_round=epsilon_per_round, epsilons=epsilons, cohort=cohort,
         participation_cap=min(PARTICIPATION_CAP, rounds),
-        min_stratum_cohort=max(5, cohort // 20),
-        min_cohort=min_cohort_for(RATIO_ERROR_BAR, ratio_spec, epsilons["ratio"]),
+        min_stratum_cohort=min_cohort,
+        min_cohort=min_cohort,
         alpha=FAMILY_ALPHA / n_regions, loss_spec=loss_spec, ratio_spec=ratio_spec,
         hist_spec=hist_spec, ratio_sd=ratio_sd)
 
@@ -167,11 +169,13 @@ def run_epoch(world: World, plan: EpochPlan, ledger: PrivacyLedger, epoch: int, 
     trend = drift(pd.concat([r["ratio"] for r in reports]).drop(columns="geometry")
                   .reset_index(), window=min(plan.rounds, 8), alpha=plan.alpha,
                   sampling_sd=plan.ratio_sd) if plan.rounds >= 3 else pd.DataFrame()
-    coverage = epoch_coverage(sampler, state, client_cells=world.client_cells,
+    n_cells = None if world.cells is None else world.cells.n_regions
+    coverage = epoch_coverage(sampler, state, client_cells=world.client_cells, n_cells=n_cells,
                               report=part, client_regions=world.client_regions)
     incidents = ratio_pinned_at_clip(reports[-1]["ratio"], RATIO_CLIP)
     return EpochResult(reports=reports, cohorts=cohorts, coverage=coverage, alerts=table,
-                       trend=trend, history=history, incidents=incidents, sampler=sampler)
+                       trend=trend, history=history, incidents=incidents, sampler=sampler,
+                       state=state)
 
 
 def _history(reports: list[RegionalReport], metric: str) -> pd.DataFrame:

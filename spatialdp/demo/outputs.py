@@ -55,34 +55,98 @@ def draw_choropleths(report: RegionalReport, folder: Path) -> list[Path]:
     return paths
 
 
+def cell_coverage(world: World, result: EpochResult) -> pd.DataFrame:
+    """Return per H3 cell: devices in the fleet, devices sampled this epoch, blind spot."""
+    cells = world.cells
+    if cells is None or world.client_cells is None:
+        raise ValueError("the world has no coverage cells")
+    where = world.client_cells
+    located = where >= 0
+    sampled = np.asarray(result.state.used) > 0
+    n = cells.n_regions
+    clients = np.bincount(where[located], minlength=n)[:n]
+    reached = np.bincount(where[located & sampled], minlength=n)[:n]
+    return pd.DataFrame({"clients": clients, "clients_sampled": reached,
+                         "blind_spot": (clients > 0) & (reached == 0)},
+                        index=pd.Index(cells.region_ids, name="region_id"))
+
+
 def draw_coverage(world: World, result: EpochResult, folder: Path) -> Path:
-    """Draw the coverage map: clients sampled this epoch, blind spots hatched, merges outlined."""
+    """Draw the coverage map: regions with merges outlined, H3 cells with blind spots hatched."""
+    from matplotlib.collections import PolyCollection
+    from matplotlib.colors import LogNorm
+    from matplotlib.patches import Patch
+
     from spatialdp.sampling import plot_coverage_map
     from spatialdp.viz.maps import save_figure
 
     plt = _pyplot()
     coverage = result.coverage
-    cells = world.strata.cell_partition
-    if coverage.cell_table is not None and cells is not None:
-        fig, axes = plt.subplots(1, 2, figsize=(17, 6.2))
-        plot_coverage_map(coverage, level="strata", ax=axes[0])
-        axes[0].set_title(f"density strata: clients sampled in epoch {coverage.epoch} "
-                          f"({len(coverage.merges)} merge(s) outlined)", fontsize=11)
-        plot_coverage_map(coverage, level="cells", cells=cells, ax=axes[1])
-        blind = int(coverage.cell_table.blind_spot.sum())
-        axes[1].set_title(f"H3 cells: {coverage.share_cells_sampled:.0%} reached, "
-                          f"{blind} blind spot(s) hatched", fontsize=11)
-    else:
-        fig, ax = plt.subplots(figsize=(11, 6.5))
-        plot_coverage_map(coverage, level="strata", ax=ax)
-        ax.set_title(f"clients sampled in epoch {coverage.epoch}: "
-                     f"{len(coverage.blind_spots)} blind spot(s) hatched, "
-                     f"{len(coverage.merges)} merge(s) outlined", fontsize=11)
-    fig.suptitle("Coverage of the epoch's stratified cohorts (sqrt allocation, "
-                 "participation cap)", fontsize=13)
+    fig, axes = plt.subplots(1, 2, figsize=(18, 6.4))
+    plot_coverage_map(coverage, level="strata", ax=axes[0])
+    axes[0].set_title(f"strata (the report regions): clients sampled in epoch "
+                      f"{coverage.epoch}; {len(coverage.merges)} merge(s) outlined",
+                      fontsize=11)
+    table = cell_coverage(world, result)
+    assert world.cells is not None
+    # Thousands of hexagons: one PolyCollection per layer (GeoDataFrame.plot redraws the
+    # whole figure after every layer, which costs seconds per layer here).
+    rings = _rings(world.cells)
+    ax = axes[1]
+    sampled = table.clients_sampled.to_numpy()
+    blind = table.blind_spot.to_numpy()
+    empty = table.clients.to_numpy() == 0
+    reached = sampled > 0
+    norm = LogNorm(vmin=1, vmax=max(2, int(sampled.max())))
+    layer = PolyCollection([rings[i] for i in np.flatnonzero(reached)], cmap="viridis",
+                           norm=norm, linewidths=0)
+    layer.set_array(sampled[reached].astype(float))
+    ax.add_collection(layer)
+    ax.add_collection(PolyCollection([rings[i] for i in np.flatnonzero(empty)],
+                                     facecolor="#dddddd", edgecolor="white", linewidths=0.2))
+    ax.add_collection(PolyCollection([rings[i] for i in np.flatnonzero(blind)],
+                                     facecolor="white", edgecolor="red", hatch="xxxx",
+                                     linewidths=0.4))
+    ax.autoscale_view()
+    ax.set_aspect(1.0 / np.cos(np.radians(float(np.mean(ax.get_ylim())))))
+    fig.colorbar(layer, ax=ax, orientation="horizontal", shrink=0.6, pad=0.12,
+                 label="clients sampled this epoch (log scale)")
+    n_reached, n_blind, n_empty = int(reached.sum()), int(blind.sum()), int(empty.sum())
+    ax.set_xlabel("longitude")
+    ax.set_ylabel("latitude")
+    with_clients = int((table.clients > 0).sum())
+    ax.set_title(f"H3 cells (resolution {_resolution_of(world)}): {n_reached:,} of "
+                 f"{with_clients:,} cells with devices reached; {n_blind:,} blind spot(s)",
+                 fontsize=11)
+    ax.legend(handles=[
+        Patch(facecolor="white", edgecolor="red", hatch="xxxx",
+              label=f"blind spot: devices, none sampled ({n_blind:,} cells)"),
+        Patch(facecolor="#dddddd", label=f"no device in the fleet ({n_empty:,} cells)")],
+        loc="lower left", fontsize=9)
+    fig.suptitle("Coverage of the epoch's stratified cohorts (sqrt allocation, participation "
+                 "cap, merges of regions whose pool ran dry)", fontsize=13)
     path = save_figure(fig, folder / "coverage_map.png")
     plt.close(fig)
     return path
+
+
+def _rings(cells: Any) -> list[np.ndarray]:
+    """Return the exterior ring (lon, lat) of every cell polygon, in region order."""
+    import shapely
+
+    geoms = cells.regions.geometry.to_numpy()
+    parts = shapely.get_parts(geoms, return_index=True)
+    first = np.unique(parts[1], return_index=True)[1]  # the first part of each cell
+    return [np.asarray(shapely.get_coordinates(shapely.get_exterior_ring(g)))
+            for g in parts[0][first]]
+
+
+def _resolution_of(world: World) -> str:
+    import h3
+
+    if world.cells is None or world.cells.n_regions == 0:
+        return "?"
+    return str(h3.get_resolution(str(world.cells.region_ids[0])))
 
 
 def dashboard_regions(world: World, result: EpochResult, n: int = 9) -> list[str]:

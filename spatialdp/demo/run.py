@@ -23,6 +23,7 @@ from .audit import QueryAudit, query_audit
 from .epoch import FAMILY_ALPHA, EpochPlan, EpochResult, plan_epoch, run_epoch
 from .outputs import (
     alerts_table,
+    cell_coverage,
     cohort_sizes,
     draw_choropleths,
     draw_coverage,
@@ -39,7 +40,7 @@ __all__ = ["EPOCH_BUDGET", "MARKERS", "RUNS_FILE", "DemoResult", "load_partition
 #: The ledger's epoch budget (pure epsilon; default split: training 7, evaluation 3,
 #: of which 2.4 regional).
 EPOCH_BUDGET = 10.0
-MIN_DEVICES = 1_000
+MIN_DEVICES = 10_000
 MAX_DEVICES = 20_000_000
 MAX_ROUNDS = 24
 LEDGER = "ledger.sqlite"
@@ -328,8 +329,12 @@ def _summary(out: Path, world: World, plan: EpochPlan, result: EpochResult,
     fired = ", ".join(f"{r} (round {k})" for r, k in zip(rr.region_id, rr["round"],
                                                           strict=True)) or "none"
     trend = alerts[alerts.test != "round-to-round"]
-    cells = ("" if cov.share_cells_sampled is None else
-             f", {cov.share_cells_sampled:.0%} of {cov.n_cells} H3 cells reached")
+    cells = ""
+    if world.cells is not None:
+        table = cell_coverage(world, result)
+        with_devices = int((table.clients > 0).sum())
+        cells = (f"; H3 cells with devices reached: {with_devices - int(table.blind_spot.sum()):,}"
+                 f" of {with_devices:,} ({int(table.blind_spot.sum()):,} blind spots)")
     last = result.reports[-1]
     flat = audit.reports["flat (clamped)"]
     big = flat.iloc[-1]
@@ -345,7 +350,7 @@ def _summary(out: Path, world: World, plan: EpochPlan, result: EpochResult,
         "selection and every published number",
         f"  cohorts: {plan.cohort:,} devices/round, sqrt allocation over "
         f"{world.strata.n_strata} strata, at most {plan.participation_cap} rounds per device; "
-        f"merges: {merges}; blind spots: {len(cov.blind_spots)} strata{cells}",
+        f"merges: {merges}; regions never sampled: {len(cov.blind_spots)}{cells}",
         f"  regional metrics per round: epsilon {plan.epsilon_per_round:g} "
         f"({', '.join(f'{k} {v:g}' for k, v in plan.epsilons.items())}), floor "
         f"{plan.min_cohort} clients, suppressed regions in the last round: "
