@@ -104,7 +104,8 @@ def test_decode_drops_each_bad_reply_by_reason(states, replies):
                        "region differs from registration": 1, "spec fingerprint": 1,
                        "missing or non-finite value": 1, "out of bounds": 1}
     assert len(frame) == len(good) - 6
-    assert ids[5] in frame.index and "raw_loss" not in frame.columns
+    assert ids[5] in frame.index
+    assert "raw_loss" not in frame.columns
 
 
 def test_release_is_noised_unbiased_and_reports_its_noise(states, replies):
@@ -116,7 +117,8 @@ def test_release_is_noised_unbiased_and_reports_its_noise(states, replies):
                                  target=Simulation(rng=seed), min_cohort=40)
         draws.append(out.metrics["loss/CA"])
         stds.append(out.metrics["loss.noise_std"])
-        assert out.used == len(good) and not out.dropped
+        assert out.used == len(good)
+        assert not out.dropped
     frame = out.report["loss"]
     published = frame[~frame.suppressed]
     # Deterministic: the global noise is the cohort-weighted sum of the regional noises.

@@ -57,7 +57,7 @@ def states():
 @pytest.fixture(scope="module")
 def run(states):
     """110 honest, 15 leaky and 5 tampered clients; 3 rounds; stratified fit cohort of 30."""
-    clients, fleet = make_clients(130, rng=11)
+    clients, _fleet = make_clients(130, rng=11)
     ids = list(clients)
     for cid in ids[:15]:
         c = clients[cid]
@@ -135,7 +135,8 @@ def test_ledger_totals_equal_what_the_wrapper_reports(run):
 def test_stratified_fit_rounds_are_recorded(run):
     table = run["strategy"].round_table()
     assert list(table.index) == list(range(1, ROUNDS + 1))
-    assert (table.fit_selected == 30).all() and (table.fit_offline == 0).all()
+    assert (table.fit_selected == 30).all()
+    assert (table.fit_offline == 0).all()
     assert table.fit_score.between(0, 1).all()
     coverage = run["strategy"].coverage("fit")
     assert coverage.table.selections.sum() == 30 * ROUNDS
@@ -163,7 +164,8 @@ def test_a_refused_round_charges_nothing_and_records_nothing(states):
                                      target=ReleaseTarget(ledger, epoch=0), min_cohort=1_000)
         history = run_inprocess(strategy, clients, num_rounds=1, max_workers=2)
         assert ledger.remaining(0, "evaluation.regional") == before
-        assert history.losses_distributed == [] and history.metrics_distributed == {}
+        assert history.losses_distributed == []
+        assert history.metrics_distributed == {}
         assert "below the cohort floor" in strategy.refusals[1]
         assert strategy.epsilon_spent() == {"evaluation.regional": 0.0}
 
@@ -180,7 +182,8 @@ def test_evaluation_instructions_carry_the_specs(states):
     pairs = strategy.configure_evaluate(1, params, manager)
     assert len(pairs) == 12
     config = pairs[0][1].config
-    assert config["batch"] == 8 and KEY_SPECS in config
+    assert config["batch"] == 8
+    assert KEY_SPECS in config
     assert len(strategy.regions) == 12
 
 

@@ -29,7 +29,7 @@ from numpy.typing import NDArray
 
 from spatialdp._validation import check_instance, fail
 from spatialdp.exceptions import InvalidInput, InvalidSpec
-from spatialdp.federated._tags import DEVICE_SPECS, PARTITION_VERSION, REGION_ID, spec_tag
+from spatialdp.federated._tags import DEVICE_SPECS, PARTITION_VERSION, REGION_ID
 from spatialdp.federated.metrics import HistogramSpec, MetricSpec
 from spatialdp.geo.partition import Partition
 
@@ -229,10 +229,11 @@ def _text(metrics: list[Mapping[str, Any]], key: str) -> NDArray[np.object_]:
 
 
 def _tags_ok(tags: NDArray[np.object_], specs: Sequence[Spec]) -> NDArray[np.bool_]:
-    """Per reply: does its device_specs tag name every released spec's fingerprint?"""
+    """Return, per reply, whether its device_specs tag names every released fingerprint."""
     ok = np.zeros(tags.size, dtype=bool)
     wanted = {s.name: s.fingerprint for s in specs}
-    for tag in pd.unique(tags[np.not_equal(tags, None)]):  # a loop over distinct tags
+    present = np.array([t is not None for t in tags], dtype=bool)
+    for tag in pd.unique(tags[present]):  # a loop over distinct tags
         pairs = dict(item.split("=", 1) for item in str(tag).split(";") if "=" in item)
         if all(pairs.get(name) == fp for name, fp in wanted.items()):
             ok |= tags == tag
@@ -271,6 +272,7 @@ def decode_reports(
     Examples
     --------
     >>> from spatialdp.datasets import us_states_partition
+    >>> from spatialdp.federated._tags import spec_tag
     >>> states, spec = us_states_partition(), MetricSpec("loss", 0.0, 4.0)
     >>> good = {KEY_REGION: "CA", KEY_PARTITION: states.version,
     ...         KEY_DEVICE_SPECS: spec_tag([spec]), METRIC_PREFIX + "loss": 1.5}
@@ -298,8 +300,9 @@ def decode_reports(
     region = _text(metrics, KEY_REGION)
     version = _text(metrics, KEY_PARTITION)
     tags = _text(metrics, KEY_DEVICE_SPECS)
-    drop("no spatialdp report", np.equal(region, None) | np.equal(version, None)
-         | np.equal(tags, None))
+    absent = np.array([r is None or v is None or t is None
+                       for r, v, t in zip(region, version, tags, strict=True)], dtype=bool)
+    drop("no spatialdp report", absent)
     drop("partition version", version != partition.version)
     known = partition.region_ids.get_indexer(pd.Index(region.astype(str))) >= 0
     drop("unknown region", ~known)

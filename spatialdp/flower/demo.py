@@ -27,7 +27,7 @@ from spatialdp.geo.partition import Partition
 flwr_modules()
 from flwr.client import NumPyClient  # noqa: E402  (imported quietly by flwr_modules first)
 
-__all__ = ["LogisticClient", "make_clients", "N_FEATURES"]
+__all__ = ["N_FEATURES", "LogisticClient", "make_clients"]
 
 #: Features per example (an intercept and three covariates).
 N_FEATURES = 4
@@ -38,7 +38,7 @@ def _sigmoid(z: NDArray[np.float64]) -> NDArray[np.float64]:
     return 1.0 / (1.0 + np.exp(-np.clip(z, -30, 30)))
 
 
-class LogisticClient(NumPyClient):  # type: ignore[misc]
+class LogisticClient(NumPyClient):
     """One device: local examples, local SGD, bounded evaluation report.
 
     Parameters

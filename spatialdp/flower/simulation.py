@@ -17,24 +17,26 @@ from typing import Any
 from spatialdp._validation import check_count, fail
 from spatialdp.flower._flwr import flwr_modules
 
-common, server, _ = flwr_modules()
+flwr_modules()  # imports Flower quietly, or names the missing extra
+from flwr.client import Client, NumPyClient  # noqa: E402
+from flwr.common import DisconnectRes  # noqa: E402
+from flwr.server import History, Server, SimpleClientManager  # noqa: E402
+from flwr.server.client_proxy import ClientProxy  # noqa: E402
 
 __all__ = ["InProcessClientProxy", "run_inprocess"]
 
 
 def _as_client(client: Any) -> Any:
     """Return a Flower ``Client`` for a ``Client`` or ``NumPyClient`` object."""
-    import flwr.client as flwr_client
-
-    if isinstance(client, flwr_client.NumPyClient):
+    if isinstance(client, NumPyClient):
         return client.to_client()
-    if isinstance(client, flwr_client.Client):
+    if isinstance(client, Client):
         return client
     raise fail("client", type(client).__name__, "is not a Flower Client or NumPyClient",
                "pass flwr.client.NumPyClient (or Client) objects")
 
 
-class InProcessClientProxy(server.client_proxy.ClientProxy):  # type: ignore[misc]
+class InProcessClientProxy(ClientProxy):
     """A Flower ClientProxy whose client lives in this process.
 
     Parameters
@@ -66,11 +68,11 @@ class InProcessClientProxy(server.client_proxy.ClientProxy):  # type: ignore[mis
 
     def reconnect(self, ins: Any, timeout: float | None, group_id: int | None) -> Any:
         """Nothing to disconnect in process."""
-        return common.DisconnectRes(reason="in-process client")
+        return DisconnectRes(reason="in-process client")
 
 
 def run_inprocess(strategy: Any, clients: Mapping[str, Any], *, num_rounds: int,
-                  max_workers: int | None = None) -> Any:
+                  max_workers: int | None = None) -> History:
     """Run ``num_rounds`` of Flower's server loop over in-process clients.
 
     Parameters
@@ -91,10 +93,10 @@ def run_inprocess(strategy: Any, clients: Mapping[str, Any], *, num_rounds: int,
         raise fail("clients", type(clients).__name__, "is not a non-empty mapping",
                    "pass {client_id: NumPyClient}")
     rounds = check_count(num_rounds, "num_rounds", low=1)
-    manager = server.SimpleClientManager()
+    manager = SimpleClientManager()
     for cid, client in clients.items():
         manager.register(InProcessClientProxy(str(cid), client))
-    flower_server = server.Server(client_manager=manager, strategy=strategy)
+    flower_server = Server(client_manager=manager, strategy=strategy)
     flower_server.set_max_workers(max_workers)
     history, _ = flower_server.fit(num_rounds=rounds, timeout=None)
     return history

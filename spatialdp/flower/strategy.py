@@ -63,8 +63,10 @@ from spatialdp.sampling.sampler import StratifiedSampler
 from spatialdp.sampling.score import coverage_score
 from spatialdp.sampling.state import ParticipationState
 
-common, server, flwr_strategy = flwr_modules()
-log = common.logger.log
+flwr_modules()  # imports Flower quietly, or names the missing extra
+from flwr.common import EvaluateIns, GetPropertiesIns  # noqa: E402
+from flwr.common.logger import log  # noqa: E402
+from flwr.server.strategy import Strategy  # noqa: E402
 
 __all__ = ["SpatialDPStrategy"]
 
@@ -85,7 +87,7 @@ def _sampler(value: Any, name: str, partition: Partition) -> StratifiedSampler |
     return sampler
 
 
-class SpatialDPStrategy(flwr_strategy.Strategy):  # type: ignore[misc]
+class SpatialDPStrategy(Strategy):
     """Private regional evaluation and stratified client selection around a Flower strategy.
 
     Parameters
@@ -156,7 +158,7 @@ class SpatialDPStrategy(flwr_strategy.Strategy):  # type: ignore[misc]
         max_workers: int = 16,
     ) -> None:
         super().__init__()
-        self.strategy = check_instance(strategy, "strategy", flwr_strategy.Strategy,
+        self.strategy = check_instance(strategy, "strategy", Strategy,
                                        "pass a Flower strategy, e.g. flwr.server.strategy.FedAvg()")
         self.partition = check_instance(partition, "partition", Partition,
                                         "pass a spatialdp Partition, e.g. us_states_partition()")
@@ -214,7 +216,7 @@ class SpatialDPStrategy(flwr_strategy.Strategy):  # type: ignore[misc]
             if self.region_fn is not None:
                 region, version = self.region_fn(proxy), self.partition.version
             else:
-                res = proxy.get_properties(common.GetPropertiesIns(config={}), timeout=None,
+                res = proxy.get_properties(GetPropertiesIns(config={}), timeout=None,
                                            group_id=0)
                 region = res.properties.get(KEY_REGION)
                 version = res.properties.get(KEY_PARTITION)
@@ -319,7 +321,7 @@ class SpatialDPStrategy(flwr_strategy.Strategy):  # type: ignore[misc]
             return []
         first = base[0][1]
         config = {**first.config, KEY_SPECS: self._instructions, KEY_ROUND: int(server_round)}
-        ins = common.EvaluateIns(parameters=first.parameters, config=config)
+        ins = EvaluateIns(parameters=first.parameters, config=config)
         if self.evaluate_sampler is None:
             self._register(client_manager)
             proxies = [proxy for proxy, _ in base]
