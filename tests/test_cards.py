@@ -575,3 +575,24 @@ def test_cell_coverage_and_blind_cells(run: Run) -> None:
     md = run.build(cell_table=table).to_markdown()
     assert f"blind cells: {len(blind)}" in md
     assert f"`{blind[0]}`" in md
+
+
+def test_zcdp_ledger_reports_epsilon_at_delta(run: Run) -> None:
+    from spatialdp.privacy.budget import Disjoint, rho_to_epsilon
+
+    with PrivacyLedger(":memory:", epoch_budget=2.0, accounting="zcdp") as ledger:
+        ledger.spend(0, "evaluation.regional", rho=0.05, who="t", what="loss", why="card",
+                     structure=Disjoint(run.partition.key, parts=48))
+        card = ModelCard.build(partition=run.partition, ledger=ledger, delta=1e-6)
+        blind = ModelCard.build(partition=run.partition, ledger=ledger)
+    (epoch,) = card.to_dict()["privacy"]["epochs"]
+    items = {li["line_item"]: li for li in epoch["line_items"]}
+    assert items["evaluation.regional"]["spent"] == pytest.approx(0.05)
+    expected = rho_to_epsilon(0.05, delta=1e-6)
+    assert items["evaluation.regional"]["epsilon_per_client"] == pytest.approx(expected)
+    assert epoch["epsilon_per_client"] == pytest.approx(expected)
+    assert items["training"]["epsilon_per_client"] == 0.0
+    assert card.to_dict()["privacy"]["unit"] == "rho"
+    assert "Per-client epsilon converted from rho at delta = 1e-06." in card.to_markdown()
+    # Without a delta the epsilon is unknown, and the card says so rather than guess.
+    assert blind.to_dict()["privacy"]["epochs"][0]["epsilon_per_client"] is None
