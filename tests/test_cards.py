@@ -396,15 +396,18 @@ def test_a_simulated_round_is_labelled_everywhere(run: Run, tmp_path: Path) -> N
     md, js = card.write(tmp_path)
     assert md.name == "model_card.SIMULATION.md"
     assert js.name == "model_card.SIMULATION.json"
-    assert "> **SIMULATION.** Rounds None are seeded simulations" in md.read_text()
-    assert "Contains SIMULATION sections" in card._repr_html_()
+    assert "> **SIMULATION.** Rounds unnumbered are seeded simulations" in md.read_text()
+    assert "SIMULATION rounds unnumbered: not a release" in card._repr_html_()
 
 
 def test_repr_html_summarises(card: ModelCard, run: Run) -> None:
     html = card._repr_html_()
     assert "Positioning model, test run" in html
     assert run.partition.version in html
-    assert "Epoch 1</th><td style='text-align:left'>per-client epsilon 1.2" in html
+    assert "epoch 1: per-client epsilon 1.2" in html
+    assert "simulated inputs: fleet, model" in html
+    assert "<table" in html
+    assert "median bar loss" in html
     assert "blind spots: " + ", ".join(run.coverage.blind_spots) in html
 
 

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
-import html
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -526,12 +525,19 @@ class ModelCard:
                 write_text_atomically(target / f"{stem}{label}.json", text_json + "\n")]
 
     def summary(self) -> str:
-        """Return a few lines: title, partition, rounds, per-client epsilon, coverage."""
+        """Return a few lines: title, provenance, partition, rounds, epsilon, coverage."""
         c = self._content
         part = c["geography"]["partition"]
-        lines = [f"{c['title']} (model card, schema {c['schema_version']})",
-                 f"  partition {part['key']}, {len(c['geography']['specs'])} metric specs"]
+        lines = [f"{c['title']} (model card, schema {c['schema_version']})"]
+        simulated = [k for k, v in c["provenance"]["simulated"].items() if v]
         rounds = c["quantitative_analysis"]["rounds"]
+        sim_rounds = [("unnumbered" if r["round_index"] is None else str(r["round_index"]))
+                  for r in rounds if r["provenance"] == "simulation"]
+        if sim_rounds:
+            lines.append(f"  SIMULATION rounds {', '.join(sim_rounds)}: not a release")
+        if simulated:
+            lines.append(f"  simulated inputs: {', '.join(simulated)}")
+        lines.append(f"  partition {part['key']}, {len(c['geography']['specs'])} metric specs")
         if rounds:
             kinds = sorted({r["provenance"] for r in rounds})
             lines.append(f"  {len(rounds)} round(s) of regional metrics ({', '.join(kinds)}); "
@@ -546,6 +552,8 @@ class ModelCard:
             cov = c["coverage"]
             lines.append(f"  coverage: {cov['share_strata_sampled']:.0%} of strata sampled; "
                          f"blind spots: {', '.join(cov['blind_spots']) or 'none'}")
+        if c["query_error"] is not None:
+            lines.append(f"  query error: {len(c['query_error']['rows'])} buckets (simulation)")
         return "\n".join(lines)
 
     def __repr__(self) -> str:
@@ -555,31 +563,19 @@ class ModelCard:
                 f"digest={self.digest[:15]!r})")
 
     def _repr_html_(self) -> str:
-        c = self._content
-        rows = []
-        part = c["geography"]["partition"]
-        rows.append(("Partition", f"{part['name']} (version {part['version']})"))
-        rows.append(("Metric specs", ", ".join(s["key"] for s in c["geography"]["specs"])
-                     or "none"))
-        for r in c["quantitative_analysis"]["rounds"]:
-            rows.append((f"Round {r['round_index']}",
-                         f"{r['provenance']}: epsilon {r['epsilon_total']:g} per client; "
-                         f"suppressed regions {r['suppressed_regions']}"))
-        if c["privacy"] is not None:
-            for e in c["privacy"]["epochs"]:
-                eps = e["epsilon_per_client"]
-                rows.append((f"Epoch {e['epoch']}", "per-client epsilon "
-                             + ("n/a" if eps is None else f"{eps:.4g}")))
-        if c["coverage"] is not None:
-            cov = c["coverage"]
-            rows.append(("Coverage", f"{cov['share_strata_sampled']:.0%} of strata sampled; "
-                         f"blind spots: {', '.join(cov['blind_spots']) or 'none'}"))
-        if c["query_error"] is not None:
-            rows.append(("Query error", f"{len(c['query_error']['rows'])} buckets (simulation)"))
-        body = "".join(f"<tr><th style='text-align:left'>{html.escape(k)}</th>"
-                       f"<td style='text-align:left'>{html.escape(v)}</td></tr>"
-                       for k, v in rows)
-        flag = ("<p><b>Contains SIMULATION sections: not a release.</b></p>"
-                if self.simulated else "")
-        return (f"<div><h4>{html.escape(c['title'])}</h4>{flag}<table>{body}</table>"
-                f"<p><small>{html.escape(c['digest'][:23])}...</small></p></div>")
+        import pandas as pd
+
+        from spatialdp._html import summary_html
+
+        rounds = self._content["quantitative_analysis"]["rounds"]
+        table = None
+        if rounds:
+            table = pd.DataFrame([{
+                "round": r["round_index"], "provenance": r["provenance"],
+                "epsilon per client": r["epsilon_total"],
+                "suppressed regions": r["suppressed_regions"],
+                **{f"median bar {m['name']}": m.get("median_error_bar")
+                   for m in r["metrics"]}} for r in rounds]).set_index("round")
+        return summary_html("ModelCard", self.summary(), table,
+                            caption="Regional metrics per round (error bars: median over "
+                                    "published regions)")

@@ -89,7 +89,8 @@ def _provenance(c: Mapping[str, Any]) -> list[str]:
     rounds = c["quantitative_analysis"]["rounds"]
     out: list[str] = []
     simulated = [k for k, v in p["simulated"].items() if v]
-    sim_rounds = [str(r["round_index"]) for r in rounds if r["provenance"] == "simulation"]
+    sim_rounds = [("unnumbered" if r["round_index"] is None else str(r["round_index"]))
+                  for r in rounds if r["provenance"] == "simulation"]
     if sim_rounds:
         out += [f"> **SIMULATION.** Rounds {', '.join(sim_rounds)} are seeded simulations: "
                 "not releases; never publish their numbers as results.", ""]
