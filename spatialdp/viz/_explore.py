@@ -16,6 +16,7 @@ from spatialdp.exceptions import InvalidInput
 from spatialdp.viz._report import (
     _check_report,
     _cohort_text,
+    _colour_range,
     _level_text,
     _meta,
     _meta_number,
@@ -43,11 +44,12 @@ def explore_report(
     """Interactive map of a regional report (``GeoDataFrame.explore``, needs folium).
 
     The fill colour is ``column``; the fill opacity follows the reliability
-    class as on :func:`~spatialdp.viz.maps.plot_uncertainty_choropleth`;
-    suppressed regions are grey with grey stripes. The tooltip shows the
-    region, the value with its error bar and interval, the cohort (for a
-    suppressed region only that it is below the floor, never its exact size),
-    the coefficient of variation and the reliability class.
+    class (a fixed key on the map says so: "Opacity = reliability") as on
+    :func:`~spatialdp.viz.maps.plot_uncertainty_choropleth`; suppressed regions
+    are grey with grey stripes. The tooltip shows the region, the value with
+    its error bar and interval, the cohort (for a suppressed region only that
+    it is below the floor, never its exact size), the coefficient of variation
+    and the reliability class.
 
     Parameters
     ----------
@@ -57,7 +59,10 @@ def explore_report(
         Column to colour by.
     **kwargs
         Passed to :meth:`geopandas.GeoDataFrame.explore` (``cmap``, ``m``,
-        ``tiles``, ``vmin``, ``vmax``, ``tooltip``, ...); they override the
+        ``tiles``, ``vmin``, ``vmax``, ``scheme``, ``k``, ``tooltip``, ...); the
+        colour range defaults to the static map's robust range (far-out regions
+        in the end colour, see ``robust`` of
+        :func:`~spatialdp.viz.maps.plot_uncertainty_choropleth`); they override the
         defaults set here, and the ``*_kwds`` dicts are merged over ours (so a
         ``style_kwds`` of your own keeps the fading by reliability unless it
         brings its own ``style_function``).
@@ -174,13 +179,52 @@ def explore_report(
         if merged in kwargs and merged in options:
             kwargs[merged] = {**options[merged], **kwargs[merged]}
     options.update(kwargs)
+    if options.get("scheme") is None:  # the static map's robust default colour range
+        published = np.asarray(values[~suppressed], dtype=np.float64)
+        lo, hi = _colour_range(published[np.isfinite(published)], None)
+        if hi > lo:
+            options.setdefault("vmin", lo)
+            options.setdefault("vmax", hi)
     try:
         m = shown.explore(**options)
     except (TypeError, ValueError, KeyError, AttributeError) as err:
         raise InvalidInput(f"GeoDataFrame.explore refused the map options ({type(err).__name__}: "
                            f"{str(err)[:200]}); check the keywords passed through") from None
     _add_suppressed_stripes(m, shown[suppressed])
+    _add_reliability_legend(m, opacity, meta)
     return m
+
+
+_LEGEND_HTML = """
+<div id="spatialdp-reliability-legend" style="position: fixed; bottom: 24px; left: 12px;
+ z-index: 9999; background: rgba(255,255,255,0.92); padding: 8px 10px; border-radius: 4px;
+ box-shadow: 0 1px 4px rgba(0,0,0,0.3); font: 12px/1.35 sans-serif; color: #222;">
+ <div style="font-weight: bold; margin-bottom: 4px;">Opacity = reliability</div>
+ <div style="margin-bottom: 4px; max-width: 230px;">Colour is the value; the fainter a
+ region, the larger its noise relative to its value (coefficient of variation, CV).</div>
+ {rows}
+ <div style="margin-top: 4px;"><span style="display: inline-block; width: 26px; height: 12px;
+ vertical-align: middle; border: 1px solid #8a8a8a; background: repeating-linear-gradient(
+ -45deg, #6b6b6b 0 2px, #d9d9d9 2px 6px);"></span> suppressed: cohort below {floor}, nothing
+ published</div>
+</div>
+"""
+
+
+def _add_reliability_legend(m: Any, opacity: dict[str, float], meta: dict[str, Any]) -> None:
+    """Add a fixed HTML key: opacity means reliability; stripes mean suppressed."""
+    import folium
+
+    labels = {"high": "high (CV &lt; 0.12)", "medium": "medium (CV 0.12–0.40)",
+              "low": "low (CV &gt; 0.40)"}
+    rows = "".join(
+        f'<div><span style="display: inline-block; width: 26px; height: 12px; '
+        f"vertical-align: middle; border: 1px solid #8a8a8a; background: rgba(33, 145, 140, "
+        f'{opacity[k]});"></span> {labels[k]}</div>' for k in ("high", "medium", "low"))
+    floor = meta.get("min_cohort")
+    floor_text = f"n = {int(floor):,}" if isinstance(floor, (int, np.integer)) else "the floor"
+    html = _LEGEND_HTML.replace("{rows}", rows).replace("{floor}", floor_text)
+    m.get_root().html.add_child(folium.Element(html))
 
 
 def _add_suppressed_stripes(m: Any, frame: gpd.GeoDataFrame) -> None:

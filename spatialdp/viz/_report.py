@@ -259,3 +259,19 @@ def _title(meta: Mapping[str, Any], column: str, n_suppressed: int, n_regions: i
     # The count is published only coarsened (seed 001), here as everywhere.
     details.append(f"{coarsen_count(n_suppressed)} regions suppressed")
     return head + "\n" + " · ".join(details)
+
+
+def _colour_range(shown: NDArray[np.float64], robust: bool | None) -> tuple[float, float]:
+    """Return the default colour range of the published values (see ``robust``)."""
+    if not shown.size:
+        return 0.0, 1.0
+    if robust:
+        return float(np.percentile(shown, 2.0)), float(np.percentile(shown, 98.0))
+    lo, hi = float(shown.min()), float(shown.max())
+    if robust is None:
+        q1, q3 = np.percentile(shown, [25.0, 75.0])
+        iqr = q3 - q1
+        if iqr > 0:
+            inside = shown[(shown >= q1 - 3.0 * iqr) & (shown <= q3 + 3.0 * iqr)]
+            lo, hi = float(inside.min()), float(inside.max())
+    return lo, hi

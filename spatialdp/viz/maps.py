@@ -44,6 +44,7 @@ from spatialdp.viz._report import (
     _axes,
     _check_report,
     _cohort_text,
+    _colour_range,
     _column_name,
     _meta,
     _numeric_column,
@@ -479,22 +480,6 @@ def plot_uncertainty_choropleth(
         _draw_legend(ax, cmap_obj, norm, column, _meta(report), show_reliability,
                      extend=_extend(values[published], norm), handles=handles)
     return ax
-
-
-def _colour_range(shown: NDArray[np.float64], robust: bool | None) -> tuple[float, float]:
-    """Return the default colour range of the published values (see ``robust``)."""
-    if not shown.size:
-        return 0.0, 1.0
-    if robust:
-        return float(np.percentile(shown, 2.0)), float(np.percentile(shown, 98.0))
-    lo, hi = float(shown.min()), float(shown.max())
-    if robust is None:
-        q1, q3 = np.percentile(shown, [25.0, 75.0])
-        iqr = q3 - q1
-        if iqr > 0:
-            inside = shown[(shown >= q1 - 3.0 * iqr) & (shown <= q3 + 3.0 * iqr)]
-            lo, hi = float(inside.min()), float(inside.max())
-    return lo, hi
 
 
 def plotting_crs(report: gpd.GeoDataFrame, projection: Any = "auto") -> Any:
