@@ -48,7 +48,7 @@ from spatialdp.sampling import (
     epoch_coverage,
 )
 
-LOSS = MetricSpec("loss", 0.0, 4.0)
+LOSS = MetricSpec("loss", 0.0, 4.0, label="squared position error", unit="m²")
 ERRORS = HistogramSpec("abs_error_m", (0.5, 1.0, 2.0))
 
 
@@ -136,6 +136,7 @@ def test_json_geography_and_specs(card: ModelCard, run: Run) -> None:
     specs = {s["name"]: s for s in geo["specs"]}
     assert specs["loss"]["fingerprint"] == LOSS.fingerprint
     assert specs["loss"]["clip_high"] == 4.0
+    assert (specs["loss"]["label"], specs["loss"]["unit"]) == ("squared position error", "m²")
     assert specs["abs_error_m"]["key"] == ERRORS.key  # histogram edge version
     assert specs["abs_error_m"]["edges"] == [0.5, 1.0, 2.0]
     assert specs["abs_error_m"]["fingerprint"] == ERRORS.fingerprint
@@ -380,6 +381,8 @@ def test_markdown_holds_every_element(run: Run, tmp_path: Path) -> None:
     assert "## Intended use" in md
     assert "## Limitations" in md
     assert "- **Owners:** maps team" in md
+    assert "#### squared position error (m²), loss (`loss@1`, mean, epsilon 0.3)" in md
+    assert "| squared position error (m²) | metric | `loss@1` |" in md
 
 
 def test_a_simulated_round_is_labelled_everywhere(run: Run, tmp_path: Path) -> None:

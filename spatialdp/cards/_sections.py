@@ -116,13 +116,14 @@ def spec_section(spec: Any) -> dict[str, Any]:
     """Return a MetricSpec or HistogramSpec (or its dict) as the card's spec entry."""
     from spatialdp.federated.metrics import HistogramSpec, MetricSpec
 
+    extra = {"label": getattr(spec, "label", None), "unit": getattr(spec, "unit", None)}
     if isinstance(spec, MetricSpec):
-        return {"name": spec.name, "kind": "metric", "key": spec.key, "version": spec.version,
-                "fingerprint": spec.fingerprint, "clip_low": spec.clip_low,
+        return {**extra, "name": spec.name, "kind": "metric", "key": spec.key,
+                "version": spec.version, "fingerprint": spec.fingerprint, "clip_low": spec.clip_low,
                 "clip_high": spec.clip_high, "present": spec.present,
                 "sensitivity": spec.sensitivity}
     if isinstance(spec, HistogramSpec):
-        return {"name": spec.name, "kind": "histogram", "key": spec.key,
+        return {**extra, "name": spec.name, "kind": "histogram", "key": spec.key,
                 "version": spec.version, "fingerprint": spec.fingerprint,
                 "edges": [float(e) for e in spec.edges], "mass_cap": spec.mass_cap,
                 "labels": list(spec.labels), "sensitivity": spec.sensitivity}

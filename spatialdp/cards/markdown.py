@@ -127,7 +127,7 @@ def _geography(c: Mapping[str, Any]) -> list[str]:
             bounds = f"[{s.get('clip_low', 0.0):g}, {s.get('clip_high', 0.0):g}]"
             if s.get("present"):
                 bounds += f" (ratio, present: {s['present']})"
-        rows.append([s["name"], s["kind"], f"`{s['key']}`", s["version"],
+        rows.append([_title(s), s["kind"], f"`{s['key']}`", s["version"],
                      f"`{s['fingerprint']}`", bounds, s.get("sensitivity")])
     if rows:
         out += ["Histogram edge versions are the spec version plus the digest of the edges "
@@ -135,6 +135,12 @@ def _geography(c: Mapping[str, Any]) -> list[str]:
         out += _table(["metric", "kind", "key", "version", "fingerprint", "clip range / edges",
                        "sensitivity"], rows)
     return out
+
+
+def _title(spec: Mapping[str, Any]) -> str:
+    """Return ``label (unit)`` of a spec entry, or its name."""
+    head = spec.get("label") or spec["name"]
+    return f"{head} ({spec['unit']})" if spec.get("unit") else str(head)
 
 
 def _merges_table(merges: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -292,9 +298,11 @@ def _metrics(c: Mapping[str, Any]) -> list[str]:
     level = f"{1 - last['alpha']:.0%}"
     specs = {s["name"]: s for s in c["geography"]["specs"]}
     for m in last["metrics"]:
-        out += _heading(4, f"{m['name']} (`{m['key']}`, {m.get('estimator')}, epsilon "
-                        f"{_fmt(m.get('epsilon'))})")
         spec = specs.get(m["name"])
+        name = m["name"] if spec is None or not (spec.get("label") or spec.get("unit")) \
+            else f"{_title(spec)}, {m['name']}"
+        out += _heading(4, f"{name} (`{m['key']}`, {m.get('estimator')}, epsilon "
+                        f"{_fmt(m.get('epsilon'))})")
         if spec is not None and spec["kind"] == "histogram" and spec.get("labels"):
             out += [f"The value is the mass in the top bucket ({spec['labels'][-1]}), the "
                     "tail of the histogram.", ""]
