@@ -78,7 +78,7 @@ def parse() -> argparse.Namespace:
 
 
 def build(args: argparse.Namespace, ledger: PrivacyLedger) -> tuple[SpatialDPStrategy, dict]:
-    """Return the wrapped FedAvg and the clients."""
+    """Return the wrapped FedAvg and the clients (the same fleet for a given seed)."""
     states = us_states_partition()
     clients, _ = make_clients(args.clients, rng=args.seed, partition=states)
     initial = common.ndarrays_to_parameters([np.zeros(N_FEATURES)])
@@ -99,23 +99,35 @@ def build(args: argparse.Namespace, ledger: PrivacyLedger) -> tuple[SpatialDPStr
     return strategy, clients
 
 
-def run_ray(strategy: SpatialDPStrategy, clients: dict, rounds: int) -> None:
-    """Run the strategy under Flower's simulation engine (Ray): ServerApp + ClientApp."""
+def run_ray(args: argparse.Namespace, ledger_path: Path) -> tuple[SpatialDPStrategy, dict]:
+    """Run under Flower's simulation engine (Ray): ServerApp + ClientApp, as a Flower app runs.
+
+    The ServerApp runs in its own thread, and a PrivacyLedger belongs to the thread
+    that opened it: ``server_fn`` opens the ledger (same file) and builds the
+    strategy there.
+    """
     from flwr.client import ClientApp
     from flwr.server import ServerApp, ServerAppComponents, ServerConfig
     from flwr.simulation import run_simulation
 
+    built: dict[str, object] = {}
+    clients, _ = make_clients(args.clients, rng=args.seed)
     ordered = list(clients.values())
 
     def client_fn(context):  # type: ignore[no-untyped-def]
         return ordered[int(context.node_config["partition-id"])].to_client()
 
     def server_fn(context):  # type: ignore[no-untyped-def]
-        return ServerAppComponents(strategy=strategy, config=ServerConfig(num_rounds=rounds))
+        strategy, _ = build(args, PrivacyLedger(ledger_path))
+        built["strategy"] = strategy
+        return ServerAppComponents(strategy=strategy, config=ServerConfig(num_rounds=args.rounds))
 
     run_simulation(server_app=ServerApp(server_fn=server_fn),
                    client_app=ClientApp(client_fn=client_fn), num_supernodes=len(ordered),
                    backend_config={"client_resources": {"num_cpus": 1, "num_gpus": 0.0}})
+    strategy = built["strategy"]
+    assert isinstance(strategy, SpatialDPStrategy)
+    return strategy, clients
 
 
 def uniform_scores(strategy: SpatialDPStrategy, clients: dict, rounds: int, draws: int = 20
@@ -124,8 +136,9 @@ def uniform_scores(strategy: SpatialDPStrategy, clients: dict, rounds: int, draw
     import random
 
     manager = server.SimpleClientManager()
-    for cid, client in clients.items():
-        manager.register(InProcessClientProxy(cid, client))
+    anyone = next(iter(clients.values()))  # sampling never calls the client: only ids matter
+    for cid in strategy.regions.index:  # the ids the wrapper registered (Ray: node ids)
+        manager.register(InProcessClientProxy(cid, anyone))
     params = common.ndarrays_to_parameters([np.zeros(N_FEATURES)])
     fedavg = flwr_strategy.FedAvg(fraction_fit=strategy.strategy.fraction_fit,
                                   min_available_clients=2)
@@ -183,31 +196,33 @@ def main() -> None:
     ledger_path = args.ledger_dir / "flower_ledger.sqlite"
     ledger_path.unlink(missing_ok=True)
     budget = 2.0 * (args.rounds * 2 * args.epsilon) / (0.3 * 0.8)  # regional cap, twice over
-    with PrivacyLedger(ledger_path, epoch_budget=budget) as ledger:
-        strategy, clients = build(args, ledger)
-        start = time.perf_counter()
-        if args.engine == "ray":
-            run_ray(strategy, clients, args.rounds)
-        else:
+    PrivacyLedger(ledger_path, epoch_budget=budget).close()  # create the file, then reopen
+    start = time.perf_counter()
+    if args.engine == "ray":
+        strategy, clients = run_ray(args, ledger_path)
+    else:
+        with PrivacyLedger(ledger_path) as ledger:
+            strategy, clients = build(args, ledger)
             history = run_inprocess(strategy, clients, num_rounds=args.rounds)
-            print("Flower History, distributed loss (published, noised):",
-                  [(r, round(v, 4)) for r, v in history.losses_distributed])
-        elapsed = time.perf_counter() - start
-        uniform = uniform_scores(strategy, clients, args.rounds)
-        paths = figures(strategy, uniform, args.out)
-        table = strategy.round_table()
-        table.to_csv(args.ledger_dir / "flower_rounds.csv")
-        ledger.summary(0).to_csv(args.ledger_dir / "flower_ledger_summary.csv")
-        print(f"{args.clients} clients, {args.rounds} rounds, engine {args.engine}: "
-              f"{elapsed:.1f} s")
-        print(table[["fit_score", "fit_selected", "evaluate_used", "epsilon"]].to_string())
-        print("uniform score per round (mean of draws):", uniform.mean(axis=0).round(3))
-        print("wrapper's charges:", strategy.epsilon_spent())
-        print(ledger.summary(0)[["cap", "spent", "remaining"]].to_string())
-        print(strategy.releases[max(strategy.releases)].report.summary())
-        for path in [*paths, ledger_path]:
-            print("wrote", path)
-
+        print("Flower History, distributed loss (published, noised):",
+              [(r, round(v, 4)) for r, v in history.losses_distributed])
+    elapsed = time.perf_counter() - start
+    uniform = uniform_scores(strategy, clients, args.rounds)
+    paths = figures(strategy, uniform, args.out)
+    table = strategy.round_table()
+    table.to_csv(args.ledger_dir / "flower_rounds.csv")
+    with PrivacyLedger(ledger_path, read_only=True) as ledger:
+        summary = ledger.summary(0)
+    summary.to_csv(args.ledger_dir / "flower_ledger_summary.csv")
+    print(f"{args.clients} clients, {args.rounds} rounds, engine {args.engine}: "
+          f"{elapsed:.1f} s")
+    print(table[["fit_score", "fit_selected", "evaluate_used", "epsilon"]].to_string())
+    print("uniform score per round (mean of draws):", uniform.mean(axis=0).round(3))
+    print("wrapper's charges:", strategy.epsilon_spent())
+    print(summary[["cap", "spent", "remaining"]].to_string())
+    print(strategy.releases[max(strategy.releases)].report.summary())
+    for path in [*paths, ledger_path]:
+        print("wrote", path)
 
 if __name__ == "__main__":
     main()
