@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from spatialdp._validation import check_flag, fail
-from spatialdp.exceptions import InvalidInput
+from spatialdp._validation import check_flag, check_text, fail
 
 __all__ = ["active_client", "compute", "is_dask", "read_parquet", "require_frame"]
 
@@ -110,54 +110,124 @@ def compute(*collections: Any, progress: bool = False) -> tuple[Any, ...]:
     return tuple(dask.compute(*collections))
 
 
-def read_parquet(path: str | Path | Sequence[str | Path], *, columns: Sequence[str] | None = None,
-                 geometry: bool = False, index: str | None = None, **kwargs: Any) -> Any:
-    """Open Parquet (or GeoParquet) files as a lazy Dask DataFrame, one partition per row group.
+def _files(path: str | Path | Sequence[str | Path]) -> list[str]:
+    """Return the Parquet files of a file, a folder (its ``*.parquet``, sorted) or a glob."""
+    import glob
 
-    Nothing is read here: each partition is read by the worker that processes
-    it, when the result is computed (pass ``progress=True`` to the function
-    that computes it for a progress bar). Memory is therefore bounded by a few
-    partitions per worker, not by the size of the data set.
+    if isinstance(path, (list, tuple)):
+        found = [str(p) for p in path]
+    elif isinstance(path, (str, Path)):
+        text = str(path)
+        if Path(text).is_dir():
+            found = sorted(str(p) for p in Path(text).glob("*.parquet"))
+        elif any(ch in text for ch in "*?["):
+            found = sorted(glob.glob(text))
+        else:
+            found = [text]
+    else:
+        raise fail("path", type(path).__name__, "is not a path",
+                   "pass a str or pathlib.Path (file, folder or glob), or a list of them")
+    missing = [f for f in found if not Path(f).is_file()]
+    if not found or missing:
+        which = f" ({missing[0]})" if missing else ""
+        raise fail("path", str(path), f"names no Parquet file{which}",
+                   "pass an existing file, a folder of *.parquet files, or a glob")
+    return found
+
+
+def _read_file(file: str, columns: list[str] | None, index: str | None,
+               geometry: bool) -> Any:
+    """Read one Parquet file into pandas (runs on a worker)."""
+    if geometry:
+        import geopandas as gpd
+
+        frame = gpd.read_parquet(file, columns=columns)
+    else:
+        import pyarrow.parquet as pq
+
+        frame = pq.read_table(file, columns=columns).to_pandas()
+    return frame if index is None else frame.set_index(index)
+
+
+def _divisions(files: list[str], index: str) -> tuple[Any, ...] | None:
+    """Divisions from the files' footers (min/max statistics): None unless sorted, disjoint."""
+    import pyarrow.parquet as pq
+
+    lows, highs = [], []
+    for file in files:
+        meta = pq.read_metadata(file)
+        names = [meta.schema.column(i).name for i in range(meta.num_columns)]
+        if index not in names or meta.num_rows == 0:
+            return None
+        col = names.index(index)
+        stats = [meta.row_group(g).column(col).statistics for g in range(meta.num_row_groups)]
+        if any(st is None or not st.has_min_max for st in stats):
+            return None
+        lows.append(min(st.min for st in stats))
+        highs.append(max(st.max for st in stats))
+    if all(lows[i + 1] > highs[i] for i in range(len(files) - 1)):
+        return (*lows, highs[-1])
+    return None
+
+
+def read_parquet(path: str | Path | Sequence[str | Path], *, columns: Sequence[str] | None = None,
+                 geometry: bool = False, index: str | None = None) -> Any:
+    """Open Parquet (or GeoParquet) files as a lazy Dask DataFrame, one partition per file.
+
+    Nothing is read here but the files' footers: each file is read by the
+    worker that processes it, when the result is computed (pass
+    ``progress=True`` to the function that computes it for a progress bar).
+    Memory is therefore bounded by a few files per worker, not by the size of
+    the data set: write files of a size a worker holds comfortably.
+
+    (Built on ``dask.dataframe.from_map`` and pyarrow rather than
+    ``dask.dataframe.read_parquet``, which with pandas 3.1 calls the
+    deprecated ``inplace=True`` on every partition.)
 
     Parameters
     ----------
     path : str, Path or list of them
-        A file, a folder of files, or a glob.
+        A file, a folder of ``*.parquet`` files (in name order), or a glob.
     columns : list of str, optional
         Read only these (Parquet is columnar: the others are never touched).
     geometry : bool, default False
-        GeoParquet: read with ``dask_geopandas`` (a Dask GeoDataFrame, CRS kept).
+        GeoParquet: each file is read with ``geopandas.read_parquet`` (a Dask
+        GeoDataFrame, CRS kept).
     index : str, optional
-        Column to use as the index. For per-example data sorted by ``client_id``
-        pass ``index="client_id"``: dask reads the divisions from the Parquet
-        statistics and each client's rows are then known to be in one partition,
-        so :func:`spatialdp.scale.device_report` needs no shuffle.
-    **kwargs
-        Passed to ``dask.dataframe.read_parquet``.
+        Column to use as the index. For per-example data written sorted by
+        ``client_id`` (each client in one file) pass ``index="client_id"``: when
+        the files' min/max statistics show sorted, disjoint ranges they become
+        the divisions, each client is known to sit in one partition, and
+        :func:`spatialdp.scale.device_report` needs no shuffle. Otherwise the
+        divisions stay unknown and a shuffle gathers the clients.
 
     Returns
     -------
     dask.dataframe.DataFrame or dask_geopandas.GeoDataFrame
-    """
-    if isinstance(path, (list, tuple)):
-        paths: Any = [str(p) for p in path]
-        if not paths:
-            raise InvalidInput("path=[] names no files; pass a file, folder or glob")
-    elif isinstance(path, (str, Path)):
-        paths = str(path)
-    else:
-        raise fail("path", type(path).__name__, "is not a path",
-                   "pass a str or pathlib.Path (file, folder or glob), or a list of them")
-    opts = dict(kwargs)
-    if columns is not None:
-        opts["columns"] = list(columns)
-    if index is not None:
-        opts["index"] = index
-        opts.setdefault("calculate_divisions", True)
-    if check_flag(geometry, "geometry"):
-        import dask_geopandas
 
-        return dask_geopandas.read_parquet(paths, **opts)
+    Examples
+    --------
+    >>> import tempfile, pandas as pd
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> for i in range(3):
+    ...     pd.DataFrame({"client_id": [2 * i, 2 * i + 1], "loss": 1.0}).to_parquet(
+    ...         folder / f"part-{i}.parquet", index=False)
+    >>> frame = read_parquet(folder, index="client_id")
+    >>> frame.npartitions, frame.divisions
+    (3, (0, 2, 4, 5))
+    """
+    files = _files(path)
+    cols = None if columns is None else [check_text(c, "columns") for c in columns]
+    if cols is not None and index is not None and index not in cols:
+        cols = [index, *cols]
+    geo = check_flag(geometry, "geometry")
+    key = None if index is None else check_text(index, "index")
     import dask.dataframe as dd
 
-    return dd.read_parquet(paths, **opts)
+    if geo:
+        import dask_geopandas  # noqa: F401  (registers the GeoDataFrame collection)
+    meta = _read_file(files[0], cols, key, geo).iloc[:0]
+    divisions = None if key is None else _divisions(files, key)
+    reader = partial(_read_file, columns=cols, index=key, geometry=geo)
+    return dd.from_map(reader, files, meta=meta, divisions=divisions, label="read-parquet",
+                       enforce_metadata=False)

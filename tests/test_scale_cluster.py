@@ -1,0 +1,234 @@
+"""Dask scale-out on a real LocalCluster (2 worker processes), started once for the module.
+
+The Dask paths must give the in-memory results: sums exactly (so a seeded
+simulation is bit-identical), the release's noise within its exact Laplace
+tail, and refusals that charge nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterator
+from pathlib import Path
+
+import dask
+import dask.dataframe as dd
+import dask_geopandas
+import geopandas as gpd
+import numpy as np
+import pandas as pd
+import pytest
+import shapely
+from distributed import Client, LocalCluster
+
+from spatialdp.exceptions import BudgetExceeded, InvalidInput, PartitionMismatch
+from spatialdp.federated import HistogramSpec, MetricSpec, device_report, regional_report
+from spatialdp.geo.partition import Partition
+from spatialdp.privacy.ledger import PrivacyLedger
+from spatialdp.privacy.target import ReleaseTarget, Simulation
+from spatialdp.queries import measure_query_error, query_corpus, truth_grid
+from spatialdp.queries.measure import _setup, _simulate, _summarise
+from spatialdp.scale import device_report as dask_device_report
+from spatialdp.scale import read_parquet
+from spatialdp.scale import regional_report as dask_regional_report
+from spatialdp.scale import truth_grid as dask_truth_grid
+
+LOSS = MetricSpec("loss", 0.0, 4.0)
+HIST = HistogramSpec("err", edges=(1.0, 2.0))
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[Client]:
+    # Tiny frames: the task-based shuffle beats p2p's set-up cost (dask's default, kept
+    # in the library: the choice is the deployment's, through dask's config).
+    with (dask.config.set({"dataframe.shuffle.method": "tasks"}),
+          LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
+                       dashboard_address=None, silence_logs=logging.ERROR) as cluster,
+          Client(cluster) as c):
+        yield c
+
+
+def _examples(partition: Partition, n_clients: int, seed: int) -> pd.DataFrame:
+    """2 or 4 examples per client, values on a 1/4 grid: every sum is exact in float."""
+    rng = np.random.default_rng(seed)
+    ids = np.asarray(partition.region_ids)
+    weights = np.linspace(1, 30, ids.size)
+    region = rng.choice(ids, size=n_clients, p=weights / weights.sum())
+    per = rng.choice([2, 4], size=n_clients)
+    client = np.repeat(np.arange(n_clients), per)
+    frame = pd.DataFrame({
+        "client_id": client,
+        "region_id": region[client],
+        "loss": rng.integers(0, 20, client.size) / 4.0,  # some above the clip: clipped
+        "error": rng.integers(0, 12, client.size) / 4.0,
+    })
+    return frame.sample(frac=1.0, random_state=seed).reset_index(drop=True)  # clients spread
+
+
+def test_regional_report_equals_memory_with_clients_spread_over_partitions(
+        client: Client, states_partition: Partition) -> None:
+    examples = _examples(states_partition, 4_000, seed=1)
+    lazy = dd.from_pandas(examples, npartitions=4, sort=False)
+    # the examples of one client really sit in several partitions
+    spread = lazy.client_id.map_partitions(pd.Series.drop_duplicates).compute()
+    assert spread.duplicated().sum() > 500
+    kwargs = {"loss_spec": LOSS, "hist_spec": HIST, "partition": states_partition}
+    specs = [LOSS, HIST]
+    memory = regional_report(device_report(examples, **kwargs), states_partition, specs,
+                             epsilon={"loss": 0.5, "err": 0.25}, target=Simulation(rng=7),
+                             min_cohort=40)
+    clients = dask_device_report(lazy, **kwargs)
+    scaled = dask_regional_report(clients, states_partition, specs,
+                                  epsilon={"loss": 0.5, "err": 0.25},
+                                  target=Simulation(rng=7), min_cohort=40)
+    for name in ("loss", "err"):
+        pd.testing.assert_frame_equal(scaled[name], memory[name])  # same sums, same noise
+    assert scaled.suppressed_regions == memory.suppressed_regions
+    assert scaled.metadata() == memory.metadata()
+    # the client reports themselves are the in-memory ones, row for row
+    pd.testing.assert_frame_equal(
+        clients.compute().sort_index(), device_report(examples, **kwargs),
+        check_categorical=False, check_like=True)
+
+
+def test_release_charges_once_and_noise_within_exact_tail(
+        client: Client, states_partition: Partition, tmp_path: Path) -> None:
+    examples = _examples(states_partition, 6_000, seed=2)
+    per_client = device_report(examples, loss_spec=LOSS, partition=states_partition)
+    # Parquet sorted by client, read back partition by partition (known divisions: no shuffle)
+    folder = tmp_path / "examples"
+    folder.mkdir()
+    ordered = examples.sort_values("client_id", kind="stable")
+    for i in range(4):  # a client's rows in one file: the files' id ranges do not overlap
+        chunk = ordered[ordered.client_id // 1_500 == i]
+        chunk.to_parquet(folder / f"part-{i}.parquet", index=False)
+    lazy = read_parquet(folder, index="client_id", columns=["region_id", "loss"])
+    assert lazy.npartitions == 4
+    assert lazy.known_divisions
+    ledger = PrivacyLedger(":memory:", epoch_budget=5.0)
+    target = ReleaseTarget(ledger, epoch=0, why="scale test", round_index=3)
+    report = dask_regional_report(
+        dask_device_report(lazy, loss_spec=LOSS, partition=states_partition),
+        states_partition, [LOSS], epsilon=0.4, target=target, min_cohort=40)
+    assert len(ledger.audit(0)) == 1
+    assert ledger.spent(0, "evaluation.regional") == pytest.approx(0.4)
+    frame = report["loss"]
+    truth = per_client.groupby("region_id", observed=True)["loss"].agg(["mean", "size"])
+    shown = frame[~frame.suppressed]
+    assert (shown.cohort.astype(int) == truth.loc[shown.index, "size"]).all()
+    # P(|Laplace| > b ln(1/alpha)) = alpha: with alpha = 1e-6 over ~48 regions this never fails
+    tail = shown.noise_std / math.sqrt(2.0) * math.log(1e6)
+    assert ((shown.value - truth.loc[shown.index, "mean"]).abs() <= tail).all()
+    assert report.round_index == 3
+    assert not report.simulated
+
+
+def test_refusals_charge_nothing(client: Client, states_partition: Partition) -> None:
+    examples = _examples(states_partition, 2_000, seed=3)
+    reports = device_report(examples, loss_spec=LOSS, partition=states_partition)
+    ledger = PrivacyLedger(":memory:", epoch_budget=1.0)
+    target = ReleaseTarget(ledger, epoch=0, why="refusal test")
+    before = ledger.remaining(0, "evaluation.regional")
+    repeated = dd.from_pandas(pd.concat([reports, reports.iloc[:5]]), npartitions=3,
+                              sort=False)  # the repeats sit in another partition
+    with pytest.raises(InvalidInput, match="5 repeated values across partitions"):
+        dask_regional_report(repeated, states_partition, [LOSS], epsilon=0.5, target=target)
+    other = MetricSpec("loss", 0.0, 3.0)  # the devices clipped under LOSS: refused on a worker
+    lazy = dd.from_pandas(reports, npartitions=3)
+    with pytest.raises(InvalidInput, match="clipped under another spec"):
+        dask_regional_report(lazy, states_partition, [other], epsilon=0.5, target=target)
+    stale = reports.assign(partition_version="0000000000000000")
+    with pytest.raises(PartitionMismatch, match="partition version"):
+        dask_regional_report(dd.from_pandas(stale, npartitions=2), states_partition, [LOSS],
+                             epsilon=0.5, target=target)
+    with pytest.raises(InvalidInput, match="below the cohort floor"):
+        dask_regional_report(lazy, states_partition, [LOSS], epsilon=0.5, target=target,
+                             min_cohort=10**6)
+    with pytest.raises(BudgetExceeded):
+        dask_regional_report(lazy, states_partition, [LOSS], epsilon=2.0, target=target)
+    with pytest.raises(InvalidInput, match="not a Dask DataFrame"):
+        dask_regional_report(reports, states_partition, [LOSS], epsilon=0.5, target=target)
+    assert ledger.remaining(0, "evaluation.regional") == before
+    assert len(ledger.audit(0)) == 0
+
+
+@pytest.fixture(scope="module")
+def grid() -> Partition:
+    area = gpd.GeoDataFrame(geometry=[shapely.box(-100, 40, -99, 41)], crs=4326)
+    return Partition.from_h3_cover(area, 6)
+
+
+def _points(n: int, seed: int) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({"lon": rng.uniform(-100.1, -98.9, n),
+                         "lat": rng.uniform(39.9, 41.1, n),
+                         "device": rng.integers(0, 300, n)})
+
+
+def test_truth_grid_clips_devices_across_partitions(client: Client, grid: Partition,
+                                                    tmp_path: Path) -> None:
+    points = _points(12_000, seed=4)
+    lazy = dd.from_pandas(points, npartitions=5, sort=False)  # each device in every partition
+    for k in (1, 4):
+        memory = truth_grid(grid, lon=points.lon, lat=points.lat, device_ids=points.device,
+                            max_cells_per_device=k)
+        scaled = truth_grid(grid, lazy, device_ids="device", max_cells_per_device=k)
+        np.testing.assert_array_equal(scaled.counts, memory.counts)
+        for field in ("n_points", "n_unassigned", "n_devices", "n_clipped_pairs",
+                      "n_clipped_devices", "partition_version", "max_cells_per_device"):
+            assert getattr(scaled, field) == getattr(memory, field), field
+        assert scaled.counts.sum() <= k * scaled.n_devices
+    # GeoParquet read file by file, and a grid given as cells: the same counts
+    frame = gpd.GeoDataFrame(points[["device"]], crs=4326,
+                             geometry=gpd.points_from_xy(points.lon, points.lat))
+    for i, chunk in enumerate(np.array_split(np.arange(len(frame)), 3)):
+        frame.iloc[chunk].to_parquet(tmp_path / f"points-{i}.parquet")
+    geo = read_parquet(tmp_path, geometry=True)
+    assert isinstance(geo, dask_geopandas.GeoDataFrame)
+    scaled = dask_truth_grid(grid.cells, geo, device_ids="device", max_cells_per_device=4)
+    np.testing.assert_array_equal(scaled.counts, memory.counts)
+
+
+def test_truth_grid_refusals(client: Client, grid: Partition) -> None:
+    points = _points(100, seed=0).astype({"device": "float64"})
+    points.loc[[3, 50], "device"] = np.nan
+    lazy = dd.from_pandas(points, npartitions=2)
+    with pytest.raises(InvalidInput, match="2 missing"):
+        dask_truth_grid(grid, lazy, device_ids="device")
+    with pytest.raises(InvalidInput, match="not a column"):
+        dask_truth_grid(grid, lazy, device_ids="phone")
+    with pytest.raises(InvalidInput, match="lack"):
+        dask_truth_grid(grid, lazy, device_ids="device", lon="x", lat="y")
+
+
+def test_query_error_split_by_draws(client: Client, grid: Partition) -> None:
+    points = _points(20_000, seed=5)
+    truth = truth_grid(grid, lon=points.lon, lat=points.lat, device_ids=np.arange(20_000))
+    corpus = query_corpus(grid, gpd.GeoSeries([shapely.box(-99.8, 40.2, -99.4, 40.6)],
+                                              crs=4326))
+    draws = 4_000
+    table = measure_query_error(truth, corpus, epsilon=0.5, draws=draws, rng=11,
+                                clamp_negative=False, engine="dask")
+    row = table.iloc[0]
+    assert table.attrs["draws"] == draws
+    # Identical in distribution: the moments match the exact expectations within 5 SE.
+    # err is a sum of m iid discrete Laplace draws, so Var(err^2) = sigma^4 (2 + kappa / m),
+    # kappa = (1 + 10a + a^2) / (2a) - 3 the excess kurtosis of one draw, a = exp(-1/scale).
+    a = math.exp(-1.0 / table.attrs["scale"])
+    kappa = (1 + 10 * a + a * a) / (2 * a) - 3
+    sigma2 = row.expected_rms ** 2
+    se = math.sqrt((2 + kappa / row.mean_cells) / draws) * sigma2
+    assert abs(row.rms ** 2 - sigma2) <= 5 * se
+    assert abs(row.bias) <= 5 * math.sqrt(sigma2 / draws)
+    # The draws depend on rng and chunks, not on the workers: the same as one process.
+    setup = _setup(truth, corpus, epsilon=0.5, method="flat", levels=4, split="geometric",
+                   draws=40, report_floor=25.0, clamp_negative=True,
+                   buckets=(1, 16, 256), bucket_by="cells")
+    gens = np.random.default_rng(3).spawn(4)
+    local = _summarise(setup, np.hstack([_simulate(setup, 10, g) for g in gens]), True)
+    from spatialdp.scale import measure_query_error as on_dask
+
+    scaled = on_dask(truth, corpus, epsilon=0.5, draws=40, buckets=(1, 16, 256), rng=3,
+                     chunks=4)
+    pd.testing.assert_frame_equal(scaled, local)
