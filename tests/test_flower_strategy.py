@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import threading
 
 import numpy as np
 import pytest
@@ -240,3 +241,21 @@ def test_sqrt_selection_beats_flower_uniform_sampling_on_a_skewed_fleet(states):
     se = diff.std(ddof=1) / np.sqrt(diff.size)
     assert diff.mean() > 0.1
     assert diff.mean() > 5 * se
+
+
+def test_a_server_thread_reopens_the_ledger_file(states, tmp_path):
+    """Flower's ServerApp runs the strategy in its own thread; the ledger file is reopened there."""
+    clients, _ = make_clients(40, rng=3)
+    path = tmp_path / "ledger.sqlite"
+    with PrivacyLedger(path, epoch_budget=10.0) as ledger:
+        strategy = SpatialDPStrategy(_fedavg(fraction_fit=0.1), partition=states,
+                                     metrics=[LOSS], epsilon=0.5,
+                                     target=ReleaseTarget(ledger, epoch=0), min_cohort=3)
+        out: dict[str, object] = {}
+        worker = threading.Thread(target=lambda: out.update(
+            history=run_inprocess(strategy, clients, num_rounds=2, max_workers=2)))
+        worker.start()
+        worker.join()
+        assert len(out["history"].losses_distributed) == 2
+        assert ledger.spent(0, "evaluation.regional") == strategy.epsilon_spent()[
+            "evaluation.regional"] == pytest.approx(1.0)
