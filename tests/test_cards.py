@@ -32,7 +32,7 @@ from spatialdp.cards import (
 )
 from spatialdp.cards.json_card import canonical_digest
 from spatialdp.datasets import load_us_states, synthetic_fleet, us_states_partition
-from spatialdp.exceptions import InvalidInput
+from spatialdp.exceptions import InvalidInput, PartitionMismatch
 from spatialdp.federated import HistogramSpec, MetricSpec, device_report, regional_report
 from spatialdp.federated.regional import RegionalReport
 from spatialdp.federated.schema import coarsen_count
@@ -349,7 +349,7 @@ def test_write_refuses_bad_folders_and_stems(card: ModelCard, tmp_path: Path) ->
 # ----------------------------------------------------------------------------- Markdown
 def test_markdown_holds_every_element(run: Run, tmp_path: Path) -> None:
     card = run.build(coverage_map=tmp_path / "figures" / "coverage_map.png")
-    md_path, _ = card.write(tmp_path)
+    md_path, js_path = card.write(tmp_path)
     md = md_path.read_text()
     # The coverage map, embedded by a path relative to the card.
     assert re.search(r"!\[Coverage map[^\]]*\]\(figures/coverage_map\.png\)", md)
@@ -381,6 +381,10 @@ def test_markdown_holds_every_element(run: Run, tmp_path: Path) -> None:
     assert "## Intended use" in md
     assert "## Limitations" in md
     assert "- **Owners:** maps team" in md
+    front = md.split("---\n")[1]
+    assert f'partition: "{run.partition.key}"' in front
+    assert "simulated: true" in front
+    assert f"digest: {json.loads(js_path.read_text())['digest']}" in front
     assert "#### squared position error (m²), loss (`loss@1`, mean, epsilon 0.3)" in md
     assert "| squared position error (m²) | metric | `loss@1` |" in md
 
@@ -536,7 +540,7 @@ def test_build_refusals(run: Run) -> None:
         ModelCard.build(partition=run.partition, specs=["loss"])
     other = Partition.from_geodataframe(load_us_states().iloc[:5], id_column="state",
                                         name="five")
-    with pytest.raises(InvalidInput, match="round 2 was made on partition version"):
+    with pytest.raises(PartitionMismatch, match="round 2 was made on partition version"):
         ModelCard.build(partition=other, reports=run.reports[-1:])
     with pytest.raises(InvalidInput, match="intended_use=.* has unknown keys"):
         ModelCard.build(partition=run.partition, intended_use={"users": ["x"]})

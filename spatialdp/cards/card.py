@@ -40,7 +40,7 @@ from spatialdp._validation import check_text, fail
 from spatialdp.cards import _sections as sections
 from spatialdp.cards._sections import COHORT_EDGES, PROVENANCE
 from spatialdp.cards.json_card import SCHEMA_VERSION, InvalidCard, canonical_digest, validate_card
-from spatialdp.exceptions import InvalidInput
+from spatialdp.exceptions import InvalidInput, PartitionMismatch
 
 __all__ = ["COHORT_EDGES", "PROVENANCE", "ModelCard"]
 
@@ -273,12 +273,6 @@ class ModelCard:
         name = check_text(title, "title") if title is not None else f"Model card: {part['name']}"
         report_list = cls._reports(reports, report)
         rounds = [sections.report_from_object(r) for r in report_list]
-        for r in rounds:
-            if r["partition_version"] != part["version"]:
-                raise InvalidInput(
-                    f"reports: round {r['round_index']} was made on partition version "
-                    f"{r['partition_version']!r}, not the card's {part['key']!r}; pass the "
-                    "partition the reports are keyed by")
         cover = None if coverage is None else sections.coverage_section(
             coverage, coverage_history, cell_table)
         if merges is None and cover is not None:
@@ -361,6 +355,12 @@ class ModelCard:
         """Assemble a card from ready sections (what :meth:`build` and :meth:`from_run` use)."""
         from spatialdp import __version__
 
+        for r in rounds:
+            if r["partition_version"] != partition["version"]:
+                raise PartitionMismatch(
+                    f"reports: round {r['round_index']} was made on partition version "
+                    f"{r['partition_version']!r}, not the card's {partition['key']!r}; pass "
+                    "the partition the reports are keyed by")
         if coverage is not None:
             coverage = {**coverage, "map": figures.get("coverage_map")}
         content: dict[str, Any] = {

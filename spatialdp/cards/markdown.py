@@ -8,6 +8,7 @@ simulation says so at the top.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -355,7 +356,16 @@ def render_markdown(content: Mapping[str, Any]) -> str:
     -------
     str
     """
-    lines = [f"# {content['title']}", ""]
+    part = content["geography"]["partition"]
+    rounds = content["quantitative_analysis"]["rounds"]
+    simulated = (any(content["provenance"]["simulated"].values())
+                 or any(r["provenance"] == "simulation" for r in rounds))
+    # Front matter, as Hugging Face cards carry it: the card identifies itself.
+    lines = ["---", f"card_format: {content['card_format']}",
+             f"schema_version: {content['schema_version']}",
+             f"partition: {json.dumps(part['key'])}",
+             f"rounds: {len(rounds)}", f"simulated: {'true' if simulated else 'false'}",
+             f"digest: {content['digest']}", "---", "", f"# {content['title']}", ""]
     for part in (_provenance, _details, _considerations, _geography, _sampling, _coverage,
                  _cohorts, _privacy, _metrics, _query_error, _figures):
         lines += part(content)
