@@ -14,15 +14,17 @@ from pathlib import Path
 import geopandas as gpd
 import numpy as np
 import pandas as pd
+from numpy.typing import NDArray
 
 from spatialdp._random import RandomLike, as_generator
-from spatialdp._validation import check_integer, check_probability
+from spatialdp._validation import check_flag, check_integer, check_probability
 from spatialdp.exceptions import InvalidInput
 from spatialdp.geo._assign import positions_of
 from spatialdp.geo._checks import short_repr
 from spatialdp.geo.partition import Partition
 
 __all__ = [
+    "PROGRESS_FROM",
     "data_dir",
     "load_us_cities",
     "load_us_states",
@@ -107,8 +109,9 @@ def synthetic_fleet(
     rng: RandomLike = None,
     rural_share: float = 0.15,
     partition: Partition | None = None,
+    progress: bool | None = None,
 ) -> gpd.GeoDataFrame:
-    """``n`` devices over the contiguous US, placed by real city population.
+    """``n`` devices on a partition's regions, placed by real city population.
 
     A share ``1 - rural_share`` of the devices sits around cities chosen with
     probability proportional to population, at a distance that grows with the
@@ -116,9 +119,15 @@ def synthetic_fleet(
     spread uniformly over the land. Density therefore runs from dense urban to
     remote, as a national fleet's does. Deterministic for a given seed.
 
-    Devices that land in no region (at sea, abroad) are drawn again, in rounds,
-    each round placed with one vectorised point-in-polygon pass (the lookup of
-    :meth:`Partition.assign`, whose index is built once per partition).
+    Works on any partition a user brings (states, counties, H3 cells, another
+    country): the urban devices go around the shipped US cities that lie in
+    the partition's regions (none outside the US: then every device is rural),
+    the rural ones uniformly over the partition's bounding box, and devices that
+    land in no region (at sea, between regions) are drawn again, in rounds, each
+    round placed with one vectorised point-in-polygon pass (the lookup of
+    :meth:`Partition.assign`, built once per partition). A partition that holds
+    most of the US city population (such as the default 48 states) is filled
+    around all cities, as before, and gives the same devices for the same seed.
 
     Parameters
     ----------
@@ -130,6 +139,10 @@ def synthetic_fleet(
         Share of devices in the uniform rural background.
     partition : Partition, optional
         The partition that gives each device its ``region_id``; default the 48 states.
+    progress : bool, optional
+        Show a tqdm progress bar of the devices placed (on stderr); default
+        (``None``) for fleets of :data:`PROGRESS_FROM` devices or more, and only
+        on a terminal.
 
     Returns
     -------
@@ -141,8 +154,9 @@ def synthetic_fleet(
     Raises
     ------
     InvalidInput
-        Bad ``n``, ``rural_share`` or ``partition``, or a partition too far from the
-        contiguous US to receive the devices.
+        Bad ``n``, ``rural_share``, ``partition`` or ``progress``, or a
+        partition whose regions cover so little of their bounding box that the
+        devices cannot be placed.
 
     Examples
     --------
@@ -157,52 +171,45 @@ def synthetic_fleet(
         raise InvalidInput(f"partition={short_repr(partition)} is a "
                            f"{type(partition).__name__}, not a Partition; pass one built "
                            "with Partition.from_geodataframe or from_h3_cover, or None")
+    # True: always; None: large fleets on a terminal (tqdm's own check); False: never.
+    if progress is None:
+        disable: bool | None = None if n >= PROGRESS_FROM else True
+    else:
+        disable = not check_flag(progress, "progress")
     gen = as_generator(rng)
     part = partition if partition is not None else _fleet_partition()
     cities = pd.read_csv(data_dir() / "us_cities.csv")
-    weights = cities.population.to_numpy(dtype=float)
-    city_lon = cities.longitude.to_numpy()
-    city_lat = cities.latitude.to_numpy()
-    # Spread (km) grows with the square root of population: 2 km for a small town,
-    # about 25 km for a city of ten million.
-    spread_km = 2.0 + 7.5 * np.sqrt(weights / 1e6)
+    inside = positions_of(part, cities.longitude.to_numpy(), cities.latitude.to_numpy()) >= 0
+    population = cities.population.to_numpy(dtype=float)
+    held = float(population[inside].sum() / population.sum())
+    local = held < _NATIONAL_SHARE  # a partition of part of the US (or none of it)
+    if local:
+        cities = cities[inside]
+    _check_fillable(part)
+    sampler = _Sampler(cities, part, rural_share, local)
 
     lon = np.empty(n)
     lat = np.empty(n)
     region = np.full(n, -1, dtype=np.int64)
     pending = np.arange(n)
-    west, south, east, north = part.regions.total_bounds
-    for _ in range(50):  # resampling rounds for points that fell outside every region
-        k = pending.size
-        urban = gen.random(k) >= rural_share
-        u_idx = pending[urban]
-        r_idx = pending[~urban]
-        pick = gen.choice(weights.size, size=u_idx.size, p=weights / weights.sum())
-        dist = gen.exponential(spread_km[pick])
-        bearing = gen.uniform(0.0, 2 * np.pi, u_idx.size)
-        dlat = np.degrees(dist * np.cos(bearing) / _EARTH_RADIUS_KM)
-        dlon = np.degrees(dist * np.sin(bearing) / _EARTH_RADIUS_KM) / np.cos(
-            np.radians(city_lat[pick])
-        )
-        lat[u_idx] = city_lat[pick] + dlat
-        lon[u_idx] = city_lon[pick] + dlon
-        # Uniform on the sphere within the bounding box (area-true), then rejected
-        # outside the land by the assignment below.
-        sin_lat = gen.uniform(np.sin(np.radians(south)), np.sin(np.radians(north)), r_idx.size)
-        lat[r_idx] = np.degrees(np.arcsin(sin_lat))
-        lon[r_idx] = gen.uniform(west, east, r_idx.size)
-        # Rejection sampling: points outside every region are expected, so this
-        # uses the lookup behind Partition.assign, which does not warn about them.
-        region[pending] = positions_of(part, lon[pending], lat[pending])
-        pending = pending[region[pending] < 0]
-        if pending.size == 0:
-            break
+    from tqdm.auto import tqdm
+
+    idle = 0
+    with tqdm(total=n, desc="placing devices", unit="device", disable=disable,
+              leave=False) as bar:
+        for _ in range(_MAX_ROUNDS):  # resampling rounds for points outside every region
+            before = pending.size
+            pending = sampler.round(gen, pending, lon, lat, region)
+            bar.update(before - pending.size)
+            idle = idle + 1 if pending.size == before else 0
+            if pending.size == 0 or idle >= _MAX_IDLE:
+                break
     if pending.size:
         raise InvalidInput(
-            f"partition={part.key!r} received only {n - pending.size:,} of {n:,} devices "
-            "after 50 rounds: devices are placed around US cities and over the "
-            "partition's bounding box, and too few of them land in its regions; pass a "
-            "partition that covers much of the contiguous US"
+            f"partition={part.key!r} received only {n - pending.size:,} of {n:,} devices: "
+            "devices are placed around the US cities inside its regions and uniformly over "
+            "its bounding box, and almost none of them land in its regions; pass a "
+            "partition whose regions fill a good part of their bounding box (or split it)"
         )
     heading = gen.uniform(0.0, 360.0, n)
     return gpd.GeoDataFrame(
@@ -216,3 +223,93 @@ def synthetic_fleet(
         geometry=gpd.points_from_xy(lon, lat),
         crs=4326,
     )
+
+
+#: Fleets of at least this many devices show a progress bar by default.
+PROGRESS_FROM = 100_000
+#: A partition holding this share of the US city population is filled nationally.
+_NATIONAL_SHARE = 0.9
+_MAX_ROUNDS = 1000
+_MAX_IDLE = 25  # rounds in a row that place nothing: the partition cannot be filled
+_MIN_FILL = 1e-5  # share of the bounding box the regions must cover
+
+
+def _check_fillable(part: Partition) -> None:
+    """Refuse at once a partition whose regions are a speck of their bounding box."""
+    import shapely
+
+    west, south, east, north = part.regions.total_bounds
+    box = max((east - west) * (north - south), 1e-300)
+    land = float(np.nansum(shapely.area(np.asarray(part.regions.geometry.values))))
+    if land / box < _MIN_FILL:
+        raise InvalidInput(
+            f"partition={part.key!r} covers {land / box:.1e} of its bounding box "
+            f"({west:.4g}, {south:.4g}, {east:.4g}, {north:.4g}): devices drawn over the box "
+            "would almost never land in a region; build a fleet per cluster of regions (a "
+            "partition of each) and concatenate them"
+        )
+
+
+class _Sampler:
+    """One resampling round of :func:`synthetic_fleet`: draw the pending devices again."""
+
+    def __init__(self, cities: pd.DataFrame, part: Partition, rural_share: float,
+                 local: bool) -> None:
+        self.part = part
+        self.weights = cities.population.to_numpy(dtype=float)
+        self.lon = cities.longitude.to_numpy()
+        self.lat = cities.latitude.to_numpy()
+        # Spread (km) grows with the square root of population: 2 km for a small town,
+        # about 25 km for a city of ten million.
+        self.spread_km = 2.0 + 7.5 * np.sqrt(self.weights / 1e6)
+        self.rural_share = rural_share if self.weights.size else 1.0
+        self.local = local
+        self.bounds = part.regions.total_bounds
+        self.accept = 1.0  # share of last round's rural draws that landed (local mode)
+
+    def round(self, gen: np.random.Generator, pending: NDArray[np.int64],
+              lon: NDArray[np.float64], lat: NDArray[np.float64],
+              region: NDArray[np.int64]) -> NDArray[np.int64]:
+        """Draw every pending device again; return those still outside every region."""
+        west, south, east, north = self.bounds
+        k = pending.size
+        urban = gen.random(k) >= self.rural_share
+        u_idx = pending[urban]
+        r_idx = pending[~urban]
+        if u_idx.size:
+            pick = gen.choice(self.weights.size, size=u_idx.size,
+                              p=self.weights / self.weights.sum())
+            dist = gen.exponential(self.spread_km[pick])
+            bearing = gen.uniform(0.0, 2 * np.pi, u_idx.size)
+            dlat = np.degrees(dist * np.cos(bearing) / _EARTH_RADIUS_KM)
+            dlon = np.degrees(dist * np.sin(bearing) / _EARTH_RADIUS_KM) / np.cos(
+                np.radians(self.lat[pick])
+            )
+            lat[u_idx] = self.lat[pick] + dlat
+            lon[u_idx] = self.lon[pick] + dlon
+            if self.local:
+                region[u_idx] = positions_of(self.part, lon[u_idx], lat[u_idx])
+        if not self.local:
+            # Uniform on the sphere within the bounding box (area-true), then rejected
+            # outside the land by the assignment below (the national path, unchanged).
+            sin_lat = gen.uniform(np.sin(np.radians(south)), np.sin(np.radians(north)),
+                                  r_idx.size)
+            lat[r_idx] = np.degrees(np.arcsin(sin_lat))
+            lon[r_idx] = gen.uniform(west, east, r_idx.size)
+            region[pending] = positions_of(self.part, lon[pending], lat[pending])
+            return pending[region[pending] < 0]
+        if r_idx.size:
+            # Draw enough candidates that about all rural devices land this round, and
+            # keep the first landed ones in draw order (still uniform over the land).
+            m = int(min(max(r_idx.size / max(self.accept, 1e-3) * 1.2, 64), 5e6))
+            sin_lat = gen.uniform(np.sin(np.radians(south)), np.sin(np.radians(north)), m)
+            c_lat = np.degrees(np.arcsin(sin_lat))
+            c_lon = gen.uniform(west, east, m)
+            c_region = positions_of(self.part, c_lon, c_lat)
+            landed = np.flatnonzero(c_region >= 0)
+            self.accept = max(landed.size / m, 1e-4)
+            take = landed[: r_idx.size]
+            filled = r_idx[: take.size]
+            lat[filled], lon[filled], region[filled] = c_lat[take], c_lon[take], c_region[take]
+            region[r_idx[take.size:]] = -1
+        return pending[region[pending] < 0]

@@ -1,10 +1,15 @@
 from __future__ import annotations
 
+import itertools
+
+import geopandas as gpd
 import numpy as np
 import pytest
+import shapely
 
 from spatialdp.datasets import load_us_cities, load_us_states, synthetic_fleet, us_states_partition
 from spatialdp.exceptions import InvalidInput
+from spatialdp.geo.partition import Partition
 
 
 def test_states_and_cities_load() -> None:
@@ -65,3 +70,69 @@ def test_fleet_refuses_bad_arguments() -> None:
 def test_fleet_size_is_bounded() -> None:
     with pytest.raises(InvalidInput, match="n=1000000000000 is above the limit"):
         synthetic_fleet(10**12)
+
+
+def _small_counties(state: str = "GA", cells: int = 14) -> Partition:
+    """About 159 small 'counties': a state cut by a grid (the shape of the Georgia failure)."""
+    states = load_us_states()
+    shape = states.loc[states.state == state, "geometry"].iloc[0]
+    west, south, east, north = shape.bounds
+    xs = np.linspace(west, east, cells + 1)
+    ys = np.linspace(south, north, cells + 1)
+    boxes = [shapely.box(x0, y0, x1, y1) for x0, x1 in itertools.pairwise(xs)
+             for y0, y1 in itertools.pairwise(ys)]
+    pieces = shapely.intersection(np.asarray(boxes, dtype=object), shape)
+    keep = ~shapely.is_empty(pieces) & (shapely.area(pieces) > 1e-6)
+    frame = gpd.GeoDataFrame({"county": [f"c{i:03d}" for i in range(int(keep.sum()))]},
+                             geometry=list(pieces[keep]), crs=4326)
+    return Partition.from_geodataframe(frame, "county", name=f"{state}-grid-counties")
+
+
+def test_fleet_on_a_partition_of_small_counties() -> None:
+    """Regression: ~159 small counties failed with 'could not place 129 devices'."""
+    counties = _small_counties()
+    assert 140 <= counties.n_regions <= 170
+    fleet = synthetic_fleet(40_000, rng=4, partition=counties)
+    assert len(fleet) == 40_000
+    assert counties.assign(fleet).n_unassigned == 0
+    assert fleet.equals(synthetic_fleet(40_000, rng=4, partition=counties))
+    per_county = fleet.region_id.value_counts()
+    # Urban devices sit around the state's own cities: the county holding Atlanta is
+    # the densest, and the rural background reaches most counties.
+    atlanta = counties.assign(lon=np.array([-84.39]), lat=np.array([33.75])).ids()[0]
+    assert per_county.idxmax() == atlanta
+    assert per_county.index.nunique() > 0.9 * counties.n_regions
+
+
+def test_fleet_on_a_partition_outside_the_us_is_all_rural() -> None:
+    """No shipped city lies in the regions: every device is rural, uniform over the land."""
+    states = load_us_states()
+    moved = states.assign(geometry=states.geometry.translate(xoff=100.0, yoff=0.0))
+    part = Partition.from_geodataframe(moved, "state", name="moved")
+    fleet = synthetic_fleet(20_000, rng=2, partition=part, rural_share=0.15)
+    assert part.assign(fleet).n_unassigned == 0
+    # Uniform over the land: a state's share of devices follows its area (Texas vs
+    # Rhode Island), within 5 standard errors of a binomial share.
+    area = moved.set_index("state").to_crs(5070).area
+    share = area / area.sum()
+    counts = fleet.region_id.value_counts().reindex(share.index, fill_value=0)
+    se = np.sqrt(share * (1 - share) / len(fleet))
+    assert (np.abs(counts / len(fleet) - share) < 5 * se + 1e-3).all()
+
+
+def test_fleet_refuses_a_partition_it_cannot_fill() -> None:
+    specks = gpd.GeoDataFrame({"rid": ["a", "b"]},
+                              geometry=[shapely.box(-120, 30, -119.999, 30.001),
+                                        shapely.box(-70, 45, -69.999, 45.001)], crs=4326)
+    part = Partition.from_geodataframe(specks, "rid")
+    with pytest.raises(InvalidInput, match="of its bounding box .* build a fleet per cluster"):
+        synthetic_fleet(100, rng=0, partition=part)
+
+
+def test_fleet_progress_bar(capsys: pytest.CaptureFixture[str]) -> None:
+    synthetic_fleet(2_000, rng=1, progress=True)
+    assert "placing devices" in capsys.readouterr().err
+    synthetic_fleet(2_000, rng=1)  # small fleets stay quiet by default
+    assert capsys.readouterr().err == ""
+    with pytest.raises(InvalidInput, match="progress='yes'"):
+        synthetic_fleet(10, progress="yes")  # type: ignore[arg-type]
