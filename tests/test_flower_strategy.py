@@ -188,6 +188,30 @@ def test_evaluation_instructions_carry_the_specs(states):
     assert len(strategy.regions) == 12
 
 
+def test_stratified_evaluation_cohort_charges_nothing_itself(states):
+    clients, _ = make_clients(60, rng=4)
+    manager = server.SimpleClientManager()
+    for cid, client in clients.items():
+        manager.register(InProcessClientProxy(cid, client))
+    policy = ParticipationPolicy(participation_cap=1, epsilon_per_round=0.1,
+                                 rounds_per_epoch=2)
+    sampler = StratifiedSampler(Strata(states, basis="administrative"), cohort=20,
+                                policy=policy)
+    with PrivacyLedger(":memory:", epoch_budget=10.0) as ledger:
+        strategy = SpatialDPStrategy(_fedavg(), partition=states, metrics=[LOSS], epsilon=0.5,
+                                     target=ReleaseTarget(ledger, epoch=0),
+                                     evaluate_sampler=sampler)
+        params = common.ndarrays_to_parameters([np.zeros(4)])
+        first = {p.cid for p, _ in strategy.configure_evaluate(1, params, manager)}
+        second = {p.cid for p, _ in strategy.configure_evaluate(2, params, manager)}
+        assert len(first) == len(second) == 20
+        assert not first & second  # cap 1: nobody twice in the epoch
+        assert ledger.spent(0) == 0.0  # each evaluation round is charged by its release
+        with pytest.raises(InvalidInput, match="round 3 of an epoch of 2"):
+            strategy.configure_evaluate(3, params, manager)
+        assert strategy.round_table().evaluate_score.between(0, 1).all()
+
+
 def test_constructor_refusals(states):
     policy = ParticipationPolicy(participation_cap=1, epsilon_per_round=0.1,
                                  rounds_per_epoch=3)
