@@ -19,6 +19,8 @@ import numpy as np
 import pandas as pd
 import pytest
 import shapely
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 from spatialdp.cards import (
@@ -606,3 +608,25 @@ def test_zcdp_ledger_reports_epsilon_at_delta(run: Run) -> None:
     assert "Per-client epsilon converted from rho at delta = 1e-06." in card.to_markdown()
     # Without a delta the epsilon is unknown, and the card says so rather than guess.
     assert blind.to_dict()["privacy"]["epochs"][0]["epsilon_per_client"] is None
+
+
+@settings(max_examples=40, deadline=None)
+@given(sizes=st.lists(st.integers(0, 5_000), min_size=2, max_size=8),
+       floor=st.integers(1, 300))
+def test_merge_reasons_never_carry_an_exact_pool_size(sizes: list[int], floor: int) -> None:
+    from scipy import sparse
+
+    from spatialdp.cards._sections import coarsen_reason
+    from spatialdp.sampling import merge_small_groups
+
+    n = len(sizes)
+    line = sparse.diags([np.ones(n - 1), np.ones(n - 1)], [-1, 1], format="csr").astype(bool)
+    _, merges = merge_small_groups(line, np.array(sizes), floor,
+                                   pd.Index([f"r{i}" for i in range(n)]))
+    for merge in merges:
+        text = coarsen_reason(merge.reason)
+        assert coarsen_reason(text) == text  # idempotent: run folders are read back
+        assert f"below the floor {floor};" in text
+        labels = r"\d+-\d+|\d+\+|(?<![\d-])0(?![\d-])"  # coarsen_count's labels ('0' too)
+        rest = re.sub(labels, "", text.replace(f"floor {floor};", ""))
+        assert not re.search(r"\d", rest), text

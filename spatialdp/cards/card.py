@@ -247,6 +247,8 @@ class ModelCard:
             The seeds of the simulated inputs.
         figures : dict of str -> path, optional
             Figures to link (``coverage_map`` is embedded in the coverage section).
+            A relative path is taken as relative to the folder the card is
+            written to; an absolute one is linked relative to it by :meth:`write`.
         coverage_map : path, optional
             Shortcut for ``figures["coverage_map"]``.
         delta : float, optional
