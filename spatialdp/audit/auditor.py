@@ -340,11 +340,12 @@ def audit_sampler(sampler: Sampler, pairs: Any, *, epsilon: float | None = None,
                   rho: float | None = None, delta: float = 0.0, draws: int = 200_000,
                   confidence: float = 1 - 1e-6, selection: float = 0.3,
                   rng: RandomLike = None, name: str = "release", labels: Sequence[str] = (),
-                  chunk: int = _CHUNK) -> AuditResult:
+                  chunk: int = _CHUNK, path: str = "simulation (sampler)") -> AuditResult:
     """Audit a vectorised sampler of a release's output (simulation path, your own sampler).
 
     ``sampler(dataset, n, rng)`` returns ``n`` independent outputs of the release
-    of ``dataset`` as an array with one row per draw. Use it for releases that
+    of ``dataset`` as an array with one row per draw; ``path`` says in the
+    result what it ran (e.g. ``"release (rows)"`` for real releases drawn as rows). Use it for releases that
     are vectorised over independent releases already (one row per client, as in
     :func:`spatialdp.regression.transform_clients`: give it ``n`` copies of one
     client) or for your own mechanisms. Other parameters as in :func:`audit`.
@@ -362,7 +363,7 @@ def audit_sampler(sampler: Sampler, pairs: Any, *, epsilon: float | None = None,
     def sample(dataset: Any, k: int) -> NDArray[np.float64]:
         return np.asarray(sampler(dataset, k, gen), dtype=np.float64)
 
-    return _run(sample, pairs, path="simulation (sampler)", name=name, epsilon=epsilon,
+    return _run(sample, pairs, path=path, name=name, epsilon=epsilon,
                 rho=rho, delta=delta, draws=draws, confidence=confidence, selection=selection,
                 labels=labels, chunk=size)
 

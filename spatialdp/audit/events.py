@@ -140,7 +140,7 @@ def _column_scores(x0: FloatArray, x1: FloatArray) -> tuple[Any, ...]:
     b = np.nan_to_num(x1, nan=_SENTINEL)
     m0, m1 = np.median(a, axis=0), np.median(b, axis=0)
     finite = (np.isfinite(x0).all(axis=0) & np.isfinite(x1).all(axis=0))
-    with np.errstate(invalid="ignore", over="ignore"):
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         spread = 0.5 * (np.abs(a - m0).mean(axis=0) + np.abs(b - m1).mean(axis=0))
         sd = np.sqrt(0.5 * (a.var(axis=0) + b.var(axis=0)))
         mean_gap = np.abs(a.mean(axis=0) - b.mean(axis=0))
