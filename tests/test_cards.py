@@ -630,3 +630,17 @@ def test_merge_reasons_never_carry_an_exact_pool_size(sizes: list[int], floor: i
         labels = r"\d+-\d+|\d+\+|(?<![\d-])0(?![\d-])"  # coarsen_count's labels ('0' too)
         rest = re.sub(labels, "", text.replace(f"floor {floor};", ""))
         assert not re.search(r"\d", rest), text
+
+
+def test_a_report_written_with_sql_names_is_read_back(run: Run, tmp_path: Path) -> None:
+    folder = RunFolder(tmp_path)
+    folder.write_manifest(partition=run.partition, specs=[LOSS, ERRORS], ledger=False)
+    report = run.reports[-1]
+    report.write(tmp_path / "reports", stem="sql", names="sql")
+    manifest = json.loads((tmp_path / "run.json").read_text())
+    manifest["reports"] = ["reports/sql.json"]
+    (tmp_path / "run.json").write_text(json.dumps(manifest))
+    (section,) = folder.card().to_dict()["quantitative_analysis"]["rounds"]
+    loss = {r["region_id"]: r for r in section["metrics"][0]["regions"]}
+    assert loss["CA"]["value"] == pytest.approx(report["loss"].loc["CA", "value"])
+    assert loss["VT"]["suppressed"]

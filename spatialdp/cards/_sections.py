@@ -297,6 +297,8 @@ def report_section(meta: Mapping[str, Any], wide: pd.DataFrame, source: str | No
     for name, key in dict(meta.get("metrics", {})).items():
         cols = {c: f"{name}.{c}" for c in (*_REGION_COLUMNS, "cohort", "reliability",
                                            "suppressed", "estimator")}
+        if cols["value"] not in wide.columns and f"{name}_value" in wide.columns:
+            cols = {c: f"{name}_{c}" for c in cols}  # written with names="sql"
         missing = [c for c in cols.values() if c not in wide.columns]
         if missing:
             raise fail("report", source or name, f"has no columns {missing[:3]}",
