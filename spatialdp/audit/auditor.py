@@ -345,8 +345,9 @@ def audit_sampler(sampler: Sampler, pairs: Any, *, epsilon: float | None = None,
 
     ``sampler(dataset, n, rng)`` returns ``n`` independent outputs of the release
     of ``dataset`` as an array with one row per draw; ``path`` says in the
-    result what it ran (e.g. ``"release (rows)"`` for real releases drawn as rows). Use it for releases that
-    are vectorised over independent releases already (one row per client, as in
+    result what it ran (e.g. ``"release (rows)"`` for real releases drawn as
+    rows). Use it for releases that are vectorised over independent releases
+    already (one row per client, as in
     :func:`spatialdp.regression.transform_clients`: give it ``n`` copies of one
     client) or for your own mechanisms. Other parameters as in :func:`audit`.
 

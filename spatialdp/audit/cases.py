@@ -20,7 +20,6 @@ Examples
 
 from __future__ import annotations
 
-
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
@@ -115,7 +114,7 @@ REGIONS = ("CO", "UT", "CA", "TX")
 
 @cache
 def _states() -> Any:
-    """The four states of :data:`REGIONS` as a partition (every region is noised)."""
+    """Return the four states of :data:`REGIONS` as a partition (every region is noised)."""
     from spatialdp.datasets import load_us_states
     from spatialdp.geo import Partition
 
@@ -170,7 +169,7 @@ def _rewrite(variant: str, *, skip: int = 0, epsilon: float = EPSILON
 
 
 def _seeded(release: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
-    """A broken release: ignores its target and draws from a fixed seed."""
+    """Return a broken release that ignores its target and draws from a fixed seed."""
     return lambda dataset, target: release(dataset, Simulation(rng=20240601))
 
 
