@@ -283,3 +283,26 @@ def test_a_server_thread_reopens_the_ledger_file(states, tmp_path):
         assert len(out["history"].losses_distributed) == 2
         assert ledger.spent(0, "evaluation.regional") == strategy.epsilon_spent()[
             "evaluation.regional"] == pytest.approx(1.0)
+
+
+def test_training_cohort_is_charged_once_in_the_targets_epoch(states):
+    clients, _ = make_clients(40, rng=6)
+    manager = server.SimpleClientManager()
+    for cid, client in clients.items():
+        manager.register(InProcessClientProxy(cid, client))
+    policy = ParticipationPolicy(participation_cap=2, epsilon_per_round=0.15,
+                                 rounds_per_epoch=4)
+    sampler = StratifiedSampler(Strata(states, basis="administrative"), cohort=10,
+                                policy=policy)
+    with PrivacyLedger(":memory:", epoch_budget=10.0) as ledger:
+        strategy = SpatialDPStrategy(_fedavg(fraction_fit=0.25), partition=states,
+                                     metrics=[LOSS], epsilon=0.5,
+                                     target=ReleaseTarget(ledger, epoch=2),
+                                     fit_sampler=sampler, fit_target=ReleaseTarget(ledger, epoch=2))
+        params = common.ndarrays_to_parameters([np.zeros(4)])
+        for r in (1, 2):
+            assert len(strategy.configure_fit(r, params, manager)) == 10
+        assert ledger.spent(2, "training") == pytest.approx(0.3)
+        assert ledger.spent(0) == 0.0
+        assert strategy.epsilon_spent() == {"evaluation.regional": 0.0,
+                                            "training": ledger.spent(2, "training")}

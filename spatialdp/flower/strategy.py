@@ -295,7 +295,9 @@ class SpatialDPStrategy(Strategy):
                 raise InvalidInput("no client has registered a region of "
                                    f"{self.partition.key!r}; nothing can be selected")
             strata = np.array([self._regions[c] for c in fleet], dtype=object)
-            state = sampler.new_state(strata, target=self._selection_target(kind))
+            target = self._selection_target(kind)
+            epoch = target.epoch if isinstance(target, ReleaseTarget) else 0
+            state = sampler.new_state(strata, target=target, epoch=epoch)
             self._states[kind] = (state, fleet)
         return self._states[kind]
 
