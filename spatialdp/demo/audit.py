@@ -10,6 +10,7 @@ charged; the audit says how much to trust a release before anyone makes one.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import geopandas as gpd
@@ -72,8 +73,12 @@ def _resolution(partition: Partition, n_devices: int) -> int:
 
 def _city_discs(partition: Partition) -> gpd.GeoDataFrame:
     """Return a disc around every shipped city in the partition (radius grows with size)."""
+    from spatialdp.geo._assign import UnassignedPointsWarning
+
     cities = load_us_cities()
-    where = partition.assign(cities).positions
+    with warnings.catch_warnings():  # most cities lie outside a small partition: expected
+        warnings.simplefilter("ignore", UnassignedPointsWarning)
+        where = partition.assign(cities).positions
     cities, where = cities[where >= 0], where[where >= 0]
     if len(cities) > MAX_CITY_QUERIES:
         top = np.argsort(-cities.population.to_numpy(), kind="stable")[:MAX_CITY_QUERIES]

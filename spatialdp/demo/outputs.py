@@ -25,7 +25,6 @@ __all__ = ["CHOROPLETHS", "draw_choropleths", "draw_coverage", "draw_dashboard",
 CHOROPLETHS = {
     "ratio": ("ratio_choropleth", "across/along-track error ratio"),
     "loss": ("loss_choropleth", "clipped mean loss (m²)"),
-    "abs_error_m": ("abs_error_m_choropleth", "share of position errors above 8 m"),
 }
 
 

@@ -1,0 +1,187 @@
+"""The analyst subcommands: report, query-error, ledger show, card (and demo --partition)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import geopandas as gpd
+import numpy as np
+import pandas as pd
+import pytest
+
+from spatialdp.cli import main
+from spatialdp.datasets import load_us_states, synthetic_fleet, us_states_partition
+from spatialdp.federated import MetricSpec
+from spatialdp.privacy.ledger import PrivacyLedger
+from spatialdp.privacy import Disjoint
+
+WEST = ["CA", "NV", "OR", "AZ", "UT", "ID", "WA", "NM"]
+
+
+@pytest.fixture(scope="module")
+def regions(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A user's polygon layer: 8 western states as GeoJSON, ids in ``state``."""
+    path = tmp_path_factory.mktemp("layers") / "west.geojson"
+    states = load_us_states()
+    states[states.state.isin(WEST)][["state", "state_name", "geometry"]].to_file(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def clients(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, pd.DataFrame]:
+    """A client table (Parquet): one row per client, lon/lat and its own mean loss."""
+    fleet = synthetic_fleet(8_000, rng=3)
+    fleet = fleet[fleet.region_id.isin(WEST)]
+    rng = np.random.default_rng(4)
+    loss = rng.gamma(2.0, 0.8, len(fleet)) + fleet.region_id.eq("NV").to_numpy() * 1.5
+    table = pd.DataFrame({"client_id": fleet.device_id.to_numpy(), "lon": fleet.lon.to_numpy(),
+                          "lat": fleet.lat.to_numpy(), "loss": loss,
+                          "state": fleet.region_id.to_numpy()})
+    path = tmp_path_factory.mktemp("clients") / "clients.parquet"
+    table.drop(columns="state").to_parquet(path)
+    return path, table
+
+
+@pytest.mark.parametrize("command", [["demo"], ["report"], ["query-error"], ["ledger", "show"],
+                                     ["card"], ["info"]])
+def test_every_subcommand_has_help(command: list[str],
+                                   capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stop:
+        main([*command, "--help"])
+    assert stop.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: spatialdp {' '.join(command)}")
+
+
+def test_report_publishes_charged_metrics_within_their_error_bars(
+        tmp_path: Path, regions: Path, clients: tuple[Path, pd.DataFrame],
+        capsys: pytest.CaptureFixture[str]) -> None:
+    path, table = clients
+    ledger_path = tmp_path / "ledger.sqlite"
+    # alpha 1e-6: each region's bar covers its noise with probability 1 - 1e-6.
+    assert main(["report", str(path), "--partition", str(regions), "--id-column", "state",
+                 "--metric", "loss:0:4", "--epsilon", "0.5", "--ledger", str(ledger_path),
+                 "--out", str(tmp_path / "out"), "--min-cohort", "40", "--alpha", "1e-6",
+                 "--plot"]) == 0
+    out = capsys.readouterr().out
+    assert "charged to" in out and "epoch 0, evaluation.regional (1.9 left)" in out
+    report = gpd.read_file(tmp_path / "out" / "regional_report.gpkg").set_index("region_id")
+    truth = table.assign(loss=table.loss.clip(0, 4)).groupby("state").loss.mean()
+    published = report[~report["loss.suppressed"].astype(bool)]
+    assert len(published) >= 6
+    gap = (published["loss.value"] - truth.reindex(published.index)).abs()
+    assert (gap <= published["loss.error_bar"]).all()
+    assert (published["loss.error_bar"] < 1.0).sum() >= 4  # the check is not vacuous
+    assert published["loss.value"].idxmax() == "NV"
+    assert (tmp_path / "out" / "loss_choropleth.png").stat().st_size > 10_000
+    with PrivacyLedger(ledger_path, read_only=True) as ledger:
+        assert len(ledger.audit(0)) == 1
+        assert ledger.remaining(0, "evaluation.regional") == pytest.approx(1.9)
+
+
+def test_report_refusals_charge_nothing(tmp_path: Path, regions: Path,
+                                        clients: tuple[Path, pd.DataFrame],
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    path, table = clients
+    ledger_path = tmp_path / "ledger.sqlite"
+    with PrivacyLedger(ledger_path, epoch_budget=10.0):
+        pass
+    by_region = tmp_path / "by_region.csv"
+    table.assign(region_id="ZZ").to_csv(by_region, index=False)
+    base = ["--partition", str(regions), "--epsilon", "0.5", "--ledger", str(ledger_path),
+            "--out", str(tmp_path / "out")]
+    state = ["--id-column", "state"]
+    cases = [
+        ([str(path), "--metric", "loss:0", *state], "InvalidInput: --metric='loss:0' is not"),
+        ([str(path), "--metric", "speed:0:4", *state], "InvalidInput: --metric='speed' is no"),
+        ([str(by_region), "--metric", "loss:0:4", *state], "InvalidInput: CLIENTS="),
+        ([str(path), "--metric", "loss:0:4", "--id-column", "nope"], "InvalidInput: id_column"),
+        ([str(tmp_path / "none.parquet"), "--metric", "loss:0:4"], "InvalidInput: CLIENTS="),
+    ]
+    for args, message in cases:
+        assert main(["report", *args, *base]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"spatialdp: {message}"), err
+        assert err.count("\n") == 1
+    with PrivacyLedger(ledger_path, read_only=True) as ledger:
+        assert ledger.epochs() == []
+    assert not (tmp_path / "out").exists()
+
+
+def test_report_unaccounted_is_marked_on_its_files(
+        tmp_path: Path, regions: Path, clients: tuple[Path, pd.DataFrame],
+        capsys: pytest.CaptureFixture[str]) -> None:
+    path, _ = clients
+    assert main(["report", str(path), "--partition", str(regions), "--metric", "loss:0:4",
+                 "--epsilon", "1", "--unaccounted", "synthetic benchmark",
+                 "--out", str(tmp_path)]) == 0
+    assert "not charged to any ledger: synthetic benchmark" in capsys.readouterr().out
+    assert {p.name for p in tmp_path.iterdir()} == {
+        f"regional_report.UNACCOUNTED.{ext}" for ext in ("gpkg", "csv", "json")}
+
+
+def test_query_error_measures_real_polygons(tmp_path: Path, regions: Path,
+                                            clients: tuple[Path, pd.DataFrame],
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    path, _ = clients
+    assert main(["query-error", str(regions), "--grid", "4", "--points", str(path),
+                 "--device-column", "client_id", "--method", "flat", "--draws", "200",
+                 "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "query error (simulation, 200 draws, epsilon 1): 8 polygons" in out
+    table = pd.read_csv(tmp_path / "query_error.csv")
+    assert set(table.method) == {"flat (clamped)"}
+    assert table.n_queries.sum() == 8
+    assert (tmp_path / "query_error.png").stat().st_size > 10_000
+    assert main(["query-error", str(regions), "--grid", "99"]) == 2
+    assert capsys.readouterr().err.startswith("spatialdp: InvalidInput: --grid=99")
+
+
+def test_ledger_show_lists_epochs_and_charges(tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "ledger.sqlite"
+    with PrivacyLedger(path, epoch_budget=4.0) as ledger:
+        for epoch in (0, 1):
+            ledger.spend(epoch, "evaluation.regional", structure=Disjoint("p", parts=3),
+                         epsilon=0.25, who="analyst", what="loss", why=f"week {epoch}")
+    assert main(["ledger", "show", str(path), "--epoch", "1", "--audit"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"ledger {path}: pure accounting, epoch budget 4 epsilon, 2 epoch(s)")
+    assert "epoch 1\n" in out and "epoch 0\n" not in out
+    assert "week 1" in out and "week 0" not in out
+    assert main(["ledger", "show", str(path), "--epoch", "7"]) == 2
+    assert "is not an epoch of the ledger ([0, 1])" in capsys.readouterr().err
+    assert main(["ledger", "show", str(tmp_path / "none.sqlite")]) == 2
+    assert capsys.readouterr().err.startswith("spatialdp: InvalidInput: LEDGER=")
+
+
+def test_card_is_written_from_a_run_folder(tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    from spatialdp.cards import RunFolder, validate_card
+
+    run = RunFolder(tmp_path / "run")
+    run.write_manifest(partition=us_states_partition(), specs=[MetricSpec("loss", 0.0, 4.0)],
+                       rounds=1, seeds={"fleet": 0}, simulated={"fleet": True}, ledger=False)
+    assert main(["card", str(tmp_path / "run"), "--out", str(tmp_path / "card")]) == 0
+    assert "us48-states" in capsys.readouterr().out
+    card = json.loads((tmp_path / "card" / "model_card.json").read_text())
+    validate_card(card)
+    assert card["geography"]["partition"]["n_regions"] == 48
+    assert "\n# " in (tmp_path / "card" / "model_card.md").read_text()
+    assert main(["card", str(tmp_path / "missing")]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_demo_on_a_users_polygon_layer(tmp_path: Path, regions: Path,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    assert main(["demo", "--out", str(out), "--partition", str(regions), "--id-column",
+                 "state", "--devices", "10000", "--rounds", "2", "--quiet"]) == 0
+    text = capsys.readouterr().out
+    # On a user's layer the drifting region is the one with the most devices.
+    assert "west@" in text and "(8 regions)" in text
+    assert "sideways drift in CA from round 2" in text
+    report = gpd.read_file(out / "regional_report.gpkg")
+    assert sorted(report.region_id) == sorted(WEST)
+    assert (out / "model_card.json").exists() and (out / "coverage_map.png").exists()
