@@ -13,8 +13,8 @@ import pytest
 from spatialdp.cli import main
 from spatialdp.datasets import load_us_states, synthetic_fleet, us_states_partition
 from spatialdp.federated import MetricSpec
-from spatialdp.privacy.ledger import PrivacyLedger
 from spatialdp.privacy import Disjoint
+from spatialdp.privacy.ledger import PrivacyLedger
 
 WEST = ["CA", "NV", "OR", "AZ", "UT", "ID", "WA", "NM"]
 
@@ -65,7 +65,8 @@ def test_report_publishes_charged_metrics_within_their_error_bars(
                  "--out", str(tmp_path / "out"), "--min-cohort", "40", "--alpha", "1e-6",
                  "--plot"]) == 0
     out = capsys.readouterr().out
-    assert "charged to" in out and "epoch 0, evaluation.regional (1.9 left)" in out
+    assert "charged to" in out
+    assert "epoch 0, evaluation.regional (1.9 left)" in out
     report = gpd.read_file(tmp_path / "out" / "regional_report.gpkg").set_index("region_id")
     truth = table.assign(loss=table.loss.clip(0, 4)).groupby("state").loss.mean()
     published = report[~report["loss.suppressed"].astype(bool)]
@@ -148,8 +149,10 @@ def test_ledger_show_lists_epochs_and_charges(tmp_path: Path,
     assert main(["ledger", "show", str(path), "--epoch", "1", "--audit"]) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"ledger {path}: pure accounting, epoch budget 4 epsilon, 2 epoch(s)")
-    assert "epoch 1\n" in out and "epoch 0\n" not in out
-    assert "week 1" in out and "week 0" not in out
+    assert "epoch 1\n" in out
+    assert "epoch 0\n" not in out
+    assert "week 1" in out
+    assert "week 0" not in out
     assert main(["ledger", "show", str(path), "--epoch", "7"]) == 2
     assert "is not an epoch of the ledger ([0, 1])" in capsys.readouterr().err
     assert main(["ledger", "show", str(tmp_path / "none.sqlite")]) == 2
@@ -180,8 +183,10 @@ def test_demo_on_a_users_polygon_layer(tmp_path: Path, regions: Path,
                  "state", "--devices", "10000", "--rounds", "2", "--quiet"]) == 0
     text = capsys.readouterr().out
     # On a user's layer the drifting region is the one with the most devices.
-    assert "west@" in text and "(8 regions)" in text
+    assert "west@" in text
+    assert "(8 regions)" in text
     assert "sideways drift in CA from round 2" in text
     report = gpd.read_file(out / "regional_report.gpkg")
     assert sorted(report.region_id) == sorted(WEST)
-    assert (out / "model_card.json").exists() and (out / "coverage_map.png").exists()
+    assert (out / "model_card.json").exists()
+    assert (out / "coverage_map.png").exists()

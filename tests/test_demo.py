@@ -58,7 +58,7 @@ def _interrupt(out: Path, sig: int, delay: float) -> dict[str, Any]:
     time.sleep(delay)
     assert proc.poll() is None, "the run finished before it could be interrupted"
     proc.send_signal(sig)
-    stdout, stderr = proc.communicate(timeout=120)
+    _stdout, stderr = proc.communicate(timeout=120)
     return {"sig": sig, "delay": delay, "code": proc.returncode, "stderr": stderr,
             "out": sorted(p.name for p in out.iterdir())}
 
@@ -108,10 +108,12 @@ def test_the_rerun_recovers_and_publishes_everything(scenario: dict[str, Any]) -
 def test_every_figure_is_a_drawn_image(scenario: dict[str, Any]) -> None:
     for name in PNGS:
         image = mpimg.imread(scenario["out"] / name)
-        assert image.shape[0] > 300 and image.shape[1] > 400, name
+        assert image.shape[0] > 300, name
+        assert image.shape[1] > 400, name
         assert float(np.std(image[..., :3])) > 0.05, f"{name} is blank"
     html = (scenario["out"] / "ratio_map.html").read_text()
-    assert "folium" in html and "CO" in html
+    assert "folium" in html
+    assert "CO" in html
 
 
 def test_ledger_keeps_every_charge_and_marks_interrupted_epochs(
@@ -148,7 +150,8 @@ def test_summary_names_both_random_paths_and_the_story(scenario: dict[str, Any])
     assert "simulation path (seed 0): fleet, model errors" in text
     assert "release path (OS entropy, charged to the ledger before any noise)" in text
     assert "sideways drift in CO from round 2" in text
-    assert re.search(r"wrote \d+ files into", text) and "model_card.md" in text
+    assert re.search(r"wrote \d+ files into", text)
+    assert "model_card.md" in text
     alerts = pd.read_csv(scenario["out"] / "alerts.csv")
     assert set(alerts.columns) == {"test", "region_id", "round", "statistic", "threshold",
                                    "before_drift"}
@@ -156,7 +159,8 @@ def test_summary_names_both_random_paths_and_the_story(scenario: dict[str, Any])
     report = gpd.read_file(scenario["out"] / "regional_report.gpkg")
     assert len(report) == 48
     card = json.loads((scenario["out"] / "model_card.json").read_text())
-    assert card["privacy"] is not None and card["query_error"] is not None
+    assert card["privacy"] is not None
+    assert card["query_error"] is not None
     assert card["figures"]["coverage_map"] == "coverage_map.png"
     assert "coverage_map.png" in (scenario["out"] / "model_card.md").read_text()
 
@@ -181,5 +185,6 @@ def test_refusals_are_one_line_and_write_nothing(tmp_path: Path,
     afile.write_text("x")
     assert main(["demo", "--out", str(afile / "sub"), "--devices", "20000"]) == 2
     err = capsys.readouterr().err
-    assert "cannot be written" in err and err.count("\n") == 1
+    assert "cannot be written" in err
+    assert err.count("\n") == 1
     assert list(tmp_path.iterdir()) == [afile]

@@ -57,10 +57,12 @@ def test_publish_moves_everything_markers_last(tmp_path: Path) -> None:
     order: list[str] = []
     with StagedFolder(out, markers=MARKERS) as stage:
         staging = stage.path
-        assert staging.parent == tmp_path and staging.name.startswith(".out.staging-")
+        assert staging.parent == tmp_path
+        assert staging.name.startswith(".out.staging-")
         _build(stage, "A", ["a.png", "reports/r1.csv"])
         stage.publish(after_move=order.append)
-    assert order[0] == "<retract>" and order[-2:] == list(MARKERS)
+    assert order[0] == "<retract>"
+    assert order[-2:] == list(MARKERS)
     assert _complete(out) == "A"
     assert not staging.exists()
 
@@ -100,9 +102,14 @@ def test_a_kill_at_every_point_of_publication_never_looks_complete(tmp_path: Pat
 def test_an_exception_removes_the_staging_folder_and_publishes_nothing(tmp_path: Path
                                                                       ) -> None:
     out = tmp_path / "out"
-    with pytest.raises(RuntimeError, match="boom"), StagedFolder(out, markers=MARKERS) as stage:
-        _build(stage, "A", ["a.png"])
-        raise RuntimeError("boom")
+
+    def failing_run() -> None:
+        with StagedFolder(out, markers=MARKERS) as stage:
+            _build(stage, "A", ["a.png"])
+            raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        failing_run()
     assert list(out.iterdir()) == []
     assert not list(tmp_path.glob(".out.staging-*"))
 
@@ -122,7 +129,9 @@ def test_stale_staging_of_a_live_process_is_kept(tmp_path: Path) -> None:
     dead = tmp_path / ".out.staging-999999999-abc"
     live.mkdir()
     dead.mkdir()
-    assert process_alive(os.getpid()) and not process_alive(999_999_999)
+    assert process_alive(os.getpid())
+    assert not process_alive(999_999_999)
     with StagedFolder(tmp_path / "out"):
         pass
-    assert live.exists() and not dead.exists()
+    assert live.exists()
+    assert not dead.exists()
