@@ -30,7 +30,8 @@ def extract_states() -> None:
 
 def extract_georgia_counties() -> None:
     shp = Path(libpysal.__file__).parent / "examples" / "georgia" / "G_utm.shp"
-    counties = gpd.read_file(shp).set_crs(32617)  # UTM 17N with no .prj file
+    # UTM zone 16N with no .prj file (not 17N: in 17N the counties land in the Atlantic)
+    counties = gpd.read_file(shp).set_crs(32616)
     counties = counties.rename(columns={"AreaKey": "county_fips", "TotPop90": "population",
                                         "PctRural": "pct_rural"})
     counties["county_fips"] = counties["county_fips"].astype(int).astype(str)
