@@ -644,3 +644,19 @@ def test_a_report_written_with_sql_names_is_read_back(run: Run, tmp_path: Path) 
     loss = {r["region_id"]: r for r in section["metrics"][0]["regions"]}
     assert loss["CA"]["value"] == pytest.approx(report["loss"].loc["CA", "value"])
     assert loss["VT"]["suppressed"]
+
+
+def test_figure_paths_link_from_the_card_folder(run: Run, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "coverage_map.png").write_bytes(b"")
+    card = ModelCard.build(partition=run.partition, coverage=run.coverage,
+                           coverage_map="out/coverage_map.png",  # from the working folder
+                           figures={"later": "maps/later.png"})  # no file: as given
+    md, js = card.write("out")
+    assert "](coverage_map.png)" in md.read_text()
+    assert json.loads(js.read_text())["figures"] == {"later": "maps/later.png",
+                                                      "coverage_map": "coverage_map.png"}
+    with pytest.raises(InvalidInput, match=r"figures\['x'\]=3 is not a path"):
+        ModelCard.build(partition=run.partition, figures={"x": 3})

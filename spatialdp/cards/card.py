@@ -247,8 +247,9 @@ class ModelCard:
             The seeds of the simulated inputs.
         figures : dict of str -> path, optional
             Figures to link (``coverage_map`` is embedded in the coverage section).
-            A relative path is taken as relative to the folder the card is
-            written to; an absolute one is linked relative to it by :meth:`write`.
+            A path to an existing file (absolute, or relative to the current
+            directory) is linked relative to the folder :meth:`write` writes to;
+            a path to no file is kept as given (relative to that folder).
         coverage_map : path, optional
             Shortcut for ``figures["coverage_map"]``.
         delta : float, optional
@@ -290,9 +291,17 @@ class ModelCard:
         chosen = cls._epochs(epochs, epoch)
         privacy = None if ledger is None else sections.privacy_section(ledger, chosen, delta)
         qe = None if query_error is None else sections.query_error_section(query_error)
-        figs = {str(k): os.fspath(v) for k, v in dict(figures or {}).items()}
+        given = dict(figures or {})
         if coverage_map is not None:
-            figs["coverage_map"] = os.fspath(coverage_map)
+            given["coverage_map"] = coverage_map
+        figs = {}
+        for key, value in given.items():
+            if not isinstance(value, (str, os.PathLike)):
+                raise fail(f"figures[{key!r}]", value, "is not a path",
+                           "pass the path of a saved PNG")
+            path = os.fspath(value)
+            # A file that exists from here is linked from wherever the card is written.
+            figs[str(key)] = os.path.abspath(path) if os.path.exists(path) else path
         return cls.from_sections(
             title=name, model_details=_details(model_details, name),
             considerations=_considerations(intended_use, limitations, ethical_considerations),
