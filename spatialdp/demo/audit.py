@@ -11,6 +11,7 @@ charged; the audit says how much to trust a release before anyone makes one.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import geopandas as gpd
@@ -91,9 +92,13 @@ def _city_discs(partition: Partition) -> gpd.GeoDataFrame:
     return frame[frame.geom_type.isin(["Polygon", "MultiPolygon"]) & ~frame.is_empty]
 
 
-def query_audit(partition: Partition, fleet: pd.DataFrame, *, seed: int, draws: int = 100
-                ) -> QueryAudit:
-    """Measure the error of private polygon counts on real polygons (simulation, seeded)."""
+def query_audit(partition: Partition, fleet: pd.DataFrame, *, seed: int, draws: int = 100,
+                tick: Callable[[int], None] | None = None) -> QueryAudit:
+    """Measure the error of private polygon counts on real polygons (simulation, seeded).
+
+    ``tick(1)`` is called after the corpus is built and after each method (3 steps).
+    """
+    step = tick if tick is not None else (lambda n: None)
     res = _resolution(partition, len(fleet))
     grid = Partition.from_h3_cover(partition.regions, res, containment="overlap",
                                    name=f"h3r{res}")
@@ -106,12 +111,13 @@ def query_audit(partition: Partition, fleet: pd.DataFrame, *, seed: int, draws: 
     polygons = polygons[grid.polygons_to_cells(polygons).cells_per_query > 0]
     corpus = query_corpus(grid, gpd.GeoDataFrame(polygons, crs=4326))
     rng = np.random.default_rng([seed, 7])
-    reports = {
-        "flat (clamped)": measure_query_error(truth, corpus, epsilon=AUDIT_EPSILON,
-                                              draws=draws, buckets=BUCKETS, rng=rng),
-        "hierarchical (4 levels)": measure_query_error(
-            truth, corpus, epsilon=AUDIT_EPSILON, draws=draws, buckets=BUCKETS,
-            method="hierarchical", levels=4, clamp_negative=False, rng=rng),
-    }
+    step(1)
+    reports = {"flat (clamped)": measure_query_error(truth, corpus, epsilon=AUDIT_EPSILON,
+                                                     draws=draws, buckets=BUCKETS, rng=rng)}
+    step(1)
+    reports["hierarchical (4 levels)"] = measure_query_error(
+        truth, corpus, epsilon=AUDIT_EPSILON, draws=draws, buckets=BUCKETS,
+        method="hierarchical", levels=4, clamp_negative=False, rng=rng)
+    step(1)
     return QueryAudit(reports=reports, resolution=res, n_cells=grid.n_regions,
                       n_queries=len(polygons), epsilon=AUDIT_EPSILON, draws=draws)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -40,8 +41,11 @@ class Progress:
         if self.enabled:
             from tqdm import tqdm
 
-            bar = tqdm(total=total, desc=f"{name:<28}", unit=unit, file=self.stream,
-                       leave=True, dynamic_ncols=True,
+            size = shutil.get_terminal_size((100, 20))
+            # A terminal reporting no size (0 x 0) would hide the bar: assume 100 x 20.
+            bar = tqdm(total=total, desc=f"{name:<30}", unit=unit, file=self.stream,
+                       leave=True, ncols=min(max(size.columns or 100, 60), 120),
+                       nrows=max(size.lines, 20),
                        bar_format="{desc} {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} "
                                   "[{elapsed}]")
         done = 0

@@ -228,8 +228,8 @@ def run_demo(
                 result = run_epoch(world, plan, ledger, epoch, run_id=run_id, rng=sim,
                                    tick=tick)
             ledger_summary = ledger.summary(epoch)
-        with progress.step("query-error audit (simulation)"):
-            audit = query_audit(world.partition, world.fleet, seed=seed)
+        with progress.step("query-error audit (simulation)", total=3) as tick:
+            audit = query_audit(world.partition, world.fleet, seed=seed, tick=tick)
         with progress.step("maps, dashboard, plots", total=4) as tick:
             files = draw_choropleths(result.reports[-1], stage.path)
             tick(1)
