@@ -12,7 +12,7 @@ import geopandas as gpd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from spatialdp.exceptions import InvalidInput, PartitionMismatch
+from spatialdp.exceptions import InvalidInput, PartitionMismatch, SpatialDPError
 from spatialdp.geo._checks import short_repr
 
 if TYPE_CHECKING:
@@ -70,8 +70,9 @@ def read_partition(path: str | os.PathLike[str]) -> Partition:
         raise InvalidInput(f"path={str(path)!r} is not a file (missing or a folder); {fix}")
     try:
         schema_meta = pq.read_schema(path).metadata or {}
-    except pa.ArrowInvalid as err:
-        raise InvalidInput(f"{path} is not a Parquet file ({err}); {fix}") from None
+    except (pa.ArrowException, OSError, ValueError) as err:  # not Parquet, a damaged footer
+        raise InvalidInput(f"{path} is not a Parquet file or is damaged ({err}); {fix}"
+                           ) from None
     if _META_KEY not in schema_meta:
         raise InvalidInput(
             f"{path} is not a spatialdp partition file (no {_META_KEY.decode()!r} metadata); "
@@ -83,14 +84,22 @@ def read_partition(path: str | os.PathLike[str]) -> Partition:
     except (ValueError, TypeError, KeyError):
         raise InvalidInput(f"{path} has unreadable spatialdp metadata; rebuild the file from "
                            "source and save it with .to_file()") from None
-    frame = gpd.read_parquet(path)
-    if "region_id" not in frame.columns or kind not in ("h3", "polygons"):
-        raise InvalidInput(f"{path} has no region_id column or an unknown kind {kind!r}; "
-                           "rebuild the file from source and save it with .to_file()")
-    if kind == "h3":
-        part = Partition.from_h3_cells(frame["region_id"].to_numpy(), name=name)
-    else:
-        part = Partition.from_geodataframe(frame, "region_id", name=name)
+    try:
+        frame = gpd.read_parquet(path)
+        if "region_id" not in frame.columns or kind not in ("h3", "polygons"):
+            raise InvalidInput(f"{path} has no region_id column or an unknown kind {kind!r}; "
+                               "rebuild the file from source and save it with .to_file()")
+        if kind == "h3":
+            part = Partition.from_h3_cells(frame["region_id"].to_numpy(), name=name)
+        else:
+            part = Partition.from_geodataframe(frame, "region_id", name=name)
+    except SpatialDPError:
+        raise
+    except Exception as err:  # Arrow, Parquet (OSError), GEOS and H3 errors of a damaged file
+        raise InvalidInput(
+            f"{path} is damaged and cannot be decoded ({type(err).__name__}: "
+            f"{short_repr(str(err))}); the file was truncated, edited or corrupted: restore it "
+            "or rebuild it from source and save it with .to_file()") from err
     if part.version != version:
         raise PartitionMismatch(
             f"{path} claims partition version {version!r} but its content hashes "

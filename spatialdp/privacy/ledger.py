@@ -6,6 +6,13 @@ Every charge is checked against its line-item cap and recorded in the same
 ``BEGIN IMMEDIATE`` transaction, so concurrent processes cannot overspend and a
 process killed mid-charge leaves the whole charge or none of it.
 
+The file is in WAL mode, and after every committed charge or borrow the ledger
+checkpoints the WAL into the main file and empties it, so a plain copy of the
+ledger file alone (``cp ledger.sqlite backup.sqlite``) taken between charges
+holds every charge. A copy taken while another process is in the middle of a
+charge, or holds a read snapshot, may lag; use ``sqlite3 ledger.sqlite
+".backup copy.sqlite"`` (or ``sqlite3.Connection.backup``) for a copy during activity.
+
 The file is checked on open (:mod:`~spatialdp.privacy._ledger_checks`); every failure
 a user can cause is a :class:`~spatialdp.exceptions.LedgerError` or ``InvalidInput``
 naming the file, what is wrong and the fix (:mod:`~spatialdp.privacy._ledger_files`).
@@ -124,6 +131,15 @@ class PrivacyLedger:
         budget, acc, sp = checks.check_configuration(epoch_budget, accounting, split)
         self._conn, stored = opening.open_ledger(self._path, self._timeout, self._read_only,
                                                  budget, acc, sp)
+        if self._path != files.MEMORY:
+            # A damaged index can hide charges from the budget checks (an edited byte in
+            # the spend table's index made spent() read 0): SQLite's full check on open.
+            try:
+                with self._transaction("checking the file"):
+                    reports.integrity(self._conn, self._path)
+            except BaseException:
+                self.close()
+                raise
         self._accounting = stored.accounting
         self._budget = stored.epoch_budget
         self._split = stored.split
@@ -145,6 +161,17 @@ class PrivacyLedger:
     def _transaction(self, action: str, mode: str = "DEFERRED"
                      ) -> AbstractContextManager[sqlite3.Connection]:
         return files.transaction(self._live(), self._path, action, self._timeout, mode)
+
+    def _checkpoint(self) -> None:
+        """Copy the WAL into the main file after a committed write, and empty the WAL.
+
+        A plain copy of the ledger file (without its ``-wal``) is then complete.
+        Best effort: while another connection holds a read snapshot the WAL
+        cannot be emptied, and the next write or close completes the checkpoint.
+        """
+        if self._path != files.MEMORY:
+            with suppress(sqlite3.Error):
+                self._live().execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
 
     # -- properties ---------------------------------------------------------------------
 
@@ -269,6 +296,7 @@ class PrivacyLedger:
                 who=who, what=what, why=why, round=rounds, recorded_at=when,
             )  # fmt: skip
             schema.add_to_total(conn, ep, item.value, new_total)
+        self._checkpoint()
         return Charge(rid, ep, item.value, float(charged), float(cap - new_total), when)
 
     def borrow(
@@ -327,6 +355,7 @@ class PrivacyLedger:
         with self._transaction("borrowing", "IMMEDIATE") as conn:
             caps.borrow(conn, self._base, epoch=ep, item=item, amount=value, unit=self.unit,
                         audit=(approver, who, why))
+        self._checkpoint()
 
     # -- reading ----------------------------------------------------------------------
 
