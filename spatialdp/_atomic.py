@@ -16,7 +16,9 @@ either the previous complete run, or a folder without a manifest, which no
 reader takes for a finished run; the staging folder it leaves behind is
 removed by the next run into the same folder (when its process is gone).
 Files named in ``keep`` (the ledger) live in the output folder itself and are
-never staged, moved or removed.
+never staged, moved or removed. One run at a time writes into a folder: it
+holds an exclusive ``flock`` on ``<out>/.spatialdp.lock``, which the operating
+system releases when the process ends, however it ends.
 
 Examples
 --------
@@ -28,7 +30,7 @@ Examples
 ...     _ = (stage.path / "run.json").write_text("{}")
 ...     published = stage.publish()
 >>> sorted(p.name for p in out.iterdir())
-['a.txt', 'run.json']
+['.spatialdp.lock', 'a.txt', 'run.json']
 """
 
 from __future__ import annotations
@@ -43,9 +45,11 @@ from types import TracebackType
 
 from spatialdp.exceptions import InvalidInput
 
-__all__ = ["StagedFolder", "fsync_folder", "process_alive"]
+__all__ = ["LOCK", "StagedFolder", "fsync_folder", "process_alive"]
 
 _STAGING = ".staging-"
+#: The lock file a run holds in the output folder (never published or removed).
+LOCK = ".spatialdp.lock"
 
 
 def process_alive(pid: int) -> bool:
@@ -115,6 +119,7 @@ class StagedFolder:
             probe.close()
         except OSError as err:
             raise _unwritable(self.out, err) from err
+        self._lock()
         self.remove_stale()
         try:
             self.path = Path(tempfile.mkdtemp(
@@ -128,6 +133,29 @@ class StagedFolder:
                  tb: TracebackType | None) -> None:
         if self._entered and self.path.exists():
             shutil.rmtree(self.path, ignore_errors=True)
+        self._unlock()
+
+    def _lock(self) -> None:
+        """Hold an exclusive lock on ``out`` for the run (released by the OS on any exit)."""
+        import fcntl
+
+        try:
+            self._lock_fd: int | None = os.open(self.out / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as err:
+            raise _unwritable(self.out, err) from err
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+            raise InvalidInput(f"out={os.fspath(self.out)!r} is being written by another run; "
+                               "wait for it to finish or pass another folder") from None
+
+    def _unlock(self) -> None:
+        fd = getattr(self, "_lock_fd", None)
+        if fd is not None:
+            os.close(fd)  # closing the descriptor releases the lock
+            self._lock_fd = None
 
     def stale(self) -> list[Path]:
         """Staging folders of earlier runs into ``out`` whose process is gone."""

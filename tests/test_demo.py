@@ -26,12 +26,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from spatialdp._atomic import LOCK
 from spatialdp.cli import main
 from spatialdp.privacy.ledger import PrivacyLedger
 
 ARGS = ["--devices", "20000", "--rounds", "2", "--quiet"]
 LEDGER_FILES = {"ledger.sqlite", "ledger.sqlite-wal", "ledger.sqlite-shm",
-                "ledger.sqlite-journal"}
+                "ledger.sqlite-journal", LOCK}
 PNGS = {"ratio_choropleth.png", "loss_choropleth.png", "coverage_map.png",
         "ratio_timeseries.png", "query_error.png"}
 TOP_FILES = PNGS | {"ratio_map.html", "model_card.md", "model_card.json", "run.json",

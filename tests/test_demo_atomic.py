@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from spatialdp._atomic import StagedFolder, process_alive
+from spatialdp._atomic import LOCK, StagedFolder, process_alive
 from spatialdp.exceptions import InvalidInput
 
 MARKERS = ("model_card.md", "run.json")
@@ -110,7 +110,7 @@ def test_an_exception_removes_the_staging_folder_and_publishes_nothing(tmp_path:
 
     with pytest.raises(RuntimeError, match="boom"):
         failing_run()
-    assert list(out.iterdir()) == []
+    assert [p.name for p in out.iterdir()] == [LOCK]
     assert not list(tmp_path.glob(".out.staging-*"))
 
 
@@ -122,6 +122,15 @@ def test_unwritable_or_file_targets_are_refused(tmp_path: Path) -> None:
     with pytest.raises(InvalidInput, match="cannot be written"), StagedFolder(afile / "sub"):
         pass
     assert afile.read_text() == "x"
+
+
+def test_one_run_at_a_time_per_folder(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    with StagedFolder(out):
+        with pytest.raises(InvalidInput, match="is being written by another run"):
+            StagedFolder(out).__enter__()
+    with StagedFolder(out):  # released on exit
+        pass
 
 
 def test_stale_staging_of_a_live_process_is_kept(tmp_path: Path) -> None:
