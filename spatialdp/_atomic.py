@@ -97,12 +97,17 @@ class StagedFolder:
         Files of ``out`` that are never staged, moved or removed (the ledger).
     previous : iterable of str, optional
         Files of the previous run to remove when this run does not write them.
+    late : sequence of str
+        Files moved in after every other file and just before the markers, but
+        not removed first (e.g. a run log that must survive an interruption).
     """
 
     def __init__(self, out: str | os.PathLike[str], *, markers: Sequence[str] = (),
-                 keep: Sequence[str] = (), previous: Iterable[str] = ()) -> None:
+                 keep: Sequence[str] = (), previous: Iterable[str] = (),
+                 late: Sequence[str] = ()) -> None:
         self.out = Path(os.path.abspath(out))
         self.markers = tuple(markers)
+        self.late = tuple(late)
         self.keep = frozenset(keep)
         self.previous = [p for p in previous if p not in self.keep]
         self.path = self.out  # set on entry
@@ -192,7 +197,8 @@ class StagedFolder:
             staged = self.path / name
             if staged.is_symlink() or staged.exists():
                 staged.unlink()
-        ordered = ([f for f in files if f not in self.markers]
+        ordered = ([f for f in files if f not in self.markers and f not in self.late]
+                   + [f for f in self.late if f in files]
                    + [m for m in self.markers if m in files])
         try:
             for name in reversed(self.markers):  # the manifest first: no longer complete

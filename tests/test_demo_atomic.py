@@ -55,14 +55,14 @@ def _publish_and_die(out: str, names: list[str], kill_after: int) -> None:
 def test_publish_moves_everything_markers_last(tmp_path: Path) -> None:
     out = tmp_path / "out"
     order: list[str] = []
-    with StagedFolder(out, markers=MARKERS) as stage:
+    with StagedFolder(out, markers=MARKERS, late=("log.csv",)) as stage:
         staging = stage.path
         assert staging.parent == tmp_path
         assert staging.name.startswith(".out.staging-")
-        _build(stage, "A", ["a.png", "reports/r1.csv"])
+        _build(stage, "A", ["a.png", "log.csv", "reports/r1.csv"])
         stage.publish(after_move=order.append)
     assert order[0] == "<retract>"
-    assert order[-2:] == list(MARKERS)
+    assert order[-3:] == ["log.csv", *MARKERS]
     assert _complete(out) == "A"
     assert not staging.exists()
 

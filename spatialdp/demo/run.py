@@ -213,7 +213,8 @@ def run_demo(
     progress = Progress(quiet=quiet)
     folder = Path(out)
     previous = _previous_files(folder) if folder.is_dir() else []
-    with StagedFolder(folder, markers=MARKERS, keep=(LEDGER,), previous=previous) as stage:
+    with StagedFolder(folder, markers=MARKERS, keep=(LEDGER,), previous=previous,
+                      late=(RUNS_FILE,)) as stage:
         runs = runs_table(stage.out)
         with progress.step("simulated fleet and strata"):
             world = build_world(part, n, seed, n_rounds)
