@@ -128,22 +128,17 @@ def test_separable_beats_quantiles_on_a_noisy_report(report: gpd.GeoDataFrame) -
 
 
 @pytest.mark.parametrize(("scheme", "kwds"), [("quantiles", {}), ("fisher_jenks", {}),
-                                               ("natural_breaks", {}),
                                                ("user_defined", {"bins": [0.3, 0.45, 0.6]})])
 def test_mapclassify_schemes_give_mapclassify_bins(report: gpd.GeoDataFrame, scheme: str,
                                                    kwds: dict) -> None:
     published = report.value[~report.suppressed].to_numpy()
     ours = classify_report(report, scheme=scheme, k=5, classification_kwds=kwds)
-    if scheme == "natural_breaks":  # k-means with random starts: check the invariants
-        assert ours.k == 5
-    else:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # "Numba not installed": a speed note only
-            theirs = mapclassify.classify(published, scheme, **({} if kwds else {"k": 5}),
-                                          **kwds)
-        expected = np.unique(np.append(theirs.bins[theirs.bins < published.max()],
-                                       published.max()))
-        np.testing.assert_allclose(ours.bins, expected)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "Numba not installed": a speed note only
+        theirs = mapclassify.classify(published, scheme, **({} if kwds else {"k": 5}), **kwds)
+    expected = np.unique(np.append(theirs.bins[theirs.bins < published.max()],
+                                   published.max()))
+    np.testing.assert_allclose(ours.bins, expected)
     assert int(ours.counts.sum()) == published.size
     assert (ours.yb[report.suppressed.to_numpy()] == -1).all()
     assert len(ours.separability) == ours.k - 1
@@ -240,3 +235,10 @@ def test_plotting_crs_is_named_and_overlays_line_up(report: gpd.GeoDataFrame) ->
     assert plotting_crs(no_crs, projection=None) is None
     with pytest.raises(InvalidInput):
         plotting_crs(pd.DataFrame({"value": [1.0]}))
+
+
+def test_separable_breaks_never_split_ties() -> None:
+    noise = NoiseModel.laplace_scales([0.1] * 6)
+    with pytest.raises(InvalidInput, match="k=3 classes need 3 distinct published values, got 2"):
+        separable_breaks([1.0, 1.0, 1.0, 2.0, 2.0, 2.0], noise, k=3)
+    assert separable_breaks([1.0, 1.0, 1.0, 2.0, 2.0, 2.0], noise, k=2).tolist() == [1.0, 2.0]

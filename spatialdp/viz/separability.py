@@ -270,9 +270,11 @@ def separable_breaks(values: ArrayLike, noise: NoiseModel, k: int = 5, *,
     if size * k > n:
         raise InvalidInput(f"min_size={size} times k={k} exceeds the {n} published values; "
                            "lower min_size or k")
-    grades = np.array([_grade_one(x, model, p)[0] if x[p] > x[p - 1] else 0.0
-                       for p in range(1, n)])
-    positions = np.arange(1, n)
+    positions = np.flatnonzero(np.diff(x) > 0) + 1  # a break never splits tied values
+    if positions.size < k - 1:
+        raise InvalidInput(f"k={k} classes need {k} distinct published values, got "
+                           f"{positions.size + 1}; lower k")
+    grades = np.array([_grade_one(x, model, int(p))[0] for p in positions])
     # Bottleneck: the highest grade tau at which k-1 breaks fit with the spacing.
     best = 0.0
     for tau in np.unique(grades)[::-1]:
