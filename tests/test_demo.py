@@ -33,8 +33,8 @@ from spatialdp.privacy.ledger import PrivacyLedger
 ARGS = ["--devices", "20000", "--rounds", "2", "--quiet"]
 LEDGER_FILES = {"ledger.sqlite", "ledger.sqlite-wal", "ledger.sqlite-shm",
                 "ledger.sqlite-journal", LOCK}
-PNGS = {"ratio_choropleth.png", "loss_choropleth.png", "coverage_map.png",
-        "ratio_timeseries.png", "query_error.png"}
+PNGS = {"ratio_choropleth.png", "loss_choropleth.png", "loss_significance.png",
+        "coverage_map.png", "ratio_timeseries.png", "query_error.png"}
 TOP_FILES = PNGS | {"ratio_map.html", "model_card.md", "model_card.json", "run.json",
                     "regional_report.gpkg", "regional_report.csv", "regional_report.json",
                     "alerts.csv", "demo_runs.csv", "strata.json", "coverage.json",
@@ -128,8 +128,11 @@ def test_ledger_keeps_every_charge_and_marks_interrupted_epochs(
         epochs = ledger.epochs()
         audit = ledger.audit(epoch)
         assert epoch == max(epochs)
-        # The complete run: the per-client training charge and one release per round.
-        assert len(audit) == 3
+        # The complete run: the per-client training charge, one regional release per
+        # round and the national loss of the last round.
+        assert len(audit) == 4
+        assert sorted(audit.line_item) == ["evaluation.global", "evaluation.regional",
+                                           "evaluation.regional", "training"]
         assert set(audit.who) == {f"spatialdp demo run {run_id}"}
         assert ledger.remaining(epoch, "evaluation.regional") == pytest.approx(2.4 - 0.8)
         earlier = [e for e in epochs if e != epoch]

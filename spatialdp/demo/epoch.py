@@ -19,6 +19,7 @@ from spatialdp.federated import (
     HistogramSpec,
     MetricSpec,
     RegionalReport,
+    aggregate_metric,
     calibrate_clip,
     compare_reports,
     device_report,
@@ -55,6 +56,8 @@ PARTICIPATION_CAP = 2
 TRAINING_EPSILON_PER_ROUND = 1.0
 #: Devices that drop out of a round or whose update is rejected.
 DROP_SHARE = 0.06
+#: Epsilon of the national loss of the last round (line item evaluation.global).
+NATIONAL_EPSILON = 0.1
 WHO = "spatialdp demo"
 
 
@@ -74,6 +77,7 @@ class EpochPlan:
     ratio_spec: MetricSpec
     hist_spec: HistogramSpec
     ratio_sd: float
+    loss_sd: float
 
     @property
     def specs(self) -> list[MetricSpec | HistogramSpec]:
@@ -94,6 +98,7 @@ class EpochResult:
     incidents: list[Incident] = field(default_factory=list)
     sampler: Any = None
     state: Any = None
+    national: Any = None
 
 
 def plan_epoch(world: World, *, rounds: int, epsilon_per_round: float,
@@ -108,7 +113,9 @@ def plan_epoch(world: World, *, rounds: int, epsilon_per_round: float,
     loss_spec = MetricSpec("loss", 0.0, round(calibrate_clip(pilot.loss, 99.0), 2))
     ratio_spec = track_ratio_spec(RATIO_CLIP)
     hist_spec = HistogramSpec("abs_error_m", edges=(0.25, 0.5, 1.0, 2.0, 4.0, 8.0))
-    ratio_sd = float(device_report(pilot, loss_spec=loss_spec).ratio.std())
+    pilot_clients = device_report(pilot, loss_spec=loss_spec)
+    ratio_sd = float(pilot_clients.ratio.std())
+    loss_sd = float(pilot_clients[loss_spec.name].std())
     epsilons = {name: round(epsilon_per_round * share, 9) for name, share in METRIC_SHARES.items()}
     n = len(world.fleet)
     cohort = int(min(30_000, max(200, n * 3 // 10)))
@@ -120,7 +127,7 @@ def plan_epoch(world: World, *, rounds: int, epsilon_per_round: float,
         min_stratum_cohort=min_cohort,
         min_cohort=min_cohort,
         alpha=FAMILY_ALPHA / n_regions, loss_spec=loss_spec, ratio_spec=ratio_spec,
-        hist_spec=hist_spec, ratio_sd=ratio_sd)
+        hist_spec=hist_spec, ratio_sd=ratio_sd, loss_sd=loss_sd)
 
 
 def run_epoch(world: World, plan: EpochPlan, ledger: PrivacyLedger, epoch: int, *,
@@ -143,6 +150,7 @@ def run_epoch(world: World, plan: EpochPlan, ledger: PrivacyLedger, epoch: int, 
     reports: list[RegionalReport] = []
     cohorts: list[RoundCohort] = []
     alerts = []
+    national = None
     for round_index in range(1, plan.rounds + 1):
         cohort = sampler.select(state, round_index)
         cohorts.append(cohort)
@@ -161,6 +169,11 @@ def run_epoch(world: World, plan: EpochPlan, ledger: PrivacyLedger, epoch: int, 
             compared = compared.assign(round=round_index)
             alerts.append(compared)
         reports.append(report)
+        if round_index == plan.rounds:  # the national value the regions are compared with
+            national = aggregate_metric(device, plan.loss_spec, epsilon=NATIONAL_EPSILON,
+                                        target=ReleaseTarget(
+                                            ledger, epoch, who=who, round_index=round_index,
+                                            why=f"national loss, round {round_index}"))
         if tick is not None:
             tick(1)
     history = {name: _history(reports, name) for name in ("ratio", "loss")}
@@ -175,7 +188,7 @@ def run_epoch(world: World, plan: EpochPlan, ledger: PrivacyLedger, epoch: int, 
     incidents = ratio_pinned_at_clip(reports[-1]["ratio"], RATIO_CLIP)
     return EpochResult(reports=reports, cohorts=cohorts, coverage=coverage, alerts=table,
                        trend=trend, history=history, incidents=incidents, sampler=sampler,
-                       state=state)
+                       state=state, national=national)
 
 
 def _history(reports: list[RegionalReport], metric: str) -> pd.DataFrame:

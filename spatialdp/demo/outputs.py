@@ -54,6 +54,29 @@ def draw_choropleths(report: RegionalReport, folder: Path) -> list[Path]:
     return paths
 
 
+def draw_significance(report: RegionalReport, plan: EpochPlan, result: EpochResult,
+                      folder: Path) -> Path:
+    """Draw the loss map of regions significantly above or below the national loss."""
+    from spatialdp.viz import plot_significance
+    from spatialdp.viz.maps import save_figure
+
+    plt = _pyplot()
+    frame = report["loss"]
+    cohort = frame.cohort.astype("Float64").to_numpy(dtype=float, na_value=np.nan)
+    # Each region's mean is over its own cohort: its sampling sd, from the pilot's spread.
+    sampling = np.where(cohort > 0, plan.loss_sd / np.sqrt(np.where(cohort > 0, cohort, 1)),
+                        0.0)
+    fig, ax = plt.subplots(figsize=(11, 6.5))
+    plot_significance(frame, result.national, alpha=0.05, adjust="bonferroni",
+                      sampling_sd=sampling, ax=ax,
+                      title=f"clipped mean loss, round {report.round_index}: regions "
+                            f"significantly above or below the national value "
+                            f"{result.national.value:.2f} m² (5% family-wise)")
+    path = save_figure(fig, folder / "loss_significance.png")
+    plt.close(fig)
+    return path
+
+
 def cell_coverage(world: World, result: EpochResult) -> pd.DataFrame:
     """Return per H3 cell: devices in the fleet, devices sampled this epoch, blind spot."""
     cells = world.cells

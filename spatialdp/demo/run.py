@@ -29,6 +29,7 @@ from .outputs import (
     draw_coverage,
     draw_dashboard,
     draw_query_error,
+    draw_significance,
     write_interactive_map,
 )
 from .progress import Progress
@@ -231,8 +232,10 @@ def run_demo(
             ledger_summary = ledger.summary(epoch)
         with progress.step("query-error audit (simulation)", total=3) as tick:
             audit = query_audit(world.partition, world.fleet, seed=seed, tick=tick)
-        with progress.step("maps, dashboard, plots", total=4) as tick:
+        with progress.step("maps, dashboard, plots", total=5) as tick:
             files = draw_choropleths(result.reports[-1], stage.path)
+            tick(1)
+            files.append(draw_significance(result.reports[-1], plan, result, stage.path))
             tick(1)
             files.append(draw_coverage(world, result, stage.path))
             tick(1)
@@ -302,6 +305,7 @@ def _write_card(folder: Path, ledger: Path, world: World, plan: EpochPlan,
         simulated={"fleet": True, "model": True, "selection": False, "noise": False},
         title=f"Model card: simulated positioning model on {world.partition.key}",
         figures={"coverage_map": "coverage_map.png", "ratio_choropleth": "ratio_choropleth.png",
+                 "loss_significance": "loss_significance.png",
                  "ratio_timeseries": "ratio_timeseries.png", "query_error": "query_error.png"},
         details=details)
     ModelCard.from_run(folder).write(folder)
