@@ -19,11 +19,11 @@ checked at the end).
   1 and then 2 worker processes (1 thread each); the driver receives only the
   per-region sums.
 
-Memory: peak RSS of the driver over the call (``_common.peak_memory_mb``) and
-each worker's lifetime peak RSS (``getrusage``), for the baseline the process's
-peak over the call. The last line is ``ratio: X`` = baseline time / time on 2
-workers. On this shared 2-core machine timings are noisy (load from other
-jobs): the best of ``--repeat`` runs is kept.
+Memory: peak RSS over one call, of the driver (``_common.peak_memory_mb``), of
+each worker (VmHWM reset before the call), and of the baseline's process.
+The last line is ``ratio: X`` = baseline time / time on 2 workers. On this
+shared 2-core machine timings are noisy (load from other jobs): the best of
+``--repeat`` runs is kept.
 """
 
 from __future__ import annotations
@@ -90,13 +90,41 @@ def on_dask(folder: Path) -> RegionalReport:
                                  target=Simulation(rng=0), min_cohort=FLOOR)
 
 
-def _worker_peak_mb() -> float:
+def _reset_peak() -> bool:
+    """Reset this process's peak RSS (VmHWM) on Linux; False where that is not possible."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        return False
+    return True
+
+
+def _status_mb(field: str) -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _rest_mb() -> float:
+    """Resident size of this process now (the imports and Dask's own state)."""
+    return _status_mb("VmRSS") if Path("/proc/self/status").exists() else float("nan")
+
+
+def _peak_mb() -> float:
+    """Peak RSS of this process since the last reset (VmHWM), else its lifetime peak.
+
+    Not ``getrusage``'s ``ru_maxrss`` where VmHWM exists: a spawned worker inherits
+    in it the RSS of the parent it was forked from (the driver, after the baseline).
+    """
+    if Path("/proc/self/status").exists():
+        return _status_mb("VmHWM")
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def run_on_cluster(folder: Path, workers: int, repeats: int
-                   ) -> tuple[float, float, list[float], RegionalReport]:
-    """Best time, driver peak MB, workers' peak MB and the report, on ``workers`` processes."""
+                   ) -> tuple[float, float, list[tuple[float, float]], RegionalReport]:
+    """Best time, driver peak MB, workers' (peak, at rest) MB and the report."""
     from distributed import Client, LocalCluster
 
     with (LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
@@ -105,8 +133,10 @@ def run_on_cluster(folder: Path, workers: int, repeats: int
         client.run(__import__, "spatialdp.scale.report")  # imports are not the measurement
         report = on_dask(folder)  # warm-up (also the report checked below)
         best = min(_timed(lambda: on_dask(folder)) for _ in range(repeats))
+        rest = client.run(_rest_mb)
+        client.run(_reset_peak)
         driver = _common.peak_memory_mb(lambda: on_dask(folder))
-        peaks = list(client.run(_worker_peak_mb).values())
+        peaks = [(peak, rest[w]) for w, peak in client.run(_peak_mb).items()]
     return best, driver, peaks, report
 
 
@@ -141,8 +171,9 @@ def main() -> None:
             best, driver, peaks, report = run_on_cluster(folder, workers, args.repeat)
             times[workers] = best
             print(f"dask, {workers} worker process(es): {best:.2f} s; driver peak "
-                  f"{driver:,.0f} MB over the call; worker peak RSS "
-                  + ", ".join(f"{p:,.0f} MB" for p in peaks))
+                  f"{driver:,.0f} MB over the call; worker peak RSS over the call "
+                  + ", ".join(f"{p:,.0f} MB (+{p - r:,.0f} MB over {r:,.0f} MB at rest)"
+                              for p, r in peaks))
             for column in ("value", "ci_low", "ci_high", "error_bar"):
                 a, b = report["loss"][column].to_numpy(), baseline["loss"][column].to_numpy()
                 if not np.allclose(a, b, rtol=1e-9, atol=1e-12, equal_nan=True):
