@@ -7,12 +7,15 @@ import sys
 import textwrap
 from pathlib import Path
 
+import dask
 import dask.dataframe as dd
 import geopandas as gpd
 import numpy as np
 import pandas as pd
 import pytest
 import shapely
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from spatialdp.exceptions import ClippingFailure, InvalidInput
 from spatialdp.federated import MetricSpec
@@ -146,3 +149,27 @@ def test_truth_grid_dispatch_refusals() -> None:
         truth_grid(["85283473fffffff"], points, device_ids="d", max_cells_per_device=0)
     truth = truth_grid(["85283473fffffff"], points, device_ids="d")
     assert truth.counts.tolist() == [1]
+
+
+@settings(max_examples=8, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32 - 1), parts=st.integers(1, 6), k=st.integers(1, 3))
+def test_truth_grid_equals_memory_for_any_partitioning(seed: int, parts: int, k: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 400))
+    points = pd.DataFrame({"lon": rng.uniform(-100.05, -98.95, n),
+                           "lat": rng.uniform(39.95, 41.05, n),
+                           "device": rng.integers(0, 25, n)})
+    memory = truth_grid(_GRID, lon=points.lon, lat=points.lat, device_ids=points.device,
+                        max_cells_per_device=k)
+    with dask.config.set(scheduler="synchronous"):
+        scaled = truth_grid(_GRID, dd.from_pandas(points, npartitions=parts, sort=False),
+                            device_ids="device", max_cells_per_device=k)
+    np.testing.assert_array_equal(scaled.counts, memory.counts)
+    assert (scaled.n_devices, scaled.n_clipped_pairs, scaled.n_clipped_devices,
+            scaled.n_unassigned) == (memory.n_devices, memory.n_clipped_pairs,
+                                     memory.n_clipped_devices, memory.n_unassigned)
+
+
+_GRID = Partition.from_h3_cover(
+    gpd.GeoDataFrame(geometry=[shapely.box(-100, 40, -99, 41)], crs=4326), 5)
