@@ -247,13 +247,16 @@ class RegionalReport:
         frame = self[metric]
         name = check_text(kind, "kind")
         if name == "map":
-            return viz.plot_uncertainty_choropleth(frame, column, **kwargs)
+            return _hand_off(viz.plot_uncertainty_choropleth, frame, column, **kwargs)
+        if name not in ("moe", "significance"):
+            raise fail("kind", kind, "is not a kind of map",
+                       "pass 'map', 'moe' or 'significance'")
+        if not (isinstance(column, str) and column == "value"):
+            raise fail("column", column, f"is not drawn by kind={name!r}",
+                       "leave column='value' (these maps show the value and its noise)")
         if name == "moe":
-            return viz.plot_moe_companion(frame, **kwargs)
-        if name == "significance":
-            return viz.plot_significance(frame, **kwargs)
-        raise fail("kind", kind, "is not a kind of map",
-                   "pass 'map', 'moe' or 'significance'")
+            return _hand_off(viz.plot_moe_companion, frame, **kwargs)
+        return _hand_off(viz.plot_significance, frame, **kwargs)
 
     def explore(self, metric: str, column: str = "value", **kwargs: Any) -> Any:
         """Interactive folium map of one metric: :func:`~spatialdp.viz.explore_report`.
@@ -263,7 +266,7 @@ class RegionalReport:
         """
         from spatialdp import viz
 
-        return viz.explore_report(self[metric], column, **kwargs)
+        return _hand_off(viz.explore_report, self[metric], column, **kwargs)
 
     # ------------------------------------------------------------------ files
     def to_long(self) -> pd.DataFrame:
@@ -457,6 +460,18 @@ class RegionalReport:
 
     def _repr_html_(self) -> str:
         return f"<pre>{html.escape(self.summary())}</pre>"
+
+
+def _hand_off(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Call a drawing function, refusing keywords it does not take (not a bare TypeError)."""
+    import inspect
+
+    try:
+        inspect.signature(fn).bind(*args, **kwargs)
+    except TypeError as err:
+        raise InvalidInput(f"{fn.__name__} refused the arguments ({err}); see "
+                           f"help(spatialdp.viz.{fn.__name__}) for what it takes") from None
+    return fn(*args, **kwargs)
 
 
 def _write_atomically(path: Path, writer: Callable[[str], object]) -> Path:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from spatialdp.viz.classify import SCHEMES, Classification, classify_report
+from spatialdp.viz.classify import classify_report
 from spatialdp.viz.clip import plot_clip_tradeoff
 from spatialdp.viz.maps import (
     explore_report,
@@ -10,19 +10,14 @@ from spatialdp.viz.maps import (
     plotting_crs,
     save_figure,
 )
-from spatialdp.viz.separability import break_separability, order_probability, separable_breaks
 from spatialdp.viz.significance import plot_significance, significance_table
 from spatialdp.viz.timeseries import cohort_label, plot_region_timeseries
 from spatialdp.viz.uncertainty import plot_moe_companion
 
 __all__ = [
-    "SCHEMES",
-    "Classification",
-    "break_separability",
     "classify_report",
     "cohort_label",
     "explore_report",
-    "order_probability",
     "plot_clip_tradeoff",
     "plot_moe_companion",
     "plot_region_timeseries",
@@ -30,6 +25,5 @@ __all__ = [
     "plot_uncertainty_choropleth",
     "plotting_crs",
     "save_figure",
-    "separable_breaks",
     "significance_table",
 ]

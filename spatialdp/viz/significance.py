@@ -228,9 +228,10 @@ def plot_significance(
     _set_map_aspect(ax, drawn)
     _name_crs(ax, drawn.crs)
     meta = _meta(frame)
-    value, _ = _national(national, national_error_bar, check_alpha(alpha))
+    level = check_alpha(alpha)
+    value, _ = _national(national, national_error_bar, level)
     name = _column_name(meta, "value")
-    test = f"alpha = {alpha:g}" + (" per map (Bonferroni)" if adjust else " per region")
+    test = f"alpha = {level:g}" + (" per map (Bonferroni)" if adjust else " per region")
     ax.set_title(title if title is not None else
                  f"{name}: regions different from the national value\n"
                  f"national {value:.3g} · noise-aware test at {test}"
