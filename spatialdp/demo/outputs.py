@@ -104,11 +104,12 @@ def draw_coverage(world: World, result: EpochResult, folder: Path) -> Path:
 
     plt = _pyplot()
     coverage = result.coverage
-    fig, axes = plt.subplots(1, 2, figsize=(18, 6.4))
+    fig, axes = plt.subplots(1, 2, figsize=(19, 6.4), gridspec_kw={"wspace": 0.35})
     plot_coverage_map(coverage, level="strata", ax=axes[0])
+    groups = {str(g) for g in coverage.table.group if "+" in str(g)}
     axes[0].set_title(f"strata (the report regions): clients sampled in epoch "
-                      f"{coverage.epoch}; {len(coverage.merges)} merge(s) outlined",
-                      fontsize=11)
+                      f"{coverage.epoch}; {len(coverage.merges)} merge(s) into {len(groups)} "
+                      f"group(s), outlined", fontsize=11)
     table = cell_coverage(world, result)
     assert world.cells is not None
     # Thousands of hexagons: one PolyCollection per layer (GeoDataFrame.plot redraws the
