@@ -251,6 +251,32 @@ def _round_health(variant: str, draws: int | None, rng: RandomLike) -> AuditResu
                 epsilon=EPSILON)
 
 
+def _release_coverage(variant: str, draws: int | None, rng: RandomLike) -> AuditResult:
+    from spatialdp.datasets import load_us_states
+    from spatialdp.federated import release_coverage
+    from spatialdp.federated._coverage import coverage
+
+    states = _states()
+    frame = load_us_states().set_index("state").loc[list(REGIONS)]
+    spots = frame.geometry.representative_point()
+    lon, lat = spots.x.to_numpy(), spots.y.to_numpy()
+    # 40 clients, each with samples in two states; client 0 moves from (CO, UT) to (CA, TX).
+    home = np.array([[i % 4, (i + 1) % 4] for i in range(40)])
+
+    def rows(first: tuple[int, int]) -> Any:
+        where = home.copy()
+        where[0] = first
+        ids = np.repeat(np.arange(40), 2)
+        return coverage(lon[where.ravel()], lat[where.ravel()], ids, states, max_cells=2)
+
+    def release(cov: Any, target: Any) -> NDArray[np.float64]:
+        out = release_coverage(cov, states, epsilon=EPSILON, target=target)
+        return _values(out.frame["clients"].reindex(list(REGIONS)))
+
+    return _run(variant, release, (rows((0, 1)), rows((2, 3))), name="release_coverage",
+                draws=draws, rng=rng, skip=2, epsilon=EPSILON)
+
+
 @cache
 def _pings() -> tuple[pd.DataFrame, tuple[str, ...]]:
     """Pings of 60 devices over 19 H3 res-5 cells; device 0 visits two cells."""
@@ -374,6 +400,8 @@ CASES: dict[str, AuditCase] = {
                   ("correct", "half_scale", "skip_region", "seeded"), _regional_report),
         AuditCase("round_health", "discrete Laplace on status counts", "epsilon", EPSILON,
                   ("correct", "half_scale", "seeded"), _round_health),
+        AuditCase("release_coverage", "discrete Laplace on covered-region counts", "epsilon",
+                  EPSILON, ("correct", "half_scale", "skip_region"), _release_coverage),
         AuditCase("release_flat", "discrete Laplace per cell", "epsilon", EPSILON,
                   ("correct", "half_scale", "skip_cell"), _release_flat),
         AuditCase("release_hierarchical", "discrete Laplace per level, epsilon split",
