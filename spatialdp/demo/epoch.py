@@ -51,6 +51,8 @@ RATIO_ERROR_BAR = 0.5
 FAMILY_ALPHA = 0.01
 #: Share of each round's regional epsilon per metric.
 METRIC_SHARES = {"ratio": 0.5, "loss": 0.375, "abs_error_m": 0.125}
+#: A region merges when its eligible pool falls below the report floor / MERGE_SHARE.
+MERGE_SHARE = 4
 #: Participation: each device at most this many rounds of an epoch, at this training epsilon.
 PARTICIPATION_CAP = 2
 TRAINING_EPSILON_PER_ROUND = 1.0
@@ -124,7 +126,7 @@ def plan_epoch(world: World, *, rounds: int, epsilon_per_round: float,
     return EpochPlan(
         rounds=rounds, epsilon_per_round=epsilon_per_round, epsilons=epsilons, cohort=cohort,
         participation_cap=min(PARTICIPATION_CAP, rounds),
-        min_stratum_cohort=min_cohort,
+        min_stratum_cohort=max(5, min_cohort // MERGE_SHARE),
         min_cohort=min_cohort,
         alpha=FAMILY_ALPHA / n_regions, loss_spec=loss_spec, ratio_spec=ratio_spec,
         hist_spec=hist_spec, ratio_sd=ratio_sd, loss_sd=loss_sd)

@@ -44,6 +44,7 @@ EPOCH_BUDGET = 10.0
 MIN_DEVICES = 10_000
 MAX_DEVICES = 20_000_000
 MAX_ROUNDS = 24
+MAX_MERGES_SHOWN = 6
 LEDGER = "ledger.sqlite"
 #: The files that make the folder look complete, in publication order (manifest last).
 MARKERS = ("model_card.md", "model_card.json", "run.json")
@@ -327,8 +328,11 @@ def _summary(out: Path, world: World, plan: EpochPlan, result: EpochResult,
              audit: QueryAudit, epoch: int, run_id: str, interrupted: list[int],
              ledger_summary: pd.DataFrame, alerts: pd.DataFrame, seconds: float) -> str:
     cov = result.coverage
-    merges = "; ".join(f"{'+'.join(m.members)} into {'+'.join(m.into)} (round "
-                       f"{m.round_index})" for m in cov.merges) or "none"
+    shown = [f"{'+'.join(m.members)} into {'+'.join(m.into)} (round {m.round_index})"
+             for m in cov.merges[:MAX_MERGES_SHOWN] if len(m.members) + len(m.into) <= 6]
+    merges = "; ".join(shown) or "none"
+    if len(cov.merges) > len(shown):
+        merges += f"; {len(cov.merges) - len(shown)} more in strata.json"
     rr = alerts[alerts.test == "round-to-round"]
     early = rr[rr.before_drift.astype(bool)]
     fired = ", ".join(f"{r} (round {k})" for r, k in zip(rr.region_id, rr["round"],
