@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from spatialdp._atomic import StagedFolder
+from spatialdp._random import as_generator
 from spatialdp._validation import check_epsilon, check_integer, check_text, fail
 from spatialdp.geo import Partition
 from spatialdp.privacy.ledger import PrivacyLedger
@@ -147,7 +148,8 @@ def _check_args(devices: Any, epsilon: Any, rounds: Any, seed: Any) -> tuple[int
     eps = check_epsilon(epsilon, "epsilon")
     r = check_integer(rounds, "rounds", low=2, high=MAX_ROUNDS,
                       fix=f"pass 2 to {MAX_ROUNDS} rounds (alerts compare consecutive rounds)")
-    s = check_integer(seed, "seed", low=0, high=2**63 - 1, fix="pass a seed >= 0")
+    as_generator(seed, "seed")  # the simulation's seed: the messages every seed gets
+    s = check_integer(seed, "seed", low=0, high=2**63 - 1, fix="pass a whole-number seed >= 0")
     return n, eps, r, s
 
 
