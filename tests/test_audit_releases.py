@@ -1,6 +1,6 @@
 """The audit suite over every release path: each passes at its claim, each broken variant is caught.
 
-Simulation paths run 100,000 draws per input (seeded, vectorised through the
+Simulation paths run 60,000 draws per input (seeded, vectorised through the
 noise tap); the seeded-release and composition variants run the real release
 path on 120-400 draws. The lower bounds hold at confidence 1 - 1e-6, so a pass
 test fails by chance with probability below 1e-6, and the seeds make each
@@ -15,7 +15,7 @@ import pytest
 
 from spatialdp.audit.cases import CASES, run_case
 
-DRAWS = 100_000
+DRAWS = 60_000
 
 CORRECT = [name for name in CASES]
 BROKEN = [(name, v) for name, case in CASES.items() for v in case.variants
