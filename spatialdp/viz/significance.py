@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from spatialdp._validation import check_alpha, check_number, check_text, fail
+from spatialdp._validation import check_alpha, check_flag, check_number, check_text, fail
 from spatialdp.exceptions import InvalidInput
 from spatialdp.federated.monitor import difference_threshold
 from spatialdp.federated.schema import coarsen_count
@@ -38,6 +38,8 @@ from spatialdp.viz._report import (
     _level_text,
     _meta,
     _numeric_column,
+    _optional_text,
+    _size,
     _suppressed,
 )
 
@@ -205,6 +207,9 @@ def plot_significance(
     from spatialdp.viz.maps import _name_crs, _project, _region_path, _resolve_crs, _set_map_aspect
 
     frame = _check_report(report, extra=["noise_std"])
+    size = _size(figsize, "figsize")
+    legend = check_flag(legend, "legend")
+    title = _optional_text(title, "title")
     table = significance_table(frame, national, alpha=alpha,
                                national_error_bar=national_error_bar,
                                sampling_sd=sampling_sd, adjust=adjust)
@@ -212,7 +217,7 @@ def plot_significance(
     crs = _resolve_crs(frame, projection)
     drawn = _project(frame, crs)
     if ax is None:
-        _, ax = plt.subplots(figsize=figsize)
+        _, ax = plt.subplots(figsize=size)
     for i, geom in enumerate(drawn.geometry.values):
         path = _region_path(geom)
         if path is None:

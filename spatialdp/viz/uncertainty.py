@@ -10,15 +10,26 @@ colour map of its own, same projection, same suppressed regions.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from spatialdp._validation import fail
 from spatialdp.viz._report import _check_report, _level_text, _meta, _size
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 __all__ = ["plot_moe_companion"]
+
+
+def _keywords(value: Any, name: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise fail(name, value, "is not a mapping of keywords",
+                   "pass e.g. {'scheme': 'quantiles'} or None")
+    return dict(value)
 
 
 def plot_moe_companion(
@@ -72,8 +83,21 @@ def plot_moe_companion(
 
     frame = _check_report(report)
     size = _size(figsize, "figsize")
-    left = dict(value_kwds or {})
-    right = dict(moe_kwds or {})
+    left = _keywords(value_kwds, "value_kwds")
+    right = _keywords(moe_kwds, "moe_kwds")
+    for name, kwds in (("value_kwds", left), ("moe_kwds", right)):
+        taken = sorted({"ax", "column", "cmap", "projection"} & set(kwds))
+        if taken:
+            raise fail(name, kwds, f"sets {taken}, which plot_moe_companion sets itself",
+                       "pass cmap=/moe_cmap=/projection= to plot_moe_companion instead")
+        try:
+            inspect.signature(plot_uncertainty_choropleth).bind(frame, **kwds)
+        except TypeError as err:
+            raise fail(name, kwds, f"is refused by plot_uncertainty_choropleth ({err})",
+                       "pass its keywords, e.g. {'scheme': 'quantiles'}") from None
+    if "show_reliability" in right:
+        raise fail("moe_kwds", right, "sets show_reliability",
+                   "the margin of error is drawn without fading")
     fig, (ax_value, ax_moe) = plt.subplots(1, 2, figsize=size)
     plot_uncertainty_choropleth(frame, "value", ax=ax_value, cmap=cmap,
                                 projection=projection, **left)
