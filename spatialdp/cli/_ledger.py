@@ -52,11 +52,13 @@ def run(args: argparse.Namespace) -> int:
                        "pass one of them")
         with pd.option_context("display.width", 160, "display.max_columns", 20,
                                "display.max_colwidth", 60):
+            demo_epochs = _demo_epochs(ledger)
             for epoch in wanted:
                 mark = ""
-                if len(status):
-                    mark = (" (demo run: complete)" if epoch in complete else
-                            " (no published demo run: interrupted; its charges stand)")
+                if epoch in complete:
+                    mark = " (demo run: complete)"
+                elif epoch in demo_epochs:
+                    mark = " (no published demo run: interrupted; its charges stand)"
                 print(f"\nepoch {epoch}{mark}")
                 print(ledger.summary(epoch).to_string())
                 if args.audit:
@@ -65,3 +67,13 @@ def run(args: argparse.Namespace) -> int:
                                         "structure_kind", "round_index") if c in audit]
                     print(audit[cols].to_string(index=False))
     return 0
+
+
+def _demo_epochs(ledger: Any) -> set[int]:
+    """Epochs holding charges made by ``spatialdp demo`` runs."""
+    from spatialdp.demo.epoch import WHO
+
+    audit = ledger.audit()
+    if audit.empty:
+        return set()
+    return {int(e) for e in audit.epoch[audit.who.astype(str).str.startswith(WHO)]}

@@ -21,7 +21,7 @@ from spatialdp.geo import Partition
 from spatialdp.privacy.ledger import PrivacyLedger
 
 from .audit import QueryAudit, query_audit
-from .epoch import FAMILY_ALPHA, EpochPlan, EpochResult, plan_epoch, run_epoch
+from .epoch import FAMILY_ALPHA, WHO, EpochPlan, EpochResult, plan_epoch, run_epoch
 from .outputs import (
     alerts_table,
     cell_coverage,
@@ -228,7 +228,7 @@ def run_demo(
         with PrivacyLedger(stage.out / LEDGER, epoch_budget=EPOCH_BUDGET) as ledger:
             epoch = max(ledger.epochs(), default=-1) + 1
             done = set(runs.loc[runs.status == "complete", "epoch"].astype(int))
-            interrupted = [e for e in ledger.epochs() if e not in done]
+            interrupted = _interrupted(ledger, done)
             with progress.step(f"epoch {epoch}: rounds", total=n_rounds, unit="round") as tick:
                 result = run_epoch(world, plan, ledger, epoch, run_id=run_id, rng=sim,
                                    tick=tick)
@@ -271,6 +271,15 @@ def run_demo(
     return DemoResult(out=Path(os.path.abspath(folder)), files=published, summary=summary,
                       seconds=seconds, epoch=epoch, run_id=run_id, timings=progress.seconds,
                       world=world, plan=plan, epoch_result=result, audit=audit)
+
+
+def _interrupted(ledger: PrivacyLedger, done: set[int]) -> list[int]:
+    """Return the epochs charged by demo runs that never published (not in ``done``)."""
+    audit = ledger.audit()
+    if audit.empty:
+        return []
+    demo = audit[audit.who.astype(str).str.startswith(WHO)]
+    return sorted({int(e) for e in demo.epoch} - done)
 
 
 def _write_card(folder: Path, ledger: Path, world: World, plan: EpochPlan,
