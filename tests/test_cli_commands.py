@@ -113,13 +113,19 @@ def test_report_refusals_charge_nothing(tmp_path: Path, regions: Path,
 def test_report_unaccounted_is_marked_on_its_files(
         tmp_path: Path, regions: Path, clients: tuple[Path, pd.DataFrame],
         capsys: pytest.CaptureFixture[str]) -> None:
-    path, _ = clients
-    assert main(["report", str(path), "--partition", str(regions), "--metric", "loss:0:4",
-                 "--epsilon", "1", "--unaccounted", "synthetic benchmark",
-                 "--out", str(tmp_path)]) == 0
+    _, table = clients
+    # A CSV locating clients by region id (no coordinates).
+    path = tmp_path / "by_region.csv"
+    table[["client_id", "loss"]].assign(region_id=table.state).to_csv(path, index=False)
+    out = tmp_path / "out"
+    assert main(["report", str(path), "--partition", str(regions), "--id-column", "state",
+                 "--metric", "loss:0:4", "--epsilon", "1", "--unaccounted",
+                 "synthetic benchmark", "--out", str(out)]) == 0
     assert "not charged to any ledger: synthetic benchmark" in capsys.readouterr().out
-    assert {p.name for p in tmp_path.iterdir()} == {
+    assert {p.name for p in out.iterdir()} == {
         f"regional_report.UNACCOUNTED.{ext}" for ext in ("gpkg", "csv", "json")}
+    report = pd.read_csv(out / "regional_report.UNACCOUNTED.csv", index_col=0)
+    assert int(report["loss.cohort"].sum()) == len(table)
 
 
 def test_query_error_measures_real_polygons(tmp_path: Path, regions: Path,
