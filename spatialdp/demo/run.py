@@ -217,7 +217,9 @@ def run_demo(
     progress = Progress(quiet=quiet)
     folder = Path(out)
     previous = _previous_files(folder) if folder.is_dir() else []
-    with StagedFolder(folder, markers=MARKERS, keep=(LEDGER,), previous=previous,
+    # The ledger and SQLite's side files are never staged, moved or removed.
+    keep = (LEDGER, *(LEDGER + side for side in ("-wal", "-shm", "-journal")))
+    with StagedFolder(folder, markers=MARKERS, keep=keep, previous=previous,
                       late=(RUNS_FILE,)) as stage:
         runs = runs_table(stage.out)
         with progress.step("simulated fleet and strata"):
@@ -329,7 +331,7 @@ def _stamp_manifest(stage: StagedFolder, run_id: str, epoch: int, seconds: float
 
     path = stage.path / "run.json"
     manifest = json.loads(path.read_text(encoding="utf-8"))
-    files = [f for f in stage.staged_files() if f != LEDGER]
+    files = stage.staged_files()  # without the kept files (the ledger)
     manifest["demo"] = {"run_id": run_id, "epoch": epoch, "seconds_before_publish":
                         round(seconds, 1), "files": files}
     path.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
