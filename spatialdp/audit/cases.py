@@ -12,8 +12,8 @@ table of ``docs/audit.md``.
 
 Examples
 --------
->>> sorted(CASES)[:3]
-['aggregate_histogram', 'aggregate_metric', 'published_composition']
+>>> sorted(CASES)[:4]
+['aggregate_histogram', 'aggregate_metric', 'aggregate_ratio', 'published_composition']
 >>> CASES["release_flat"].variants
 ('correct', 'half_scale', 'skip_cell')
 """
@@ -163,8 +163,9 @@ def _rewrite(variant: str, *, skip: int = 0, epsilon: float = EPSILON
         return lambda mech, i: HalfScale(mech)
     if variant in ("skip_region", "skip_cell"):
         return lambda mech, i: SkipOne(mech, skip)
-    if variant == "split_wrong":  # every level at the whole epsilon
-        return lambda mech, i: LaplaceMechanism(epsilon, mech.sensitivity, discrete=True)
+    if variant == "split_wrong":  # every part (level, value/count) at the whole epsilon
+        return lambda mech, i: LaplaceMechanism(epsilon, mech.sensitivity,
+                                                discrete=mech.discrete)
     return None
 
 
@@ -198,6 +199,33 @@ def _aggregate_metric(variant: str, draws: int | None, rng: RandomLike) -> Audit
     if variant == "unclipped_device":  # the device reports its raw loss, 4x the clip
         pair = (pair[0], replace_client(reports, 0, loss=4.0 * spec.clip_high))
     return _run(variant, release, pair, name="aggregate_metric", draws=draws, rng=rng,
+                epsilon=EPSILON)
+
+
+def _aggregate_ratio(variant: str, draws: int | None, rng: RandomLike) -> AuditResult:
+    import geopandas as gpd
+    import shapely
+
+    from spatialdp.federated import aggregate_metric, device_report, track_ratio_spec
+
+    spec = track_ratio_spec(10.0, roads=True)
+    n = 240
+    lon, lat = np.full(n, -105.0), np.full(n, 39.7)
+    examples = pd.DataFrame({"client_id": np.arange(n), "true_lon": lon, "true_lat": lat,
+                             "pred_lon": lon + 1e-5 * np.linspace(1.0, 3.0, n),
+                             "pred_lat": lat + 1e-5})
+    road = gpd.GeoDataFrame(geometry=[shapely.LineString([(-105.01, 39.7), (-104.99, 39.7)])],
+                            crs=4326)  # every client drives along it: all have the ratio
+    reports = device_report(examples, ratio_clip=10.0, roads=road, metric_crs="EPSG:32613")
+
+    def release(frame: pd.DataFrame, target: Any) -> NDArray[np.float64]:
+        return _values(aggregate_metric(frame, spec, epsilon=EPSILON, target=target).value)
+
+    # Client 0 has no ratio (absent: 0 and present 0), then the largest ratio: the value
+    # sum moves by the clip width and the count of present clients by 1.
+    pair = (replace_client(reports, 0, ratio=0.0, track_present=0),
+            replace_client(reports, 0, ratio=10.0, track_present=1))
+    return _run(variant, release, pair, name="aggregate_metric (ratio)", draws=draws, rng=rng,
                 epsilon=EPSILON)
 
 
@@ -394,6 +422,9 @@ CASES: dict[str, AuditCase] = {
     case.name: case for case in [
         AuditCase("aggregate_metric", "Laplace on the clipped sum (lattice)", "epsilon", EPSILON,
                   ("correct", "half_scale", "unclipped_device", "seeded"), _aggregate_metric),
+        AuditCase("aggregate_ratio", "Laplace on the value sum and the present count, "
+                  "epsilon split", "epsilon", EPSILON, ("correct", "split_wrong", "half_scale"),
+                  _aggregate_ratio),
         AuditCase("aggregate_histogram", "Laplace on the bucket sums, L1 cap", "epsilon",
                   EPSILON, ("correct", "half_scale", "cap_ignored"), _aggregate_histogram),
         AuditCase("regional_report", "Laplace per region (disjoint)", "epsilon", EPSILON,
