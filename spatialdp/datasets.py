@@ -24,7 +24,6 @@ from spatialdp.geo._checks import short_repr
 from spatialdp.geo.partition import Partition
 
 __all__ = [
-    "PROGRESS_FROM",
     "data_dir",
     "load_us_cities",
     "load_us_states",
