@@ -275,3 +275,25 @@ def test_bad_pairs_are_refused(pairs: object) -> None:
 def test_outputs_of_different_sizes_are_refused() -> None:
     with pytest.raises(InvalidInput, match="differs in size"):
         audit(_laplace_release, ([0.0], [1.0, 2.0]), epsilon=1.0, draws=200, rng=0)
+
+
+def _gaussian_delta(eps: float, mu: float) -> float:
+    """The exact (eps, delta) curve of a Gaussian shift mu / sigma = mu (Balle and Wang)."""
+    return float(stats.norm.cdf(-eps / mu + mu / 2) - math.exp(eps) * stats.norm.cdf(
+        -eps / mu - mu / 2))
+
+
+def test_approximate_dp_claims_use_the_hockey_stick_bound() -> None:
+    """Gaussian noise of sd 1 on a shift of 1 is exactly (1, delta(1))-DP: it passes; with
+    half the noise (shift 2 sd) the same claim is violated and caught."""
+    delta = _gaussian_delta(1.0, 1.0)
+
+    def sampler(scale: float):  # type: ignore[no-untyped-def]
+        return lambda x, n, rng: x + rng.normal(0.0, scale, size=(n, 1))
+
+    ok = audit_sampler(sampler(1.0), (0.0, 1.0), epsilon=1.0, delta=delta, draws=200_000, rng=6)
+    assert ok.passed, ok.summary()
+    assert "delta" in ok.summary()
+    broken = audit_sampler(sampler(0.5), (0.0, 1.0), epsilon=1.0, delta=delta, draws=200_000,
+                           rng=7)
+    assert not broken.passed, broken.summary()
