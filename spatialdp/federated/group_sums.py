@@ -104,6 +104,23 @@ class Groups:
         self._lanes = _LANES if skewed and 1 < n_groups <= _MAX_LANE_BINS // _LANES else 1
         self._index: NDArray[np.int64] | None = None
 
+    @classmethod
+    def of_totals(cls, counts: NDArray[np.int64]) -> Groups:
+        """Return groups whose rows are already per-group totals (row ``g`` is group ``g``).
+
+        For sums computed elsewhere (e.g. on Dask workers): :meth:`sum` returns
+        them as they are, and ``counts`` are the clients behind each total.
+
+        Examples
+        --------
+        >>> g = Groups.of_totals(np.array([3, 0, 5]))
+        >>> g.counts.tolist(), g.sum(np.array([1.5, 0.0, 2.0])).tolist()
+        ([3, 0, 5], [1.5, 0.0, 2.0])
+        """
+        groups = cls(np.arange(counts.size, dtype=np.int64), int(counts.size))
+        groups.counts = np.asarray(counts, dtype=np.int64)
+        return groups
+
     def _lane_index(self) -> NDArray[np.int64]:
         if self._index is None:
             if self._lanes == 1:

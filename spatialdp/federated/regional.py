@@ -25,6 +25,7 @@ from typing import Any
 import geopandas as gpd
 import numpy as np
 import pandas as pd
+from numpy.typing import NDArray
 
 from spatialdp._validation import (
     check_alpha,
@@ -622,56 +623,97 @@ def regional_report(
     >>> report["loss"].loc["CA", "reliability"], bool(report["loss"].loc["VT", "suppressed"])
     ('high', True)
     """
-    account = check_target(target)
-    _check_specs(metrics)
-    if not isinstance(partition, Partition):
-        raise InvalidInput(f"partition must be a Partition, got {type(partition).__name__}")
-    epsilons = _resolve_epsilons(metrics, epsilon)
-    floor = check_cohort_floor(min_cohort)
-    level = check_alpha(alpha)
-    table = read_reports(client_reports, metrics, partition)
+    from spatialdp.scale.frames import is_dask  # imports no dask
+
+    if is_dask(client_reports):  # a Dask DataFrame: sums on the workers, noise once here
+        from spatialdp.scale.report import regional_report as on_dask
+
+        return on_dask(client_reports, partition, metrics, epsilon=epsilon, target=target,
+                       min_cohort=min_cohort, alpha=alpha)
+    request = RegionalRequest.check(partition, metrics, epsilon, target, min_cohort, alpha)
+    table = read_reports(client_reports, request.metrics, partition)
     assert table.positions is not None
-    groups = Groups(table.positions, partition.n_regions)
-    counts = groups.counts
-    published = int((counts >= floor).sum())
-    if published == 0:
-        raise InvalidInput(
-            f"every region is below the cohort floor min_cohort={floor} (largest cohort "
-            f"{int(counts.max())}); nothing can be published: lower the floor only if the "
-            "error bar allows, or merge regions")
-    plans = [
-        plan_estimate(spec, table.values(spec),
-                      table.presence(spec) if isinstance(spec, MetricSpec) else None,
-                      groups, epsilon=epsilons[spec.name], min_cohort=floor, alpha=level)
-        for spec in metrics
-    ]
-    account.prepare(REGIONAL_LINE_ITEM)
-    estimates = run_release(
-        plans, target=account, structure=Disjoint(partition.key, parts=published),
-        what="regional report: " + ", ".join(
-            f"{s.key} (epsilon {epsilons[s.name]:g})" for s in metrics),
-        default_line_item=REGIONAL_LINE_ITEM)
-    suppressed = counts < floor
-    round_index = pd.array([account.round_index] * partition.n_regions, dtype="Int64")
-    report = RegionalReport(
-        frames={est.spec.name: _metric_frame(est, partition, round_index)
-                for est in estimates},
-        partition_version=partition.version,
-        round_index=account.round_index,
-        epsilon=epsilons,
-        alpha=level,
-        min_cohort=floor,
-        suppressed_regions=coarsen_count(int(suppressed.sum())),
-        metrics={s.name: s.key for s in metrics},
-        accounting=account.metadata(),
-        estimates={est.spec.name: est for est in estimates},
-    )
-    for name, frame in report.frames.items():
-        frame.attrs["spatialdp"] = {**report.metadata(), "metric": name,
-                                    "epsilon": epsilons[name],
-                                    "estimator": report.estimates[name].estimator,
-                                    **_labels(report.estimates[name].spec)}
-    return report
+    return request.publish(
+        Groups(table.positions, partition.n_regions), table.values,
+        lambda spec: table.presence(spec) if isinstance(spec, MetricSpec) else None)
+
+
+@dataclass(frozen=True)
+class RegionalRequest:
+    """The checked arguments of a regional release, and the release's tail.
+
+    Shared by the in-memory :func:`regional_report` and the Dask one
+    (:mod:`spatialdp.scale.report`): they differ only in where the per-region
+    sums come from.
+    """
+
+    partition: Partition
+    metrics: list[MetricSpec | HistogramSpec]
+    epsilons: dict[str, float]
+    floor: int
+    level: float
+    account: Any
+
+    @classmethod
+    def check(cls, partition: Partition, metrics: Sequence[MetricSpec | HistogramSpec],
+              epsilon: float | Mapping[str, float], target: Any, min_cohort: int,
+              alpha: float) -> RegionalRequest:
+        """Validate every argument that does not need the client reports."""
+        account = check_target(target)
+        _check_specs(metrics)
+        if not isinstance(partition, Partition):
+            raise InvalidInput(f"partition must be a Partition, got {type(partition).__name__}")
+        return cls(partition, list(metrics), _resolve_epsilons(metrics, epsilon),
+                   check_cohort_floor(min_cohort), check_alpha(alpha), account)
+
+    def publish(self, groups: Groups,
+                values: Callable[[MetricSpec | HistogramSpec], NDArray[np.float64]],
+                presence: Callable[[MetricSpec | HistogramSpec], NDArray[np.float64] | None],
+                ) -> RegionalReport:
+        """Plan every metric, charge the round once, draw the noise once, build the frames.
+
+        ``groups`` holds each row's region and the cohort counts; ``values(spec)``
+        and ``presence(spec)`` give the rows that :class:`Groups` sums.
+        """
+        partition, metrics, epsilons, floor = (self.partition, self.metrics, self.epsilons,
+                                               self.floor)
+        counts = groups.counts
+        published = int((counts >= floor).sum())
+        if published == 0:
+            raise InvalidInput(
+                f"every region is below the cohort floor min_cohort={floor} (largest cohort "
+                f"{int(counts.max())}); nothing can be published: lower the floor only if "
+                "the error bar allows, or merge regions")
+        plans = [plan_estimate(spec, values(spec), presence(spec), groups,
+                               epsilon=epsilons[spec.name], min_cohort=floor, alpha=self.level)
+                 for spec in metrics]
+        self.account.prepare(REGIONAL_LINE_ITEM)
+        estimates = run_release(
+            plans, target=self.account, structure=Disjoint(partition.key, parts=published),
+            what="regional report: " + ", ".join(
+                f"{s.key} (epsilon {epsilons[s.name]:g})" for s in metrics),
+            default_line_item=REGIONAL_LINE_ITEM)
+        round_index = pd.array([self.account.round_index] * partition.n_regions,
+                               dtype="Int64")
+        report = RegionalReport(
+            frames={est.spec.name: _metric_frame(est, partition, round_index)
+                    for est in estimates},
+            partition_version=partition.version,
+            round_index=self.account.round_index,
+            epsilon=epsilons,
+            alpha=self.level,
+            min_cohort=floor,
+            suppressed_regions=coarsen_count(int((counts < floor).sum())),
+            metrics={s.name: s.key for s in metrics},
+            accounting=self.account.metadata(),
+            estimates={est.spec.name: est for est in estimates},
+        )
+        for name, frame in report.frames.items():
+            frame.attrs["spatialdp"] = {**report.metadata(), "metric": name,
+                                        "epsilon": epsilons[name],
+                                        "estimator": report.estimates[name].estimator,
+                                        **_labels(report.estimates[name].spec)}
+        return report
 
 
 def _labels(spec: MetricSpec | HistogramSpec) -> dict[str, Any]:

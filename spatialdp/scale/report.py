@@ -24,26 +24,15 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from spatialdp._validation import check_alpha, check_cohort_floor, check_flag, fail
+from spatialdp._validation import check_flag, fail
 from spatialdp.exceptions import InvalidInput
 from spatialdp.federated._clients import CLIENT_COLUMN
-from spatialdp.federated._estimate import plan_estimate
-from spatialdp.federated._pipeline import run_release
 from spatialdp.federated._tags import read_reports, refuse_non_finite
 from spatialdp.federated.device import device_report as _device_report
 from spatialdp.federated.group_sums import Groups
 from spatialdp.federated.metrics import HistogramSpec, MetricSpec
-from spatialdp.federated.regional import (
-    REGIONAL_LINE_ITEM,
-    RegionalReport,
-    _check_specs,
-    _metric_frame,
-    _resolve_epsilons,
-)
-from spatialdp.federated.schema import coarsen_count
+from spatialdp.federated.regional import RegionalReport, RegionalRequest
 from spatialdp.geo.partition import Partition
-from spatialdp.privacy.budget import Disjoint
-from spatialdp.privacy.target import check_target
 from spatialdp.scale.frames import compute, require_frame
 
 __all__ = ["RegionTotals", "device_report", "region_totals", "regional_report"]
@@ -243,18 +232,12 @@ def regional_report(
     >>> report.epsilon_total, bool(abs(report["loss"].loc["CA", "value"] - 1.5) < 0.1)
     (0.5, True)
     """
-    account = check_target(target)
-    _check_specs(metrics)
-    if not isinstance(partition, Partition):
-        raise InvalidInput(f"partition must be a Partition, got {type(partition).__name__}")
-    epsilons = _resolve_epsilons(metrics, epsilon)
-    floor = check_cohort_floor(min_cohort)
-    level = check_alpha(alpha)
+    request = RegionalRequest.check(partition, metrics, epsilon, target, min_cohort, alpha)
     show = check_flag(progress, "progress")
     reports = require_frame(client_reports, "client_reports")
     from dask import delayed
 
-    specs = list(metrics)
+    specs = request.metrics
     spec_d, part_d = delayed(specs, pure=True), delayed(partition, pure=True)
     parts = reports.to_delayed()
     totals_d = _tree_sum([delayed(region_totals, pure=True)(chunk, spec_d, part_d)
@@ -273,60 +256,19 @@ def regional_report(
                 "merge the repeats before the release")
     if totals.n_rows == 0:
         raise InvalidInput("the client reports are empty; there is nothing to release")
-    return _release(totals, partition, specs, epsilons, floor, level, account)
+    return _release(totals, request)
 
 
-def _release(totals: RegionTotals, partition: Partition, metrics: list[Spec],
-             epsilons: dict[str, float], floor: int, level: float, account: Any
-             ) -> RegionalReport:
-    """Plan, charge once, draw once, publish: the tail of the in-memory regional_report."""
-    for spec in metrics:
+def _release(totals: RegionTotals, request: RegionalRequest) -> RegionalReport:
+    """Plan, charge once, draw once, publish: the in-memory release's own tail."""
+    for spec in request.metrics:
         if not np.isfinite(totals.sums[spec.name]).all():
             # the in-memory wording: the count of bad clients, or an overflow
             refuse_non_finite(np.full(totals.non_finite[spec.name], np.nan)
                               if totals.non_finite[spec.name] else np.zeros(1), spec.key)
-    counts = totals.counts
-    # Groups over the regions themselves: each "client" is a region's exact total,
-    # and the counts are the clients behind it; plan_estimate's sums return it as is.
-    groups = Groups(np.arange(partition.n_regions, dtype=np.int64), partition.n_regions)
-    groups.counts = counts
-    published = int((counts >= floor).sum())
-    if published == 0:
-        raise InvalidInput(
-            f"every region is below the cohort floor min_cohort={floor} (largest cohort "
-            f"{int(counts.max())}); nothing can be published: lower the floor only if the "
-            "error bar allows, or merge regions")
-    plans = [
-        plan_estimate(spec, totals.sums[spec.name], totals.present.get(spec.name),
-                      groups, epsilon=epsilons[spec.name], min_cohort=floor, alpha=level)
-        for spec in metrics
-    ]
-    account.prepare(REGIONAL_LINE_ITEM)
-    estimates = run_release(
-        plans, target=account, structure=Disjoint(partition.key, parts=published),
-        what="regional report: " + ", ".join(
-            f"{s.key} (epsilon {epsilons[s.name]:g})" for s in metrics),
-        default_line_item=REGIONAL_LINE_ITEM)
-    suppressed = counts < floor
-    round_index = pd.array([account.round_index] * partition.n_regions, dtype="Int64")
-    report = RegionalReport(
-        frames={est.spec.name: _metric_frame(est, partition, round_index)
-                for est in estimates},
-        partition_version=partition.version,
-        round_index=account.round_index,
-        epsilon=epsilons,
-        alpha=level,
-        min_cohort=floor,
-        suppressed_regions=coarsen_count(int(suppressed.sum())),
-        metrics={s.name: s.key for s in metrics},
-        accounting=account.metadata(),
-        estimates={est.spec.name: est for est in estimates},
-    )
-    for name, frame in report.frames.items():
-        frame.attrs["spatialdp"] = {**report.metadata(), "metric": name,
-                                    "epsilon": epsilons[name],
-                                    "estimator": report.estimates[name].estimator}
-    return report
+    return request.publish(Groups.of_totals(totals.counts),
+                           lambda spec: totals.sums[spec.name],
+                           lambda spec: totals.present.get(spec.name))
 
 
 def _one_client_each(part: pd.DataFrame, kwargs: dict[str, Any], meta: pd.DataFrame
