@@ -415,11 +415,11 @@ def test_targets_refuse_what_is_not_a_mechanism() -> None:
     ({"out": 3}, "out=3 is not a folder path"),
     ({"devices": "many"}, "devices='many' is a string"),
     ({"devices": 10}, "devices=10 is below the limit"),
-    ({"participation": "half"}, "participation='half' is a string"),
-    ({"participation": 0}, "participation=0 is below the limit"),
+    ({"rounds": "many"}, "rounds='many' is a string"),
+    ({"rounds": 1}, "rounds=1 is below the limit"),
     ({"seed": -1}, "seed=-1"),
     ({"seed": 1.5}, "seed=1.5 is a float"),
-    ({"epsilon_per_metric": True}, "epsilon_per_metric=True is a bool"),
+    ({"epsilon": True}, "epsilon=True is a bool"),
 ])
 def test_demo_refuses_bad_arguments_before_any_work(tmp_path: Path, kwargs: dict[str, Any],
                                                      match: str) -> None:
