@@ -224,17 +224,42 @@ def break_separability(values: ArrayLike, noise: NoiseModel, bins: Sequence[floa
 
 def _grade_one(x: NDArray[np.float64], noise: NoiseModel, p: int
                ) -> tuple[float, float, int, int]:
-    """Grade the break between sorted positions p-1 and p (all pairs within the window)."""
+    """Grade the break between sorted positions p-1 and p (pairs up to the window apart)."""
     i = np.arange(max(0, p - PAIR_WINDOW), p)
     j = np.arange(p, min(x.size, p + PAIR_WINDOW))
     ii, jj = np.meshgrid(i, j, indexing="ij")
     a = _reshape(noise.take(ii.ravel()), ii.shape)
     b = _reshape(noise.take(jj.ravel()), jj.shape)
     gap = x[jj] - x[ii]
-    prob = order_probability(gap, a, b)
+    near = (jj - ii) <= PAIR_WINDOW
+    prob = np.where(near, order_probability(gap, a, b), np.inf)
     flat = int(np.argmin(prob))
     r, c = np.unravel_index(flat, prob.shape)
-    return float(prob[r, c]), float(_overlap_level(gap, a, b).min()), int(i[r]), int(j[c])
+    level = np.where(near, _overlap_level(gap, a, b), np.inf)
+    return float(prob[r, c]), float(level.min()), int(i[r]), int(j[c])
+
+
+def _all_grades(x: NDArray[np.float64], noise: NoiseModel) -> NDArray[np.float64]:
+    """Separability of every break position p = 1 .. n-1 at once (pairs within the window).
+
+    ``P[i, d]`` is the order probability of the pair ``(i, i + d)``; the grade of
+    position ``p`` is the minimum of ``P[p - a, d]`` over ``a >= 1`` and ``d >= a``
+    (the pair straddles ``p``), a suffix minimum along ``d`` read at ``d = a``.
+    """
+    n = x.size
+    w = min(PAIR_WINDOW, n - 1)
+    i = np.broadcast_to(np.arange(n)[:, None], (n, w))
+    j = i + np.arange(1, w + 1)[None, :]
+    valid = j < n
+    jj = np.where(valid, j, n - 1)
+    prob = order_probability(x[jj] - x[i], _reshape(noise.take(i.ravel()), (n, w)),
+                             _reshape(noise.take(jj.ravel()), (n, w)))
+    prob = np.where(valid, prob, np.inf)
+    suffix = np.minimum.accumulate(prob[:, ::-1], axis=1)[:, ::-1]  # min over d' >= d
+    p = np.arange(1, n)[:, None]
+    a = np.arange(1, w + 1)[None, :]
+    rows = p - a
+    return np.where(rows >= 0, suffix[np.maximum(rows, 0), a - 1], np.inf).min(axis=1)
 
 
 def separable_breaks(values: ArrayLike, noise: NoiseModel, k: int = 5, *,
@@ -274,7 +299,7 @@ def separable_breaks(values: ArrayLike, noise: NoiseModel, k: int = 5, *,
     if positions.size < k - 1:
         raise InvalidInput(f"k={k} classes need {k} distinct published values, got "
                            f"{positions.size + 1}; lower k")
-    grades = np.array([_grade_one(x, model, int(p))[0] for p in positions])
+    grades = _all_grades(x, model)[positions - 1]
     # Bottleneck: the highest grade tau at which k-1 breaks fit with the spacing.
     best = 0.0
     for tau in np.unique(grades)[::-1]:
