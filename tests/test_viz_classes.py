@@ -242,3 +242,22 @@ def test_separable_breaks_never_split_ties() -> None:
     with pytest.raises(InvalidInput, match="k=3 classes need 3 distinct published values, got 2"):
         separable_breaks([1.0, 1.0, 1.0, 2.0, 2.0, 2.0], noise, k=3)
     assert separable_breaks([1.0, 1.0, 1.0, 2.0, 2.0, 2.0], noise, k=2).tolist() == [1.0, 2.0]
+
+
+def test_all_break_grades_at_once_match_one_by_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The vectorised grades (a band of pairs) equal the per-break grades, window included."""
+    from spatialdp.viz import separability
+
+    monkeypatch.setattr(separability, "PAIR_WINDOW", 6)  # a window smaller than the data
+    rng = np.random.default_rng(4)
+    x = np.sort(rng.normal(0, 1, 40))
+    noise = NoiseModel.laplace_scales(rng.uniform(0.01, 0.5, x.size))
+    grades = separability._all_grades(x, noise)
+    one_by_one = [separability._grade_one(x, noise, p)[0] for p in range(1, x.size)]
+    np.testing.assert_allclose(grades, one_by_one, rtol=1e-12)
+    # and by brute force over the pairs at most 6 ranks apart
+    for p in (1, 17, 39):
+        pairs = [(i, j) for i in range(p) for j in range(p, x.size) if j - i <= 6]
+        brute = min(float(order_probability(np.array([x[j] - x[i]]), noise.take(np.array([i])),
+                                            noise.take(np.array([j])))[0]) for i, j in pairs)
+        assert grades[p - 1] == pytest.approx(brute, rel=1e-12)
