@@ -12,7 +12,9 @@ import pytest
 
 from spatialdp._lazy import _declared_imports
 
-LAZY_PACKAGES = ["spatialdp", "spatialdp.privacy", "spatialdp.federated", "spatialdp.geo"]
+LAZY_PACKAGES = ["spatialdp", "spatialdp.privacy", "spatialdp.federated", "spatialdp.geo",
+                 "spatialdp.sampling", "spatialdp.cards", "spatialdp.scale", "spatialdp.flower",
+                 "spatialdp.audit"]
 
 
 def test_import_loads_no_heavy_dependency() -> None:
