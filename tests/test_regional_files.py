@@ -130,6 +130,8 @@ def test_plot_and_explore_hand_off_to_viz(report) -> None:  # type: ignore[no-un
     national = float(np.nanmedian(report["loss"].value))
     sig = report.plot("loss", kind="significance", national=national)
     assert sig.get_legend().get_gid() == "legend:significance"
+    biv = report.plot("loss", kind="bivariate", k=3)
+    assert biv.child_axes[0].get_gid() == "legend:bivariate"
     with pytest.raises(InvalidInput, match="kind='bars' is not a kind of map"):
         report.plot("loss", kind="bars")
     with pytest.raises(InvalidInput, match="no metric 'nope'"):

@@ -101,6 +101,15 @@ def moe_calls(draw: st.DrawFn) -> Call:
 
 
 @st.composite
+def bivariate_calls(draw: st.DrawFn) -> Call:
+    return _call("plot_bivariate", viz.plot_bivariate,
+                 draw(arg(mutated(_frame(), protect=("geometry",)))),
+                 scheme=draw(schemes), k=draw(arg(number(2, 4, integer=True), 1, 12)),
+                 cmap=draw(arg(st.just("viridis"), "nope")), legend=draw(flag()),
+                 figsize=draw(arg(st.just((5.0, 3.0)), (0, 1))))
+
+
+@st.composite
 def plotting_crs_calls(draw: st.DrawFn) -> Call:
     return _call("plotting_crs", viz.plotting_crs,
                  draw(arg(mutated(_frame(), protect=("geometry",)))),
@@ -113,7 +122,7 @@ def report_plot_calls(draw: st.DrawFn) -> Call:
     report = base_regional()
     return _call("RegionalReport.plot", report.plot, draw(metrics),
                  draw(arg(st.sampled_from(["value", "error_bar"]), "nope")),
-                 kind=draw(arg(st.sampled_from(["map", "moe"]), "bars")),
+                 kind=draw(arg(st.sampled_from(["map", "moe", "bivariate"]), "bars")),
                  **({"scheme": draw(schemes)} if draw(st.booleans()) else {}))
 
 
@@ -172,6 +181,7 @@ VIZ_FUZZ: dict[str, tuple[Callable[[], st.SearchStrategy[Call]], int]] = {
     "plot_significance": (plot_significance_calls, 10),
     "plot_moe_companion": (moe_calls, 8),
     "plotting_crs": (plotting_crs_calls, 15),
+    "plot_bivariate": (bivariate_calls, 12),
     "RegionalReport.plot": (report_plot_calls, 10),
     "RegionalReport.explore": (report_explore_calls, 6),
     "RegionalReport.to_long": (report_to_long_calls, 2),

@@ -127,3 +127,30 @@ def test_moe_companion_has_both_panels() -> None:
     assert key.get_xlim()[1] <= published.max() + 1e-12
     with pytest.raises(InvalidInput, match="figsize"):
         plot_moe_companion(report, figsize=(0, 3))
+
+
+def test_bivariate_map_counts_and_palette() -> None:
+    from spatialdp.viz import plot_bivariate
+    from spatialdp.viz.bivariate import GREY_MIX, bivariate_palette
+
+    report = make_report()
+    ax = plot_bivariate(report, k=3)
+    (key,) = ax.child_axes
+    assert key.get_gid() == "legend:bivariate"
+    gids = [p.get_gid() for p in ax.patches]
+    drawn = {g.split(":")[-1]: g.split(":")[0] for g in gids}
+    published = report[~report.suppressed]
+    # Each published region sits in the row of its reliability class.
+    for rid, cls in published.reliability.astype(str).items():
+        assert drawn[rid] == cls
+    assert sorted(r for r, v in drawn.items() if v == "suppressed") == sorted(
+        report.index[report.suppressed])
+    # The key's counts add up to the published regions, cell by cell.
+    numbers = [int(t.get_text()) for t in key.texts]
+    assert sum(numbers) == len(published)
+    palette = bivariate_palette(3)
+    grey = np.array([0.62, 0.62, 0.62])
+    expected = (1 - GREY_MIX["low"]) * palette[0, :, :3] + GREY_MIX["low"] * grey
+    np.testing.assert_allclose(palette[2, :, :3], expected)
+    with pytest.raises(InvalidInput, match="k=12 is above the limit"):
+        plot_bivariate(report, k=12)

@@ -214,13 +214,15 @@ class RegionalReport:
             The metric to draw.
         column : str
             Column to colour by (``kind="map"``).
-        kind : {"map", "moe", "significance"}
+        kind : {"map", "moe", "significance", "bivariate"}
             ``"map"``: :func:`~spatialdp.viz.plot_uncertainty_choropleth` (returns
             the Axes; ``scheme=``, ``k=``, ``robust=``, ``projection=`` ... pass
             through). ``"moe"``: the value map beside its margin-of-error map,
             :func:`~spatialdp.viz.plot_moe_companion` (returns the Figure).
             ``"significance"``: regions significantly above or below a national
             value, :func:`~spatialdp.viz.plot_significance` (give ``national=``).
+            ``"bivariate"``: value classes × reliability in one palette,
+            :func:`~spatialdp.viz.plot_bivariate`.
         **kwargs
             Passed to the drawing function.
 
@@ -249,14 +251,16 @@ class RegionalReport:
         name = check_text(kind, "kind")
         if name == "map":
             return _hand_off(viz.plot_uncertainty_choropleth, frame, column, **kwargs)
-        if name not in ("moe", "significance"):
+        if name not in ("moe", "significance", "bivariate"):
             raise fail("kind", kind, "is not a kind of map",
-                       "pass 'map', 'moe' or 'significance'")
+                       "pass 'map', 'moe', 'significance' or 'bivariate'")
         if not (isinstance(column, str) and column == "value"):
             raise fail("column", column, f"is not drawn by kind={name!r}",
                        "leave column='value' (these maps show the value and its noise)")
         if name == "moe":
             return _hand_off(viz.plot_moe_companion, frame, **kwargs)
+        if name == "bivariate":
+            return _hand_off(viz.plot_bivariate, frame, **kwargs)
         return _hand_off(viz.plot_significance, frame, **kwargs)
 
     def explore(self, metric: str, column: str = "value", **kwargs: Any) -> Any:

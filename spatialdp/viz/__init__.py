@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from spatialdp.viz.bivariate import plot_bivariate
 from spatialdp.viz.classify import classify_report
 from spatialdp.viz.clip import plot_clip_tradeoff
 from spatialdp.viz.maps import (
@@ -18,6 +19,7 @@ __all__ = [
     "classify_report",
     "cohort_label",
     "explore_report",
+    "plot_bivariate",
     "plot_clip_tradeoff",
     "plot_moe_companion",
     "plot_region_timeseries",
