@@ -160,7 +160,7 @@ def plot_bivariate(
                  _title(meta, "value", int(suppressed.sum()), len(frame))
                  + " · colour: value, grey: unreliable", fontsize=12, loc="left")
     if legend:
-        key = ax.inset_axes((1.03, 0.45, 0.05 * classes.k, 0.3))
+        key = ax.inset_axes((1.12, 0.5, 0.05 * classes.k, 0.3))
         key.set_gid("legend:bivariate")
         key.imshow(palette, aspect="auto", interpolation="nearest")
         for r in range(3):
@@ -169,13 +169,14 @@ def plot_bivariate(
                 key.text(c, r, str(counts[r, c]), ha="center", va="center", fontsize=7,
                          color="#202020" if light else "white")
         labels = classes.labels("{:.3g}")
-        key.set_xticks(range(classes.k), labels, rotation=45, ha="right", fontsize=7)
+        # Vertical labels under their column: nothing reaches back over the map.
+        key.set_xticks(range(classes.k), labels, rotation=90, fontsize=7)
         key.set_yticks(range(3), ["high", "medium", "low"], fontsize=7.5)
-        key.set_xlabel(f"{_column_name(meta, 'value')} →", fontsize=7.5)
+        key.set_xlabel(f"{_column_name(meta, 'value')} →", fontsize=7.5, loc="left")
         key.set_ylabel("reliability ↓", fontsize=7.5)
         key.tick_params(length=0)
         if suppressed.any():
             n = coarsen_count(int(suppressed.sum()))
             ax.legend(handles=[Patch(**style, label=f"suppressed ({n})")], loc="upper left",
-                      bbox_to_anchor=(1.02, 0.3), frameon=False, fontsize=8)
+                      bbox_to_anchor=(1.1, 0.2), frameon=False, fontsize=8)
     return ax
