@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import geopandas as gpd
 import numpy as np
@@ -191,7 +192,7 @@ def synthetic_fleet(
     lat = np.empty(n)
     region = np.full(n, -1, dtype=np.int64)
     pending = np.arange(n)
-    from tqdm.auto import tqdm
+    tqdm = _tqdm_class()
 
     idle = 0
     with tqdm(total=n, desc="placing devices", unit="device", disable=disable,
@@ -312,3 +313,18 @@ class _Sampler:
             lat[filled], lon[filled], region[filled] = c_lat[take], c_lon[take], c_region[take]
             region[r_idx[take.size:]] = -1
         return pending[region[pending] < 0]
+
+
+def _tqdm_class() -> Any:
+    """Return tqdm's notebook bar where Jupyter widgets are installed, else its text bar.
+
+    ``tqdm.auto`` warns (``IProgress not found``) in a notebook without
+    ``ipywidgets``, even when the bar is disabled; the text bar works everywhere.
+    """
+    from importlib.util import find_spec
+
+    if find_spec("ipywidgets") is not None:
+        from tqdm.auto import tqdm
+    else:
+        from tqdm import tqdm
+    return tqdm

@@ -69,12 +69,12 @@ def test_report_publishes_charged_metrics_within_their_error_bars(
     assert "epoch 0, evaluation.regional (1.9 left)" in out
     report = gpd.read_file(tmp_path / "out" / "regional_report.gpkg").set_index("region_id")
     truth = table.assign(loss=table.loss.clip(0, 4)).groupby("state").loss.mean()
-    published = report[~report["loss.suppressed"].astype(bool)]
+    published = report[~report["loss_suppressed"].astype(bool)]
     assert len(published) >= 6
-    gap = (published["loss.value"] - truth.reindex(published.index)).abs()
-    assert (gap <= published["loss.error_bar"]).all()
-    assert (published["loss.error_bar"] < 1.0).sum() >= 4  # the check is not vacuous
-    assert published["loss.value"].idxmax() == "NV"
+    gap = (published["loss_value"] - truth.reindex(published.index)).abs()
+    assert (gap <= published["loss_error_bar"]).all()
+    assert (published["loss_error_bar"] < 1.0).sum() >= 4  # the check is not vacuous
+    assert published["loss_value"].idxmax() == "NV"
     assert (tmp_path / "out" / "loss_choropleth.png").stat().st_size > 10_000
     with PrivacyLedger(ledger_path, read_only=True) as ledger:
         assert len(ledger.audit(0)) == 1
@@ -125,7 +125,7 @@ def test_report_unaccounted_is_marked_on_its_files(
     assert {p.name for p in out.iterdir()} == {
         f"regional_report.UNACCOUNTED.{ext}" for ext in ("gpkg", "csv", "json")}
     report = pd.read_csv(out / "regional_report.UNACCOUNTED.csv", index_col=0)
-    assert int(report["loss.cohort"].sum()) == len(table)
+    assert int(report["loss_cohort"].sum()) == len(table)
 
 
 def test_query_error_measures_real_polygons(tmp_path: Path, regions: Path,

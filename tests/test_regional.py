@@ -232,10 +232,10 @@ def test_report_written_atomically_and_labelled(tmp_path: Path, states_partition
                                              "regional_report.SIMULATION.json"]
     back = gpd.read_file(tmp_path / "regional_report.SIMULATION.gpkg")
     assert len(back) == 48
-    assert "loss.value" in back.columns
+    assert "loss_value" in back.columns
     assert set(back.accounting) == {"simulation"}
     csv = pd.read_csv(tmp_path / "regional_report.SIMULATION.csv")
-    assert "err.error_bar" in csv.columns
+    assert "err_error_bar" in csv.columns
     assert '"simulated": true' in (tmp_path / "regional_report.SIMULATION.json").read_text()
     # A writer that fails midway leaves the earlier file intact and no temporary file.
     before = (tmp_path / "regional_report.SIMULATION.csv").read_bytes()

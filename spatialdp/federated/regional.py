@@ -340,7 +340,7 @@ class RegionalReport:
         return out
 
     def write(self, folder: str | os.PathLike[str], stem: str = "regional_report", *,
-              names: str = "dotted", layout: str = "wide") -> list[Path]:
+              names: str = "sql", layout: str = "wide") -> list[Path]:
         """Write a GeoPackage, a CSV and a JSON of the metadata into ``folder``, each atomically.
 
         The metadata (:meth:`metadata`: epsilon, alpha, round, partition version,
@@ -363,11 +363,12 @@ class RegionalReport:
             Created if missing.
         stem : str
             File name without suffix.
-        names : {"dotted", "sql"}
-            Column names: ``"dotted"`` (``loss.value``, ``abs_error_m.(0.25, 0.5]``,
-            as :meth:`to_frame`) or ``"sql"`` (``loss_value``, ``abs_error_m_b1``:
-            no quoting needed in SQL, QGIS expressions, R or Stata; see
-            :meth:`column_names`).
+        names : {"sql", "dotted"}
+            Column names: ``"sql"`` (the default: ``loss_value``, ``abs_error_m_b1``;
+            no quoting needed in SQL, QGIS expressions, R or Stata; the bucket
+            edges are in the metadata's column table, see :meth:`column_names`)
+            or ``"dotted"`` (``loss.value``, ``abs_error_m.(0.25, 0.5]``, as
+            :meth:`to_frame`).
         layout : {"wide", "long"}
             The CSV's layout: one row per region (``"wide"``) or one row per
             region, metric and statistic (``"long"``, :meth:`to_long`). The
