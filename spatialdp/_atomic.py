@@ -1,4 +1,10 @@
-"""Atomic output folders: build everything aside, then publish with renames.
+"""Atomic output: files written under a temporary name, folders built aside, then renamed.
+
+One file: :func:`write_atomically` (and :func:`write_text_atomically`) write
+through a temporary name in the file's own folder and rename it over the
+target, so a reader sees the old file or the new one, never half of one.
+
+A folder:
 
 A run writes its files into a hidden *staging* folder next to the output
 folder (``.<name>.staging-<pid>-<random>``, on the same file system, so a
@@ -45,11 +51,54 @@ from types import TracebackType
 
 from spatialdp.exceptions import InvalidInput
 
-__all__ = ["LOCK", "StagedFolder", "fsync_folder", "process_alive"]
+__all__ = ["LOCK", "StagedFolder", "fsync_folder", "process_alive", "write_atomically",
+           "write_text_atomically"]
 
 _STAGING = ".staging-"
 #: The lock file a run holds in the output folder (never published or removed).
 LOCK = ".spatialdp.lock"
+
+
+def write_atomically(path: str | os.PathLike[str], writer: Callable[[str], object]) -> Path:
+    """Write ``path`` through a temporary name in its folder, then rename: never half a file.
+
+    ``writer(tmp)`` creates the file at ``tmp``, which does not exist yet (GPKG
+    and Parquet writers refuse an existing empty file) and keeps the target's
+    suffix (drivers pick formats by it). The file gets the permissions
+    ``open()`` would give it, not ``mkstemp``'s 0600. On any error the
+    temporary file is removed and the target is left as it was.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> target = Path(tempfile.mkdtemp()) / "a.txt"
+    >>> write_atomically(target, lambda tmp: Path(tmp).write_text("a")).read_text()
+    'a'
+    """
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.",
+                               suffix=target.suffix or ".tmp")
+    os.close(fd)
+    os.unlink(tmp)
+    try:
+        writer(tmp)
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target
+
+
+def write_text_atomically(path: str | os.PathLike[str], text: str) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` with :func:`write_atomically`."""
+    return write_atomically(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def process_alive(pid: int) -> bool:

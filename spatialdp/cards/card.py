@@ -512,7 +512,7 @@ class ModelCard:
         list of Path
             The Markdown and the JSON file.
         """
-        from spatialdp.cards.run_folder import write_text_atomically
+        from spatialdp._atomic import write_text_atomically
 
         if not isinstance(folder, (str, os.PathLike)):
             raise fail("folder", folder, f"is a {type(folder).__name__}, not a path",

@@ -54,37 +54,24 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from spatialdp._atomic import write_text_atomically
 from spatialdp._validation import check_text, fail
 from spatialdp.cards import _sections as sections
 from spatialdp.exceptions import InvalidInput
 
 __all__ = ["RUN_FORMAT", "RunFolder", "write_run_folder", "write_text_atomically"]
 
+
 #: Format tag of ``run.json``.
 RUN_FORMAT = "spatialdp-run/1"
 
 _REQUIRED = ("format", "partition", "specs")
-
-
-def write_text_atomically(path: str | os.PathLike[str], text: str) -> Path:
-    """Write ``text`` to ``path`` through a temporary file in its folder, then rename."""
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
 
 
 def _json(data: Any) -> str:

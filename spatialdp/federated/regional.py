@@ -16,7 +16,6 @@ import json
 import math
 import os
 import re
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +26,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
+from spatialdp._atomic import write_atomically
 from spatialdp._validation import (
     check_alpha,
     check_cohort_floor,
@@ -413,7 +413,7 @@ class RegionalReport:
             (".csv", lambda p: table.to_csv(p)),
             (".json", lambda p: Path(p).write_text(meta)),
         ]
-        return [_write_atomically(target / f"{stem}{label}{suffix}", writer)
+        return [write_atomically(target / f"{stem}{label}{suffix}", writer)
                 for suffix, writer in writers]
 
     def _column_table(self, renames: Mapping[str, str]) -> list[dict[str, Any]]:
@@ -478,20 +478,6 @@ def _hand_off(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         raise InvalidInput(f"{fn.__name__} refused the arguments ({err}); see "
                            f"help(spatialdp.viz.{fn.__name__}) for what it takes") from None
     return fn(*args, **kwargs)
-
-
-def _write_atomically(path: Path, writer: Callable[[str], object]) -> Path:
-    """Write through a temporary file in the same folder, then rename: never half a file."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
-    os.close(fd)
-    os.unlink(tmp)  # GPKG writers refuse to overwrite an empty file
-    try:
-        writer(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
 
 
 _STAT_TEXT = {

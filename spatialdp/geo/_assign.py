@@ -3,11 +3,12 @@
 H3 partitions index all points at once (h3ronpy) and find the cells in a hash
 table of the partition's cells; after :data:`spatialdp.geo._h3grid.MIN_POINTS`
 points they build, once, a raster of pure pixels (:mod:`spatialdp.geo._h3grid`)
-that answers most points by arithmetic and sends only the others to H3. Polygon partitions test small batches exactly
-(STRtree bounding boxes, then prepared geometries); once a partition has seen
-:data:`GRID_MIN_POINTS` points (more for intricate polygons) it builds, once, a grid index
-(:mod:`spatialdp.geo._grid`) that labels most points by arithmetic and sends
-only points near a border to the exact test.
+that answers most points by arithmetic and sends only the others to H3.
+Polygon partitions test small batches exactly (STRtree bounding boxes, then
+prepared geometries); once a partition has seen :data:`GRID_MIN_POINTS` points
+(more for intricate polygons) it builds, once, a grid index
+(:mod:`spatialdp.geo._grid`) that labels most points by arithmetic and sends only
+points near a border to the exact test.
 
 A batch in which most points fall outside every region is almost always a
 mistake (lon and lat swapped, points in another CRS or another country), so it

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -12,6 +11,7 @@ import geopandas as gpd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from spatialdp._atomic import write_atomically
 from spatialdp.exceptions import InvalidInput, PartitionMismatch, SpatialDPError
 from spatialdp.geo._checks import short_repr
 
@@ -47,17 +47,14 @@ def write_partition(partition: Partition, path: str | os.PathLike[str]) -> None:
         "version": partition.version,
         "format": 1,
     }
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
+
+    def write(tmp: str) -> None:
         frame.to_parquet(tmp, index=False)
         table = pq.read_table(tmp)
         merged = {**(table.schema.metadata or {}), _META_KEY: json.dumps(meta).encode()}
         pq.write_table(table.replace_schema_metadata(merged), tmp)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+
+    write_atomically(target, write)
 
 
 def read_partition(path: str | os.PathLike[str]) -> Partition:

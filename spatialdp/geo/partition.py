@@ -360,7 +360,8 @@ class Partition(H3Methods):
         H3 partitions index all points at once (h3ronpy) and look the cells up in a
         hash table; once a partition has assigned 2 million points it builds, once, a
         raster whose pure pixels (wholly inside one cell) answer most points by
-        arithmetic, with exactly H3's answer. Polygon partitions test points exactly with prepared geometries;
+        arithmetic, with exactly H3's answer. Polygon partitions test points exactly
+        with prepared geometries;
         once a partition has assigned 50,000 points (plus 2 per polygon vertex), it
         builds a grid index, once, and keeps it: the grid labels the points away
         from borders by arithmetic and leaves only those near a border to the exact

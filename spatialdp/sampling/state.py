@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from spatialdp._atomic import write_atomically
 from spatialdp._validation import check_count, fail
 from spatialdp.exceptions import InvalidInput, PartitionMismatch
 from spatialdp.geo.partition import MAX_PARTITION_CELLS
@@ -142,19 +142,14 @@ class ParticipationState:
         meta_bytes = json.dumps(self._meta(), sort_keys=True).encode()
         arrays = self._arrays()
         digest = self._digest(meta_bytes, arrays).encode()
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-        os.close(fd)
-        try:
-            with open(tmp, "wb") as handle:
-                members: dict[str, Any] = {"meta": np.frombuffer(meta_bytes, dtype=np.uint8),
-                                           "digest": np.frombuffer(digest, dtype=np.uint8),
-                                           **arrays}
+        members: dict[str, Any] = {"meta": np.frombuffer(meta_bytes, dtype=np.uint8),
+                                   "digest": np.frombuffer(digest, dtype=np.uint8), **arrays}
+
+        def write(tmp: str) -> None:
+            with open(tmp, "wb") as handle:  # a handle: np.savez would append ".npz"
                 np.savez(handle, **members)
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        return target
+
+        return write_atomically(target, write)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], *, strata_version: str) -> ParticipationState:

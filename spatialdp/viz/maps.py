@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import math
 import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,6 +32,7 @@ import numpy as np
 import shapely
 from numpy.typing import NDArray
 
+from spatialdp._atomic import write_atomically
 from spatialdp._validation import check_flag, check_number, check_text, fail
 from spatialdp.exceptions import CRSError, InvalidInput
 from spatialdp.federated.schema import coarsen_count
@@ -597,12 +597,6 @@ def _annotate_cohort(
 
 
 # ---------------------------------------------------------------------------- saving
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 def save_figure(
     figure: Figure | Axes,
     path: str | os.PathLike[str],
@@ -670,18 +664,10 @@ def save_figure(
             "exist; create it first"
         )
     fmt = savefig_kwargs.pop("format", None) or (target.suffix.lstrip(".").lower() or "png")
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    os.close(fd)
     try:
-        fig.savefig(tmp, format=fmt, dpi=dpi, bbox_inches=bbox_inches, **savefig_kwargs)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give what open() would
-        os.replace(tmp, target)
+        return write_atomically(target, lambda tmp: fig.savefig(
+            tmp, format=fmt, dpi=dpi, bbox_inches=bbox_inches, **savefig_kwargs))
     except (TypeError, ValueError, RuntimeError) as err:  # an unknown format or keyword
-        Path(tmp).unlink(missing_ok=True)
         raise InvalidInput(f"matplotlib could not save {str(target)!r} ({err}); check the "
                            "file suffix (.png, .pdf, .svg) and the savefig keywords") from None
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
 
