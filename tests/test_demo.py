@@ -42,10 +42,17 @@ TOP_FILES = PNGS | {"ratio_map.html", "model_card.md", "model_card.json", "run.j
                     "query_error.json", "ledger.sqlite"}
 
 
+def _terminal_signals() -> None:
+    # A command started in the background by a non-interactive shell (as CI may run the
+    # suite) inherits SIGINT ignored, and Python then keeps ignoring it; a user's
+    # terminal delivers it. Run the demo as a terminal would.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _spawn(out: Path) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "spatialdp.cli", "demo", "--out", str(out),
                              *ARGS], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True, preexec_fn=_terminal_signals)
 
 
 def _interrupt(out: Path, sig: int, delay: float) -> dict[str, Any]:

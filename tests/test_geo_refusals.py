@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import geopandas as gpd
+import h3
 import numpy as np
 import pandas as pd
 import pytest
@@ -122,8 +123,9 @@ CASES: list[tuple[str, Callable[[Partition, Partition], Any], type[SpatialDPErro
     ("fleet partition", lambda c, r: synthetic_fleet(10, partition="us"),
      InvalidInput, "partition='us' is a str, not a Partition"),
     ("fleet n as bool", lambda c, r: synthetic_fleet(True), InvalidInput, "n=True is a bool"),
-    ("fleet far away", lambda c, r: synthetic_fleet(50, rng=0, rural_share=0, partition=r),
-     InvalidInput, "received only 0 of 50 devices after 50 rounds"),
+    ("fleet on specks", lambda c, r: synthetic_fleet(50, rng=0, partition=Partition.from_h3_cells(
+        [h3.str_to_int(h3.latlng_to_cell(0, 0, 9)), h3.str_to_int(h3.latlng_to_cell(40, 40, 9))])),
+     InvalidInput, "covers .* of its bounding box"),
 ]
 
 
