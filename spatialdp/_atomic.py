@@ -51,8 +51,8 @@ from types import TracebackType
 
 from spatialdp.exceptions import InvalidInput
 
-__all__ = ["LOCK", "StagedFolder", "fsync_folder", "process_alive", "write_atomically",
-           "write_text_atomically"]
+__all__ = ["LOCK", "StagedFolder", "fsync_folder", "make_folder", "process_alive",
+           "write_atomically", "write_text_atomically"]
 
 _STAGING = ".staging-"
 #: The lock file a run holds in the output folder (never published or removed).
@@ -88,6 +88,16 @@ def write_atomically(path: str | os.PathLike[str], writer: Callable[[str], objec
         Path(tmp).unlink(missing_ok=True)
         raise
     return target
+
+
+def make_folder(folder: Path) -> Path:
+    """Create ``folder`` (and its parents) or refuse with the reason and the fix."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise InvalidInput(f"folder={os.fspath(folder)!r} cannot be created "
+                           f"({err.strerror}); pass a writable folder") from err
+    return folder
 
 
 def write_text_atomically(path: str | os.PathLike[str], text: str) -> Path:

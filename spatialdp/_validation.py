@@ -27,8 +27,10 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 from collections.abc import Collection, Iterable
 from decimal import Decimal
+from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
@@ -50,6 +52,7 @@ __all__ = [
     "check_instance",
     "check_integer",
     "check_number",
+    "check_output",
     "check_positive",
     "check_probability",
     "check_real",
@@ -422,3 +425,25 @@ def check_ids(values: Any, name: str, *, unique: bool = True,
             f"{name} has {len(repeated)} repeated value{'s' if len(repeated) > 1 else ''} "
             f"(first: {repeated.tolist()[0]!r}); {fix}")
     return index
+
+
+def check_output(folder: Any, stem: Any, example: str) -> tuple[Path, str]:
+    """Return an output folder and a file stem (a plain name, e.g. ``example``).
+
+    Examples
+    --------
+    >>> check_output("out", "report", "report")
+    (PosixPath('out'), 'report')
+    >>> check_output("out", "../x", "report")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    spatialdp.exceptions.InvalidInput: stem='../x' is not a plain file name; ...
+    """
+    if not isinstance(folder, (str, os.PathLike)):
+        raise fail("folder", folder, f"is a {type(folder).__name__}, not a path",
+                   "pass the output folder as a str or pathlib.Path")
+    name = check_text(stem, "stem")
+    if Path(name).name != name or name.startswith("."):
+        raise fail("stem", stem, "is not a plain file name",
+                   f"pass a name without folders or a leading dot, e.g. {example!r}")
+    return Path(folder), name

@@ -36,11 +36,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from spatialdp._validation import check_text, fail
+from spatialdp._validation import check_output, check_text, fail
 from spatialdp.cards import _sections as sections
 from spatialdp.cards._sections import COHORT_EDGES, PROVENANCE
 from spatialdp.cards.json_card import SCHEMA_VERSION, InvalidCard, canonical_digest, validate_card
-from spatialdp.exceptions import InvalidInput, PartitionMismatch
+from spatialdp.exceptions import PartitionMismatch
 
 __all__ = ["COHORT_EDGES", "PROVENANCE", "ModelCard"]
 
@@ -512,21 +512,10 @@ class ModelCard:
         list of Path
             The Markdown and the JSON file.
         """
-        from spatialdp._atomic import write_text_atomically
+        from spatialdp._atomic import make_folder, write_text_atomically
 
-        if not isinstance(folder, (str, os.PathLike)):
-            raise fail("folder", folder, f"is a {type(folder).__name__}, not a path",
-                       "pass the output folder as a str or pathlib.Path")
-        stem = check_text(stem, "stem")
-        if Path(stem).name != stem or stem.startswith("."):
-            raise fail("stem", stem, "is not a plain file name",
-                       "pass a name without folders or a leading dot, e.g. 'model_card'")
-        target = Path(folder)
-        try:
-            target.mkdir(parents=True, exist_ok=True)
-        except OSError as err:
-            raise InvalidInput(f"folder={os.fspath(folder)!r} cannot be created "
-                               f"({err.strerror}); pass a writable folder") from err
+        target, stem = check_output(folder, stem, "model_card")
+        make_folder(target)
         card = self.with_figures_relative_to(target)
         label = ".SIMULATION" if any(r["provenance"] == "simulation" for r in
                                      card._content["quantitative_analysis"]["rounds"]) else ""

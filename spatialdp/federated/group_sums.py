@@ -64,7 +64,11 @@ def secure_sum(values: ArrayLike, groups: ArrayLike | None = None, n_groups: int
             f"groups must give an integer position in 0..{size - 1} for each of the "
             f"{data.shape[0]} clients")
     prepared = Groups(idx, size)
-    return SecureSum(prepared.sum(data), prepared.counts)
+    sums = prepared.sum(data)
+    if not np.isfinite(sums).all():
+        raise InvalidInput("values sum beyond the float64 range (an overflow to inf); clip "
+                           "the values to their bounds before summing, or rescale them")
+    return SecureSum(sums, prepared.counts)
 
 
 _LANES = 8  # a power of two
@@ -134,14 +138,16 @@ class Groups:
 
     def sum(self, data: NDArray[np.float64]) -> NDArray[np.float64]:
         """Per-group sums of ``data`` (one row per client): shape (n_groups,) or (n_groups, k)."""
-        if self.n_groups == 1:
-            return np.asarray(data.sum(axis=0, keepdims=True), dtype=np.float64)
-        columns = data[:, None] if data.ndim == 1 else data
-        index, lanes = self._lane_index(), self._lanes
-        sums = np.empty((self.n_groups, columns.shape[1]))
-        for col in range(columns.shape[1]):  # a handful of buckets, never a loop over clients
-            partial = np.bincount(index, weights=columns[:, col], minlength=self.n_groups * lanes)
-            sums[:, col] = partial.reshape(self.n_groups, lanes).sum(axis=1)
+        with np.errstate(over="ignore", invalid="ignore"):  # the caller checks finiteness
+            if self.n_groups == 1:
+                return np.asarray(data.sum(axis=0, keepdims=True), dtype=np.float64)
+            columns = data[:, None] if data.ndim == 1 else data
+            index, lanes = self._lane_index(), self._lanes
+            sums = np.empty((self.n_groups, columns.shape[1]))
+            for col in range(columns.shape[1]):  # a handful of buckets, never over clients
+                partial = np.bincount(index, weights=columns[:, col],
+                                      minlength=self.n_groups * lanes)
+                sums[:, col] = partial.reshape(self.n_groups, lanes).sum(axis=1)
         return sums[:, 0] if data.ndim == 1 else sums
 
 

@@ -26,11 +26,12 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from spatialdp._atomic import write_atomically
+from spatialdp._atomic import make_folder, write_atomically
 from spatialdp._validation import (
     check_alpha,
     check_cohort_floor,
     check_epsilon,
+    check_output,
     check_text,
     fail,
 )
@@ -374,23 +375,12 @@ class RegionalReport:
             region, metric and statistic (``"long"``, :meth:`to_long`). The
             GeoPackage is always one feature per region.
         """
-        if not isinstance(folder, (str, os.PathLike)):
-            raise fail("folder", folder, f"is a {type(folder).__name__}, not a path",
-                       "pass the output folder as a str or pathlib.Path")
-        stem = check_text(stem, "stem")
-        if Path(stem).name != stem or stem.startswith("."):
-            raise fail("stem", stem, "is not a plain file name",
-                       "pass a name without folders or a leading dot, e.g. 'regional_report'")
+        target, stem = check_output(folder, stem, "regional_report")
         layout = check_text(layout, "layout")
         if layout not in ("wide", "long"):
             raise fail("layout", layout, "is not a layout", "pass 'wide' or 'long'")
         renames = self.column_names(names)
-        target = Path(folder)
-        try:
-            target.mkdir(parents=True, exist_ok=True)
-        except OSError as err:
-            raise InvalidInput(f"folder={str(folder)!r} cannot be created ({err.strerror}); "
-                               "pass a writable folder") from err
+        make_folder(target)
         label = {"simulation": ".SIMULATION", "unaccounted": ".UNACCOUNTED"}.get(
             str(self.accounting.get("accounting")), "")
         wide = self.to_frame().rename(columns=renames)
