@@ -29,9 +29,6 @@ The examples are derandomized (the same every run). To hunt for new defects::
 from __future__ import annotations
 
 import dataclasses
-import enum
-import importlib
-import inspect
 import math
 import os
 import tempfile
@@ -69,6 +66,7 @@ from tests.test_fuzz_support import (
     base_release,
     base_reports,
     boxes,
+    check_census,
     flag,
     fresh_ledger,
     fuzz_settings,
@@ -78,6 +76,7 @@ from tests.test_fuzz_support import (
     mutated,
     number,
     other_boxes,
+    public_callables,
     run,
     targets,
     text,
@@ -1266,26 +1265,6 @@ FUZZ: dict[str, tuple[Callable[[], st.SearchStrategy[Call]], int]] = {
 # --------------------------------------------------------------------------- tests
 
 
-def public_callables() -> set[str]:
-    """Every public callable: the packages' ``__all__`` and their classes' public methods."""
-    found: set[str] = set()
-    for package in PACKAGES:
-        module = importlib.import_module(package)
-        for name in module.__all__:
-            obj = getattr(module, name)
-            found.add(name)
-            if not inspect.isclass(obj) or issubclass(obj, BaseException):
-                continue
-            if issubclass(obj, enum.Enum):
-                members = [k for k, v in vars(obj).items()
-                           if isinstance(v, (classmethod, staticmethod))]
-            else:
-                members = [k for k, v in inspect.getmembers(obj)
-                           if inspect.isfunction(v) or inspect.ismethod(v)]
-            found.update(f"{name}.{m}" for m in members if not m.startswith("_"))
-    return found
-
-
 SKIP.update({name: "fuzzed in tests/test_viz_fuzz.py (VIZ_FUZZ)" for name in (
     "HistogramSpec.describe", "MetricSpec.describe", "RegionalReport.column_names",
     "RegionalReport.explore", "RegionalReport.plot", "RegionalReport.to_long",
@@ -1294,12 +1273,7 @@ SKIP.update({name: "fuzzed in tests/test_viz_fuzz.py (VIZ_FUZZ)" for name in (
 
 
 def test_every_public_callable_is_fuzzed() -> None:
-    public = public_callables()
-    missing = sorted(public - set(FUZZ) - set(SKIP))
-    assert not missing, f"public callables with no fuzz entry and no reasoned skip: {missing}"
-    stale = sorted((set(FUZZ) | set(SKIP)) - public)
-    assert not stale, f"fuzz entries for names that are no longer public: {stale}"
-    assert not set(FUZZ) & set(SKIP)
+    check_census(public_callables(*PACKAGES), FUZZ, SKIP)
 
 
 @pytest.mark.parametrize("name", sorted(FUZZ))

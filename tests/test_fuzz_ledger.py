@@ -36,6 +36,7 @@ from tests.test_fuzz_support import (
     Call,
     arg,
     fuzz_settings,
+    ledger_targets,
     maybe,
     mixed,
     number,
@@ -46,16 +47,11 @@ from tests.test_fuzz_support import (
 EPOCHS = (0, 1, 2)
 
 
-@st.composite
-def ledger_targets(draw: st.DrawFn) -> ReleaseTarget:
+def fuzz_targets() -> st.SearchStrategy[ReleaseTarget]:
     """A ReleaseTarget on a fresh in-memory ledger; small budgets make BudgetExceeded likely."""
-    budget = draw(st.sampled_from([0.05, 0.5, 5.0, 50.0]))
-    ledger = PrivacyLedger(":memory:", epoch_budget=budget,
-                           accounting=draw(st.sampled_from(["pure", "pure", "zcdp"])))
-    item = draw(st.sampled_from([None, None, "evaluation.global", "evaluation.regional",
-                                 "training", "marketing"]))
-    return ReleaseTarget(ledger, draw(st.sampled_from(EPOCHS)), line_item=item, why="fuzz",
-                         round_index=draw(st.sampled_from([None, 3])))
+    return ledger_targets(budgets=(0.05, 0.5, 5.0, 50.0), accountings=("pure", "pure", "zcdp"),
+                          items=(None, None, "evaluation.global", "evaluation.regional",
+                                 "training", "marketing"), epochs=EPOCHS, rounds=(None, 3))
 
 
 def untouched(ledger: PrivacyLedger) -> None:
@@ -103,7 +99,7 @@ RELEASES: dict[str, Callable[..., st.SearchStrategy[Call]]] = {
 @pytest.mark.parametrize("name", sorted(RELEASES))
 def test_refused_releases_leave_the_ledger_untouched(name: str) -> None:
     @fuzz_settings(60)
-    @given(mixed(RELEASES[name](ledger_targets())))
+    @given(mixed(RELEASES[name](fuzz_targets())))
     def fuzz(one: Call) -> None:
         target = one.kwargs["target"]
         assert isinstance(target, ReleaseTarget)
@@ -147,7 +143,7 @@ def borrow_calls(draw: st.DrawFn) -> tuple[PrivacyLedger, Call]:
 
 @st.composite
 def charge_calls(draw: st.DrawFn) -> tuple[PrivacyLedger, Call]:
-    target = draw(ledger_targets())
+    target = draw(fuzz_targets())
     return target.ledger, Call("ReleaseTarget.charge", target.charge, (),
                                {"structure": draw(structures), "epsilon": draw(epsilons),
                                 "what": draw(text()),

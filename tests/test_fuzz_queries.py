@@ -22,10 +22,7 @@ Hunt for new defects with ``SPATIALDP_FUZZ_RANDOM=1 SPATIALDP_FUZZ_SCALE=10``.
 
 from __future__ import annotations
 
-import enum
 import functools
-import importlib
-import inspect
 import math
 import os
 import shutil
@@ -43,7 +40,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from spatialdp.geo import CellIncidence, Partition
-from spatialdp.privacy import PrivacyLedger, ReleaseTarget, Simulation
+from spatialdp.privacy import ReleaseTarget, Simulation
 from spatialdp.queries import (
     NoisyGrid,
     QueryCorpus,
@@ -64,10 +61,13 @@ from tests.test_fuzz_support import (
     Call,
     Open,
     arg,
+    check_census,
     flag,
     fuzz_settings,
+    ledger_targets,
     mixed,
     number,
+    public_callables,
     run,
     run_tolerating,
     strict,
@@ -85,25 +85,6 @@ SKIP: dict[str, str] = {
     "TruthGrid": "result record (built by truth_grid; its __post_init__ is exercised there)",
     "NoisyGrid.cell_std": "no argument: called on every grid the fuzz builds (check)",
 }
-
-
-def public_callables(package: str) -> set[str]:
-    """The package's ``__all__`` and the public methods of its classes (as in test_fuzz)."""
-    module = importlib.import_module(package)
-    found: set[str] = set()
-    for name in module.__all__:
-        obj = getattr(module, name)
-        found.add(name)
-        if not inspect.isclass(obj) or issubclass(obj, BaseException):
-            continue
-        if issubclass(obj, enum.Enum):
-            members = [k for k, v in vars(obj).items()
-                       if isinstance(v, (classmethod, staticmethod))]
-        else:
-            members = [k for k, v in inspect.getmembers(obj)
-                       if inspect.isfunction(v) or inspect.ismethod(v)]
-        found.update(f"{name}.{m}" for m in members if not m.startswith("_"))
-    return found
 
 
 def call(label: str, fn: Callable[..., Any], /, *args: Any,
@@ -469,13 +450,7 @@ OPEN: tuple[Open, ...] = ()
 
 
 def test_every_public_callable_is_fuzzed() -> None:
-    public = public_callables(PACKAGE)
-    missing = sorted(public - set(FUZZ) - set(SKIP))
-    assert not missing, f"public callables with no fuzz entry and no reasoned skip: {missing}"
-    stale = sorted((set(FUZZ) | set(SKIP)) - public)
-    assert not stale, f"fuzz entries for names that are no longer public: {stale}"
-    assert not set(FUZZ) & set(SKIP)
-    assert {d.callable for d in OPEN} <= set(FUZZ)
+    check_census(public_callables(PACKAGE), FUZZ, SKIP, OPEN)
 
 
 @pytest.mark.parametrize("name", sorted(FUZZ))
@@ -504,13 +479,11 @@ def test_open_defect_reproduces(defect: Open) -> None:
 EPOCHS = (0, 1, 2)
 
 
-@st.composite
-def ledger_targets(draw: st.DrawFn) -> ReleaseTarget:
+def fuzz_targets() -> st.SearchStrategy[ReleaseTarget]:
     """A ReleaseTarget on a fresh in-memory ledger; small budgets make BudgetExceeded likely."""
-    ledger = PrivacyLedger(":memory:", epoch_budget=draw(st.sampled_from([0.05, 0.5, 5.0])),
-                           accounting=draw(st.sampled_from(["pure", "pure", "zcdp"])))
-    item = draw(st.sampled_from([None, None, "evaluation.regional", "training", "marketing"]))
-    return ReleaseTarget(ledger, draw(st.sampled_from(EPOCHS)), line_item=item, why="fuzz")
+    return ledger_targets(budgets=(0.05, 0.5, 5.0), accountings=("pure", "pure", "zcdp"),
+                          items=(None, None, "evaluation.regional", "training", "marketing"),
+                          epochs=EPOCHS)
 
 
 RELEASES: dict[str, Callable[..., st.SearchStrategy[Call]]] = {
@@ -525,7 +498,7 @@ def test_refused_releases_leave_the_ledger_untouched(name: str) -> None:
     """A refused release charges nothing; a release charges its epsilon once."""
 
     @fuzz_settings(30)
-    @given(mixed(RELEASES[name](ledger_targets())))
+    @given(mixed(RELEASES[name](fuzz_targets())))
     def fuzz(one: Call) -> None:
         target = one.kwargs["target"]
         ledger = target.ledger

@@ -24,10 +24,7 @@ Hunt for new defects with ``SPATIALDP_FUZZ_RANDOM=1 SPATIALDP_FUZZ_SCALE=10``.
 
 from __future__ import annotations
 
-import enum
 import functools
-import importlib
-import inspect
 import math
 import numbers
 import os
@@ -46,7 +43,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from spatialdp.exceptions import SpatialDPError
-from spatialdp.privacy import PrivacyLedger, ReleaseTarget, Simulation
+from spatialdp.privacy import ReleaseTarget, Simulation
 from spatialdp.regression import (
     ClientReports,
     FeasibilityWarning,
@@ -83,12 +80,15 @@ from tests.test_fuzz_support import (
     Open,
     arg,
     boxes,
+    check_census,
     flag,
     fuzz_settings,
+    ledger_targets,
     maybe,
     mixed,
     mutated,
     number,
+    public_callables,
     run,
     run_tolerating,
     strict,
@@ -118,25 +118,6 @@ SKIP: dict[str, str] = {
     "ModulatedRegression.get_metadata_routing": _SKLEARN,
     "ModulatedRegression.set_score_request": _SKLEARN,
 }
-
-
-def public_callables(package: str) -> set[str]:
-    """The package's ``__all__`` and the public methods of its classes (as in test_fuzz)."""
-    module = importlib.import_module(package)
-    found: set[str] = set()
-    for name in module.__all__:
-        obj = getattr(module, name)
-        found.add(name)
-        if not inspect.isclass(obj) or issubclass(obj, BaseException):
-            continue
-        if issubclass(obj, enum.Enum):
-            members = [k for k, v in vars(obj).items()
-                       if isinstance(v, (classmethod, staticmethod))]
-        else:
-            members = [k for k, v in inspect.getmembers(obj)
-                       if inspect.isfunction(v) or inspect.ismethod(v)]
-        found.update(f"{name}.{m}" for m in members if not m.startswith("_"))
-    return found
 
 
 def quiet(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -664,13 +645,7 @@ OPEN: tuple[Open, ...] = (
 
 
 def test_every_public_callable_is_fuzzed() -> None:
-    public = public_callables(PACKAGE)
-    missing = sorted(public - set(FUZZ) - set(SKIP))
-    assert not missing, f"public callables with no fuzz entry and no reasoned skip: {missing}"
-    stale = sorted((set(FUZZ) | set(SKIP)) - public)
-    assert not stale, f"fuzz entries for names that are no longer public: {stale}"
-    assert not set(FUZZ) & set(SKIP)
-    assert {d.callable for d in OPEN} <= set(FUZZ)
+    check_census(public_callables(PACKAGE), FUZZ, SKIP, OPEN)
 
 
 @pytest.mark.parametrize("name", sorted(FUZZ))
@@ -707,13 +682,11 @@ def test_open_defect_reproduces(defect: Open) -> None:
 EPOCHS = (0, 1, 2)
 
 
-@st.composite
-def ledger_targets(draw: st.DrawFn) -> ReleaseTarget:
+def fuzz_targets() -> st.SearchStrategy[ReleaseTarget]:
     """A ReleaseTarget on a fresh in-memory ledger (zCDP mostly: these releases are Gaussian)."""
-    ledger = PrivacyLedger(":memory:", epoch_budget=draw(st.sampled_from([0.05, 1.0, 50.0])),
-                           accounting=draw(st.sampled_from(["zcdp", "zcdp", "pure"])))
-    item = draw(st.sampled_from([None, None, "training", "evaluation.global", "marketing"]))
-    return ReleaseTarget(ledger, draw(st.sampled_from(EPOCHS)), line_item=item, why="fuzz")
+    return ledger_targets(budgets=(0.05, 1.0, 50.0), accountings=("zcdp", "zcdp", "pure"),
+                          items=(None, None, "training", "evaluation.global", "marketing"),
+                          epochs=EPOCHS)
 
 
 RELEASES: dict[str, Callable[..., st.SearchStrategy[Call]]] = {
@@ -735,7 +708,7 @@ def test_refused_releases_leave_the_ledger_untouched(name: str) -> None:
     """A refused release charges nothing; a release that returns charged something."""
 
     @fuzz_settings(25)
-    @given(mixed(RELEASES[name](ledger_targets())))
+    @given(mixed(RELEASES[name](fuzz_targets())))
     def fuzz(one: Call) -> None:
         target = _target_of(one)
         ledger = target.ledger

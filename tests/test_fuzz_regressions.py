@@ -32,7 +32,7 @@ from spatialdp.exceptions import (
     SpatialDPError,
 )
 from spatialdp.federated import device as dev
-from spatialdp.privacy import Simulation
+from spatialdp.privacy import PrivacyLedger, ReleaseTarget, Simulation
 from spatialdp.simulation import positioning_predictions
 from tests.test_fuzz_support import (
     HIST,
@@ -437,3 +437,18 @@ def test_demo_refuses_a_file_as_its_folder(tmp_path: Path) -> None:
     target.write_text("x")
     with pytest.raises(InvalidInput, match="is a file"):
         run_demo(target)
+
+
+def test_transform_checks_the_directions_against_the_modulation_before_charging() -> None:
+    """Found by the fuzz suite: 1 direction for a 2-direction modulation was charged."""
+    from spatialdp.regression import Modulation, transform_clients
+
+    rng = np.random.default_rng(0)
+    ledger = PrivacyLedger(":memory:", epoch_budget=5.0, accounting="zcdp")
+    with pytest.raises(InvalidInput, match="do not match the modulation's n_directions=2"):
+        transform_clients(rng.normal(size=(50, 3)), rng.normal(size=50),
+                          modulation=Modulation(alpha=0.0, lam=1.0, omega=3.0, n_directions=2,
+                                                radius=1.0),
+                          target=ReleaseTarget(ledger, 0, why="fuzz"),
+                          directions=np.array([[1.0, 0.0, 0.0]]), rho=1.0)
+    assert ledger.spent(0) == 0

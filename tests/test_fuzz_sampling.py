@@ -21,10 +21,7 @@ Hunt for new defects with ``SPATIALDP_FUZZ_RANDOM=1 SPATIALDP_FUZZ_SCALE=10``.
 
 from __future__ import annotations
 
-import enum
 import functools
-import importlib
-import inspect
 import json
 import math
 import os
@@ -44,7 +41,7 @@ from scipy import sparse
 
 from spatialdp.exceptions import InvalidInput, SpatialDPError
 from spatialdp.geo import Partition
-from spatialdp.privacy import PrivacyLedger, ReleaseTarget, Simulation
+from spatialdp.privacy import ReleaseTarget, Simulation
 from spatialdp.sampling import (
     MODES,
     Coverage,
@@ -74,13 +71,16 @@ from tests.test_fuzz_support import (
     Call,
     arg,
     boxes,
+    check_census,
     fuzz_settings,
     junk,
+    ledger_targets,
     maybe,
     mixed,
     mutated,
     number,
     other_boxes,
+    public_callables,
     run,
     targets,
     text,
@@ -103,25 +103,6 @@ SKIP: dict[str, str] = {
         "Coverage.to_geodataframe", "Merge.to_dict", "ParticipationPolicy.describe",
         "Strata.adjacency", "Strata.centroids")},
 }
-
-
-def public_callables(package: str) -> set[str]:
-    """The package's ``__all__`` and the public methods of its classes (as in test_fuzz)."""
-    module = importlib.import_module(package)
-    found: set[str] = set()
-    for name in module.__all__:
-        obj = getattr(module, name)
-        found.add(name)
-        if not inspect.isclass(obj) or issubclass(obj, BaseException):
-            continue
-        if issubclass(obj, enum.Enum):
-            members = [k for k, v in vars(obj).items()
-                       if isinstance(v, (classmethod, staticmethod))]
-        else:
-            members = [k for k, v in inspect.getmembers(obj)
-                       if inspect.isfunction(v) or inspect.ismethod(v)]
-        found.update(f"{name}.{m}" for m in members if not m.startswith("_"))
-    return found
 
 
 def call(label: str, fn: Callable[..., Any], /, *args: Any,
@@ -860,12 +841,7 @@ FUZZ: dict[str, tuple[Callable[[], st.SearchStrategy[Call]], int]] = {
 
 
 def test_every_public_callable_is_fuzzed() -> None:
-    public = public_callables(PACKAGE)
-    missing = sorted(public - set(FUZZ) - set(SKIP))
-    assert not missing, f"public callables with no fuzz entry and no reasoned skip: {missing}"
-    stale = sorted((set(FUZZ) | set(SKIP)) - public)
-    assert not stale, f"fuzz entries for names that are no longer public: {stale}"
-    assert not set(FUZZ) & set(SKIP)
+    check_census(public_callables(PACKAGE), FUZZ, SKIP)
 
 
 @pytest.mark.parametrize("name", sorted(FUZZ))
@@ -885,13 +861,11 @@ def test_only_spatialdp_errors(name: str) -> None:
 EPOCHS = (0, 1, 2)
 
 
-@st.composite
-def ledger_targets(draw: st.DrawFn) -> ReleaseTarget:
+def fuzz_targets() -> st.SearchStrategy[ReleaseTarget]:
     """A ReleaseTarget on a fresh in-memory ledger; small budgets make BudgetExceeded likely."""
-    ledger = PrivacyLedger(":memory:", epoch_budget=draw(st.sampled_from([0.05, 0.5, 5.0])),
-                           accounting=draw(st.sampled_from(["pure", "pure", "zcdp"])))
-    item = draw(st.sampled_from([None, None, "training", "evaluation.global", "marketing"]))
-    return ReleaseTarget(ledger, draw(st.sampled_from(EPOCHS)), line_item=item, why="fuzz")
+    return ledger_targets(budgets=(0.05, 0.5, 5.0), accountings=("pure", "pure", "zcdp"),
+                          items=(None, None, "training", "evaluation.global", "marketing"),
+                          epochs=EPOCHS)
 
 
 EPOCH_STARTS: dict[str, Callable[..., st.SearchStrategy[Call]]] = {
@@ -905,7 +879,7 @@ def test_refused_epochs_leave_the_ledger_untouched(name: str) -> None:
     """A refused epoch start charges nothing; a started one charges cap x epsilon once."""
 
     @fuzz_settings(30)
-    @given(mixed(EPOCH_STARTS[name](ledger_targets())))
+    @given(mixed(EPOCH_STARTS[name](fuzz_targets())))
     def fuzz(one: Call) -> None:
         target = one.kwargs["target"]
         ledger = target.ledger

@@ -178,6 +178,11 @@ def transform_clients(
         V = random_directions(d, modulation.n_directions, rng=gen)
     else:
         V = check_directions(directions, d)
+        if V.shape[0] != modulation.n_directions:
+            raise fail("directions", f"{V.shape[0]} rows", f"do not match the modulation's "
+                       f"n_directions={modulation.n_directions}",
+                       f"pass {modulation.n_directions} orthonormal directions, or a "
+                       "Modulation with as many directions as you pass")
     mech = LatticeGaussianMechanism(rho_x, modulation.sensitivity, d)
     label_mech = None
     rho_y = 0.0
