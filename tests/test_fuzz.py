@@ -41,7 +41,6 @@ import numpy as np
 import pandas as pd
 import pytest
 import shapely
-from hypothesis import given
 from hypothesis import strategies as st
 
 import spatialdp
@@ -69,17 +68,16 @@ from tests.test_fuzz_support import (
     check_census,
     flag,
     fresh_ledger,
-    fuzz_settings,
+    fuzz_only_spatialdp_errors,
     junk,
     maybe,
-    mixed,
     mutated,
     number,
     other_boxes,
     public_callables,
-    run,
     targets,
     text,
+    working_directory,
 )
 
 PACKAGES = ("spatialdp", "spatialdp.federated", "spatialdp.privacy", "spatialdp.geo",
@@ -145,12 +143,8 @@ TMP = tempfile.mkdtemp(prefix="spatialdp-fuzz-")
 @pytest.fixture(autouse=True, scope="module")
 def _in_a_scratch_folder() -> Any:
     """Run in a scratch folder: a fuzzed relative path ("abc", "1.0") lands there."""
-    before = os.getcwd()
-    os.chdir(TMP)
-    try:
+    with working_directory(TMP):
         yield
-    finally:
-        os.chdir(before)
 
 
 # --------------------------------------------------------------------------- invariants
@@ -1278,14 +1272,7 @@ def test_every_public_callable_is_fuzzed() -> None:
 
 @pytest.mark.parametrize("name", sorted(FUZZ))
 def test_only_spatialdp_errors(name: str) -> None:
-    factory, n = FUZZ[name]
-
-    @fuzz_settings(n)
-    @given(mixed(factory()))
-    def fuzz(one: Call) -> None:
-        run(one)
-
-    fuzz()
+    fuzz_only_spatialdp_errors(*FUZZ[name])
 
 
 def test_junk_is_varied() -> None:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -63,15 +62,16 @@ from tests.test_fuzz_support import (
     arg,
     check_census,
     flag,
+    fuzz_only_spatialdp_errors,
     fuzz_settings,
     ledger_targets,
     mixed,
     number,
     public_callables,
     run,
-    run_tolerating,
     strict,
     targets,
+    working_directory,
 )
 
 PACKAGE = "spatialdp.queries"
@@ -97,12 +97,8 @@ TMP = tempfile.mkdtemp(prefix="spatialdp-fuzz-queries-")
 
 @pytest.fixture(autouse=True, scope="module")
 def _in_a_scratch_folder() -> Any:
-    before = os.getcwd()
-    os.chdir(TMP)
-    try:
+    with working_directory(TMP):
         yield
-    finally:
-        os.chdir(before)
 
 
 def teardown_module() -> None:
@@ -455,14 +451,7 @@ def test_every_public_callable_is_fuzzed() -> None:
 
 @pytest.mark.parametrize("name", sorted(FUZZ))
 def test_only_spatialdp_errors(name: str) -> None:
-    factory, n = FUZZ[name]
-
-    @fuzz_settings(n)
-    @given(mixed(factory()))
-    def fuzz(one: Call) -> None:
-        run_tolerating(one, OPEN)
-
-    fuzz()
+    fuzz_only_spatialdp_errors(*FUZZ[name], OPEN)
 
 
 @pytest.mark.parametrize("defect", [

@@ -27,7 +27,6 @@ from __future__ import annotations
 import functools
 import math
 import numbers
-import os
 import shutil
 import tempfile
 import warnings
@@ -82,6 +81,7 @@ from tests.test_fuzz_support import (
     boxes,
     check_census,
     flag,
+    fuzz_only_spatialdp_errors,
     fuzz_settings,
     ledger_targets,
     maybe,
@@ -90,9 +90,9 @@ from tests.test_fuzz_support import (
     number,
     public_callables,
     run,
-    run_tolerating,
     strict,
     targets,
+    working_directory,
 )
 
 PACKAGE = "spatialdp.regression"
@@ -142,12 +142,8 @@ TMP = tempfile.mkdtemp(prefix="spatialdp-fuzz-regression-")
 
 @pytest.fixture(autouse=True, scope="module")
 def _in_a_scratch_folder() -> Any:
-    before = os.getcwd()
-    os.chdir(TMP)
-    try:
+    with working_directory(TMP):
         yield
-    finally:
-        os.chdir(before)
 
 
 def teardown_module() -> None:
@@ -650,14 +646,7 @@ def test_every_public_callable_is_fuzzed() -> None:
 
 @pytest.mark.parametrize("name", sorted(FUZZ))
 def test_only_spatialdp_errors(name: str) -> None:
-    factory, n = FUZZ[name]
-
-    @fuzz_settings(n)
-    @given(mixed(factory()))
-    def fuzz(one: Call) -> None:
-        run_tolerating(one, OPEN)
-
-    fuzz()
+    fuzz_only_spatialdp_errors(*FUZZ[name], OPEN)
 
 
 @pytest.mark.parametrize("defect", [

@@ -11,13 +11,14 @@ process and cached; every strategy copies what it mutates.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import os
 import re
 import traceback
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 from fractions import Fraction
@@ -28,7 +29,7 @@ import matplotlib
 import numpy as np
 import pandas as pd
 import shapely
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from spatialdp.exceptions import SpatialDPError
@@ -523,6 +524,29 @@ def run_tolerating(one: Call, known: tuple[Open, ...]) -> None:
     except Exception as err:
         if not any(d.matches(one.name, err) for d in known):
             raise
+
+
+def fuzz_only_spatialdp_errors(factory: Callable[[], st.SearchStrategy[Any]], n: int,
+                               known: tuple[Open, ...] = ()) -> None:
+    """Fuzz ``n`` calls from ``factory``: each returns or raises a spatialdp error."""
+
+    @fuzz_settings(n)
+    @given(mixed(factory()))
+    def fuzz(one: Call) -> None:
+        run_tolerating(one, known)
+
+    fuzz()
+
+
+@contextlib.contextmanager
+def working_directory(path: str) -> Iterator[None]:
+    """Run in ``path`` (a fuzzed relative path such as "abc" or "1.0" lands there)."""
+    before = os.getcwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(before)
 
 
 # --------------------------------------------------------------------------- census

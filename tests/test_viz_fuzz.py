@@ -18,7 +18,6 @@ matplotlib.use("Agg")
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given
 from hypothesis import strategies as st
 
 from spatialdp import viz
@@ -28,12 +27,10 @@ from tests.test_fuzz_support import (
     arg,
     base_regional,
     flag,
-    fuzz_settings,
+    fuzz_only_spatialdp_errors,
     maybe,
-    mixed,
     mutated,
     number,
-    run,
 )
 
 TMP = tempfile.mkdtemp(prefix="spatialdp-fuzz-viz-")
@@ -195,13 +192,6 @@ VIZ_FUZZ: dict[str, tuple[Callable[[], st.SearchStrategy[Call]], int]] = {
 
 @pytest.mark.parametrize("name", sorted(VIZ_FUZZ))
 def test_only_spatialdp_errors(name: str) -> None:
-    factory, n = VIZ_FUZZ[name]
-
-    @fuzz_settings(n)
-    @given(mixed(factory()))
-    def fuzz(one: Call) -> None:
-        run(one)
-
-    fuzz()
+    fuzz_only_spatialdp_errors(*VIZ_FUZZ[name])
 
 
