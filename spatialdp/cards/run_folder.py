@@ -60,7 +60,7 @@ from typing import Any
 
 import pandas as pd
 
-from spatialdp._atomic import write_text_atomically
+from spatialdp._atomic import make_folder, write_text_atomically
 from spatialdp._validation import check_text, fail
 from spatialdp.cards import _sections as sections
 from spatialdp.exceptions import InvalidInput
@@ -125,13 +125,7 @@ class RunFolder:
         return self.path / self.LEDGER
 
     def _mkdir(self, sub: str | None = None) -> Path:
-        folder = self.path if sub is None else self.path / sub
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError as err:
-            raise InvalidInput(f"run_dir={os.fspath(folder)!r} cannot be created "
-                               f"({err.strerror}); pass a writable folder") from err
-        return folder
+        return make_folder(self.path if sub is None else self.path / sub)
 
     def _write(self, name: str, text: str) -> Path:
         self._mkdir()

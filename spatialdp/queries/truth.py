@@ -132,6 +132,18 @@ class TruthGrid:
                 f"clipped_pairs={self.n_clipped_pairs:,}, partition={self.partition_key!r})")
 
 
+def _check_clipping(max_cells_per_device: Any, device_ids: Any) -> int:
+    """Return the per-device cell cap; refuse points without device ids (no clipping)."""
+    k = check_integer(max_cells_per_device, "max_cells_per_device", low=1,
+                      high=MAX_CELLS_PER_DEVICE,
+                      fix="pass the most cells one device may count in, e.g. 1")
+    if device_ids is None:
+        raise ClippingFailure(
+            "device_ids=None: without device ids clipping cannot guarantee that a device "
+            f"counts in at most max_cells_per_device={k} cells; pass the device of every point")
+    return k
+
+
 def _grid_of(grid: Any, name: str) -> tuple[NDArray[np.uint64], str, str, Partition | None]:
     if isinstance(grid, Partition):
         cells = grid.cells  # refuses a polygon partition
@@ -222,13 +234,7 @@ def truth_grid(
 
         return on_dask(grid, points, device_ids=device_ids,
                        max_cells_per_device=max_cells_per_device, lon=lon, lat=lat, name=name)
-    k = check_integer(max_cells_per_device, "max_cells_per_device", low=1,
-                      high=MAX_CELLS_PER_DEVICE,
-                      fix="pass the most cells one device may count in, e.g. 1")
-    if device_ids is None:
-        raise ClippingFailure(
-            "device_ids=None: without device ids clipping cannot guarantee that a device "
-            f"counts in at most max_cells_per_device={k} cells; pass the device of every point")
+    k = _check_clipping(max_cells_per_device, device_ids)
     cells, version, key, partition = _grid_of(grid, name)
     positions = _positions(cells, partition, points, lon, lat)
     ids = pd.Index(np.asarray(device_ids).ravel() if not isinstance(device_ids, pd.Index)

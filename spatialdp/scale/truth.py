@@ -31,12 +31,11 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from spatialdp._validation import check_flag, check_integer, check_text, fail
-from spatialdp.exceptions import ClippingFailure
+from spatialdp._validation import check_flag, check_text, fail
 from spatialdp.geo import Partition, h3cells
 from spatialdp.queries.truth import (
-    MAX_CELLS_PER_DEVICE,
     TruthGrid,
+    _check_clipping,
     _clip_and_count,
     _grid_of,
     _positions,
@@ -166,13 +165,7 @@ def truth_grid(
     >>> truth.counts.tolist(), truth.sensitivity  # device 1 counts once
     ([2, 0], 1)
     """
-    k = check_integer(max_cells_per_device, "max_cells_per_device", low=1,
-                      high=MAX_CELLS_PER_DEVICE,
-                      fix="pass the most cells one device may count in, e.g. 1")
-    if device_ids is None:
-        raise ClippingFailure(
-            "device_ids=None: without device ids clipping cannot guarantee that a device "
-            f"counts in at most max_cells_per_device={k} cells; pass the device of every point")
+    k = _check_clipping(max_cells_per_device, device_ids)
     show = check_flag(progress, "progress")
     frame = require_frame(points, "points")
     device = check_text(device_ids, "device_ids")
