@@ -24,6 +24,7 @@ from spatialdp.federated import (
     device_report,
     secure_sum,
 )
+from spatialdp.federated.group_sums import Groups
 from spatialdp.privacy.ledger import PrivacyLedger
 from spatialdp.privacy.target import ReleaseTarget, Simulation, Unaccounted
 from tests._clients import histogram_columns, tagged
@@ -251,6 +252,29 @@ def test_secure_sum_groups() -> None:
     assert s.counts.tolist() == [1, 2, 0]
     with pytest.raises(InvalidInput, match="position in 0..1"):
         secure_sum([1.0, 2.0], [0, 2], 2)
+
+
+@pytest.mark.parametrize(("n_groups", "skew", "lanes"),
+                         [(2, 5.0, 8), (48, 1.2, 8), (200, 50.0, 1), (9000, 1.2, 1)])
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_group_sums_equal_bincount_with_and_without_lanes(n_groups: int, skew: float,
+                                                          lanes: int, order: str) -> None:
+    # Skewed fleets take interleaved accumulators (lanes), flat ones and many groups
+    # do not; every layout, index width and path must give numpy's per-group sums.
+    rng = np.random.default_rng(n_groups)
+    weights = rng.pareto(skew, n_groups) + 0.01
+    positions = rng.choice(n_groups, size=20_011, p=weights / weights.sum())
+    values = np.asarray(rng.normal(size=(positions.size, 3)), order=order)
+    for index in (positions.astype(np.int32), positions.astype(np.int64)):
+        groups = Groups(index, n_groups)
+        sums = groups.sum(values)
+        reference = np.stack([np.bincount(positions, weights=values[:, k], minlength=n_groups)
+                              for k in range(3)], axis=1)
+        np.testing.assert_allclose(sums, reference, rtol=1e-12, atol=1e-9)
+        np.testing.assert_allclose(groups.sum(values[:, 1]), reference[:, 1],
+                                   rtol=1e-12, atol=1e-9)
+        assert groups.counts.tolist() == np.bincount(positions, minlength=n_groups).tolist()
+        assert groups._lanes == lanes  # both summing paths are exercised
 
 
 def test_ratio_below_floor_after_noise_is_published_as_suppressed_and_charged() -> None:

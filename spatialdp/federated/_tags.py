@@ -69,7 +69,7 @@ class ClientTable:
 
     frame: pd.DataFrame
     client_ids: pd.Index
-    positions: NDArray[np.int64] | None
+    positions: NDArray[np.integer] | None
 
     def values(self, spec: Spec) -> NDArray[np.float64]:
         """Return the spec's column(s) as float64: (n,) for a metric, (n, k) for a histogram."""
@@ -97,8 +97,12 @@ class ClientTable:
                 "module with this spec")
         try:
             # A float block comes back as a column-major view: no copy, and each
-            # column is contiguous for the per-column bincounts of the secure sum.
-            data = self.frame[list(cols)].to_numpy(dtype=np.float64)
+            # column is contiguous for the per-column sums of the secure sum. One
+            # column is read as a Series: no intermediate frame.
+            if len(cols) == 1:
+                data = self.frame[cols[0]].to_numpy(dtype=np.float64)[:, None]
+            else:
+                data = self.frame[list(cols)].to_numpy(dtype=np.float64)
         except (TypeError, ValueError):
             raise InvalidInput(f"columns {list(cols)} of {key} are not numeric") from None
         return data
@@ -171,7 +175,7 @@ def _check_specs(frame: pd.DataFrame, specs: Sequence[Spec]) -> None:
                     "released spec")
 
 
-def _positions(frame: pd.DataFrame, partition: object) -> NDArray[np.int64]:
+def _positions(frame: pd.DataFrame, partition: object) -> NDArray[np.integer]:
     from spatialdp.geo.partition import Partition
 
     assert isinstance(partition, Partition)
@@ -204,7 +208,7 @@ def _positions(frame: pd.DataFrame, partition: object) -> NDArray[np.int64]:
     return lookup.astype(np.int64)[codes]
 
 
-def _arrow_positions(column: pd.Series, region_ids: pd.Index) -> NDArray[np.int64] | None:
+def _arrow_positions(column: pd.Series, region_ids: pd.Index) -> NDArray[np.int32] | None:
     """Each client's position in the partition, in one Arrow hash pass, or None.
 
     For Arrow-backed string ids (pandas' default string dtype) this skips the
@@ -222,7 +226,7 @@ def _arrow_positions(column: pd.Series, region_ids: pd.Index) -> NDArray[np.int6
     found = pc.index_in(pa.array(column.array), value_set=pa.array(region_ids.array))
     if found.null_count:
         return None
-    return np.asarray(found.to_numpy(), dtype=np.int64)
+    return np.asarray(found.to_numpy())  # int32, as Arrow gives it: no widening pass
 
 
 def read_reports(reports: object, specs: Sequence[Spec], partition: object | None = None
