@@ -267,10 +267,11 @@ def test_sqrt_selection_beats_flower_uniform_sampling_on_a_skewed_fleet(states):
     assert diff.mean() > 5 * se
 
 
-def test_a_server_thread_reopens_the_ledger_file(states, tmp_path):
-    """Flower's ServerApp runs the strategy in its own thread; the ledger file is reopened there."""
+@pytest.mark.parametrize("where", ["file", "memory"])
+def test_a_server_thread_charges_the_same_ledger(states, tmp_path, where):
+    """Flower's ServerApp runs the strategy in its own thread; it charges the given ledger."""
     clients, _ = make_clients(40, rng=3)
-    path = tmp_path / "ledger.sqlite"
+    path = tmp_path / "ledger.sqlite" if where == "file" else ":memory:"
     with PrivacyLedger(path, epoch_budget=10.0) as ledger:
         strategy = SpatialDPStrategy(_fedavg(fraction_fit=0.1), partition=states,
                                      metrics=[LOSS], epsilon=0.5,
@@ -283,6 +284,7 @@ def test_a_server_thread_reopens_the_ledger_file(states, tmp_path):
         assert len(out["history"].losses_distributed) == 2
         assert ledger.spent(0, "evaluation.regional") == strategy.epsilon_spent()[
             "evaluation.regional"] == pytest.approx(1.0)
+        assert len(ledger.audit(0)) == 2  # two rounds, two charges, in this very ledger
 
 
 def test_training_cohort_is_charged_once_in_the_targets_epoch(states):

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from spatialdp.geo.partition import Partition
 
 __all__ = ["CLIENT_ID", "DEVICE_SPECS", "PARTITION_VERSION", "REGION_ID", "ClientTable",
-           "client_regions", "read_reports",
+           "client_regions", "constant_tag", "read_reports",
            "refuse_non_finite", "spec_tag"]
 
 CLIENT_ID = "client_id"
@@ -56,6 +56,17 @@ def spec_tag(specs: Iterable[Spec]) -> str:
     True
     """
     return ";".join(sorted(f"{s.name}={s.fingerprint}" for s in specs))
+
+
+def constant_tag(value: str, n: int) -> pd.Categorical[str]:
+    """Return ``value`` repeated ``n`` times as a one-category column (no list of n strings).
+
+    Examples
+    --------
+    >>> constant_tag("us48@ab12", 3).tolist()
+    ['us48@ab12', 'us48@ab12', 'us48@ab12']
+    """
+    return pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=pd.Index([value]))
 
 
 def _parse(tag: str) -> dict[str, str]:
@@ -255,20 +266,34 @@ def read_reports(reports: object, specs: Sequence[Spec], partition: object | Non
 
 def client_regions(examples: pd.DataFrame, codes: NDArray[np.int64], n_clients: int,
                    partition: Partition) -> NDArray[np.object_]:
-    """Each client's one region id, from the examples' ``region_id`` column."""
+    """Each client's one region id, from the examples' ``region_id`` column.
+
+    The labels are factorised once and every check runs on integer codes: one
+    hash pass over the examples, then integer comparisons (no per-example
+    object comparison), and the few distinct labels are looked up in the
+    partition.
+    """
     if REGION_ID not in examples.columns:
         raise InvalidInput(
             "partition= needs a 'region_id' column in the examples (each client's region, "
             "from the cohort selection or partition.assign)")
-    regions = pd.Series(examples[REGION_ID]).to_numpy(dtype=object)
+    column = examples[REGION_ID]
+    if isinstance(column.dtype, pd.CategoricalDtype):  # already factorised: its codes
+        labels = column.cat.codes.to_numpy().astype(np.int64)
+        distinct = column.cat.categories
+    else:
+        labels, distinct = pd.factorize(column, use_na_sentinel=True)
     first = np.full(n_clients, -1, dtype=np.int64)
     first[codes[::-1]] = np.arange(codes.size)[::-1]
-    chosen = regions[first]
-    _refuse_rows(regions != chosen[codes], InvalidInput, lambda row: (
+    chosen = labels[first]
+    _refuse_rows(labels < 0, InvalidInput, lambda row: (
+        f"client {examples.iloc[row][CLIENT_ID]!r} has an example without a region_id "
+        f"(row {row}); assign every example with partition.assign()"))
+    _refuse_rows(labels != chosen[codes], InvalidInput, lambda row: (
         f"client {examples.iloc[row][CLIENT_ID]!r} has examples in more than one region "
         f"(row {row}); a client reports from one region per round"))
-    unknown = partition.region_ids.get_indexer(pd.Index(chosen)) < 0
-    _refuse_rows(unknown, InvalidInput, lambda row: (
-        f"region_id {chosen[row]!r} is not in {partition.key!r}; assign clients with "
-        "partition.assign()"))
-    return chosen
+    known = partition.region_ids.get_indexer(pd.Index(distinct)) >= 0
+    _refuse_rows(~known[chosen], InvalidInput, lambda client: (
+        f"region_id {distinct[chosen[client]]!r} is not in {partition.key!r}; assign "
+        "clients with partition.assign()"))
+    return np.asarray(distinct, dtype=object)[chosen]

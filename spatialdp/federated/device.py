@@ -66,6 +66,7 @@ from spatialdp.federated._tags import (
     PARTITION_VERSION,
     REGION_ID,
     client_regions,
+    constant_tag,
     spec_tag,
 )
 from spatialdp.federated.device_specs import (
@@ -518,9 +519,9 @@ def device_report(
         attrs["coverage_partition_version"] = cov.partition_version
 
     report = pd.DataFrame(columns, index=clients)
-    report[DEVICE_SPECS] = pd.Categorical([spec_tag(used)] * n)
+    report[DEVICE_SPECS] = constant_tag(spec_tag(used), n)
     if partition is not None and region_ids is not None:
         report[REGION_ID] = region_ids
-        report[PARTITION_VERSION] = pd.Categorical([partition.version] * n)
+        report[PARTITION_VERSION] = constant_tag(partition.version, n)
     report.attrs.update(attrs, bounds=bounds)
     return report

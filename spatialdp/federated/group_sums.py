@@ -34,7 +34,7 @@ def secure_sum(values: ArrayLike, groups: ArrayLike | None = None, n_groups: int
     """Sum client contributions per group (region), as secure aggregation would.
 
     Linear in the number of clients and independent of the number of groups
-    (one ``np.bincount`` per column).
+    (one pass per column; see :class:`Groups`).
 
     Parameters
     ----------

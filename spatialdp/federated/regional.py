@@ -548,7 +548,8 @@ def regional_report(
     Validates everything, computes every secure sum and noise scale, then charges
     the round once (one release over the partition's disjoint regions costing the
     sum of the metrics' epsilons), then draws the noise and publishes. Linear in
-    the number of clients; the per-region work is one ``np.bincount``.
+    the number of clients and independent of the number of regions: one pass per
+    metric column (:class:`~spatialdp.federated.group_sums.Groups`).
 
     Parameters
     ----------

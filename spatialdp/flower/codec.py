@@ -29,7 +29,7 @@ from numpy.typing import NDArray
 
 from spatialdp._validation import check_instance, fail
 from spatialdp.exceptions import InvalidInput, InvalidSpec
-from spatialdp.federated._tags import DEVICE_SPECS, PARTITION_VERSION, REGION_ID
+from spatialdp.federated._tags import DEVICE_SPECS, PARTITION_VERSION, REGION_ID, constant_tag
 from spatialdp.federated.metrics import HistogramSpec, MetricSpec
 from spatialdp.geo.partition import Partition
 
@@ -339,7 +339,7 @@ def decode_reports(
     frame = pd.DataFrame({name: values[keep] for name, values in columns.items()},
                          index=pd.Index(np.asarray(ids, dtype=object)[keep], name="client_id"))
     frame[REGION_ID] = region[keep]
-    frame[PARTITION_VERSION] = pd.Categorical([partition.version] * int(keep.sum()))
+    frame[PARTITION_VERSION] = constant_tag(partition.version, int(keep.sum()))
     frame[DEVICE_SPECS] = pd.Categorical(tags[keep])
     return frame, {reason: int(bad.sum()) for reason, bad in reasons.items()}
 

@@ -26,7 +26,6 @@ over two things:
 from __future__ import annotations
 
 import concurrent.futures
-import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from logging import INFO, WARNING
 from typing import Any
@@ -58,7 +57,6 @@ from spatialdp.flower.codec import (
 )
 from spatialdp.flower.evaluation import EvaluationRelease, _loss_metric, release_evaluation
 from spatialdp.geo.partition import Partition
-from spatialdp.privacy.ledger import PrivacyLedger
 from spatialdp.privacy.target import ReleaseTarget, Simulation, Unaccounted, check_target
 from spatialdp.sampling.coverage import Coverage, epoch_coverage
 from spatialdp.sampling.sampler import StratifiedSampler
@@ -183,8 +181,6 @@ class SpatialDPStrategy(Strategy):
         self.region_fn = region_fn
         self.max_workers = check_count(max_workers, "max_workers", low=1, high=1024)
         self._instructions = specs_to_config(self.metrics)
-        self._thread = threading.get_ident()
-        self._ledgers: dict[tuple[int, str], PrivacyLedger] = {}
         self._regions: dict[str, str] = {}
         self._unregistered: dict[str, str] = {}
         self._states: dict[str, tuple[ParticipationState, np.ndarray]] = {}
@@ -259,28 +255,21 @@ class SpatialDPStrategy(Strategy):
     def _sampler_of(self, kind: str) -> StratifiedSampler | None:
         return self.fit_sampler if kind == "fit" else self.evaluate_sampler
 
-    def _in_this_thread(self, target: Any, round_index: int | None) -> Any:
-        """Return the target with a ledger usable here, and the round set.
+    @staticmethod
+    def _for_round(target: Any, round_index: int | None) -> Any:
+        """Return a ReleaseTarget for ``round_index`` (other targets as they are).
 
-        A PrivacyLedger belongs to the thread that opened it, and Flower's ServerApp
-        runs the strategy in a thread of its own: in another thread than the one
-        that built the wrapper, the same ledger file is reopened once per thread.
+        The ledger is shared as it is: a PrivacyLedger may be used from any
+        thread (Flower's ServerApp runs the strategy in a thread of its own).
         """
         if not isinstance(target, ReleaseTarget):
             return target
-        ledger = target.ledger
-        here = threading.get_ident()
-        if here != self._thread and ledger.path != ":memory:":
-            key = (here, ledger.path)
-            if key not in self._ledgers:
-                self._ledgers[key] = PrivacyLedger(ledger.path)
-            ledger = self._ledgers[key]
-        return ReleaseTarget(ledger, target.epoch, line_item=target.line_item, who=target.who,
-                             why=target.why, round_index=round_index)
+        return ReleaseTarget(target.ledger, target.epoch, line_item=target.line_item,
+                             who=target.who, why=target.why, round_index=round_index)
 
     def _selection_target(self, kind: str) -> Any:
         if kind == "fit":
-            return self._in_this_thread(self.fit_target, None)
+            return self._for_round(self.fit_target, None)
         if isinstance(self.target, Simulation):
             return Simulation(rng=int(self.target.rng.integers(2**63)))
         return Unaccounted("evaluation cohort selection: every evaluation round is charged "
@@ -358,7 +347,7 @@ class SpatialDPStrategy(Strategy):
     def _round_target(self, server_round: int) -> Any:
         t = self.target
         if isinstance(t, ReleaseTarget):
-            return self._in_this_thread(t, server_round)
+            return self._for_round(t, server_round)
         if isinstance(t, Simulation):
             return Simulation(rng=t.rng, round_index=server_round)
         assert isinstance(t, Unaccounted)

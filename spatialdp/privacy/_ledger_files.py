@@ -84,9 +84,6 @@ def translate(err: BaseException, path: str, action: str, timeout: float) -> Led
     if name.startswith("SQLITE_IOERR") or isinstance(err, OSError):
         return ledger_error(path, f"hit an I/O error while {action} {detail}",
                             "check the disk and the file system, then retry")
-    if isinstance(err, sqlite3.ProgrammingError) and "thread" in str(err):
-        return ledger_error(path, f"was used from another thread {detail}",
-                            "open one PrivacyLedger per thread (they share the file safely)")
     if isinstance(err, sqlite3.Error):
         return ledger_error(path, f"could not be read or written while {action} {detail}",
                             f"run verify() on it, or {_RESTORE}")
@@ -146,7 +143,9 @@ def connect(path: str, timeout: float, *, read_only: bool = False) -> sqlite3.Co
         target, uri = MEMORY, False
     else:
         target, uri = _uri(path, "ro" if read_only else "rw"), True
-    conn = sqlite3.connect(target, timeout=timeout, isolation_level=None, uri=uri)
+    # Any thread may use it: PrivacyLedger serialises every use under its own lock.
+    conn = sqlite3.connect(target, timeout=timeout, isolation_level=None, uri=uri,
+                           check_same_thread=False)
     try:
         conn.execute("PRAGMA trusted_schema = OFF")  # no functions run from a foreign schema
         conn.execute("PRAGMA synchronous = FULL")

@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
 import uuid
-from contextlib import AbstractContextManager, suppress
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import partial
@@ -124,6 +126,7 @@ class PrivacyLedger:
         timeout: float = 30.0,
         read_only: bool = False,
     ) -> None:
+        self._lock = threading.RLock()  # one connection, used by any thread, one at a time
         self._conn: sqlite3.Connection | None = None
         self._path = checks.check_path(path)
         self._timeout = checks.check_timeout(timeout)
@@ -158,9 +161,18 @@ class PrivacyLedger:
             raise files.ledger_error(self._path, f"was opened with read_only=True, so "
                                      f"{action} is refused", "open it with read_only=False")
 
+    @contextmanager
     def _transaction(self, action: str, mode: str = "DEFERRED"
-                     ) -> AbstractContextManager[sqlite3.Connection]:
-        return files.transaction(self._live(), self._path, action, self._timeout, mode)
+                     ) -> Iterator[sqlite3.Connection]:
+        """Hold the ledger's lock for one SQLite transaction.
+
+        Every read and charge is one transaction, so threads sharing a ledger
+        (a Flower server thread, a notebook's workers) take turns; processes
+        sharing the file are serialised by SQLite's own locks.
+        """
+        with self._lock, files.transaction(self._live(), self._path, action, self._timeout,
+                                           mode) as conn:
+            yield conn
 
     def _checkpoint(self) -> None:
         """Copy the WAL into the main file after a committed write, and empty the WAL.
@@ -170,7 +182,7 @@ class PrivacyLedger:
         cannot be emptied, and the next write or close completes the checkpoint.
         """
         if self._path != files.MEMORY:
-            with suppress(sqlite3.Error):
+            with self._lock, suppress(sqlite3.Error):
                 self._live().execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
 
     # -- properties ---------------------------------------------------------------------
@@ -502,10 +514,11 @@ class PrivacyLedger:
     # -- lifecycle ----------------------------------------------------------------------
 
     def close(self) -> None:
-        """Close the connection (idempotent)."""
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            conn.close()
+        """Close the connection (idempotent; waits for another thread's transaction)."""
+        with self._lock:
+            conn, self._conn = self._conn, None
+            if conn is not None:
+                conn.close()
 
     def __enter__(self) -> PrivacyLedger:
         return self
