@@ -654,6 +654,40 @@ def test_device_report_refusals(two_boxes: Partition) -> None:
         device_report(frame.assign(error=np.nan), hist_spec=HIST)
 
 
+@pytest.mark.parametrize("kind", ["str", "category"])
+def test_region_refusals_hold_for_string_and_categorical_ids(two_boxes: Partition,
+                                                             kind: str) -> None:
+    def frame(ids: list[str], regions: list[object]) -> pd.DataFrame:
+        col = pd.Series(regions, dtype="category" if kind == "category" else object)
+        return pd.DataFrame({"client_id": ids, "region_id": col, "loss": 1.0})
+
+    with pytest.raises(InvalidInput, match="has examples in more than one region"):
+        device_report(frame(["x", "x"], ["a", "b"]), loss_spec=LOSS, partition=two_boxes)
+    with pytest.raises(InvalidInput, match="region_id 'z' is not in"):
+        device_report(frame(["x", "y"], ["a", "z"]), loss_spec=LOSS, partition=two_boxes)
+    with pytest.raises(InvalidInput, match="client 'y' has an example without a region_id"):
+        device_report(frame(["x", "y"], ["a", None]), loss_spec=LOSS, partition=two_boxes)
+    ok = device_report(frame(["y", "x", "y"], ["b", "a", "b"]), loss_spec=LOSS,
+                       partition=two_boxes)
+    assert ok["region_id"].to_dict() == {"x": "a", "y": "b"}
+
+
+@pytest.mark.parametrize("ids", [
+    [3, 3, 5, 9, 9, 9],            # sorted integers: the no-hash path
+    [9, 3, 9, 5, 3, 9],            # unsorted: the hash path
+    np.array([0, 0, 200, 255], dtype=np.uint8),
+    [-4, -4, 0, 7],
+])
+def test_client_index_is_the_same_sorted_or_not(ids: Any) -> None:
+    values = np.asarray(ids)
+    frame = pd.DataFrame({"client_id": values, "loss": np.arange(values.size, dtype=float)})
+    report = device_report(frame, loss_spec=MetricSpec("loss", 0, 100))
+    expected = frame.groupby("client_id")["loss"].mean()
+    assert report.index.tolist() == expected.index.tolist()
+    assert report.index.name == "client_id"
+    np.testing.assert_allclose(report["loss"].to_numpy(), expected.to_numpy())
+
+
 def test_results_do_not_depend_on_row_order(two_boxes: Partition) -> None:
     examples = mixed_examples(seed=1)
     shuffled = examples.sample(frac=1.0, random_state=7)
