@@ -16,7 +16,8 @@ checked at the end).
 - Ours: :func:`spatialdp.scale.read_parquet` (file by file, divisions from
   the footers: no shuffle), :func:`spatialdp.scale.device_report` and
   :func:`spatialdp.scale.regional_report` on a ``distributed.LocalCluster`` of
-  1 and then 2 worker processes (1 thread each); the driver receives only the
+  1 and then 2 worker processes (1 thread each) started with
+  :func:`spatialdp.scale.worker_environment`; the driver receives only the
   per-region sums.
 
 Memory: peak RSS over one call, of the driver (``_common.peak_memory_mb``), of
@@ -125,9 +126,15 @@ def _peak_mb() -> float:
 def run_on_cluster(folder: Path, workers: int, repeats: int
                    ) -> tuple[float, float, list[tuple[float, float]], RegionalReport]:
     """Best time, driver peak MB, workers' (peak, at rest) MB and the report."""
+    import dask
     from distributed import Client, LocalCluster
 
-    with (LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+    from spatialdp.scale import worker_environment
+
+    # The recommended worker settings (docs/scale.md): glibc keeps freed arrays in
+    # the heap instead of Dask's default trim threshold, which maps every array anew.
+    with (dask.config.set({"distributed.nanny.pre-spawn-environ": worker_environment()}),
+          LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                        dashboard_address=None, silence_logs=logging.ERROR) as cluster,
           Client(cluster) as client):
         client.run(__import__, "spatialdp.scale.report")  # imports are not the measurement

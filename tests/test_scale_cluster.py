@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,9 +31,10 @@ from spatialdp.privacy.target import ReleaseTarget, Simulation
 from spatialdp.queries import measure_query_error, query_corpus, truth_grid
 from spatialdp.queries.measure import _setup, _simulate, _summarise
 from spatialdp.scale import device_report as dask_device_report
-from spatialdp.scale import read_parquet
+from spatialdp.scale import read_parquet, worker_environment
 from spatialdp.scale import regional_report as dask_regional_report
 from spatialdp.scale import truth_grid as dask_truth_grid
+from spatialdp.scale.frames import WORKER_MALLOC
 
 LOSS = MetricSpec("loss", 0.0, 4.0)
 HIST = HistogramSpec("err", edges=(1.0, 2.0))
@@ -42,11 +44,25 @@ HIST = HistogramSpec("err", edges=(1.0, 2.0))
 def client() -> Iterator[Client]:
     # Tiny frames: the task-based shuffle beats p2p's set-up cost (dask's default, kept
     # in the library: the choice is the deployment's, through dask's config).
-    with (dask.config.set({"dataframe.shuffle.method": "tasks"}),
-          LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
-                       dashboard_address=None, silence_logs=logging.ERROR) as cluster,
-          Client(cluster) as c):
-        yield c
+    # The workers run with the recommended glibc settings (scale.worker_environment);
+    # Dask prefers a value already in os.environ (an earlier cluster leaves its own).
+    saved = {k: os.environ.pop(k) for k in WORKER_MALLOC if k in os.environ}
+    try:
+        with (dask.config.set({"dataframe.shuffle.method": "tasks",
+                               "distributed.nanny.pre-spawn-environ": worker_environment()}),
+              LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
+                           dashboard_address=None, silence_logs=logging.ERROR) as cluster,
+              Client(cluster) as c):
+            yield c
+    finally:
+        os.environ.update(saved)
+
+
+def test_workers_run_with_the_recommended_malloc_settings(client: Client) -> None:
+    seen = client.run(lambda: {k: os.environ.get(k) for k in WORKER_MALLOC})
+    assert len(seen) == 2
+    assert all(env == WORKER_MALLOC for env in seen.values())
+    assert worker_environment()["OMP_NUM_THREADS"] == "1"  # Dask's own settings are kept
 
 
 def _examples(partition: Partition, n_clients: int, seed: int) -> pd.DataFrame:

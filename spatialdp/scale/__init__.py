@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING
 from spatialdp._lazy import attach
 
 if TYPE_CHECKING:  # the public names, imported on first use (spatialdp._lazy)
-    from spatialdp.scale.frames import active_client, compute, is_dask, read_parquet
+    from spatialdp.scale.frames import (
+        active_client,
+        compute,
+        is_dask,
+        read_parquet,
+        worker_environment,
+    )
     from spatialdp.scale.query_error import measure_query_error
     from spatialdp.scale.report import RegionTotals, device_report, regional_report
     from spatialdp.scale.truth import truth_grid
@@ -33,4 +39,5 @@ __all__ = [
     "read_parquet",
     "regional_report",
     "truth_grid",
+    "worker_environment",
 ]

@@ -24,7 +24,8 @@ from typing import Any
 
 from spatialdp._validation import check_flag, check_text, fail
 
-__all__ = ["active_client", "compute", "is_dask", "read_parquet", "require_frame"]
+__all__ = ["active_client", "compute", "is_dask", "read_parquet", "require_frame",
+           "worker_environment"]
 
 
 def is_dask(obj: object) -> bool:
@@ -64,6 +65,39 @@ def active_client() -> Any:
         return default_client()
     except ValueError:  # no client
         return None
+
+
+#: glibc settings for worker processes: freed arrays stay in the heap for reuse.
+WORKER_MALLOC = {"MALLOC_TRIM_THRESHOLD_": str(1 << 26), "MALLOC_MMAP_THRESHOLD_": str(1 << 24)}
+
+
+def worker_environment() -> dict[str, str]:
+    """Return Dask's worker environment with glibc settings for array work.
+
+    ``distributed`` spawns workers with ``MALLOC_TRIM_THRESHOLD_=65536`` (to hand
+    freed memory back to the system). Setting it also switches off glibc's
+    adaptive mmap threshold, so every array above 128 KiB is a fresh ``mmap``
+    whose pages fault in again: the device module runs about 2x slower on such a
+    worker than in a plain process (30 ms against 66 ms for 500,000 examples).
+    The returned mapping keeps Dask's other settings and lets freed arrays below
+    16 MiB come back from the heap (64 MiB may stay unreturned per worker).
+    Pass it as ``distributed.nanny.pre-spawn-environ`` before the cluster
+    starts; a value already in ``os.environ`` wins, as Dask reads it from there.
+
+    Examples
+    --------
+    >>> import dask
+    >>> env = worker_environment()
+    >>> env["MALLOC_MMAP_THRESHOLD_"]
+    '16777216'
+    >>> with dask.config.set({"distributed.nanny.pre-spawn-environ": env}):
+    ...     pass  # start the LocalCluster (or dask-jobqueue cluster) here
+    """
+    import dask
+    import distributed  # noqa: F401  (registers its configuration defaults)
+
+    base = dask.config.get("distributed.nanny.pre-spawn-environ", default={}) or {}
+    return {**{k: str(v) for k, v in base.items() if v is not None}, **WORKER_MALLOC}
 
 
 def require_frame(obj: object, name: str) -> Any:
