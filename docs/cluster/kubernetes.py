@@ -26,7 +26,9 @@ if __name__ == "__main__":
         n_workers=8,
         resources={"requests": {"cpu": "2", "memory": "8Gi"},
                    "limits": {"cpu": "2", "memory": "8Gi"}},
-        env={"DASK_DATAFRAME__SHUFFLE__METHOD": "p2p"},
+        env={"DASK_DATAFRAME__SHUFFLE__METHOD": "p2p",
+             # glibc keeps freed arrays in the heap (docs/scale.md, "Worker memory settings")
+             "MALLOC_TRIM_THRESHOLD_": "67108864", "MALLOC_MMAP_THRESHOLD_": "16777216"},
         worker_command=["dask-worker", "--nthreads", "2", "--memory-limit", "7GiB"],
     )
     cluster.adapt(minimum=2, maximum=32)

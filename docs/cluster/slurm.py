@@ -36,6 +36,8 @@ def main(examples_folder: str, ledger_path: str) -> None:
         job_script_prologue=[
             "module load python/3.11",
             "source /shared/envs/spatialdp/bin/activate",
+            # glibc keeps freed arrays in the heap (docs/scale.md, "Worker memory settings")
+            "export MALLOC_TRIM_THRESHOLD_=67108864 MALLOC_MMAP_THRESHOLD_=16777216",
         ],
         job_extra_directives=["--exclusive", "--constraint=skylake"],
         worker_extra_args=["--lifetime", "110m", "--lifetime-stagger", "5m"],  # < walltime

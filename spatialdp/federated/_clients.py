@@ -57,8 +57,8 @@ def _sorted_int_codes(values: pd.Series | NDArray[np.generic]
 
     Examples stored by client (Parquet files sorted by ``client_id``, Dask
     partitions with known divisions) arrive sorted: each run of one id is one
-    client, so the codes are a running count of id changes (two passes, no hash
-    table). Anything else (strings, unsorted ids, nullable integers) returns
+    client, so the codes repeat each client's number over its run (no hash
+    table, no sort). Anything else (strings, unsorted ids, nullable integers) returns
     None for the general factorisation.
     """
     if isinstance(values, pd.Series) and not isinstance(values.dtype, np.dtype):
@@ -71,8 +71,9 @@ def _sorted_int_codes(values: pd.Series | NDArray[np.generic]
     starts = np.empty(ids.size, dtype=bool)
     starts[0] = True
     np.not_equal(ids[1:], ids[:-1], out=starts[1:])
-    codes = np.cumsum(starts, dtype=np.int64) - 1
-    return codes, pd.Index(ids[starts], name=CLIENT_COLUMN)
+    first = np.flatnonzero(starts)  # each client's first row
+    codes = np.repeat(np.arange(first.size, dtype=np.int64), np.diff(first, append=ids.size))
+    return codes, pd.Index(ids[first], name=CLIENT_COLUMN)
 
 
 def _same_length(values: FloatArray, codes: IntArray, what: str) -> None:
