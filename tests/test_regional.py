@@ -107,6 +107,23 @@ def test_regional_coverage_and_unbiasedness(states_partition: Partition) -> None
     assert abs(z.mean()) < Z6 / np.sqrt(z.size)
 
 
+def _one_region_changed(reports: pd.DataFrame, region: object, dtype: object) -> pd.DataFrame:
+    ids = reports["region_id"].astype(object).to_numpy().copy()
+    ids[0] = region
+    return reports.assign(region_id=pd.Series(ids, index=reports.index, dtype=dtype))
+
+
+def test_categorical_region_ids_give_the_same_report(states_partition: Partition) -> None:
+    # Categories no client uses (here one outside the partition) are not refused.
+    reports = _reports(states_partition, 5_000, np.random.default_rng(4))
+    ids = [*states_partition.region_ids, "XX"]
+    coded = reports.assign(region_id=pd.Categorical(reports["region_id"], categories=ids))
+    as_text, as_codes = (regional_report(r, states_partition, [LOSS], epsilon=0.5,
+                                         target=Simulation(rng=3), min_cohort=20)
+                         for r in (reports, coded))
+    pd.testing.assert_frame_equal(as_text["loss"], as_codes["loss"])
+
+
 def test_regional_refusals_charge_nothing(states_partition: Partition) -> None:
     rng = np.random.default_rng(2)
     reports = _reports(states_partition, 5_000, rng)
@@ -122,6 +139,11 @@ def test_regional_refusals_charge_nothing(states_partition: Partition) -> None:
          {"client_reports": pd.concat([reports.iloc[:10].assign(partition_version="0123"),
                                        reports.iloc[10:]])}),
         (InvalidInput, "not in 'us48-states@", {"client_reports": reports.assign(region_id="XX")}),
+        (InvalidInput, r"^1 clients are in regions that are not in 'us48-states@\w+' "
+                       r"\(first: \['XX'\]\)",
+         {"client_reports": _one_region_changed(reports, "XX", "category")}),
+        (InvalidInput, "^1 client reports have no region_id",
+         {"client_reports": _one_region_changed(reports, None, object)}),
         (InvalidInput, "no 'region_id' column",
          {"client_reports": reports.drop(columns="region_id")}),
         (InvalidInput, "no 'partition_version' column",

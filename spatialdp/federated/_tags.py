@@ -204,19 +204,31 @@ def _positions(frame: pd.DataFrame, partition: object) -> NDArray[np.integer]:
     fast = _arrow_positions(frame[REGION_ID], partition.region_ids)
     if fast is not None:
         return fast
-    # Factorise once (a categorical column is already factorised), then look the few
-    # distinct labels up in the partition: linear in clients, no per-client lookup.
-    codes, labels = pd.factorize(frame[REGION_ID], use_na_sentinel=True)
+    # Factorise once, then look the few distinct labels up in the partition: linear
+    # in clients, no per-client lookup.
+    codes, labels = _label_codes(frame[REGION_ID])
     if (codes < 0).any():
         raise InvalidInput(f"{int((codes < 0).sum())} client reports have no region_id")
-    lookup = partition.region_ids.get_indexer(pd.Index(labels))
-    if (lookup < 0).any():
-        bad = list(pd.Index(labels)[lookup < 0][:3])
-        missing = int(np.isin(codes, np.flatnonzero(lookup < 0)).sum())
+    positions = partition.region_ids.get_indexer(labels).astype(np.int64)[codes]
+    unknown = positions < 0
+    if unknown.any():
+        bad = list(labels[np.unique(codes[unknown])][:3])
         raise InvalidInput(
-            f"{missing} clients are in regions that are not in {partition.key!r} (first: "
-            f"{bad}); assign them with partition.assign()")
-    return lookup.astype(np.int64)[codes]
+            f"{int(unknown.sum())} clients are in regions that are not in {partition.key!r} "
+            f"(first: {bad}); assign them with partition.assign()")
+    return positions
+
+
+def _label_codes(column: pd.Series) -> tuple[NDArray[np.int64], pd.Index]:
+    """Each row's label code (-1 for a missing label) and the labels.
+
+    A categorical column is already factorised: its codes and categories are
+    used as they are (the categories may include labels no row uses).
+    """
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        return column.cat.codes.to_numpy().astype(np.int64), pd.Index(column.cat.categories)
+    codes, labels = pd.factorize(column, use_na_sentinel=True)
+    return codes.astype(np.int64), pd.Index(labels)
 
 
 def _arrow_positions(column: pd.Series, region_ids: pd.Index) -> NDArray[np.int32] | None:
@@ -277,12 +289,7 @@ def client_regions(examples: pd.DataFrame, codes: NDArray[np.int64], n_clients: 
         raise InvalidInput(
             "partition= needs a 'region_id' column in the examples (each client's region, "
             "from the cohort selection or partition.assign)")
-    column = examples[REGION_ID]
-    if isinstance(column.dtype, pd.CategoricalDtype):  # already factorised: its codes
-        labels = column.cat.codes.to_numpy().astype(np.int64)
-        distinct = column.cat.categories
-    else:
-        labels, distinct = pd.factorize(column, use_na_sentinel=True)
+    labels, distinct = _label_codes(examples[REGION_ID])
     first = np.full(n_clients, -1, dtype=np.int64)
     first[codes[::-1]] = np.arange(codes.size)[::-1]
     chosen = labels[first]

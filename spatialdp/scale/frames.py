@@ -84,6 +84,12 @@ def worker_environment() -> dict[str, str]:
     Pass it as ``distributed.nanny.pre-spawn-environ`` before the cluster
     starts; a value already in ``os.environ`` wins, as Dask reads it from there.
 
+    Returns
+    -------
+    dict of str to str
+        ``distributed.nanny.pre-spawn-environ`` with ``MALLOC_TRIM_THRESHOLD_``
+        (64 MiB) and ``MALLOC_MMAP_THRESHOLD_`` (16 MiB).
+
     Examples
     --------
     >>> import dask
