@@ -877,6 +877,7 @@ structures = arg(st.sampled_from([privacy.Single("s"), privacy.Disjoint("d", 3)]
 epochs = arg(number(0, 3, integer=True))
 line_items = arg(st.sampled_from(["training", "evaluation.global", "evaluation.regional",
                                   privacy.LineItem.TRAINING]), "marketing")
+neighbours = arg(st.sampled_from(["replace", "add_remove"]), "add-remove", "both")
 
 
 @st.composite
@@ -907,7 +908,15 @@ def ledger_calls(draw: st.DrawFn, method: str) -> Call:
                     epsilon=draw(maybe(epsilons)), rho=draw(st.one_of(st.none(), st.none(),
                                                                      epsilons)),
                     round_index=draw(maybe(epochs)), release_id=draw(maybe(text())),
-                    check=check)
+                    neighbours=draw(neighbours), check=check)
+    if name == "check_charge":
+        def unchanged(_: None) -> None:
+            assert ledger.audit().empty, "check_charge recorded a charge"
+
+        return call(method, fn, draw(epochs), draw(line_items),
+                    structure=draw(maybe(structures)), epsilon=draw(maybe(epsilons)),
+                    rho=draw(st.one_of(st.none(), st.none(), epsilons)),
+                    charges=draw(arg(number(1, 50, integer=True), 0)), check=unchanged)
     if name == "borrow":
         return call(method, fn, draw(epochs), draw(epsilons), approver=draw(text()),
                     who=draw(text()), why=draw(text()), line_item=draw(line_items))
@@ -937,11 +946,20 @@ def target_calls(draw: st.DrawFn, name: str) -> Call:
               "Simulation": lambda: privacy.Simulation(rng=0),
               "Unaccounted": lambda: privacy.Unaccounted("fuzz")}[owner]()
     fn = getattr(target, method)
-    if method == "prepare":
-        return call(name, fn, draw(line_items))
+    if method == "check_affordable":
+        return call(name, fn, default_line_item=draw(line_items),
+                    structure=draw(maybe(structures)), epsilon=draw(maybe(epsilons)),
+                    rho=draw(st.one_of(st.none(), st.none(), epsilons)),
+                    charges=draw(arg(number(1, 50, integer=True), 0)))
+    if method == "for_round":
+        def same_kind(out: Any) -> None:
+            assert type(out) is type(target), "for_round changed the kind of target"
+
+        return call(name, fn, draw(maybe(epochs)), check=same_kind)
     if method == "charge":
         return call(name, fn, structure=draw(structures), epsilon=draw(epsilons),
-                    what=draw(text()), default_line_item=draw(line_items))
+                    what=draw(text()), default_line_item=draw(line_items),
+                    neighbours=draw(neighbours), round_index=draw(maybe(epochs)))
     assert method == "add_noise"
     return call(name, fn, draw(arg(mechanisms)), draw(mech_inputs))
 
@@ -1230,11 +1248,11 @@ FUZZ: dict[str, tuple[Callable[[], st.SearchStrategy[Call]], int]] = {
     **{name: (strategy(ledger_calls, name), 30) for name in (
         "PrivacyLedger", "PrivacyLedger.spend", "PrivacyLedger.borrow", "PrivacyLedger.cap",
         "PrivacyLedger.remaining", "PrivacyLedger.spent", "PrivacyLedger.summary",
-        "PrivacyLedger.audit")},
+        "PrivacyLedger.audit", "PrivacyLedger.check_charge")},
     **{name: (strategy(target_calls, name), 30) for name in (
         "ReleaseTarget", "Simulation", "Unaccounted",
         *(f"{t}.{m}" for t in ("ReleaseTarget", "Simulation", "Unaccounted")
-          for m in ("prepare", "charge", "add_noise")))},
+          for m in ("check_affordable", "charge", "add_noise", "for_round")))},
     # geo
     **{name: (strategy(geo_calls, name), 25) for name in (
         "parse_cells", "cells_to_str", "cell_polygons", "cell_parents", "rollup_counts",

@@ -84,7 +84,8 @@ def test_file_ledger_is_versioned_and_in_wal_mode(tmp_path: Path) -> None:
     meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
     mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
     conn.close()
-    assert meta["schema_version"] == "1"
+    assert meta["schema_version"] == "2"
+    assert meta["ledger_id"].startswith("ledger-")
     assert meta["application"] == "spatialdp.PrivacyLedger"
     assert mode == "wal"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["l.db"]  # no temporary file left
@@ -838,3 +839,85 @@ def test_process_killed_inside_a_write_transaction_leaves_a_consistent_ledger(
         assert led.verify() == {"charges": 6, "line_items": 3, "borrows": 0}
         assert sum(led.spent(e) for e in led.epochs()) == pytest.approx(0.06)
         charge(led, release_id="after")  # the killed writer's lock is gone
+
+
+# ----------------------------------------------------------------------------- schema 2
+
+
+def _as_version_1(path: Path) -> None:
+    """Turn a ledger file into what spatialdp wrote before schema version 2."""
+    edit(path, "ALTER TABLE charges DROP COLUMN neighbours",
+         "DELETE FROM meta WHERE key = 'ledger_id'",
+         "UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+
+
+def test_each_charge_records_its_neighbouring_relation(tmp_path: Path) -> None:
+    with PrivacyLedger(tmp_path / "l.db", epoch_budget=1.0) as led:
+        charge(led, release_id="a")
+        charge(led, release_id="b", neighbours="add_remove")
+        assert list(led.audit()["neighbours"]) == ["replace", "add_remove"]
+        with pytest.raises(InvalidInput, match="neighbours='add/remove' is not one of"):
+            charge(led, neighbours="add/remove")
+        assert n_rows(led) == 2
+
+
+def test_an_edited_neighbouring_relation_is_refused_on_open(tmp_path: Path) -> None:
+    path = tmp_path / "l.db"
+    with PrivacyLedger(path, epoch_budget=1.0) as led:
+        charge(led)
+    edit(path, "UPDATE charges SET neighbours = 'none'")
+    with pytest.raises(LedgerError, match=r"stores neighbours='none' in charge #1"):
+        PrivacyLedger(path)
+
+
+def test_a_version_1_file_is_read_as_replace_one_and_upgraded_when_written(
+        tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    with PrivacyLedger(path, epoch_budget=1.0) as led:
+        charge(led, release_id="old")
+    _as_version_1(path)
+    with PrivacyLedger(path, read_only=True) as old:  # read as it is: nothing written
+        first_id = old.ledger_id
+        assert list(old.audit()["neighbours"]) == ["replace"]
+    conn = sqlite3.connect(path)
+    assert dict(conn.execute("SELECT key, value FROM meta").fetchall())["schema_version"] == "1"
+    conn.close()
+    with PrivacyLedger(path) as led:  # opened for writing: upgraded in place
+        assert led.ledger_id == first_id  # the identifier does not change
+        charge(led, release_id="new", neighbours="add_remove")
+        assert list(led.audit()["neighbours"]) == ["replace", "add_remove"]
+        assert led.verify()["charges"] == 2
+    conn = sqlite3.connect(path)
+    assert dict(conn.execute("SELECT key, value FROM meta").fetchall())["schema_version"] == "2"
+    conn.close()
+
+
+def test_the_ledger_id_is_stable_and_is_not_a_path(tmp_path: Path) -> None:
+    path = tmp_path / "l.db"
+    with PrivacyLedger(path, epoch_budget=1.0) as led:
+        ident = led.ledger_id
+    with PrivacyLedger(path) as again:
+        assert again.ledger_id == ident
+    assert str(tmp_path) not in ident
+    assert ident.startswith("ledger-")
+    assert len(ident) == 23
+    with PrivacyLedger(":memory:", epoch_budget=1.0) as a, \
+            PrivacyLedger(":memory:", epoch_budget=1.0) as b:
+        assert a.ledger_id != b.ledger_id
+
+
+@pytest.mark.parametrize("accounting", ["pure", "zcdp"])
+def test_check_charge_computes_what_spend_would_record(accounting: str) -> None:
+    with PrivacyLedger(":memory:", epoch_budget=1.0, accounting=accounting) as led:
+        left = led.remaining(0, REG)  # 0.24
+        half = math.sqrt(left) if accounting == "zcdp" else left / 2  # costs half of it
+        led.check_charge(0, REG, epsilon=half * (1 - 1e-9), charges=2)
+        with pytest.raises(BudgetExceeded, match="nothing was charged"):
+            led.check_charge(0, REG, epsilon=half, charges=3)
+        over = Overlapping("cells", 10, 2)  # k = 2 parts per client: twice the loss
+        with pytest.raises(BudgetExceeded, match=r"2 charge\(s\)"):
+            led.check_charge(0, REG, structure=over, epsilon=half * (1 - 1e-9), charges=2)
+        assert n_rows(led) == 0
+        if accounting == "pure":
+            with pytest.raises(LedgerError, match="cannot be charged to a pure-epsilon"):
+                led.check_charge(0, REG, rho=0.01)

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from spatialdp.exceptions import BudgetExceeded, InvalidInput
+from spatialdp.exceptions import BudgetExceeded, InvalidInput, LedgerError
 from spatialdp.privacy import PrivacyLedger, ReleaseTarget, Simulation, Unaccounted
 from spatialdp.privacy.budget import rho_to_epsilon
 from spatialdp.regression import (
@@ -156,7 +156,7 @@ def test_budget_the_ledger_cannot_cover_is_refused_and_nothing_is_charged(how):
 def test_pure_ledger_is_refused_before_any_charge():
     X, y = _data()
     with PrivacyLedger(":memory:", epoch_budget=1.0, accounting="pure") as ledger:
-        with pytest.raises(InvalidInput, match="accounting='zcdp'"):
+        with pytest.raises(LedgerError, match="accounting='zcdp'"):
             transform_clients(X, y, modulation=Modulation(), rho=0.1,
                               target=ReleaseTarget(ledger, epoch=0))
         assert ledger.remaining(0, "training") == pytest.approx(0.7)

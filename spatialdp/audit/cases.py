@@ -34,7 +34,7 @@ from spatialdp._validation import fail
 from spatialdp.audit.auditor import AuditResult, audit, audit_sampler
 from spatialdp.audit.neighbours import drop_device, extreme_pairs, replace_client, status_pair
 from spatialdp.privacy.noise import LaplaceMechanism
-from spatialdp.privacy.target import Simulation, Unaccounted
+from spatialdp.privacy.target import Accounting, Simulation, Unaccounted
 
 __all__ = ["CASES", "AuditCase", "HalfScale", "SkipOne", "run_case"]
 
@@ -192,7 +192,7 @@ def _aggregate_metric(variant: str, draws: int | None, rng: RandomLike) -> Audit
 
     spec, reports = _loss(), _reports()
 
-    def release(frame: pd.DataFrame, target: Any) -> NDArray[np.float64]:
+    def release(frame: pd.DataFrame, target: Accounting) -> NDArray[np.float64]:
         return _values(aggregate_metric(frame, spec, epsilon=EPSILON, target=target).value)
 
     pair = next(extreme_pairs(reports, spec, clients=[0]))
@@ -218,7 +218,7 @@ def _aggregate_ratio(variant: str, draws: int | None, rng: RandomLike) -> AuditR
                             crs=4326)  # every client drives along it: all have the ratio
     reports = device_report(examples, ratio_clip=10.0, roads=road, metric_crs="EPSG:32613")
 
-    def release(frame: pd.DataFrame, target: Any) -> NDArray[np.float64]:
+    def release(frame: pd.DataFrame, target: Accounting) -> NDArray[np.float64]:
         return _values(aggregate_metric(frame, spec, epsilon=EPSILON, target=target).value)
 
     # Client 0 has no ratio (absent: 0 and present 0), then the largest ratio: the value
@@ -234,7 +234,7 @@ def _aggregate_histogram(variant: str, draws: int | None, rng: RandomLike) -> Au
 
     spec, reports = _hist(), _reports()
 
-    def release(frame: pd.DataFrame, target: Any) -> NDArray[np.float64]:
+    def release(frame: pd.DataFrame, target: Accounting) -> NDArray[np.float64]:
         return _values(aggregate_histogram(frame, spec, epsilon=EPSILON, target=target).values)
 
     pair = next(extreme_pairs(reports, spec, clients=[0]))
@@ -251,7 +251,7 @@ def _regional_report(variant: str, draws: int | None, rng: RandomLike) -> AuditR
 
     spec, reports, states = _loss(), _reports(), _states()
 
-    def release(frame: pd.DataFrame, target: Any) -> NDArray[np.float64]:
+    def release(frame: pd.DataFrame, target: Accounting) -> NDArray[np.float64]:
         report = regional_report(frame, states, [spec], epsilon=EPSILON, target=target,
                                  min_cohort=50)
         return _values(report["loss"]["value"].reindex(list(REGIONS)))
@@ -268,7 +268,7 @@ def _round_health(variant: str, draws: int | None, rng: RandomLike) -> AuditResu
     regions = np.repeat(REGIONS[:3], 40)
     status = np.array(["returned", "dropped", "rejected", "returned"] * 30, dtype=object)
 
-    def release(stat: NDArray[Any], target: Any) -> NDArray[np.float64]:
+    def release(stat: NDArray[Any], target: Accounting) -> NDArray[np.float64]:
         health = round_health(stat, regions, states, epsilon=EPSILON, target=target,
                               granularity=1)
         return _values(health.table.loc[list(REGIONS[:3]), ["returned", "dropped",
@@ -297,7 +297,7 @@ def _release_coverage(variant: str, draws: int | None, rng: RandomLike) -> Audit
         ids = np.repeat(np.arange(40), 2)
         return coverage(lon[where.ravel()], lat[where.ravel()], ids, states, max_cells=2)
 
-    def release(cov: Any, target: Any) -> NDArray[np.float64]:
+    def release(cov: Any, target: Accounting) -> NDArray[np.float64]:
         out = release_coverage(cov, states, epsilon=EPSILON, target=target)
         return _values(out.frame["clients"].reindex(list(REGIONS)))
 
@@ -338,7 +338,7 @@ def _grid_pair() -> tuple[Any, Any]:
 def _release_flat(variant: str, draws: int | None, rng: RandomLike) -> AuditResult:
     from spatialdp.queries import release_flat
 
-    def release(truth: Any, target: Any) -> NDArray[np.float64]:
+    def release(truth: Any, target: Accounting) -> NDArray[np.float64]:
         return _values(release_flat(truth, epsilon=EPSILON, target=target).values)
 
     pair = _grid_pair()
@@ -350,7 +350,7 @@ def _release_flat(variant: str, draws: int | None, rng: RandomLike) -> AuditResu
 def _release_hierarchical(variant: str, draws: int | None, rng: RandomLike) -> AuditResult:
     from spatialdp.queries import release_hierarchical
 
-    def release(truth: Any, target: Any) -> NDArray[np.float64]:
+    def release(truth: Any, target: Accounting) -> NDArray[np.float64]:
         return _values(release_hierarchical(truth, epsilon=EPSILON, levels=3,
                                             target=target).values)
 
@@ -365,7 +365,7 @@ def _composition(variant: str, draws: int | None, rng: RandomLike) -> AuditResul
     selected = np.arange(60)
     group_of = np.repeat([0, 1], 30)
 
-    def release(status: NDArray[Any], target: Any) -> NDArray[np.float64]:
+    def release(status: NDArray[Any], target: Accounting) -> NDArray[np.float64]:
         if variant == "outcome_unnoised":  # broken: counts who RETURNED (private), exactly
             filled = np.bincount(group_of[status == "returned"], minlength=2)
         else:  # the seats filled by selection (public), whatever each client then did

@@ -31,11 +31,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from spatialdp.exceptions import SpatialDPError
-from spatialdp.federated._pipeline import ReleasePlan
 from spatialdp.federated._tags import refuse_non_finite
 from spatialdp.federated.group_sums import Groups, SecureSum, check_clipping
 from spatialdp.federated.metrics import HistogramSpec, MetricSpec
 from spatialdp.privacy.noise import LaplaceMechanism
+from spatialdp.privacy.pipeline import ReleasePlan
 
 __all__ = ["Estimate", "EstimatePlan", "UninformativeReleaseWarning", "plan_estimate",
            "ratio_interval", "split_epsilon"]

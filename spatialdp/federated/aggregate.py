@@ -7,7 +7,7 @@ Secure aggregation gives the server only the sums and the number of clients
 divided by the cohort is published with its error bar. A histogram's buckets are
 one release. Per-region releases are :func:`spatialdp.federated.regional_report`.
 
-Every release follows one order (:mod:`spatialdp.federated._pipeline`): validate
+Every release follows one order (:mod:`spatialdp.privacy.pipeline`): validate
 everything, compute everything that can fail, charge the target, draw the noise,
 publish. Nothing is charged for a refused release.
 
@@ -20,7 +20,6 @@ sensitivity of a sum, and ``2 * mass_cap`` that of a histogram.
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -28,13 +27,13 @@ import pandas as pd
 from spatialdp._validation import check_alpha, check_cohort_floor, check_epsilon
 from spatialdp.exceptions import CohortTooSmall, InvalidInput
 from spatialdp.federated._estimate import Estimate, plan_estimate
-from spatialdp.federated._pipeline import run_release
 from spatialdp.federated._tags import read_reports
 from spatialdp.federated.group_sums import Groups
 from spatialdp.federated.metrics import HistogramSpec, MetricSpec
 from spatialdp.federated.release import HistogramRelease, MetricRelease
 from spatialdp.privacy.budget import Single
-from spatialdp.privacy.target import check_target
+from spatialdp.privacy.pipeline import run_release
+from spatialdp.privacy.target import Accounting, check_target
 
 __all__ = ["aggregate_histogram", "aggregate_metric"]
 
@@ -42,7 +41,7 @@ GLOBAL_LINE_ITEM = "evaluation.global"
 
 
 def _release_one(client_reports: pd.DataFrame, spec: MetricSpec | HistogramSpec, *,
-                 epsilon: float, target: Any, min_cohort: int, alpha: float) -> Estimate:
+                 epsilon: float, target: Accounting, min_cohort: int, alpha: float) -> Estimate:
     """Validate, plan, charge and noise one metric over the whole cohort."""
     account = check_target(target)
     eps = check_epsilon(epsilon)
@@ -58,7 +57,6 @@ def _release_one(client_reports: pd.DataFrame, spec: MetricSpec | HistogramSpec,
             "would expose individual clients. Wait for more clients or widen the window")
     plan = plan_estimate(spec, values, presence, Groups(np.zeros(n, dtype=np.int64), 1),
                          epsilon=eps, min_cohort=floor, alpha=level)
-    account.prepare(GLOBAL_LINE_ITEM)
     (estimate,) = run_release([plan], target=account, structure=Single(spec.key),
                               what=spec.key, default_line_item=GLOBAL_LINE_ITEM)
     return estimate
@@ -69,7 +67,7 @@ def aggregate_metric(
     spec: MetricSpec,
     *,
     epsilon: float,
-    target: Any,
+    target: Accounting,
     min_cohort: int = 50,
     alpha: float = 0.05,
 ) -> MetricRelease:
@@ -146,7 +144,7 @@ def aggregate_histogram(
     spec: HistogramSpec,
     *,
     epsilon: float,
-    target: Any,
+    target: Accounting,
     min_cohort: int = 50,
     alpha: float = 0.05,
 ) -> HistogramRelease:

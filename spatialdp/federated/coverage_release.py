@@ -42,11 +42,11 @@ from numpy.typing import NDArray
 from spatialdp._validation import check_alpha, check_epsilon
 from spatialdp.exceptions import InvalidInput, PartitionMismatch
 from spatialdp.federated._coverage import CellCoverage
-from spatialdp.federated._pipeline import ReleasePlan, run_release
 from spatialdp.geo.partition import Partition
 from spatialdp.privacy.budget import Single
 from spatialdp.privacy.noise import LaplaceMechanism
-from spatialdp.privacy.target import check_target
+from spatialdp.privacy.pipeline import ReleasePlan, run_release
+from spatialdp.privacy.target import Accounting, check_target
 
 __all__ = ["CoverageRelease", "release_coverage"]
 
@@ -92,7 +92,7 @@ class CoverageRelease:
 
 
 def release_coverage(coverage: CellCoverage, partition: Partition, *, epsilon: float,
-                     target: Any, alpha: float = 0.05) -> CoverageRelease:
+                     target: Accounting, alpha: float = 0.05) -> CoverageRelease:
     """Release how many clients have samples in each region, noised once.
 
     Parameters
@@ -141,7 +141,6 @@ def release_coverage(coverage: CellCoverage, partition: Partition, *, epsilon: f
         table["covered"] = table.clients > bar
         return partition.join(table)
 
-    account.prepare("evaluation.regional")
     (frame,) = run_release([ReleasePlan(eps, [(mech, counts)], finish)], target=account,
                            structure=Single(f"coverage:{partition.key}"),
                            what=f"coverage counts (max_cells {coverage.max_cells})",

@@ -21,11 +21,11 @@ from numpy.typing import ArrayLike, NDArray
 
 from spatialdp._validation import check_alpha, check_epsilon, check_integer
 from spatialdp.exceptions import InvalidInput
-from spatialdp.federated._pipeline import ReleasePlan, run_release
 from spatialdp.geo.partition import Partition
 from spatialdp.privacy.budget import Disjoint
 from spatialdp.privacy.noise import LaplaceMechanism
-from spatialdp.privacy.target import check_target
+from spatialdp.privacy.pipeline import ReleasePlan, run_release
+from spatialdp.privacy.target import Accounting, check_target
 
 __all__ = ["HEALTH_STATUSES", "RoundHealth", "round_health"]
 
@@ -116,7 +116,7 @@ def round_health(
     partition: Partition,
     *,
     epsilon: float,
-    target: Any,
+    target: Accounting,
     granularity: int = 5,
     alpha: float = 0.05,
 ) -> RoundHealth:
@@ -176,7 +176,6 @@ def round_health(
         table["error_bar"] = bar
         return table
 
-    account.prepare("evaluation.regional")
     (table,) = run_release(
         [ReleasePlan(eps, [(mech, counts.ravel())], finish)], target=account,
         structure=Disjoint(f"{partition.key}:health", parts=3 * partition.n_regions),

@@ -37,14 +37,14 @@ from spatialdp._validation import (
 )
 from spatialdp.exceptions import InvalidInput
 from spatialdp.federated._estimate import Estimate, plan_estimate, ratio_interval
-from spatialdp.federated._pipeline import run_release
 from spatialdp.federated._tags import read_reports
 from spatialdp.federated.group_sums import Groups
 from spatialdp.federated.metrics import HistogramSpec, MetricSpec
 from spatialdp.federated.schema import coarsen_count, reliability_class
 from spatialdp.geo.partition import Partition
 from spatialdp.privacy.budget import Disjoint
-from spatialdp.privacy.target import check_target
+from spatialdp.privacy.pipeline import run_release
+from spatialdp.privacy.target import Accounting, check_target
 
 __all__ = ["RegionalReport", "regional_report"]
 
@@ -539,7 +539,7 @@ def regional_report(
     metrics: Sequence[MetricSpec | HistogramSpec],
     *,
     epsilon: float | Mapping[str, float],
-    target: Any,
+    target: Accounting,
     min_cohort: int = 50,
     alpha: float = 0.05,
 ) -> RegionalReport:
@@ -634,11 +634,11 @@ class RegionalRequest:
     epsilons: dict[str, float]
     floor: int
     level: float
-    account: Any
+    account: Accounting
 
     @classmethod
     def check(cls, partition: Partition, metrics: Sequence[MetricSpec | HistogramSpec],
-              epsilon: float | Mapping[str, float], target: Any, min_cohort: int,
+              epsilon: float | Mapping[str, float], target: Accounting, min_cohort: int,
               alpha: float) -> RegionalRequest:
         """Validate every argument that does not need the client reports."""
         account = check_target(target)
@@ -669,7 +669,6 @@ class RegionalRequest:
         plans = [plan_estimate(spec, values(spec), presence(spec), groups,
                                epsilon=epsilons[spec.name], min_cohort=floor, alpha=self.level)
                  for spec in metrics]
-        self.account.prepare(REGIONAL_LINE_ITEM)
         estimates = run_release(
             plans, target=self.account, structure=Disjoint(partition.key, parts=published),
             what="regional report: " + ", ".join(

@@ -25,6 +25,7 @@ from spatialdp.federated.metrics import HistogramSpec, MetricSpec
 from spatialdp.federated.regional import RegionalReport, regional_report
 from spatialdp.flower.codec import _check_specs, decode_reports
 from spatialdp.geo.partition import Partition
+from spatialdp.privacy.target import Accounting
 
 __all__ = ["EvaluationRelease", "published_metrics", "release_evaluation"]
 
@@ -129,7 +130,7 @@ def release_evaluation(
     partition: Partition,
     metrics: Sequence[Spec],
     epsilon: float | Mapping[str, float],
-    target: Any,
+    target: Accounting,
     min_cohort: int = 50,
     alpha: float = 0.05,
     regions: Mapping[str, str] | None = None,

@@ -42,7 +42,6 @@ from spatialdp._validation import (
     fail,
 )
 from spatialdp.exceptions import InvalidInput, SpatialDPError
-from spatialdp.federated._pipeline import exact_total
 from spatialdp.federated.metrics import HistogramSpec, MetricSpec
 from spatialdp.federated.monitor import compare_reports, drift
 from spatialdp.federated.regional import REGIONAL_LINE_ITEM, RegionalReport, _resolve_epsilons
@@ -57,7 +56,14 @@ from spatialdp.flower.codec import (
 )
 from spatialdp.flower.evaluation import EvaluationRelease, _loss_metric, release_evaluation
 from spatialdp.geo.partition import Partition
-from spatialdp.privacy.target import ReleaseTarget, Simulation, Unaccounted, check_target
+from spatialdp.privacy.pipeline import exact_total
+from spatialdp.privacy.target import (
+    Accounting,
+    ReleaseTarget,
+    Simulation,
+    Unaccounted,
+    check_target,
+)
 from spatialdp.sampling.coverage import Coverage, epoch_coverage
 from spatialdp.sampling.sampler import StratifiedSampler
 from spatialdp.sampling.score import coverage_score
@@ -147,13 +153,13 @@ class SpatialDPStrategy(Strategy):
         partition: Partition,
         metrics: Sequence[Spec],
         epsilon: float | Mapping[str, float],
-        target: Any,
+        target: Accounting,
         min_cohort: int = 50,
         alpha: float = 0.05,
         loss_metric: str | None = None,
         fit_sampler: StratifiedSampler | None = None,
         evaluate_sampler: StratifiedSampler | None = None,
-        fit_target: Any = None,
+        fit_target: Accounting | None = None,
         region_fn: Callable[[Any], str] | None = None,
         max_workers: int = 16,
     ) -> None:
@@ -255,21 +261,10 @@ class SpatialDPStrategy(Strategy):
     def _sampler_of(self, kind: str) -> StratifiedSampler | None:
         return self.fit_sampler if kind == "fit" else self.evaluate_sampler
 
-    @staticmethod
-    def _for_round(target: Any, round_index: int | None) -> Any:
-        """Return a ReleaseTarget for ``round_index`` (other targets as they are).
-
-        The ledger is shared as it is: a PrivacyLedger may be used from any
-        thread (Flower's ServerApp runs the strategy in a thread of its own).
-        """
-        if not isinstance(target, ReleaseTarget):
-            return target
-        return ReleaseTarget(target.ledger, target.epoch, line_item=target.line_item,
-                             who=target.who, why=target.why, round_index=round_index)
-
-    def _selection_target(self, kind: str) -> Any:
+    def _selection_target(self, kind: str) -> Accounting:
         if kind == "fit":
-            return self._for_round(self.fit_target, None)
+            assert self.fit_target is not None
+            return self.fit_target.for_round(None)
         if isinstance(self.target, Simulation):
             return Simulation(rng=int(self.target.rng.integers(2**63)))
         return Unaccounted("evaluation cohort selection: every evaluation round is charged "
@@ -344,14 +339,8 @@ class SpatialDPStrategy(Strategy):
         return [(proxy, ins) for proxy in proxies]
 
     # ------------------------------------------------------------------ evaluation
-    def _round_target(self, server_round: int) -> Any:
-        t = self.target
-        if isinstance(t, ReleaseTarget):
-            return self._for_round(t, server_round)
-        if isinstance(t, Simulation):
-            return Simulation(rng=t.rng, round_index=server_round)
-        assert isinstance(t, Unaccounted)
-        return Unaccounted(t.reason, round_index=server_round)
+    def _round_target(self, server_round: int) -> Accounting:
+        return self.target.for_round(server_round)
 
     def aggregate_evaluate(self, server_round: int, results: list[Any], failures: list[Any]
                            ) -> tuple[float | None, dict[str, Any]]:

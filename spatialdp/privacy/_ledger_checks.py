@@ -38,7 +38,15 @@ from spatialdp.privacy import _ledger_schema as schema
 from spatialdp.privacy._ledger_caps import Borrow, cap_from
 from spatialdp.privacy._ledger_files import ledger_error
 from spatialdp.privacy._ledger_schema import UP, dec
-from spatialdp.privacy.budget import BudgetSplit, Disjoint, LineItem, Overlapping, Single, Structure
+from spatialdp.privacy.budget import (
+    NEIGHBOURS,
+    BudgetSplit,
+    Disjoint,
+    LineItem,
+    Overlapping,
+    Single,
+    Structure,
+)
 
 #: Largest epoch or round index: ``epoch + 1`` must fit SQLite's 64-bit integers.
 MAX_INDEX = 2**62
@@ -194,6 +202,8 @@ class Settings:
     epoch_budget: Decimal
     evaluation_share: float
     global_share: float
+    version: int
+    ledger_id: str
 
 
 def _tables(conn: sqlite3.Connection) -> set[str]:
@@ -201,9 +211,10 @@ def _tables(conn: sqlite3.Connection) -> set[str]:
     return {str(r[0]) for r in rows} - {"sqlite_sequence"}
 
 
-def _check_columns(conn: sqlite3.Connection, path: str, table: str) -> None:
+def _check_columns(conn: sqlite3.Connection, path: str, table: str,
+                   version: int = schema.SCHEMA_VERSION) -> None:
     have = {str(r[1]) for r in conn.execute(f"PRAGMA table_info({table})")}
-    missing = [c for c in schema.table_columns()[table] if c not in have]
+    missing = [c for c in schema.columns_of_version(version)[table] if c not in have]
     if missing:
         raise ledger_error(path, f"has a table {table!r} without the column(s) {missing} "
                            f"(it has {sorted(have)})", _EDITED)
@@ -265,7 +276,7 @@ def read_settings(conn: sqlite3.Connection, path: str) -> Settings:
     for table in schema.table_columns():
         if table not in tables:
             raise ledger_error(path, f"has no {table!r} table", _EDITED)
-        _check_columns(conn, path, table)
+        _check_columns(conn, path, table, int(version))
     accounting = meta.get("accounting")
     if accounting not in ACCOUNTING:
         raise ledger_error(path, f"stores the setting accounting={accounting!r}, which is not "
@@ -274,7 +285,9 @@ def read_settings(conn: sqlite3.Connection, path: str) -> Settings:
                      "a positive finite budget of at most 1e6")
     shares = [float(_stored(path, meta, k, check_probability, "a share in [0, 1]"))
               for k in ("evaluation_share", "global_share")]
-    return Settings(str(accounting), budget, shares[0], shares[1])
+    ledger_id = meta.get("ledger_id") or schema.ledger_id_from(str(meta.get("created_at", "")))
+    return Settings(str(accounting), budget, shares[0], shares[1], int(version),
+                    str(ledger_id))
 
 
 # -- stored amounts -----------------------------------------------------------------------
@@ -318,13 +331,18 @@ def check_contents(conn: sqlite3.Connection, path: str,
     """
     sums: dict[tuple[int, LineItem], tuple[Decimal, int]] = {}
     n_charges = 0
-    for seq, ep, it, charged, loss in conn.execute(
-            "SELECT seq, epoch, line_item, charged, loss FROM charges ORDER BY seq"):
+    columns = {str(r[1]) for r in conn.execute("PRAGMA table_info(charges)")}
+    relation = "neighbours" if "neighbours" in columns else "'replace'"  # a version-1 file
+    for seq, ep, it, charged, loss, neighbours in conn.execute(
+            f"SELECT seq, epoch, line_item, charged, loss, {relation} FROM charges ORDER BY seq"):
         where = f"charge #{seq}"
         key = (int(_row_value(path, where, "epoch", ep, integer=True)),
                _line_item(path, where, it))
         amount = _row_value(path, where, "charged", charged)
         _row_value(path, where, "loss", loss)
+        if neighbours not in NEIGHBOURS:
+            raise ledger_error(path, f"stores neighbours={neighbours!r} in {where}, which is "
+                               f"not one of {list(NEIGHBOURS)}", _EDITED)
         total, count = sums.get(key, (Decimal(0), 0))
         sums[key] = (UP.add(total, amount), count + 1)
         n_charges += 1

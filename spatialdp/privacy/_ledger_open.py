@@ -30,6 +30,7 @@ class Opened:
     epoch_budget: Decimal
     split: BudgetSplit
     base: dict[LineItem, Decimal]
+    ledger_id: str
 
 
 def open_ledger(path: str, timeout: float, read_only: bool, budget: Decimal | None,
@@ -43,6 +44,8 @@ def open_ledger(path: str, timeout: float, read_only: bool, budget: Decimal | No
     try:
         with files.guard(path, "opening the ledger", timeout):
             conn = connect(path, timeout, read_only, budget, accounting, split)
+            if not read_only:
+                upgrade(conn, path, timeout)
             opened = resume(conn, path, budget, accounting, split)
             if not read_only and path != files.MEMORY:
                 files.use_wal(conn)
@@ -72,7 +75,8 @@ def connect(path: str, timeout: float, read_only: bool, budget: Decimal | None,
         sp = split if split is not None else BudgetSplit()
         return {"accounting": accounting or "pure", "epoch_budget": schema.fmt(budget),
                 "evaluation_share": repr(sp.evaluation_share),
-                "global_share": repr(sp.global_share), "created_at": schema.now()}
+                "global_share": repr(sp.global_share), "created_at": schema.now(),
+                "ledger_id": schema.new_ledger_id()}
 
     if path == files.MEMORY:
         settings = config()
@@ -91,6 +95,24 @@ def connect(path: str, timeout: float, read_only: bool, budget: Decimal | None,
             path, "is read-only for this process",
             "open it with read_only=True to read it, or give this process write access")
     return files.connect(path, timeout, read_only=read_only)
+
+
+def upgrade(conn: sqlite3.Connection, path: str, timeout: float) -> None:
+    """Migrate a writable ledger of an older schema version, in one transaction.
+
+    The version is read first without a write lock (a current file is never
+    locked for writing on open); an older file's settings are checked again
+    under the write lock (a foreign or damaged file is refused, not altered).
+    """
+    with files.transaction(conn, path, "reading the ledger's schema version", timeout):
+        current = checks.read_settings(conn, path).version >= schema.SCHEMA_VERSION
+    if current:
+        return
+    with files.transaction(conn, path, "upgrading the ledger's schema", timeout,
+                           "IMMEDIATE"):
+        stored = checks.read_settings(conn, path)
+        if stored.version < schema.SCHEMA_VERSION:
+            schema.migrate(conn, stored.version)
 
 
 def resume(conn: sqlite3.Connection, path: str, budget: Decimal | None,
@@ -129,4 +151,4 @@ def _resume(conn: sqlite3.Connection, path: str, budget: Decimal | None,
                 "for a different configuration")
     base = caps.base_caps(stored.epoch_budget, stored.evaluation_share, stored.global_share)
     checks.check_contents(conn, path, base)
-    return Opened(stored.accounting, stored.epoch_budget, kept_split, base)
+    return Opened(stored.accounting, stored.epoch_budget, kept_split, base, stored.ledger_id)

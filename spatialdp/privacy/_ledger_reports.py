@@ -47,7 +47,9 @@ def audit_frame(conn: sqlite3.Connection, unit: str, epoch: int | None) -> pd.Da
     """Return the ``charges`` table, oldest first, amounts as floats, times as UTC datetimes."""
     import pandas as pd
 
-    sql = f"SELECT {_AUDIT_COLUMNS} FROM charges"
+    columns = {str(r[1]) for r in conn.execute("PRAGMA table_info(charges)")}
+    relation = "neighbours" if "neighbours" in columns else "'replace' AS neighbours"  # v1
+    sql = f"SELECT {_AUDIT_COLUMNS}, {relation} FROM charges"
     args: tuple[int, ...] = ()
     if epoch is not None:
         sql, args = sql + " WHERE epoch = ?", (epoch,)

@@ -14,8 +14,13 @@ from datetime import UTC, datetime
 from decimal import ROUND_CEILING, ROUND_FLOOR, Context, Decimal
 from functools import cache
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 APPLICATION = "spatialdp.PrivacyLedger"
+
+#: Columns each schema version added, and what a file of an older version reads in
+#: their place. Version 2 records each charge's neighbouring relation; charges of a
+#: version-1 file were all replace-one (the only relation version 1 knew).
+ADDED_COLUMNS = {2: {"charges": {"neighbours": "'replace'"}}}
 
 #: Rounding for amounts that are charged (up) and for caps (down).
 UP = Context(prec=40, rounding=ROUND_CEILING)
@@ -61,7 +66,8 @@ CREATE TABLE IF NOT EXISTS charges (
     what                 TEXT    NOT NULL,
     why                  TEXT    NOT NULL,
     round                INTEGER,
-    recorded_at          TEXT    NOT NULL
+    recorded_at          TEXT    NOT NULL,
+    neighbours           TEXT    NOT NULL DEFAULT 'replace'
 );
 CREATE INDEX IF NOT EXISTS charges_epoch ON charges (epoch, line_item);
 CREATE TABLE IF NOT EXISTS borrows (
@@ -91,6 +97,61 @@ def table_columns() -> dict[str, tuple[str, ...]]:
             "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
             "ORDER BY rowid")]
         return {t: tuple(r[1] for r in conn.execute(f"PRAGMA table_info({t})")) for t in tables}
+
+
+def columns_of_version(version: int) -> dict[str, tuple[str, ...]]:
+    """Return the columns a file of schema ``version`` has, table by table.
+
+    Examples
+    --------
+    >>> [("neighbours" in columns_of_version(v)["charges"]) for v in (1, 2)]
+    [False, True]
+    """
+    later = {col for v, tables in ADDED_COLUMNS.items() if v > version
+             for cols in tables.values() for col in cols}
+    return {t: tuple(c for c in cols if c not in later) for t, cols in table_columns().items()}
+
+
+def ledger_id_from(created_at: str) -> str:
+    """Return the identifier of a ledger created at ``created_at`` (version-1 files).
+
+    A version-2 file stores a random identifier; a version-1 file gets one
+    derived from its creation time, so the identifier of a file never changes.
+
+    Examples
+    --------
+    >>> ledger_id_from("2026-01-01T00:00:00.000000+00:00")
+    'ledger-96f0af0766c9cd51'
+    """
+    import hashlib
+
+    return "ledger-" + hashlib.sha256(created_at.encode("utf-8")).hexdigest()[:16]
+
+
+def new_ledger_id() -> str:
+    """Return a random ledger identifier (``ledger-`` and 16 hex digits)."""
+    import secrets
+
+    return "ledger-" + secrets.token_hex(8)
+
+
+def migrate(conn: sqlite3.Connection, version: int) -> None:
+    """Bring a writable file of an older schema to :data:`SCHEMA_VERSION` (inside a transaction).
+
+    Adds the later versions' columns with their defaults, and the ledger
+    identifier (derived from the creation time, as a reader of the old file sees it).
+    """
+    for v in range(version + 1, SCHEMA_VERSION + 1):
+        for table, cols in ADDED_COLUMNS.get(v, {}).items():
+            for col, default in cols.items():
+                conn.execute(f"ALTER TABLE {table} ADD COLUMN {col} TEXT NOT NULL "
+                             f"DEFAULT {default}")
+    meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+    if "ledger_id" not in meta:
+        conn.execute("INSERT INTO meta (key, value) VALUES ('ledger_id', ?)",
+                     (ledger_id_from(str(meta.get("created_at", ""))),))
+    conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
+                 (str(SCHEMA_VERSION),))
 
 
 def dec(x: float | str | Decimal) -> Decimal:

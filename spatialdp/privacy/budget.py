@@ -27,24 +27,49 @@ from typing import Any, Literal
 
 import numpy as np
 
-from spatialdp._validation import MAX_EPSILON, check_count, check_number, fail
+from spatialdp._validation import MAX_EPSILON, check_choice, check_count, check_number, fail
 from spatialdp.exceptions import InvalidInput
 
 __all__ = [
+    "NEIGHBOURS",
     "Accounting",
     "BudgetSplit",
     "BudgetSplitWarning",
     "Disjoint",
     "LineItem",
+    "Neighbours",
     "Overlapping",
     "Single",
     "Structure",
+    "check_neighbours",
     "epsilon_to_rho",
     "rho_to_epsilon",
     "rho_to_epsilon_classic",
 ]
 
 Accounting = Literal["pure", "zcdp"]
+
+#: The neighbouring relations a release's privacy loss can hold for:
+#: ``"replace"`` — one client's values replaced, its participation (and region)
+#: fixed and public; ``"add_remove"`` — one client added or removed, so whether
+#: and where a client took part is protected too.
+Neighbours = Literal["replace", "add_remove"]
+NEIGHBOURS: tuple[Neighbours, ...] = ("replace", "add_remove")
+
+
+def check_neighbours(neighbours: Any) -> Neighbours:
+    """Return a neighbouring relation, ``"replace"`` or ``"add_remove"``.
+
+    Examples
+    --------
+    >>> check_neighbours("add_remove")
+    'add_remove'
+    >>> check_neighbours("add-remove")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    spatialdp.exceptions.InvalidInput: neighbours='add-remove' is not one of ...
+    """
+    return check_choice(neighbours, "neighbours", NEIGHBOURS)
 
 #: Evaluation shares outside this closed interval trigger a BudgetSplitWarning.
 EVALUATION_SHARE_RANGE = (0.10, 0.40)

@@ -31,14 +31,22 @@ from decimal import Decimal
 from functools import partial
 from typing import TYPE_CHECKING
 
-from spatialdp.exceptions import SpatialDPError
+from spatialdp.exceptions import BudgetExceeded, SpatialDPError
 from spatialdp.privacy import _ledger_caps as caps
 from spatialdp.privacy import _ledger_checks as checks
 from spatialdp.privacy import _ledger_files as files
 from spatialdp.privacy import _ledger_open as opening
 from spatialdp.privacy import _ledger_reports as reports
 from spatialdp.privacy import _ledger_schema as schema
-from spatialdp.privacy.budget import Accounting, BudgetSplit, LineItem, Structure, rho_to_epsilon
+from spatialdp.privacy.budget import (
+    Accounting,
+    BudgetSplit,
+    LineItem,
+    Neighbours,
+    Structure,
+    check_neighbours,
+    rho_to_epsilon,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -147,6 +155,7 @@ class PrivacyLedger:
         self._budget = stored.epoch_budget
         self._split = stored.split
         self._base = stored.base
+        self._id = stored.ledger_id
 
     # -- plumbing ---------------------------------------------------------------------
 
@@ -193,6 +202,15 @@ class PrivacyLedger:
         return self._path
 
     @property
+    def ledger_id(self) -> str:
+        """The ledger's identifier (``ledger-`` and 16 hex digits), stable for its file.
+
+        Results and published files name the ledger by this identifier, never
+        by its path (a path names a machine's folders).
+        """
+        return self._id
+
+    @property
     def accounting(self) -> str:
         """``"pure"`` or ``"zcdp"``."""
         return self._accounting
@@ -232,6 +250,7 @@ class PrivacyLedger:
         rho: float | None = None,
         round_index: int | None = None,
         release_id: str | None = None,
+        neighbours: Neighbours = "replace",
     ) -> Charge:
         """Check a release against its cap and record it, atomically; refuse if it does not fit.
 
@@ -255,6 +274,8 @@ class PrivacyLedger:
         release_id : str, optional
             Unique id of the release (default: a random UUID). Charging the same
             id twice raises :class:`LedgerError`, which makes retries safe.
+        neighbours : {"replace", "add_remove"}, default "replace"
+            The neighbouring relation the loss holds for (recorded with the charge).
 
         Returns
         -------
@@ -289,6 +310,7 @@ class PrivacyLedger:
                           for k, v in (("who", who), ("what", what), ("why", why)))
         unit, loss = checks.check_loss(epsilon, rho, self._accounting)
         rounds = None if round_index is None else checks.check_index(round_index, "round_index")
+        relation = check_neighbours(neighbours)
         rid = uuid.uuid4().hex if release_id is None else checks.check_audit_text(
             release_id, "release_id")
         self._writable("charging")
@@ -306,10 +328,63 @@ class PrivacyLedger:
                 max_parts_per_client=structure.max_parts_per_client,
                 multiplier=structure.multiplier, structure=structure.describe(),
                 who=who, what=what, why=why, round=rounds, recorded_at=when,
+                neighbours=relation,
             )  # fmt: skip
             schema.add_to_total(conn, ep, item.value, new_total)
         self._checkpoint()
         return Charge(rid, ep, item.value, float(charged), float(cap - new_total), when)
+
+    def check_charge(
+        self,
+        epoch: int,
+        line_item: str | LineItem,
+        *,
+        structure: Structure | None = None,
+        epsilon: float | None = None,
+        rho: float | None = None,
+        charges: int = 1,
+    ) -> None:
+        """Refuse, recording nothing, when ``charges`` such charges would not fit now.
+
+        The amounts are computed exactly as :meth:`spend` records them. A
+        protocol of several rounds, each charged before its own noise, checks
+        its whole cost first, so it is never refused half-way. Passing is no
+        reservation: :meth:`spend` checks again, atomically.
+
+        Raises
+        ------
+        BudgetExceeded
+            The charges do not fit in what the line item has left.
+        LedgerError
+            ``rho`` on a pure-epsilon ledger.
+
+        Examples
+        --------
+        >>> with PrivacyLedger(epoch_budget=1.0) as ledger:
+        ...     ledger.check_charge(0, "training", epsilon=0.2, charges=3)   # 0.6 of 0.7: fits
+        ...     ledger.check_charge(0, "training", epsilon=0.2, charges=4)   # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        spatialdp.exceptions.BudgetExceeded: 4 charge(s) of 0.2 epsilon (0.8 in all) ...
+        """
+        ep = checks.check_index(epoch, "epoch")
+        item = LineItem.parse(line_item)
+        multiplier = 1 if structure is None else checks.check_structure(structure).multiplier
+        unit, loss = checks.check_loss(epsilon, rho, self._accounting)
+        n = checks.check_index(charges, "charges")
+        one = caps.charged(loss, unit, self._accounting, multiplier)
+        total = schema.UP.multiply(one, Decimal(n))
+        with self._transaction("checking a charge") as conn:
+            limit, _ = caps.cap(conn, self._base, ep, item)
+            so_far, _ = caps.spent(conn, ep, item)
+        left = schema.DOWN.subtract(limit, so_far)
+        if total > left:
+            raise BudgetExceeded(
+                f"{n} charge(s) of {float(one):.6g} {self.unit} ({float(total):.6g} in all) "
+                f"to epoch {ep} line item {item.value!r} exceeds its cap: "
+                f"{float(so_far):.6g} of {float(limit):.6g} spent, {float(left):.6g} "
+                "remaining; nothing was charged. Lower the loss or the number of rounds, or "
+                "use a later epoch")
 
     def borrow(
         self,

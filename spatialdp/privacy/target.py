@@ -18,6 +18,8 @@ Examples
 >>> target = ReleaseTarget(ledger, epoch=0, why="weekly report", round_index=3)
 >>> target.metadata()["accounting"], target.simulated
 ('ledger', False)
+>>> target.metadata()["ledger"] == ledger.ledger_id      # an identifier, never a path
+True
 >>> Simulation(rng=0).metadata()["accounting"]
 'simulation'
 >>> Unaccounted("a public benchmark on synthetic data").label
@@ -38,6 +40,7 @@ from spatialdp._validation import check_count, check_text, fail
 from spatialdp.exceptions import InvalidInput
 
 if TYPE_CHECKING:
+    from spatialdp.privacy.budget import Neighbours, Structure
     from spatialdp.privacy.ledger import PrivacyLedger
 
 __all__ = ["Accounting", "ReleaseTarget", "Simulation", "Unaccounted", "check_target"]
@@ -54,17 +57,26 @@ class Mechanism(Protocol):
 
 
 class Accounting(Protocol):
-    """The interface the release pipeline uses (all three targets implement it)."""
+    """What the release pipeline needs of a target (all three kinds implement it).
+
+    Only :func:`spatialdp.privacy.pipeline.run_release` calls :meth:`charge`;
+    release functions take a target typed by this protocol and hand it to the
+    pipeline. A charge is pure ``epsilon`` or zCDP ``rho``, for a stated
+    neighbouring relation.
+    """
 
     simulated: bool
     round_index: int | None
     label: str
 
-    def prepare(self, default_line_item: str) -> None:
-        """Check everything the charge will need, before any computation is charged."""
+    def check_affordable(self, *, default_line_item: str, structure: Structure | None = None,
+                         epsilon: float | None = None, rho: float | None = None,
+                         charges: int = 1) -> None:
+        """Refuse (charging nothing) when ``charges`` such charges would not fit."""
 
-    def charge(self, *, structure: Any, epsilon: float, what: str,
-               default_line_item: str) -> None:
+    def charge(self, *, structure: Structure, what: str, default_line_item: str,
+               epsilon: float | None = None, rho: float | None = None,
+               neighbours: Neighbours = "replace", round_index: int | None = None) -> None:
         """Record the release (or do nothing, for the uncharged kinds)."""
 
     def add_noise(self, mechanism: Mechanism, values: NDArray[Any]) -> NDArray[Any]:
@@ -72,6 +84,9 @@ class Accounting(Protocol):
 
     def metadata(self) -> dict[str, Any]:
         """Return what the result records about its accounting."""
+
+    def for_round(self, round_index: int | None) -> Accounting:
+        """Return the same target for another round (same ledger, epoch and line item)."""
 
 
 def _round_index(value: Any) -> int | None:
@@ -135,25 +150,41 @@ class ReleaseTarget:
     def _item(self, default_line_item: str) -> str:
         return self.line_item or default_line_item
 
-    def prepare(self, default_line_item: str) -> None:
-        """Check the line item and that the ledger can be read (charges nothing)."""
-        self.ledger.remaining(self.epoch, self._item(default_line_item))
+    def check_affordable(self, *, default_line_item: str, structure: Structure | None = None,
+                         epsilon: float | None = None, rho: float | None = None,
+                         charges: int = 1) -> None:
+        """Refuse, charging nothing, when the ledger cannot cover ``charges`` such charges.
 
-    def charge(self, *, structure: Any, epsilon: float, what: str,
-               default_line_item: str) -> None:
+        See :meth:`PrivacyLedger.check_charge`.
+        """
+        self.ledger.check_charge(self.epoch, self._item(default_line_item), structure=structure,
+                                 epsilon=epsilon, rho=rho, charges=charges)
+
+    def charge(self, *, structure: Structure, what: str, default_line_item: str,
+               epsilon: float | None = None, rho: float | None = None,
+               neighbours: Neighbours = "replace", round_index: int | None = None) -> None:
         """Charge the release (atomic: refused in full, or recorded once)."""
         self.ledger.spend(self.epoch, self._item(default_line_item), structure=structure,
-                          epsilon=epsilon, who=self.who, what=what, why=self.why,
-                          round_index=self.round_index)
+                          epsilon=epsilon, rho=rho, who=self.who, what=what, why=self.why,
+                          round_index=self.round_index if round_index is None else round_index,
+                          neighbours=neighbours)
 
     def add_noise(self, mechanism: Mechanism, values: NDArray[Any]) -> NDArray[Any]:
         """Noise from OS entropy (the mechanism's release sampler; no seed)."""
         return np.asarray(_mechanism(mechanism).release(values))
 
     def metadata(self) -> dict[str, Any]:
-        """Accounting kind, ledger path, epoch, line item and round."""
-        return {"accounting": "ledger", "simulated": False, "ledger": self.ledger.path,
+        """Accounting kind, ledger identifier (never its path), epoch, line item and round."""
+        return {"accounting": "ledger", "simulated": False, "ledger": self.ledger.ledger_id,
                 "epoch": self.epoch, "line_item": self.line_item, "round_index": self.round_index}
+
+    def for_round(self, round_index: int | None) -> ReleaseTarget:
+        """Return a target charging the same ledger, epoch and line item for ``round_index``.
+
+        The ledger is shared, not copied (a PrivacyLedger may be used from any thread).
+        """
+        return ReleaseTarget(self.ledger, self.epoch, line_item=self.line_item, who=self.who,
+                             why=self.why, round_index=round_index)
 
     def __repr__(self) -> str:
         return (f"ReleaseTarget({self.ledger.path!r}, epoch={self.epoch}, "
@@ -182,12 +213,19 @@ class Unaccounted:
         self.reason = check_text(reason, "reason")
         self.round_index = _round_index(round_index)
 
-    def prepare(self, default_line_item: str) -> None:
-        """Nothing to check: nothing will be charged."""
+    def check_affordable(self, *, default_line_item: str, structure: Structure | None = None,
+                         epsilon: float | None = None, rho: float | None = None,
+                         charges: int = 1) -> None:
+        """Pass: nothing will be charged."""
 
-    def charge(self, *, structure: Any, epsilon: float, what: str,
-               default_line_item: str) -> None:
+    def charge(self, *, structure: Structure, what: str, default_line_item: str,
+               epsilon: float | None = None, rho: float | None = None,
+               neighbours: Neighbours = "replace", round_index: int | None = None) -> None:
         """Charge nothing (the metadata says so)."""
+
+    def for_round(self, round_index: int | None) -> Unaccounted:
+        """Return the same opt-out for ``round_index``."""
+        return Unaccounted(self.reason, round_index=round_index)
 
     def add_noise(self, mechanism: Mechanism, values: NDArray[Any]) -> NDArray[Any]:
         """Noise from OS entropy (the mechanism's release sampler)."""
@@ -225,12 +263,21 @@ class Simulation:
         self.rng = as_generator(rng)
         self.round_index = _round_index(round_index)
 
-    def prepare(self, default_line_item: str) -> None:
-        """Nothing to check: a simulation is charged nowhere."""
+    def check_affordable(self, *, default_line_item: str, structure: Structure | None = None,
+                         epsilon: float | None = None, rho: float | None = None,
+                         charges: int = 1) -> None:
+        """Pass: a simulation is charged nowhere."""
 
-    def charge(self, *, structure: Any, epsilon: float, what: str,
-               default_line_item: str) -> None:
+    def charge(self, *, structure: Structure, what: str, default_line_item: str,
+               epsilon: float | None = None, rho: float | None = None,
+               neighbours: Neighbours = "replace", round_index: int | None = None) -> None:
         """Charge nothing: simulated outputs are never published."""
+
+    def for_round(self, round_index: int | None) -> Simulation:
+        """Return a simulation for ``round_index`` drawing from the same generator."""
+        sim = Simulation(round_index=round_index)
+        sim.rng = self.rng
+        return sim
 
     def add_noise(self, mechanism: Mechanism, values: NDArray[Any]) -> NDArray[Any]:
         """Seeded noise (the mechanism's simulation sampler)."""

@@ -12,12 +12,14 @@ for 11.5 million cells); nothing depends on the number of points after binning.
 
 from __future__ import annotations
 
-from typing import Any
+import numpy as np
+from numpy.typing import NDArray
 
 from spatialdp._validation import check_epsilon, check_instance
 from spatialdp.privacy import LaplaceMechanism
 from spatialdp.privacy.budget import Disjoint, Overlapping
-from spatialdp.privacy.target import check_target
+from spatialdp.privacy.pipeline import ReleasePlan, run_release
+from spatialdp.privacy.target import Accounting, check_target
 from spatialdp.queries.grids import NoisyGrid
 from spatialdp.queries.truth import TruthGrid
 
@@ -40,7 +42,7 @@ def grid_structure(truth: TruthGrid, parts: int, levels: int = 1) -> Disjoint | 
                        calibrated=True)
 
 
-def release_flat(truth: TruthGrid, *, epsilon: float, target: Any) -> NoisyGrid:
+def release_flat(truth: TruthGrid, *, epsilon: float, target: Accounting) -> NoisyGrid:
     """Release the whole grid once with discrete Laplace noise of scale ``k / epsilon``.
 
     Parameters
@@ -81,14 +83,18 @@ def release_flat(truth: TruthGrid, *, epsilon: float, target: Any) -> NoisyGrid:
     accounting = check_target(target)
     mechanism = LaplaceMechanism(eps, sensitivity=float(truth.sensitivity), discrete=True)
     structure = grid_structure(truth, truth.n_cells)
-    accounting.prepare(DEFAULT_LINE_ITEM)
-    accounting.charge(structure=structure, epsilon=eps, what=f"flat count grid "
-                      f"{truth.partition_key} ({truth.n_cells} cells, k={truth.sensitivity})",
-                      default_line_item=DEFAULT_LINE_ITEM)
-    noisy = accounting.add_noise(mechanism, truth.counts)
-    return NoisyGrid(values=noisy, cells=truth.cells, resolution=truth.resolution,
-                     partition_version=truth.partition_version,
-                     partition_key=truth.partition_key, method="flat", epsilon=eps,
-                     sensitivity=truth.sensitivity, scales=(mechanism.scale,),
-                     level_epsilons=(eps,), resolutions=(truth.resolution,),
-                     accounting=accounting.metadata())
+
+    def finish(noisy: list[NDArray[np.int64]]) -> NoisyGrid:
+        return NoisyGrid(values=noisy[0], cells=truth.cells, resolution=truth.resolution,
+                         partition_version=truth.partition_version,
+                         partition_key=truth.partition_key, method="flat", epsilon=eps,
+                         sensitivity=truth.sensitivity, scales=(mechanism.scale,),
+                         level_epsilons=(eps,), resolutions=(truth.resolution,),
+                         accounting=accounting.metadata())
+
+    (grid,) = run_release(
+        [ReleasePlan(eps, [(mechanism, truth.counts)], finish)], target=accounting,
+        structure=structure, default_line_item=DEFAULT_LINE_ITEM,
+        what=f"flat count grid {truth.partition_key} ({truth.n_cells} cells, "
+             f"k={truth.sensitivity})")
+    return grid

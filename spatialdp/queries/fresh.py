@@ -13,10 +13,9 @@ other or with the grid.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pandas as pd
+from numpy.typing import NDArray
 from scipy import sparse
 
 from spatialdp._validation import check_alpha, check_epsilon, check_instance
@@ -25,7 +24,8 @@ from spatialdp.geo import CellIncidence
 from spatialdp.privacy import LaplaceMechanism
 from spatialdp.privacy.accuracy import half_width
 from spatialdp.privacy.budget import Overlapping
-from spatialdp.privacy.target import check_target
+from spatialdp.privacy.pipeline import ReleasePlan, run_release
+from spatialdp.privacy.target import Accounting, check_target
 from spatialdp.queries.flat import DEFAULT_LINE_ITEM
 from spatialdp.queries.grids import NOISE_KIND, check_incidence
 from spatialdp.queries.truth import TruthGrid
@@ -33,7 +33,8 @@ from spatialdp.queries.truth import TruthGrid
 __all__ = ["answer_fresh"]
 
 
-def answer_fresh(truth: TruthGrid, queries: CellIncidence, *, epsilon: float, target: Any,
+def answer_fresh(truth: TruthGrid, queries: CellIncidence, *, epsilon: float,
+                 target: Accounting,
                  alpha: float = 0.05) -> pd.DataFrame:
     """Answer each query with fresh noise: a separate release with its own ledger charge.
 
@@ -89,15 +90,18 @@ def answer_fresh(truth: TruthGrid, queries: CellIncidence, *, epsilon: float, ta
     bar = float(half_width(NOISE_KIND, mechanism.scale, 1, level))
     true = np.asarray(queries.matrix @ truth.counts, dtype=np.int64)
     n_queries = int(m.size)
-    accounting.prepare(DEFAULT_LINE_ITEM)
-    accounting.charge(
+
+    def finish(noisy: list[NDArray[np.int64]]) -> pd.DataFrame:
+        out = pd.DataFrame({"answer": noisy[0], "error_bar": bar, "cells": m})
+        out.attrs.update(accounting.metadata())
+        out.attrs.update(sensitivity=sensitivity, epsilon=eps, alpha=level)
+        return out
+
+    (answers,) = run_release(
+        [ReleasePlan(eps, [(mechanism, true)], finish)], target=accounting,
         structure=Overlapping(truth.partition_key, n_queries, min(sensitivity, n_queries),
                               calibrated=True),
-        epsilon=eps, what=f"fresh answers to {n_queries} polygon queries of "
-        f"{truth.partition_key} (sensitivity {sensitivity})",
-        default_line_item=DEFAULT_LINE_ITEM)
-    noisy = accounting.add_noise(mechanism, true)
-    out = pd.DataFrame({"answer": noisy, "error_bar": bar, "cells": m})
-    out.attrs.update(accounting.metadata())
-    out.attrs.update(sensitivity=sensitivity, epsilon=eps, alpha=level)
-    return out
+        default_line_item=DEFAULT_LINE_ITEM,
+        what=f"fresh answers to {n_queries} polygon queries of {truth.partition_key} "
+             f"(sensitivity {sensitivity})")
+    return answers

@@ -56,7 +56,8 @@ from spatialdp.exceptions import InvalidInput
 from spatialdp.geo import h3cells
 from spatialdp.privacy import LaplaceMechanism
 from spatialdp.privacy.accuracy import noise_std
-from spatialdp.privacy.target import check_target
+from spatialdp.privacy.pipeline import ReleasePlan, exact_total, run_release
+from spatialdp.privacy.target import Accounting, check_target
 from spatialdp.queries.flat import DEFAULT_LINE_ITEM, grid_structure
 from spatialdp.queries.grids import NOISE_KIND, NoisyGrid
 from spatialdp.queries.sampling import discrete_laplace_draws
@@ -365,7 +366,7 @@ class HierarchyModel:
         return out
 
 
-def release_hierarchical(truth: TruthGrid, *, epsilon: float, target: Any, levels: int = 4,
+def release_hierarchical(truth: TruthGrid, *, epsilon: float, target: Accounting, levels: int = 4,
                          split: Any = "geometric") -> NoisyGrid:
     """Release counts at ``levels`` H3 resolutions with per-level noise, made consistent.
 
@@ -413,18 +414,20 @@ def release_hierarchical(truth: TruthGrid, *, epsilon: float, target: Any, level
              for e in model.epsilons]
     counts = model.level_counts(truth.counts)
     structure = grid_structure(truth, tree.n_nodes, levels=tree.levels)
-    accounting.prepare(DEFAULT_LINE_ITEM)
-    from spatialdp.federated._pipeline import exact_total
+    total = exact_total(model.epsilons)
 
-    accounting.charge(structure=structure, epsilon=exact_total(model.epsilons),
-                      what=f"hierarchical count grid {truth.partition_key} "
-                      f"(resolutions {list(tree.resolutions)}, {tree.n_nodes} nodes, "
-                      f"k={truth.sensitivity})", default_line_item=DEFAULT_LINE_ITEM)
-    noisy = [accounting.add_noise(mech, c) for mech, c in zip(mechs, counts, strict=True)]
-    tree.estimates = tree.consistent(noisy)
-    return NoisyGrid(values=tree.estimates[-1], cells=truth.cells, resolution=truth.resolution,
-                     partition_version=truth.partition_version,
-                     partition_key=truth.partition_key, method="hierarchical",
-                     epsilon=exact_total(model.epsilons), sensitivity=truth.sensitivity,
-                     scales=model.scales, level_epsilons=model.epsilons,
-                     resolutions=tree.resolutions, accounting=accounting.metadata(), tree=tree)
+    def finish(noisy: list[NDArray[np.int64]]) -> NoisyGrid:
+        tree.estimates = tree.consistent(noisy)
+        return NoisyGrid(values=tree.estimates[-1], cells=truth.cells,
+                         resolution=truth.resolution, partition_version=truth.partition_version,
+                         partition_key=truth.partition_key, method="hierarchical",
+                         epsilon=total, sensitivity=truth.sensitivity, scales=model.scales,
+                         level_epsilons=model.epsilons, resolutions=tree.resolutions,
+                         accounting=accounting.metadata(), tree=tree)
+
+    (grid,) = run_release(
+        [ReleasePlan(total, list(zip(mechs, counts, strict=True)), finish)],
+        target=accounting, structure=structure, default_line_item=DEFAULT_LINE_ITEM,
+        what=f"hierarchical count grid {truth.partition_key} (resolutions "
+             f"{list(tree.resolutions)}, {tree.n_nodes} nodes, k={truth.sensitivity})")
+    return grid

@@ -1,4 +1,4 @@
-"""Privacy parameters and ledger charges of the regression releases (zCDP).
+"""Privacy parameters of the regression releases (zCDP); they are charged by the pipeline.
 
 Every release here is a Gaussian mechanism, accounted in zCDP rho. A caller
 gives either ``rho`` or ``(epsilon, delta)``; :func:`rho_for_epsilon` turns the
@@ -18,17 +18,15 @@ True
 from __future__ import annotations
 
 import math
-from decimal import Decimal
 from functools import lru_cache
 from typing import Any
 
 from spatialdp._validation import check_epsilon, check_number, fail
-from spatialdp.exceptions import BudgetExceeded
 from spatialdp.privacy.budget import rho_to_epsilon
-from spatialdp.privacy.target import Accounting, ReleaseTarget
 
-__all__ = ["charge_rho", "check_affordable", "resolve_rho", "rho_for_epsilon"]
+__all__ = ["LINE_ITEM", "resolve_rho", "rho_for_epsilon"]
 
+#: The ledger line item of every regression release (they train a model).
 LINE_ITEM = "training"
 
 #: Smallest (epsilon, delta) budget converted to rho: below it the conversion's
@@ -99,36 +97,3 @@ def resolve_rho(rho: Any = None, epsilon: Any = None, delta: Any = None) -> floa
         raise fail("delta", None, "is missing: a Gaussian release needs delta > 0 for an "
                    "epsilon", "pass delta, e.g. 1e-6, or give rho")
     return rho_for_epsilon(epsilon, delta)
-
-
-def check_affordable(target: Accounting, rho: float, charges: int = 1) -> None:
-    """Refuse, charging nothing, when the ledger cannot cover ``charges`` charges of ``rho``.
-
-    The total is computed as the ledger will record it (``charges`` times the
-    decimal ``repr(rho)``), so a protocol of several rounds is never refused
-    half-way. A :class:`ReleaseTarget` needs a zCDP ledger. Simulations and
-    unaccounted releases always pass.
-    """
-    if not isinstance(target, ReleaseTarget):
-        return
-    ledger = target.ledger
-    if ledger.accounting != "zcdp":
-        raise fail("ledger", ledger, "keeps pure epsilon, but these releases are Gaussian "
-                   "(zCDP)", "open the ledger with accounting='zcdp'")
-    item = target.line_item or LINE_ITEM
-    left = ledger.remaining(target.epoch, item)
-    total = Decimal(repr(float(rho))) * charges
-    if total > Decimal(repr(left)):
-        raise BudgetExceeded(
-            f"rho={float(total):.6g} exceeds what {item!r} has left in epoch {target.epoch} "
-            f"({left:.6g}); nothing was charged. Lower rho (or epsilon), or use a later epoch")
-
-
-def charge_rho(target: Accounting, *, rho: float, structure: Any, what: str,
-               round_index: int | None = None) -> None:
-    """Charge ``rho`` to ``target`` (a no-op for simulations and unaccounted releases)."""
-    if isinstance(target, ReleaseTarget):
-        target.ledger.spend(target.epoch, target.line_item or LINE_ITEM, structure=structure,
-                            rho=rho, who=target.who, what=what, why=target.why,
-                            round_index=target.round_index if round_index is None
-                            else round_index)

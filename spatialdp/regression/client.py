@@ -7,9 +7,9 @@ discrete Gaussian noise on a fine lattice from OS entropy
 :class:`~spatialdp.privacy.target.Simulation` it is seeded continuous Gaussian
 noise, for experiments only.
 
-Order, as in every release: validate -> check the ledger can cover the charge
--> charge -> clip, modulate and noise (in row blocks of 32,768 clients: the
-same result, computed in cache).
+Order, as in every release (:mod:`spatialdp.privacy.pipeline`): validate ->
+charge -> clip, modulate and noise (in row blocks of 32,768 clients: the same
+result, computed in cache).
 
 Examples
 --------
@@ -33,10 +33,11 @@ from numpy.typing import NDArray
 
 from spatialdp._validation import check_instance, check_number, fail
 from spatialdp.privacy.budget import Disjoint
+from spatialdp.privacy.pipeline import ReleasePlan, exact_total, run_release
 from spatialdp.privacy.target import Accounting, Simulation, check_target
 from spatialdp.regression._blocks import BLOCK, single_blas
 from spatialdp.regression._checks import check_directions, check_features, check_labels
-from spatialdp.regression.accounting import charge_rho, check_affordable, resolve_rho
+from spatialdp.regression.accounting import LINE_ITEM, resolve_rho
 from spatialdp.regression.lattice_gaussian import LatticeGaussianMechanism
 from spatialdp.regression.modulation import (
     Modulation,
@@ -45,7 +46,7 @@ from spatialdp.regression.modulation import (
     random_directions,
 )
 
-__all__ = ["ClientReports", "transform_clients"]
+__all__ = ["ClientReports", "DeviceTransform", "plan_transform", "transform_clients"]
 
 
 @dataclass(frozen=True)
@@ -114,12 +115,90 @@ def _device_blocks(Xa: NDArray[np.float64], V: NDArray[np.float64], modulation: 
             noisy[rows] = acct.add_noise(mech, g)
 
 
+@dataclass(frozen=True)
+class DeviceTransform:
+    """A checked on-device transform, ready to draw: what every client will release.
+
+    Built by :func:`plan_transform` (validation only, nothing drawn);
+    :meth:`draw` runs the devices' side after the pipeline has charged
+    :attr:`rho` (:func:`transform_clients`, or a protocol's own plan).
+    """
+
+    features: NDArray[np.float64]
+    labels: NDArray[np.float64]
+    directions: NDArray[np.float64]
+    modulation: Modulation
+    mechanism: LatticeGaussianMechanism
+    label_mechanism: LatticeGaussianMechanism | None
+
+    @property
+    def rho(self) -> float:
+        """ZCDP loss of each client: features plus labels."""
+        if self.label_mechanism is None:
+            return self.mechanism.rho
+        return exact_total([self.mechanism.rho, self.label_mechanism.rho])
+
+    def draw(self, acct: Accounting) -> ClientReports:
+        """Clip, modulate and noise each client's vector in row blocks (after the charge)."""
+        Xa, modulation = self.features, self.modulation
+        phases = _phases(acct, (Xa.shape[0], modulation.n_directions))
+        noisy = np.empty(Xa.shape)  # C order: row blocks are contiguous
+        with single_blas():
+            _device_blocks(Xa, self.directions, modulation, phases, acct, self.mechanism, noisy)
+        labels = (self.labels if self.label_mechanism is None
+                  else acct.add_noise(self.label_mechanism, self.labels[:, None])[:, 0])
+        return ClientReports(features=noisy, labels=labels, directions=self.directions,
+                             modulation=modulation, sigma=self.mechanism.scale,
+                             label_sigma=(0.0 if self.label_mechanism is None
+                                          else self.label_mechanism.scale),
+                             rho=self.rho, metadata=acct.metadata())
+
+    def plan(self) -> ReleasePlan[ClientReports]:
+        """Return the release plan of this transform (its noise drawn in blocks)."""
+        return ReleasePlan(None, [], lambda drawn: drawn[0], rho=self.rho,
+                           sample=lambda acct: [self.draw(acct)])
+
+
+def plan_transform(X: Any, y: Any, *, modulation: Modulation, acct: Accounting,
+                   directions: Any = None, rho: Any = None, epsilon: Any = None,
+                   delta: Any = None, label_bound: Any = None,
+                   label_rho: Any = None) -> DeviceTransform:
+    """Check the arguments of :func:`transform_clients` and return the transform (nothing drawn)."""
+    check_instance(modulation, "modulation", Modulation,
+                   "pass a Modulation(alpha=..., lam=..., omega=..., radius=...)")
+    Xa = check_features(X)
+    K, d = Xa.shape
+    ya = check_labels(y, K)
+    rho_x = resolve_rho(rho, epsilon, delta)
+    if directions is None:
+        gen = acct.rng if isinstance(acct, Simulation) else None
+        V = random_directions(d, modulation.n_directions, rng=gen)
+    else:
+        V = check_directions(directions, d)
+        if V.shape[0] != modulation.n_directions:
+            raise fail("directions", f"{V.shape[0]} rows", f"do not match the modulation's "
+                       f"n_directions={modulation.n_directions}",
+                       f"pass {modulation.n_directions} orthonormal directions, or a "
+                       "Modulation with as many directions as you pass")
+    mech = LatticeGaussianMechanism(rho_x, modulation.sensitivity, d)
+    label_mech = None
+    if label_bound is not None:
+        bound = check_number(label_bound, "label_bound", low=0.0, low_open=True,
+                             fix="pass the bound B on |y|")
+        label_mech = LatticeGaussianMechanism(resolve_rho(label_rho), 2.0 * bound, 1)
+        ya = np.clip(ya, -bound, bound)
+    elif label_rho is not None:
+        raise fail("label_rho", label_rho, "needs label_bound (the clipping bound of the labels)",
+                   "pass label_bound=B as well, or drop label_rho")
+    return DeviceTransform(Xa, ya, V, modulation, mech, label_mech)
+
+
 def transform_clients(
     X: Any,
     y: Any,
     *,
     modulation: Modulation,
-    target: Any,
+    target: Accounting,
     directions: Any = None,
     rho: Any = None,
     epsilon: Any = None,
@@ -127,7 +206,6 @@ def transform_clients(
     label_bound: Any = None,
     label_rho: Any = None,
     round_index: int | None = None,
-    charge: bool = True,
 ) -> ClientReports:
     """Return each client's noisy modulated vector: the on-device transform, vectorised.
 
@@ -152,8 +230,6 @@ def transform_clients(
         zCDP loss of the label release (added to ``rho`` in the charge).
     round_index : int, optional
         Recorded with the charge.
-    charge : bool, default True
-        ``False`` when the caller charged the whole protocol already (iterative fits).
 
     Returns
     -------
@@ -165,50 +241,21 @@ def transform_clients(
         NaN features, ``alpha = 1``, non-orthonormal directions, ``m > d``.
     BudgetExceeded
         The ledger cannot cover the charge (nothing is charged).
+
+    Notes
+    -----
+    The neighbouring relation is ``"replace"``: each client's report reaches
+    the server with its sender (there is no secure sum to hide in), so the
+    guarantee protects the client's features (and clipped label), not the fact
+    that it took part.
     """
     acct = check_target(target)
-    check_instance(modulation, "modulation", Modulation,
-                   "pass a Modulation(alpha=..., lam=..., omega=..., radius=...)")
-    Xa = check_features(X)
-    K, d = Xa.shape
-    ya = check_labels(y, K)
-    rho_x = resolve_rho(rho, epsilon, delta)
-    if directions is None:
-        gen = acct.rng if isinstance(acct, Simulation) else None
-        V = random_directions(d, modulation.n_directions, rng=gen)
-    else:
-        V = check_directions(directions, d)
-        if V.shape[0] != modulation.n_directions:
-            raise fail("directions", f"{V.shape[0]} rows", f"do not match the modulation's "
-                       f"n_directions={modulation.n_directions}",
-                       f"pass {modulation.n_directions} orthonormal directions, or a "
-                       "Modulation with as many directions as you pass")
-    mech = LatticeGaussianMechanism(rho_x, modulation.sensitivity, d)
-    label_mech = None
-    rho_y = 0.0
-    if label_bound is not None:
-        bound = check_number(label_bound, "label_bound", low=0.0, low_open=True,
-                             fix="pass the bound B on |y|")
-        rho_y = resolve_rho(label_rho)
-        label_mech = LatticeGaussianMechanism(rho_y, 2.0 * bound, 1)
-        ya = np.clip(ya, -bound, bound)
-    elif label_rho is not None:
-        raise fail("label_rho", label_rho, "needs label_bound (the clipping bound of the labels)",
-                   "pass label_bound=B as well, or drop label_rho")
-    total = rho_x + rho_y
-    if charge:
-        acct.prepare("training")
-        check_affordable(acct, total)
-        charge_rho(acct, rho=total, structure=Disjoint("modulated-regression:clients", K),
-                   what="modulated features" + (" and labels" if label_mech else ""),
-                   round_index=round_index)
-    # Device side, in row blocks (each row is one client's own release): clip, modulate, noise.
-    phases = _phases(acct, (K, modulation.n_directions))
-    noisy = np.empty(Xa.shape)  # C order: row blocks are contiguous
-    with single_blas():
-        _device_blocks(Xa, V, modulation, phases, acct, mech, noisy)
-    labels = ya if label_mech is None else acct.add_noise(label_mech, ya[:, None])[:, 0]
-    return ClientReports(features=noisy, labels=labels, directions=V, modulation=modulation,
-                         sigma=mech.scale,
-                         label_sigma=0.0 if label_mech is None else label_mech.scale,
-                         rho=total, metadata=acct.metadata())
+    transform = plan_transform(X, y, modulation=modulation, acct=acct, directions=directions,
+                               rho=rho, epsilon=epsilon, delta=delta, label_bound=label_bound,
+                               label_rho=label_rho)
+    (reports,) = run_release(
+        [transform.plan()], target=acct, default_line_item=LINE_ITEM,
+        structure=Disjoint("modulated-regression:clients", transform.features.shape[0]),
+        what="modulated features" + (" and labels" if label_bound is not None else ""),
+        round_index=round_index)
+    return reports

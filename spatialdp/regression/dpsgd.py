@@ -38,9 +38,10 @@ from numpy.typing import NDArray
 
 from spatialdp._validation import check_choice, check_count, check_number, fail
 from spatialdp.privacy.budget import Disjoint, Single
-from spatialdp.privacy.target import check_target
+from spatialdp.privacy.pipeline import ReleasePlan, check_affordable, run_release
+from spatialdp.privacy.target import Accounting, check_target
 from spatialdp.regression._checks import check_features, check_labels
-from spatialdp.regression.accounting import charge_rho, check_affordable, resolve_rho
+from spatialdp.regression.accounting import LINE_ITEM, resolve_rho
 from spatialdp.regression.lattice_gaussian import LatticeGaussianMechanism
 from spatialdp.regression.modulation import _clip_rows
 from spatialdp.regression.results import RegressionFit
@@ -50,7 +51,7 @@ __all__ = ["NOISE_MODELS", "fit_dpsgd", "tune_dpsgd"]
 NOISE_MODELS = ("local", "central")
 
 
-def fit_dpsgd(X: Any, y: Any, *, target: Any, rho: Any = None, epsilon: Any = None,
+def fit_dpsgd(X: Any, y: Any, *, target: Accounting, rho: Any = None, epsilon: Any = None,
               delta: Any = None, noise: str = "local", rounds: int = 20, clip: float = 1.0,
               step: float = 0.5, fit_intercept: bool = True) -> RegressionFit:
     """Run DP-SGD FedAvg (one sample per client) and return the tail-averaged model.
@@ -83,20 +84,19 @@ def fit_dpsgd(X: Any, y: Any, *, target: Any, rho: Any = None, epsilon: Any = No
     Z = np.hstack([Xa, np.ones((K, 1))]) if fit_intercept else Xa
     p = Z.shape[1]
     mech = LatticeGaussianMechanism(rho_t, 2.0 * C if how == "local" else 2.0 * C / K, p)
-    acct.prepare("training")
-    check_affordable(acct, rho_t, charges=T)
+    check_affordable(acct, rho=rho_t, charges=T, default_line_item=LINE_ITEM)
+    structure = (Disjoint("dpsgd:clients", K) if how == "local"
+                 else Single("dpsgd:average-gradient"))
     w = np.zeros(p)
     history: list[NDArray[np.float64]] = []
     for t in range(T):
-        structure = (Disjoint("dpsgd:clients", K) if how == "local"
-                     else Single("dpsgd:average-gradient"))
-        charge_rho(acct, rho=rho_t, structure=structure,
-                   what=f"DP-SGD {how}-noise gradients, round {t + 1} of {T}", round_index=t)
         grads = _clip_rows(Z * (Z @ w - ya)[:, None], C)
-        if how == "local":
-            avg = acct.add_noise(mech, grads).mean(axis=0)
-        else:
-            avg = acct.add_noise(mech, grads.mean(axis=0)[None, :])[0]
+        values = grads if how == "local" else grads.mean(axis=0)[None, :]
+        (avg,) = run_release(
+            [ReleasePlan(None, [(mech, values)], lambda noisy: noisy[0].mean(axis=0),
+                         rho=rho_t)],
+            target=acct, structure=structure, default_line_item=LINE_ITEM,
+            what=f"DP-SGD {how}-noise gradients, round {t + 1} of {T}", round_index=t)
         w = w - eta * avg
         history.append(w.copy())
     coef = np.mean(history[-math.ceil(T / 2):], axis=0)

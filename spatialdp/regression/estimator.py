@@ -32,7 +32,7 @@ from sklearn.utils.validation import validate_data
 from spatialdp._validation import check_choice, check_finite_array, fail
 from spatialdp.exceptions import InvalidInput
 from spatialdp.privacy.budget import rho_to_epsilon
-from spatialdp.privacy.target import Simulation
+from spatialdp.privacy.target import Accounting, Simulation
 from spatialdp.regression._checks import check_features
 from spatialdp.regression.accounting import resolve_rho
 from spatialdp.regression.client import transform_clients
@@ -130,7 +130,7 @@ class ModulatedRegression(RegressorMixin, BaseEstimator):
                  n_directions: int = 1, method: str = "one_shot", rounds: int = 10,
                  participation: str = "once", ridge: Any = "auto", norm_cap: Any = "auto",
                  fit_intercept: bool = True, random_state: Any = None,
-                 target: Any = None) -> None:
+                 target: Accounting | None = None) -> None:
         self.epsilon = epsilon
         self.delta = delta
         self.rho = rho

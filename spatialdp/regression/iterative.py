@@ -41,16 +41,18 @@ Examples
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from spatialdp._validation import check_choice, check_count, check_number, fail
+from spatialdp._validation import check_choice, check_count, check_instance, check_number, fail
 from spatialdp.privacy.budget import Disjoint
-from spatialdp.privacy.target import Simulation, check_target
+from spatialdp.privacy.pipeline import ReleasePlan, check_affordable, run_release
+from spatialdp.privacy.target import Accounting, Simulation, check_target
 from spatialdp.regression._checks import check_features, check_labels
-from spatialdp.regression.accounting import charge_rho, check_affordable, resolve_rho
-from spatialdp.regression.client import transform_clients
+from spatialdp.regression.accounting import LINE_ITEM, resolve_rho
+from spatialdp.regression.client import ClientReports, plan_transform
 from spatialdp.regression.modulation import Modulation, random_directions
 from spatialdp.regression.oneshot import _strength, centered_moments
 from spatialdp.regression.results import RegressionFit
@@ -72,7 +74,41 @@ def round_rho(rho: float, rounds: int, participation: str) -> float:
     return rho if participation == "once" else rho / rounds
 
 
-def fit_iterative(X: Any, y: Any, *, modulation: Modulation, target: Any, rho: Any = None,
+class _Descent:
+    """The server's side of the iterative protocol: directions, steps and iterates."""
+
+    def __init__(self, modulation: Modulation, d: int, gen: np.random.Generator, ridge: Any,
+                 norm_cap: Any, eta: float, fit_intercept: bool) -> None:
+        self.modulation, self.d, self.gen = modulation, d, gen
+        self.ridge, self.norm_cap, self.eta = ridge, norm_cap, eta
+        self.fit_intercept = fit_intercept
+        self.beta = np.zeros(d)
+        self.history: list[np.ndarray] = []
+        self.intercepts: list[float] = []
+        self.mu = self.cap = self.sigma = 0.0
+
+    def directions(self) -> np.ndarray:
+        """Return the round's directions, orthogonal to the current iterate when there is room."""
+        room = self.modulation.n_directions <= self.d - 1
+        return random_directions(self.d, self.modulation.n_directions, rng=self.gen,
+                                 orthogonal_to=self.beta if room else None)
+
+    def step(self, rep: ClientReports) -> None:
+        """Take one projected gradient step on the round's reports."""
+        self.sigma = rep.sigma
+        mom = centered_moments(rep, fit_intercept=self.fit_intercept)
+        self.mu = _strength(self.ridge, mom.reg.ridge, "ridge")
+        self.cap = _strength(self.norm_cap, mom.reg.norm_cap, "norm_cap")
+        A = _project_psd(mom.S) + self.mu * np.eye(self.d)
+        L = max(float(np.linalg.eigvalsh(A)[-1]), 1e-12)
+        self.beta = _project_ball(self.beta - (self.eta / L) * (A @ self.beta - mom.b),
+                                  self.cap)
+        self.history.append(self.beta.copy())
+        self.intercepts.append(mom.y_mean - float(mom.x_mean @ self.beta))
+
+
+def fit_iterative(X: Any, y: Any, *, modulation: Modulation, target: Accounting,
+                  rho: Any = None,
                   epsilon: Any = None, delta: Any = None, rounds: int = 10,
                   participation: str = "once", step: float = 1.0, ridge: Any = "auto",
                   norm_cap: Any = "auto", fit_intercept: bool = True) -> RegressionFit:
@@ -115,33 +151,43 @@ def fit_iterative(X: Any, y: Any, *, modulation: Modulation, target: Any, rho: A
     gen = acct.rng if isinstance(acct, Simulation) else np.random.default_rng()
     groups = (np.array_split(gen.permutation(K), T) if how == "once"
               else [np.arange(K)] * T)
-    acct.prepare("training")
-    check_affordable(acct, rho_t, charges=1 if how == "once" else T)
-    if how == "once":
-        charge_rho(acct, rho=total, structure=Disjoint("modulated-regression:round-groups", T),
-                   what=f"modulated features, {T} disjoint round groups")
-    beta = np.zeros(d)
-    history: list[np.ndarray] = []
-    intercepts: list[float] = []
-    sigma = 0.0
-    for t, idx in enumerate(groups):
-        room = modulation.n_directions <= d - 1  # else v_t cannot be orthogonal to beta_t
-        V = random_directions(d, modulation.n_directions, rng=gen,
-                              orthogonal_to=beta if room else None)
-        if how == "every":
-            charge_rho(acct, rho=rho_t, structure=Disjoint("modulated-regression:clients", K),
-                       what=f"modulated features, round {t + 1} of {T}", round_index=t)
-        rep = transform_clients(Xa[idx], ya[idx], modulation=modulation, target=acct,
-                                directions=V, rho=rho_t, charge=False)
-        sigma = rep.sigma
-        mom = centered_moments(rep, fit_intercept=fit_intercept)
-        mu = _strength(ridge, mom.reg.ridge, "ridge")
-        cap = _strength(norm_cap, mom.reg.norm_cap, "norm_cap")
-        A = _project_psd(mom.S) + mu * np.eye(d)
-        L = max(float(np.linalg.eigvalsh(A)[-1]), 1e-12)
-        beta = _project_ball(beta - (eta / L) * (A @ beta - mom.b), cap)
-        history.append(beta.copy())
-        intercepts.append(mom.y_mean - float(mom.x_mean @ beta))
+    check_instance(modulation, "modulation", Modulation,
+                   "pass a Modulation(alpha=..., lam=..., omega=..., radius=...)")
+    # Every check a round's transform makes, before anything is charged (its directions
+    # depend on the previous round, so the rounds' own are drawn later).
+    plan_transform(Xa[groups[0]], ya[groups[0]], modulation=modulation, acct=acct,
+                   directions=(np.eye(d)[:modulation.n_directions]
+                               if modulation.n_directions <= d else None), rho=rho_t)
+    check_affordable(acct, rho=rho_t, charges=1 if how == "once" else T,
+                     default_line_item=LINE_ITEM)
+    state = _Descent(modulation, d, gen, ridge, norm_cap, eta, fit_intercept)
+
+    def rounds_of(chosen: range) -> Callable[[Accounting], list[Any]]:
+        def run(draw_from: Accounting) -> list[Any]:  # called by the pipeline after the charge
+            for t in chosen:
+                idx = groups[t]
+                transform = plan_transform(Xa[idx], ya[idx], modulation=modulation,
+                                           acct=draw_from, directions=state.directions(),
+                                           rho=rho_t)
+                state.step(transform.draw(draw_from))
+            return []
+        return run
+
+    if how == "once":  # disjoint round groups: one charge of rho, then every round
+        run_release([ReleasePlan(None, [], lambda _: None, rho=total,
+                                 sample=rounds_of(range(T)))],
+                    target=acct, default_line_item=LINE_ITEM,
+                    structure=Disjoint("modulated-regression:round-groups", T),
+                    what=f"modulated features, {T} disjoint round groups")
+    else:  # every client every round: one charge of rho / rounds before each round's noise
+        for t in range(T):
+            run_release([ReleasePlan(None, [], lambda _: None, rho=rho_t,
+                                     sample=rounds_of(range(t, t + 1)))],
+                        target=acct, default_line_item=LINE_ITEM,
+                        structure=Disjoint("modulated-regression:clients", K),
+                        what=f"modulated features, round {t + 1} of {T}", round_index=t)
+    history, intercepts, mu, cap, sigma = (state.history, state.intercepts, state.mu,
+                                           state.cap, state.sigma)
     tail = math.ceil(T / 2)
     coef = np.mean(history[-tail:], axis=0)
     return RegressionFit(coef=coef, intercept=float(np.mean(intercepts[-tail:])),

@@ -30,7 +30,8 @@ from numpy.typing import ArrayLike, NDArray
 from spatialdp._validation import check_choice, check_count, check_instance, fail
 from spatialdp.exceptions import CohortTooSmall, InvalidInput
 from spatialdp.federated.incidents import Incident
-from spatialdp.privacy.target import ReleaseTarget, Simulation, check_target
+from spatialdp.privacy.pipeline import ReleasePlan, run_release
+from spatialdp.privacy.target import Accounting, ReleaseTarget, Simulation, check_target
 from spatialdp.sampling.allocation import DEFAULT_MODE, MODES, _sigma, apportion
 from spatialdp.sampling.draw import draw_capped
 from spatialdp.sampling.merges import Merge, merge_small_groups
@@ -231,22 +232,24 @@ class StratifiedSampler:
             return values.astype(np.int32)
         return self.strata.positions(values).astype(np.int32)
 
-    def _charge(self, target: Any, epoch: int) -> dict[str, Any]:
+    def _charge(self, target: Accounting, epoch: int) -> dict[str, Any]:
         checked = check_target(target)
         if isinstance(checked, ReleaseTarget) and checked.epoch != epoch:
             raise fail("target.epoch", checked.epoch, f"is not the state's epoch {epoch}",
                        "charge the epoch being started")
-        checked.prepare("training")
-        checked.charge(structure=self.policy.structure(f"cohort:{self.strata.key}"),
-                       epsilon=self.policy.epsilon_per_round,
-                       what=f"per-client epoch epsilon of stratified selection "
-                            f"({self.policy.describe()})",
-                       default_line_item="training")
+        # A reservation: the epoch's training rounds draw their own noise later, each
+        # client's loss over the epoch is bounded by the cap; nothing is drawn here.
+        run_release([ReleasePlan(self.policy.epsilon_per_round, [], lambda _: None)],
+                    target=checked,
+                    structure=self.policy.structure(f"cohort:{self.strata.key}"),
+                    what=f"per-client epoch epsilon of stratified selection "
+                         f"({self.policy.describe()})",
+                    default_line_item="training")
         meta = dict(checked.metadata())
         meta["epsilon_per_client_epoch"] = self.policy.epsilon_per_client_epoch
         return meta
 
-    def new_state(self, client_strata: ArrayLike, *, target: Any, epoch: int = 0
+    def new_state(self, client_strata: ArrayLike, *, target: Accounting, epoch: int = 0
                   ) -> ParticipationState:
         """Start an epoch for a fleet, charging the per-client epoch epsilon first.
 
@@ -279,7 +282,8 @@ class StratifiedSampler:
             entropy=entropy, groups=np.arange(n, dtype=np.int64),
             selected=np.zeros(n, dtype=np.int64), charge=charge)
 
-    def next_epoch(self, state: ParticipationState, *, target: Any) -> ParticipationState:
+    def next_epoch(self, state: ParticipationState, *, target: Accounting
+                   ) -> ParticipationState:
         """Return the state of the next epoch: caps reset, merges undone, epoch charged."""
         self._check_state(state)
         new = self.new_state(state.client_stratum, target=target, epoch=state.epoch + 1)

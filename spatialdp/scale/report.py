@@ -8,7 +8,7 @@ reduces it to per-region sums and counts with
 :class:`~spatialdp.federated.group_sums.Groups`; those bounded arrays (regions x
 metrics) are added up in a tree; the driver then plans the release exactly as
 :func:`spatialdp.federated.regional_report` does and hands it to the one
-release pipeline (:func:`~spatialdp.federated._pipeline.run_release`): one
+release pipeline (:func:`~spatialdp.privacy.pipeline.run_release`): one
 ledger charge, one noise draw per region, the same floors, suppression and
 error bars. No worker ever draws noise or touches the ledger.
 """
@@ -33,6 +33,7 @@ from spatialdp.federated.group_sums import Groups
 from spatialdp.federated.metrics import HistogramSpec, MetricSpec
 from spatialdp.federated.regional import RegionalReport, RegionalRequest
 from spatialdp.geo.partition import Partition
+from spatialdp.privacy.target import Accounting
 from spatialdp.scale.frames import compute, require_frame
 
 __all__ = ["RegionTotals", "device_report", "region_totals", "regional_report"]
@@ -181,7 +182,7 @@ def regional_report(
     metrics: Sequence[MetricSpec | HistogramSpec],
     *,
     epsilon: float | Mapping[str, float],
-    target: Any,
+    target: Accounting,
     min_cohort: int = 50,
     alpha: float = 0.05,
     progress: bool = False,
