@@ -155,6 +155,7 @@ def check_metric_spec(spec: fed.MetricSpec) -> None:
     assert math.isfinite(spec.clip_high)
     assert spec.clip_low < spec.clip_high
     assert 0 < spec.sensitivity < math.inf
+    assert 0 < spec.sensitivity_under("add_remove") < math.inf
     assert ";" not in spec.name
     assert "=" not in spec.name
 
@@ -163,6 +164,7 @@ def check_histogram_spec(spec: fed.HistogramSpec) -> None:
     assert spec.n_buckets == len(spec.edges) + 1 == len(spec.labels) == len(spec.columns)
     assert all(a < b for a, b in zip(spec.edges, spec.edges[1:], strict=False))
     assert 0 < spec.mass_cap < math.inf
+    assert 0 < spec.sensitivity_under("replace") < math.inf
 
 
 def check_metric_release(rel: Any, *, floor: Any = None, simulated: bool | None = None) -> None:
@@ -251,8 +253,8 @@ versions = arg(st.sampled_from(["1", "2"]), 1, "", None)
 
 @st.composite
 def metric_spec_calls(draw: st.DrawFn) -> Call:
-    low = draw(arg(number(-10, 10)))
-    high = draw(arg(number(-10, 100)))
+    low = draw(arg(number(-10, 10), -1e308))
+    high = draw(arg(number(-10, 100), 1e308))
     present = draw(st.one_of(st.none(), st.none(), st.just("flag"), junk))
     return call("MetricSpec", fed.MetricSpec, draw(names), low, high, version=draw(versions),
                 present=present, check=check_metric_spec)
@@ -268,7 +270,8 @@ edge_lists = st.one_of(
 @st.composite
 def histogram_spec_calls(draw: st.DrawFn) -> Call:
     return call("HistogramSpec", fed.HistogramSpec, draw(names), draw(edge_lists),
-                mass_cap=draw(arg(number(0, 10, exclude_low=True))), version=draw(versions),
+                mass_cap=draw(arg(number(0, 10, exclude_low=True), 1e308)),
+                version=draw(versions),
                 check=check_histogram_spec)
 
 
@@ -286,6 +289,18 @@ def spec_clip_calls(draw: st.DrawFn) -> Call:
         assert ((out >= LOSS.clip_low) & (out <= LOSS.clip_high)).all()
 
     return call("MetricSpec.clip", LOSS.clip, values, check=check)
+
+
+@st.composite
+def sensitivity_under_calls(draw: st.DrawFn, name: str) -> Call:
+    spec = LOSS if name.startswith("MetricSpec") else HIST
+    relation = draw(arg(st.sampled_from(["replace", "add_remove"]), "add-remove", None))
+
+    def check(out: float) -> None:
+        assert 0 < out < math.inf
+        assert out <= spec.sensitivity  # adding one client never moves more than replacing
+
+    return call(name, spec.sensitivity_under, relation, check=check)
 
 
 @st.composite
@@ -1193,6 +1208,8 @@ FUZZ: dict[str, tuple[Callable[[], st.SearchStrategy[Call]], int]] = {
     "HistogramSpec": (histogram_spec_calls, 60),
     "MetricSpec.clip": (spec_clip_calls, 30),
     "HistogramSpec.bucket_of": (bucket_of_calls, 30),
+    **{name: (strategy(sensitivity_under_calls, name), 20) for name in (
+        "MetricSpec.sensitivity_under", "HistogramSpec.sensitivity_under")},
     "MetricRegistry": (registry_calls, 30),
     "MetricRegistry.register": (register_calls, 30),
     "track_ratio_spec": (spec_helper("track_ratio_spec"), 30),

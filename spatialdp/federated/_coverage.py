@@ -13,6 +13,7 @@ from spatialdp._validation import check_instance
 from spatialdp.federated._checks import MAX_COVERAGE_CELLS, _positive_int
 from spatialdp.federated._clients import IntArray, _client_codes, _same_length
 from spatialdp.geo.partition import Partition
+from spatialdp.privacy.budget import Neighbours, check_neighbours
 
 __all__ = ["CellCoverage", "coverage"]
 
@@ -30,7 +31,8 @@ class CellCoverage:
     partition_version : str
     max_cells : int
         The L1 cap of a row: replacing one client moves the summed coverage by at
-        most ``2 * max_cells`` in L1 (:attr:`sensitivity`).
+        most ``2 * max_cells`` in L1 (:attr:`sensitivity`), adding or removing one
+        by ``max_cells``.
     """
 
     matrix: sparse.csr_array
@@ -46,7 +48,12 @@ class CellCoverage:
     @property
     def sensitivity(self) -> float:
         """L1 change of the summed coverage when one client is replaced."""
-        return 2.0 * self.max_cells
+        return self.sensitivity_under("replace")
+
+    def sensitivity_under(self, neighbours: Neighbours) -> float:
+        """L1 change of the summed coverage: ``2 max_cells`` (replace) or ``max_cells``."""
+        return float(self.max_cells) * (1.0 if check_neighbours(neighbours) == "add_remove"
+                                        else 2.0)
 
 
 def coverage(lon: ArrayLike, lat: ArrayLike, client_ids: ArrayLike, partition: Partition,

@@ -11,28 +11,34 @@ Every release follows one order (:mod:`spatialdp.privacy.pipeline`): validate
 everything, compute everything that can fail, charge the target, draw the noise,
 publish. Nothing is charged for a refused release.
 
-Neighbouring relation: replace one client's data by another's, with the
-cohort (which clients take part, in which region) chosen by the server's
-stratified selection and therefore known to it. The clip width is then the
-sensitivity of a sum, and ``2 * mass_cap`` that of a histogram.
+Neighbouring relation (``neighbours=``): ``"replace"`` (the default) replaces
+one client's data by another's, with the cohort (which clients take part)
+chosen by the server's stratified selection and therefore public; the clip
+width is then the sensitivity of a sum, and ``2 * mass_cap`` that of a
+histogram, and the floor applies to the exact cohort. ``"add_remove"`` adds or
+removes one client: the count of clients is noised too (the sum at sensitivity
+``max(|clip_low|, |clip_high|)`` or ``mass_cap``), the value is a ratio
+estimate, and the floor applies to the noised count after the release (a
+suppressed result is charged, and shows nothing).
 """
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from spatialdp._validation import check_alpha, check_cohort_floor, check_epsilon
 from spatialdp.exceptions import CohortTooSmall, InvalidInput
-from spatialdp.federated._estimate import Estimate, plan_estimate
+from spatialdp.federated._estimate import Estimate, NoisyCohort, plan_estimate
 from spatialdp.federated._tags import read_reports
 from spatialdp.federated.group_sums import Groups
 from spatialdp.federated.metrics import HistogramSpec, MetricSpec
 from spatialdp.federated.release import HistogramRelease, MetricRelease
-from spatialdp.privacy.budget import Single
-from spatialdp.privacy.pipeline import run_release
+from spatialdp.privacy.budget import Neighbours, Single, check_neighbours
+from spatialdp.privacy.pipeline import ReleasePlan, run_release
 from spatialdp.privacy.target import Accounting, check_target
 
 __all__ = ["aggregate_histogram", "aggregate_metric"]
@@ -41,24 +47,32 @@ GLOBAL_LINE_ITEM = "evaluation.global"
 
 
 def _release_one(client_reports: pd.DataFrame, spec: MetricSpec | HistogramSpec, *,
-                 epsilon: float, target: Accounting, min_cohort: int, alpha: float) -> Estimate:
+                 epsilon: float, target: Accounting, min_cohort: int, alpha: float,
+                 neighbours: Neighbours) -> Estimate:
     """Validate, plan, charge and noise one metric over the whole cohort."""
     account = check_target(target)
     eps = check_epsilon(epsilon)
     floor = check_cohort_floor(min_cohort)
     level = check_alpha(alpha)
+    relation = check_neighbours(neighbours)
     table = read_reports(client_reports, [spec])
     values = table.values(spec)
     presence = table.presence(spec) if isinstance(spec, MetricSpec) else None
     n = values.shape[0]
-    if n < floor:
+    groups = Groups(np.zeros(n, dtype=np.int64), 1)
+    cohort = None
+    if relation == "replace" and n < floor:  # the cohort is public under replace-one
         raise CohortTooSmall(
             f"{spec.key}: cohort={n} is below the floor min_cohort={floor}; publishing it "
             "would expose individual clients. Wait for more clients or widen the window")
-    plan = plan_estimate(spec, values, presence, Groups(np.zeros(n, dtype=np.int64), 1),
-                         epsilon=eps, min_cohort=floor, alpha=level)
-    (estimate,) = run_release([plan], target=account, structure=Single(spec.key),
-                              what=spec.key, default_line_item=GLOBAL_LINE_ITEM)
+    if relation == "add_remove":  # nothing before the noise looks at the count
+        cohort = NoisyCohort.split([spec], {spec.name: eps})
+    plans: list[ReleasePlan[Any]] = [] if cohort is None else [cohort.plan(groups.counts)]
+    plans.append(plan_estimate(spec, values, presence, groups, epsilon=eps, min_cohort=floor,
+                               alpha=level, neighbours=relation, cohort=cohort))
+    *_, estimate = run_release(plans, target=account, structure=Single(spec.key),
+                               what=spec.key, default_line_item=GLOBAL_LINE_ITEM,
+                               neighbours=relation)
     return estimate
 
 
@@ -70,6 +84,7 @@ def aggregate_metric(
     target: Accounting,
     min_cohort: int = 50,
     alpha: float = 0.05,
+    neighbours: Neighbours = "replace",
 ) -> MetricRelease:
     """Securely summed, noised mean of one clipped metric over a whole cohort.
 
@@ -94,6 +109,8 @@ def aggregate_metric(
         Publication floor (a whole number >= 1).
     alpha : float
         Error bars are (1 - alpha) intervals of the noise.
+    neighbours : {"replace", "add_remove"}, default "replace"
+        The neighbouring relation ``epsilon`` holds for (see the module docstring).
 
     Returns
     -------
@@ -102,7 +119,9 @@ def aggregate_metric(
     Raises
     ------
     InvalidInput, CohortTooSmall, ClippingFailure, BudgetExceeded
-        Nothing is charged when any is raised before the noise.
+        Nothing is charged when any is raised before the noise. ``CohortTooSmall``
+        only under replace-one (the cohort is public); under add/remove a noised
+        count below the floor gives a suppressed, charged result.
 
     Examples
     --------
@@ -119,22 +138,22 @@ def aggregate_metric(
         raise InvalidInput(f"spec={spec!r} is not a MetricSpec; histograms use "
                            "aggregate_histogram")
     est = _release_one(client_reports, spec, epsilon=epsilon, target=target,
-                       min_cohort=min_cohort, alpha=alpha)
+                       min_cohort=min_cohort, alpha=alpha, neighbours=neighbours)
     account = check_target(target)
     if est.suppressed[0]:
-        # A ratio estimate whose NOISED count of clients with the metric fell below
-        # the floor: charged (the noise was drawn), but neither value nor count is shown.
+        # A NOISED count below the floor: charged (the noise was drawn), but neither
+        # value nor count is shown.
         return MetricRelease(
             metric=spec.key, value=math.nan, error_bar=math.nan, alpha=float(alpha),
             noise_scale=math.nan, cohort=0, epsilon=est.epsilon, clip_low=spec.clip_low,
             clip_high=spec.clip_high, estimator=est.estimator, round_index=account.round_index,
-            accounting=account.metadata(), suppressed=True)
+            accounting=account.metadata(), suppressed=True, neighbours=neighbours)
     return MetricRelease(
         metric=spec.key, value=float(est.values[0]), error_bar=float(est.error_bar[0]),
         alpha=float(alpha), noise_scale=float(est.noise_scale[0]), cohort=int(est.cohort[0]),
         epsilon=est.epsilon, clip_low=spec.clip_low, clip_high=spec.clip_high,
         estimator=est.estimator, round_index=account.round_index,
-        accounting=account.metadata(),
+        accounting=account.metadata(), neighbours=neighbours,
         _state={k: float(v[0]) for k, v in est.state.items()},
     )
 
@@ -147,6 +166,7 @@ def aggregate_histogram(
     target: Accounting,
     min_cohort: int = 50,
     alpha: float = 0.05,
+    neighbours: Neighbours = "replace",
 ) -> HistogramRelease:
     """Securely summed, noised histogram: the buckets are ONE release at full epsilon.
 
@@ -172,11 +192,14 @@ def aggregate_histogram(
         raise InvalidInput(f"spec={spec!r} is not a HistogramSpec; scalar metrics use "
                            "aggregate_metric")
     est = _release_one(client_reports, spec, epsilon=epsilon, target=target,
-                       min_cohort=min_cohort, alpha=alpha)
+                       min_cohort=min_cohort, alpha=alpha, neighbours=neighbours)
     account = check_target(target)
     return HistogramRelease(
         metric=spec.key, labels=tuple(spec.labels), values=est.values[0],
         error_bar=float(est.error_bar[0]), alpha=float(alpha),
         noise_scale=float(est.noise_scale[0]), cohort=int(est.cohort[0]),
         epsilon=est.epsilon, round_index=account.round_index, accounting=account.metadata(),
+        estimator=est.estimator, suppressed=bool(est.suppressed[0]), neighbours=neighbours,
+        mass_cap=spec.mass_cap,
+        _state={k: float(v[0]) for k, v in est.state.items()},
     )

@@ -4,7 +4,8 @@ Each device sends a capped 0/1 row of the regions it has samples in
 (:func:`~spatialdp.federated.device.coverage`, at most ``max_cells`` ones). The
 server securely sums the rows into a count per region and adds exact discrete
 Laplace noise once to the whole vector; one client moves it by at most
-``2 * max_cells`` in L1 (replace-one), so the whole map is ONE release at full
+``2 * max_cells`` in L1 (replace-one; ``max_cells`` when one client is added or
+removed, ``neighbours="add_remove"``), so the whole map is ONE release at full
 epsilon, whatever the number of regions.
 
 What is published per region is the noised count of clients with a sample there
@@ -43,7 +44,7 @@ from spatialdp._validation import check_alpha, check_epsilon
 from spatialdp.exceptions import InvalidInput, PartitionMismatch
 from spatialdp.federated._coverage import CellCoverage
 from spatialdp.geo.partition import Partition
-from spatialdp.privacy.budget import Single
+from spatialdp.privacy.budget import Neighbours, Single, check_neighbours
 from spatialdp.privacy.noise import LaplaceMechanism
 from spatialdp.privacy.pipeline import ReleasePlan, run_release
 from spatialdp.privacy.target import Accounting, check_target
@@ -66,6 +67,8 @@ class CoverageRelease:
         The partition the counts are keyed by.
     accounting : dict
         How it was charged.
+    neighbours : {"replace", "add_remove"}
+        The neighbouring relation ``epsilon`` holds for.
     """
 
     frame: gpd.GeoDataFrame
@@ -73,6 +76,7 @@ class CoverageRelease:
     alpha: float
     partition_version: str
     accounting: dict[str, Any] = field(default_factory=dict)
+    neighbours: str = "replace"
 
     @property
     def covered_share(self) -> float:
@@ -92,7 +96,8 @@ class CoverageRelease:
 
 
 def release_coverage(coverage: CellCoverage, partition: Partition, *, epsilon: float,
-                     target: Accounting, alpha: float = 0.05) -> CoverageRelease:
+                     target: Accounting, alpha: float = 0.05,
+                     neighbours: Neighbours = "replace") -> CoverageRelease:
     """Release how many clients have samples in each region, noised once.
 
     Parameters
@@ -107,6 +112,9 @@ def release_coverage(coverage: CellCoverage, partition: Partition, *, epsilon: f
         Where it is charged and how its noise is drawn; required.
     alpha : float
         ``error_bar`` is the ``1 - alpha`` half-width of one region's noise.
+    neighbours : {"replace", "add_remove"}, default "replace"
+        The neighbouring relation: one client's rows replaced (sensitivity
+        ``2 max_cells``) or one client added or removed (``max_cells``).
 
     Returns
     -------
@@ -115,6 +123,7 @@ def release_coverage(coverage: CellCoverage, partition: Partition, *, epsilon: f
     account = check_target(target)
     eps = check_epsilon(epsilon)
     level = check_alpha(alpha)
+    relation = check_neighbours(neighbours)
     if not isinstance(coverage, CellCoverage):
         raise InvalidInput(f"coverage must be a CellCoverage from device.coverage(), got "
                            f"{type(coverage).__name__}")
@@ -132,7 +141,7 @@ def release_coverage(coverage: CellCoverage, partition: Partition, *, epsilon: f
         raise InvalidInput("coverage rows must be one per client, with unique client ids")
     counts: NDArray[np.int64] = np.bincount(rows.indices, minlength=partition.n_regions
                                             ).astype(np.int64)
-    mech = LaplaceMechanism(eps, coverage.sensitivity, discrete=True)
+    mech = LaplaceMechanism(eps, coverage.sensitivity_under(relation), discrete=True)
     bar = float(mech.error_bar(1, level))
 
     def finish(noisy: list[NDArray[Any]]) -> gpd.GeoDataFrame:
@@ -144,7 +153,7 @@ def release_coverage(coverage: CellCoverage, partition: Partition, *, epsilon: f
     (frame,) = run_release([ReleasePlan(eps, [(mech, counts)], finish)], target=account,
                            structure=Single(f"coverage:{partition.key}"),
                            what=f"coverage counts (max_cells {coverage.max_cells})",
-                           default_line_item="evaluation.regional")
+                           default_line_item="evaluation.regional", neighbours=relation)
     if not math.isfinite(bar):  # pragma: no cover - the mechanism refuses such scales
         raise InvalidInput("the coverage error bar is not finite")
-    return CoverageRelease(frame, eps, level, partition.version, account.metadata())
+    return CoverageRelease(frame, eps, level, partition.version, account.metadata(), relation)

@@ -184,7 +184,7 @@ def check_clipping(spec: MetricSpec | HistogramSpec, sums: NDArray[np.float64],
     >>> check_clipping(MetricSpec("loss", 0, 1), np.array([5.0]), np.array([2]))
     Traceback (most recent call last):
     ...
-    spatialdp.exceptions.ClippingFailure: loss@1: the aggregate of group 0 lies beyond [0, 1] x cohort (cohort 2); some device did not clip. Nothing was published or charged: find the device build that skips clipping
+    spatialdp.exceptions.ClippingFailure: loss@1: the aggregate of group 0 lies beyond [0, 1] x cohort; some device did not clip. Nothing was published or charged: find the device build that skips clipping
     """  # noqa: E501
     if not isinstance(spec, (MetricSpec, HistogramSpec)):
         raise InvalidInput(f"spec={spec!r} is not a MetricSpec or HistogramSpec")
@@ -210,8 +210,9 @@ def check_clipping(spec: MetricSpec | HistogramSpec, sums: NDArray[np.float64],
     bad = np.atleast_1d(bad)
     if bad.any():
         first = int(np.flatnonzero(bad)[0])
+        # The message names the group, never its sum or count (private before the noise).
         raise ClippingFailure(
-            f"{spec.key}: the aggregate of group {first} lies beyond {limit} "
-            f"(cohort {int(np.atleast_1d(counts)[first])}); some device did not clip. Nothing "
-            "was published or charged: find the device build that skips clipping"
+            f"{spec.key}: the aggregate of group {first} lies beyond {limit}; some device did "
+            "not clip. Nothing was published or charged: find the device build that skips "
+            "clipping"
         )

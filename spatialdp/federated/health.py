@@ -22,7 +22,7 @@ from numpy.typing import ArrayLike, NDArray
 from spatialdp._validation import check_alpha, check_epsilon, check_integer
 from spatialdp.exceptions import InvalidInput
 from spatialdp.geo.partition import Partition
-from spatialdp.privacy.budget import Disjoint
+from spatialdp.privacy.budget import Disjoint, Neighbours, check_neighbours
 from spatialdp.privacy.noise import LaplaceMechanism
 from spatialdp.privacy.pipeline import ReleasePlan, run_release
 from spatialdp.privacy.target import Accounting, check_target
@@ -32,8 +32,9 @@ __all__ = ["HEALTH_STATUSES", "RoundHealth", "round_health"]
 #: What became of a selected client in a round.
 HEALTH_STATUSES = ("returned", "dropped", "rejected")
 
-# Replacing one client moves one unit from one (region, status) cell to another.
-_SENSITIVITY = 2
+# Replacing one client moves one unit from one (region, status) cell to another;
+# adding or removing one moves one cell by one.
+_SENSITIVITY = {"replace": 2, "add_remove": 1}
 _MAX_GRANULARITY = 10**6
 
 
@@ -55,6 +56,8 @@ class RoundHealth:
         The partition the table is keyed by.
     accounting : dict
         How it was charged.
+    neighbours : {"replace", "add_remove"}
+        The neighbouring relation ``epsilon`` holds for.
     """
 
     table: pd.DataFrame
@@ -62,6 +65,7 @@ class RoundHealth:
     epsilon: float
     partition_version: str
     accounting: dict[str, Any] = field(default_factory=dict)
+    neighbours: str = "replace"
 
     @property
     def simulated(self) -> bool:
@@ -78,8 +82,8 @@ class RoundHealth:
         total = self.table[list(HEALTH_STATUSES)].sum()
         label = " [SIMULATION]" if self.simulated else ""
         return (f"round health{label}: ~{int(total.sum()):,} selected, ~{int(total.dropped):,} "
-                f"dropped, ~{int(total.rejected):,} rejected (noised, epsilon {self.epsilon:g}, "
-                f"coarsened to {self.granularity})")
+                f"dropped, ~{int(total.rejected):,} rejected (noised, epsilon {self.epsilon:g} "
+                f"{self.neighbours}, coarsened to {self.granularity})")
 
     def _repr_html_(self) -> str:
         return f"<pre>{html.escape(self.summary())}</pre>"
@@ -119,6 +123,7 @@ def round_health(
     target: Accounting,
     granularity: int = 5,
     alpha: float = 0.05,
+    neighbours: Neighbours = "replace",
 ) -> RoundHealth:
     """Release per-region counts of what became of the selected clients.
 
@@ -139,6 +144,9 @@ def round_health(
         privacy terms); they are not clamped at zero, so sums stay unbiased.
     alpha : float
         ``error_bar`` is the (1 - alpha) half-width of one published count.
+    neighbours : {"replace", "add_remove"}, default "replace"
+        One selected client's outcome replaced (sensitivity 2), or one selected
+        client added or removed (sensitivity 1).
 
     Returns
     -------
@@ -162,10 +170,11 @@ def round_health(
     step = check_integer(granularity, "granularity", low=1, high=_MAX_GRANULARITY,
                          fix="pass a whole number of clients >= 1, e.g. 5")
     level = check_alpha(alpha)
+    relation = check_neighbours(neighbours)
     if not isinstance(partition, Partition):
         raise InvalidInput(f"partition must be a Partition, got {type(partition).__name__}")
     counts = _counts(status, region_id, partition)
-    mech = LaplaceMechanism(eps, _SENSITIVITY, discrete=True)
+    mech = LaplaceMechanism(eps, _SENSITIVITY[relation], discrete=True)
     bar = float(mech.error_bar(1, level)) + step / 2
 
     def finish(noisy: list[NDArray[Any]]) -> pd.DataFrame:
@@ -179,5 +188,6 @@ def round_health(
     (table,) = run_release(
         [ReleasePlan(eps, [(mech, counts.ravel())], finish)], target=account,
         structure=Disjoint(f"{partition.key}:health", parts=3 * partition.n_regions),
-        what="round-health counters", default_line_item="evaluation.regional")
-    return RoundHealth(table, step, eps, partition.version, account.metadata())
+        what="round-health counters", default_line_item="evaluation.regional",
+        neighbours=relation)
+    return RoundHealth(table, step, eps, partition.version, account.metadata(), relation)

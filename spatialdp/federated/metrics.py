@@ -33,6 +33,7 @@ from spatialdp._validation import (
 )
 from spatialdp.exceptions import InvalidInput, InvalidSpec
 from spatialdp.federated.release import predicted_error_bar
+from spatialdp.privacy.budget import NEIGHBOURS, Neighbours, check_neighbours
 
 __all__ = [
     "HistogramSpec",
@@ -160,12 +161,14 @@ class MetricSpec:
                 f"{self.name}: clip_low={low} must be below clip_high={high}; "
                 "give the range a device clips its value into"
             )
-        if not math.isfinite(high - low) or not math.isfinite(max(abs(low), abs(high)) * 2):
-            raise InvalidSpec(
-                f"{self.name}: the clip range [{low:g}, {high:g}] has an infinite width, so "
-                "its sensitivity cannot be noised; clip to a range you can state in numbers")
         object.__setattr__(self, "clip_low", low)
         object.__setattr__(self, "clip_high", high)
+        for relation in NEIGHBOURS:
+            if not math.isfinite(self.sensitivity_under(relation)):
+                raise InvalidSpec(
+                    f"{self.name}: the clip range [{low:g}, {high:g}] gives an infinite "
+                    f"{relation} sensitivity (one client's largest change of the sum), which "
+                    "no noise can cover; clip to a range you can state in numbers")
 
     @property
     def sensitivity(self) -> float:
@@ -174,6 +177,25 @@ class MetricSpec:
         With ``present``, an absent client contributes 0, so the width of
         ``[min(clip_low, 0), max(clip_high, 0)]``.
         """
+        return self.sensitivity_under("replace")
+
+    def sensitivity_under(self, neighbours: Neighbours) -> float:
+        """One client's largest influence on the cohort SUM under a neighbouring relation.
+
+        ``"replace"``: :attr:`sensitivity`. ``"add_remove"``: adding or removing a
+        client moves the sum by its own value, at most ``max(|clip_low|, |clip_high|)``
+        (the count of clients moves by one).
+
+        Examples
+        --------
+        >>> spec = MetricSpec("loss", 0.0, 4.0)
+        >>> spec.sensitivity_under("replace"), spec.sensitivity_under("add_remove")
+        (4.0, 4.0)
+        >>> MetricSpec("bias", -1.0, 3.0).sensitivity_under("add_remove")
+        3.0
+        """
+        if check_neighbours(neighbours) == "add_remove":
+            return max(abs(self.clip_low), abs(self.clip_high))
         if self.present is None:
             return self.clip_high - self.clip_low
         return max(self.clip_high, 0.0) - min(self.clip_low, 0.0)
@@ -275,6 +297,11 @@ class HistogramSpec:
         cap = _finite(self.name, "mass_cap", self.mass_cap)
         if cap <= 0:
             raise InvalidSpec(f"{self.name}: mass_cap={cap} must be positive")
+        if not math.isfinite(2.0 * cap):
+            raise InvalidSpec(
+                f"{self.name}: mass_cap={cap!r} gives an infinite replace-one sensitivity "
+                "(2 x mass_cap), which no noise can cover; give a cap such as 1 (each client "
+                "adds a distribution)")
         object.__setattr__(self, "edges", edges)
         object.__setattr__(self, "mass_cap", cap)
         object.__setattr__(self, "_edges", np.asarray(edges, dtype=np.float64))
@@ -287,6 +314,22 @@ class HistogramSpec:
     @property
     def sensitivity(self) -> float:
         """L1 change of the summed histogram when one client is replaced: ``2 * mass_cap``."""
+        return self.sensitivity_under("replace")
+
+    def sensitivity_under(self, neighbours: Neighbours) -> float:
+        """L1 change of the summed histogram under a neighbouring relation.
+
+        ``"replace"``: ``2 * mass_cap`` (mass leaves one bucket, lands in another).
+        ``"add_remove"``: ``mass_cap`` (one client's whole histogram added or removed).
+
+        Examples
+        --------
+        >>> spec = HistogramSpec("err", edges=(1.0,), mass_cap=0.5)
+        >>> spec.sensitivity_under("replace"), spec.sensitivity_under("add_remove")
+        (1.0, 0.5)
+        """
+        if check_neighbours(neighbours) == "add_remove":
+            return self.mass_cap
         return 2.0 * self.mass_cap
 
     @property

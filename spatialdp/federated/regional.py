@@ -36,14 +36,14 @@ from spatialdp._validation import (
     fail,
 )
 from spatialdp.exceptions import InvalidInput
-from spatialdp.federated._estimate import Estimate, plan_estimate, ratio_interval
+from spatialdp.federated._estimate import Estimate, NoisyCohort, plan_estimate, ratio_interval
 from spatialdp.federated._tags import read_reports
 from spatialdp.federated.group_sums import Groups
 from spatialdp.federated.metrics import HistogramSpec, MetricSpec
-from spatialdp.federated.schema import coarsen_count, reliability_class
+from spatialdp.federated.schema import NEIGHBOUR_TEXT, reliability_class
 from spatialdp.geo.partition import Partition
-from spatialdp.privacy.budget import Disjoint
-from spatialdp.privacy.pipeline import run_release
+from spatialdp.privacy.budget import Disjoint, Neighbours, check_neighbours
+from spatialdp.privacy.pipeline import ReleasePlan, run_release
 from spatialdp.privacy.target import Accounting, check_target
 
 __all__ = ["RegionalReport", "regional_report"]
@@ -71,13 +71,20 @@ class RegionalReport:
         The level of the published error bars.
     min_cohort : int
         The publication floor.
-    suppressed_regions : str
-        The number of suppressed regions, coarsened (e.g. ``'1-4'``).
+    suppressed_regions : int
+        The number of regions with no published value in any metric. Exact: the
+        suppressed flags are published per region anyway (under replace-one they
+        follow public participation; under add/remove, noised counts).
     metrics : dict of str -> str
         Spec key per metric name.
     accounting : dict
         How the round was charged (``accounting`` is ``ledger``, ``unaccounted``
         or ``simulation``).
+    neighbours : {"replace", "add_remove"}
+        The neighbouring relation the round's epsilon holds for. Under
+        ``"replace"`` the cohorts are exact (participation is public); under
+        ``"add_remove"`` every cohort, floor and suppression comes from noised
+        counts.
 
     Examples
     --------
@@ -106,10 +113,11 @@ class RegionalReport:
     epsilon: dict[str, float]
     alpha: float
     min_cohort: int
-    suppressed_regions: str
+    suppressed_regions: int
     metrics: dict[str, str] = field(default_factory=dict)
     accounting: dict[str, Any] = field(default_factory=dict)
     estimates: dict[str, Estimate] = field(default_factory=dict, repr=False)
+    neighbours: Neighbours = "replace"
 
     def __getitem__(self, metric: str) -> gpd.GeoDataFrame:
         try:
@@ -199,6 +207,7 @@ class RegionalReport:
             "alpha": self.alpha,
             "min_cohort": self.min_cohort,
             "suppressed_regions": self.suppressed_regions,
+            "neighbours": self.neighbours,
             "metrics": dict(self.metrics),
             "metric_specs": {name: est.spec.describe() for name, est in self.estimates.items()},
             **{k: v for k, v in self.accounting.items() if k != "round_index"},
@@ -440,8 +449,8 @@ class RegionalReport:
         lines = [
             f"{head}regional report, round {self.round_index}, partition "
             f"{self.partition_version}, epsilon {self.epsilon_total:g} per client "
-            f"({1 - self.alpha:.0%} error bars)",
-            f"  suppressed regions (coarsened): {self.suppressed_regions}",
+            f"({NEIGHBOUR_TEXT[self.neighbours]}), {1 - self.alpha:.0%} error bars",
+            f"  suppressed regions: {self.suppressed_regions}",
         ]
         for name, frame in self.frames.items():
             shown = frame[~frame.suppressed]
@@ -542,6 +551,7 @@ def regional_report(
     target: Accounting,
     min_cohort: int = 50,
     alpha: float = 0.05,
+    neighbours: Neighbours = "replace",
 ) -> RegionalReport:
     """Private per-region metrics for a whole partition, in one call.
 
@@ -570,6 +580,22 @@ def regional_report(
         suppressed.
     alpha : float
         Error bars are (1 - alpha) intervals of the noise.
+    neighbours : {"replace", "add_remove"}, default "replace"
+        The neighbouring relation ``epsilon`` holds for.
+
+        ``"replace"``: one client's values replaced, its participation fixed.
+        The cohort of every region is public (published exactly), the floor is
+        applied to it, and each metric's sum is noised at sensitivity
+        ``clip_high - clip_low`` (a histogram: ``2 mass_cap``).
+
+        ``"add_remove"``: one client added or removed, so whether and where a
+        client reported is protected too. Each region publishes a noised sum
+        (sensitivity ``max(|clip_low|, |clip_high|)``; a histogram: ``mass_cap``)
+        over a noised count: the mean metrics share one count per region, to
+        which each lends half its epsilon (:class:`~spatialdp.federated._estimate.NoisyCohort`);
+        a ``present`` metric splits its epsilon with its own count. Every region is
+        noised; floors, suppression, cohorts and reliability come from the noised
+        counts; intervals are the ratio estimator's conservative ones.
 
     Returns
     -------
@@ -583,7 +609,9 @@ def regional_report(
     Warns
     -----
     UninformativeReleaseWarning
-        Before charging, when even the best region's error bar exceeds the clip range.
+        When even the best region's error bar exceeds the clip range: before
+        charging from public counts (replace-one), after the release from the
+        published bars (add/remove).
 
     Examples
     --------
@@ -611,8 +639,9 @@ def regional_report(
         from spatialdp.scale.report import regional_report as on_dask
 
         return on_dask(client_reports, partition, metrics, epsilon=epsilon, target=target,
-                       min_cohort=min_cohort, alpha=alpha)
-    request = RegionalRequest.check(partition, metrics, epsilon, target, min_cohort, alpha)
+                       min_cohort=min_cohort, alpha=alpha, neighbours=neighbours)
+    request = RegionalRequest.check(partition, metrics, epsilon, target, min_cohort, alpha,
+                                    neighbours)
     table = read_reports(client_reports, request.metrics, partition)
     assert table.positions is not None
     return request.publish(
@@ -635,18 +664,20 @@ class RegionalRequest:
     floor: int
     level: float
     account: Accounting
+    neighbours: Neighbours = "replace"
 
     @classmethod
     def check(cls, partition: Partition, metrics: Sequence[MetricSpec | HistogramSpec],
               epsilon: float | Mapping[str, float], target: Accounting, min_cohort: int,
-              alpha: float) -> RegionalRequest:
+              alpha: float, neighbours: Neighbours = "replace") -> RegionalRequest:
         """Validate every argument that does not need the client reports."""
         account = check_target(target)
         _check_specs(metrics)
         if not isinstance(partition, Partition):
             raise InvalidInput(f"partition must be a Partition, got {type(partition).__name__}")
         return cls(partition, list(metrics), _resolve_epsilons(metrics, epsilon),
-                   check_cohort_floor(min_cohort), check_alpha(alpha), account)
+                   check_cohort_floor(min_cohort), check_alpha(alpha), account,
+                   check_neighbours(neighbours))
 
     def publish(self, groups: Groups,
                 values: Callable[[MetricSpec | HistogramSpec], NDArray[np.float64]],
@@ -660,22 +691,31 @@ class RegionalRequest:
         partition, metrics, epsilons, floor = (self.partition, self.metrics, self.epsilons,
                                                self.floor)
         counts = groups.counts
-        published = int((counts >= floor).sum())
-        if published == 0:
-            raise InvalidInput(
-                f"every region is below the cohort floor min_cohort={floor} (largest cohort "
-                f"{int(counts.max())}); nothing can be published: lower the floor only if "
-                "the error bar allows, or merge regions")
-        plans = [plan_estimate(spec, values(spec), presence(spec), groups,
-                               epsilon=epsilons[spec.name], min_cohort=floor, alpha=self.level)
-                 for spec in metrics]
-        estimates = run_release(
-            plans, target=self.account, structure=Disjoint(partition.key, parts=published),
+        cohort: NoisyCohort | None = None
+        if self.neighbours == "replace":  # cohorts are public: refuse a report of nothing
+            if not (counts >= floor).any():
+                raise InvalidInput(
+                    f"every region is below the cohort floor min_cohort={floor} (largest "
+                    f"cohort {int(counts.max())}); nothing can be published: lower the floor "
+                    "only if the error bar allows, or merge regions")
+            parts = int((counts >= floor).sum())
+        else:  # every region is noised; nothing before the noise looks at a count
+            cohort = NoisyCohort.split(metrics, epsilons)
+            parts = partition.n_regions
+        plans: list[ReleasePlan[Any]] = [] if cohort is None else [cohort.plan(counts)]
+        plans += [plan_estimate(spec, values(spec), presence(spec), groups,
+                                epsilon=epsilons[spec.name], min_cohort=floor,
+                                alpha=self.level, neighbours=self.neighbours, cohort=cohort)
+                  for spec in metrics]
+        released = run_release(
+            plans, target=self.account, structure=Disjoint(partition.key, parts=parts),
             what="regional report: " + ", ".join(
                 f"{s.key} (epsilon {epsilons[s.name]:g})" for s in metrics),
-            default_line_item=REGIONAL_LINE_ITEM)
+            default_line_item=REGIONAL_LINE_ITEM, neighbours=self.neighbours)
+        estimates: list[Estimate] = released[len(plans) - len(metrics):]
         round_index = pd.array([self.account.round_index] * partition.n_regions,
                                dtype="Int64")
+        every = np.logical_and.reduce([est.suppressed for est in estimates])
         report = RegionalReport(
             frames={est.spec.name: _metric_frame(est, partition, round_index)
                     for est in estimates},
@@ -684,10 +724,11 @@ class RegionalRequest:
             epsilon=epsilons,
             alpha=self.level,
             min_cohort=floor,
-            suppressed_regions=coarsen_count(int((counts < floor).sum())),
+            suppressed_regions=int(every.sum()),
             metrics={s.name: s.key for s in metrics},
             accounting=self.account.metadata(),
             estimates={est.spec.name: est for est in estimates},
+            neighbours=self.neighbours,
         )
         for name, frame in report.frames.items():
             frame.attrs["spatialdp"] = {**report.metadata(), "metric": name,

@@ -87,9 +87,12 @@ class MetricRelease:
     bounded : bool
         True when the value was clamped into the clip range for display (biased).
     suppressed : bool
-        True when a ratio estimate's noised count of clients with the metric fell
-        below the cohort floor: the release was charged, but ``value``,
-        ``error_bar`` and ``noise_scale`` are NaN and ``cohort`` is 0 (not shown).
+        True when a ratio estimate's noised count (of clients with the metric, or
+        under add/remove of all clients) fell below the cohort floor: the release
+        was charged, but ``value``, ``error_bar`` and ``noise_scale`` are NaN and
+        ``cohort`` is 0 (not shown).
+    neighbours : {"replace", "add_remove"}
+        The neighbouring relation ``epsilon`` holds for.
 
     Examples
     --------
@@ -123,6 +126,7 @@ class MetricRelease:
     accounting: dict[str, Any] = field(default_factory=dict, compare=False)
     bounded: bool = False
     suppressed: bool = False
+    neighbours: str = "replace"
     _state: dict[str, float] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -175,8 +179,9 @@ class MetricRelease:
                     f"{_accounting_text(self.accounting)}")
         return (
             f"{self.metric}{where}: {self.value:.4g} +/- {self.error_bar:.3g} "
-            f"({100 * (1 - self.alpha):.0f}%){clamp}, cohort={self.cohort}, "
-            f"epsilon={self.epsilon:g}{_accounting_text(self.accounting)}"
+            f"({100 * (1 - self.alpha):.0f}%){clamp}, cohort={self.cohort}"
+            f"{' (noised)' if self.neighbours == 'add_remove' else ''}, "
+            f"epsilon={self.epsilon:g} ({self.neighbours}){_accounting_text(self.accounting)}"
         )
 
     def _repr_html_(self) -> str:
@@ -218,6 +223,11 @@ class HistogramRelease:
     region_id: str | None = None
     round_index: int | None = None
     accounting: dict[str, Any] = field(default_factory=dict, compare=False)
+    estimator: str = "mean"
+    suppressed: bool = False
+    neighbours: str = "replace"
+    mass_cap: float = math.inf
+    _state: dict[str, float] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def simulated(self) -> bool:
@@ -226,15 +236,36 @@ class HistogramRelease:
 
     def conf_int(self, alpha: float | None = None
                  ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-        """Return per-bucket exact ``(1 - alpha)`` intervals (default: the release's alpha)."""
+        """Return per-bucket exact ``(1 - alpha)`` intervals (default: the release's alpha).
+
+        A ratio estimate (add/remove neighbours) gets the conservative interval
+        of its noisy bucket sums over its noisy count, bucket by bucket.
+        """
         level = self.alpha if alpha is None else check_alpha(alpha)
+        if self.suppressed:
+            nan = np.full(self.values.shape, np.nan)
+            return nan, nan.copy()
+        if self.estimator == "ratio":
+            from spatialdp.federated._estimate import ratio_interval
+
+            q = math.log(2.0) - math.log(level)
+            den = self._state["den"]
+            return ratio_interval(self.values * den, np.full(self.values.shape, den),
+                                  self._state["scale_num"] * q, self._state["scale_den"] * q,
+                                  0.0, self.mass_cap)
         half = self.noise_scale * -math.log(level)
         return (self.values - half, self.values + half)
 
     def summary(self) -> str:
         """Return one readable line per bucket."""
-        head = (f"{self.metric}: cohort={self.cohort}, epsilon={self.epsilon:g}, "
-                f"+/- {self.error_bar:.3g} per bucket{_accounting_text(self.accounting)}")
+        if self.suppressed:
+            return (f"{self.metric}: suppressed (noised count below the floor; charged), "
+                    f"epsilon={self.epsilon:g} ({self.neighbours})"
+                    f"{_accounting_text(self.accounting)}")
+        head = (f"{self.metric}: cohort={self.cohort}, epsilon={self.epsilon:g} "
+                f"({self.neighbours}), +/- {self.error_bar:.3g} "
+                f"{'in the top bucket' if self.estimator == 'ratio' else 'per bucket'}"
+                f"{_accounting_text(self.accounting)}")
         rows = [f"  {label:>12}  {v:.4f}" for label, v in
                 zip(self.labels, self.values, strict=True)]
         return "\n".join([head, *rows])

@@ -11,13 +11,15 @@ One place for what a published per-region frame holds; the report builder
 ``ci_high``            estimators)
 ``noise_std``          sd of the noise on ``value`` (ratio estimators: delta
                        method, approximate)
-``cohort``             clients behind the value (<NA> where suppressed)
+``cohort``             clients behind the value (<NA> where suppressed):
+                       exact under replace-one neighbours (participation is
+                       public), the rounded noised count under add/remove
 ``cv``                 ``noise_std / |value|``
 ``reliability``        ``high`` / ``medium`` / ``low`` / ``suppressed`` (ACS)
 ``suppressed``         below the floor: nothing published, not even the cohort
 ``clip_low``,          the range a client's value is clipped into (a histogram
 ``clip_high``          bucket: 0 to the mass cap)
-``estimator``          ``mean`` or ``ratio``
+``estimator``          ``mean`` or ``ratio`` (every metric under add/remove)
 ``metric``             the spec key; a change starts a new baseline
 ``partition_version``  the partition; a change starts a new baseline
 ``round_index``        the federated round
@@ -33,8 +35,14 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-__all__ = ["MAP_COLUMNS", "RELIABILITY_CLASSES", "REPORT_COLUMNS", "coarsen_count",
-           "reliability_class"]
+__all__ = ["MAP_COLUMNS", "NEIGHBOUR_TEXT", "RELIABILITY_CLASSES", "REPORT_COLUMNS",
+           "coarsen_count", "reliability_class"]
+
+#: How titles, summaries and cards name each neighbouring relation.
+NEIGHBOUR_TEXT: dict[str, str] = {
+    "replace": "replace-one: participation public",
+    "add_remove": "add/remove: participation protected",
+}
 
 #: Columns every regional report frame has (besides ``geometry``).
 REPORT_COLUMNS: tuple[str, ...] = (

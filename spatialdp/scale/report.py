@@ -33,6 +33,7 @@ from spatialdp.federated.group_sums import Groups
 from spatialdp.federated.metrics import HistogramSpec, MetricSpec
 from spatialdp.federated.regional import RegionalReport, RegionalRequest
 from spatialdp.geo.partition import Partition
+from spatialdp.privacy.budget import Neighbours
 from spatialdp.privacy.target import Accounting
 from spatialdp.scale.frames import compute, require_frame
 
@@ -186,6 +187,7 @@ def regional_report(
     min_cohort: int = 50,
     alpha: float = 0.05,
     progress: bool = False,
+    neighbours: Neighbours = "replace",
 ) -> RegionalReport:
     """Private per-region metrics from a Dask DataFrame of client reports: one charge, one noise.
 
@@ -202,7 +204,7 @@ def regional_report(
     client_reports : dask.dataframe.DataFrame
         Client reports (e.g. from :func:`device_report`): ``client_id`` (index or
         column), ``region_id``, ``partition_version``, ``device_specs``, metrics.
-    partition, metrics, epsilon, target, min_cohort, alpha
+    partition, metrics, epsilon, target, min_cohort, alpha, neighbours
         As in :func:`spatialdp.federated.regional_report`.
     progress : bool, default False
         Print a progress bar while the workers run.
@@ -233,7 +235,8 @@ def regional_report(
     >>> report.epsilon_total, bool(abs(report["loss"].loc["CA", "value"] - 1.5) < 0.1)
     (0.5, True)
     """
-    request = RegionalRequest.check(partition, metrics, epsilon, target, min_cohort, alpha)
+    request = RegionalRequest.check(partition, metrics, epsilon, target, min_cohort, alpha,
+                                    neighbours)
     show = check_flag(progress, "progress")
     reports = require_frame(client_reports, "client_reports")
     from dask import delayed

@@ -21,6 +21,7 @@ from spatialdp.viz._report import (
     _meta,
     _meta_number,
     _numeric_column,
+    _relation_text,
     _reliability,
     _suppressed,
 )
@@ -163,7 +164,7 @@ def explore_report(
     if meta.get("round_index") is not None:
         caption_bits.append(f"round {meta['round_index']}")
     if _meta_number(meta, "epsilon") is not None:
-        caption_bits.append(f"ε={_meta_number(meta, 'epsilon'):g}")
+        caption_bits.append(f"ε={_meta_number(meta, 'epsilon'):g}{_relation_text(meta)}")
     options: dict[str, Any] = {
         "column": colour_col,
         "cmap": "viridis",

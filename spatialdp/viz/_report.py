@@ -16,7 +16,7 @@ from numpy.typing import NDArray
 
 from spatialdp._validation import check_flag, check_number, check_text, fail
 from spatialdp.exceptions import InvalidInput
-from spatialdp.federated.schema import MAP_COLUMNS, coarsen_count
+from spatialdp.federated.schema import MAP_COLUMNS
 from spatialdp.federated.schema import RELIABILITY_CLASSES as _RELIABILITY_CLASSES
 
 if TYPE_CHECKING:
@@ -178,11 +178,19 @@ def _epsilon_text(meta: Mapping[str, Any]) -> str:
             if metric in eps:
                 eps = eps[metric]
             else:
-                return f"ε = {float(sum(eps.values())):g} (all metrics)" if eps else ""
+                return (f"ε = {float(sum(eps.values())):g} (all metrics"
+                        f"{_relation_text(meta).replace(' (', ', ').rstrip(')')})"
+                        if eps else "")
         except (TypeError, ValueError, OverflowError):
             return ""
     number = _meta_number({"epsilon": eps}, "epsilon")
-    return f"ε = {number:g}" if number is not None else ""
+    return f"ε = {number:g}{_relation_text(meta)}" if number is not None else ""
+
+
+def _relation_text(meta: Mapping[str, Any]) -> str:
+    """`` (add/remove)`` or `` (replace-one)``: the neighbouring relation epsilon holds for."""
+    relation = meta.get("neighbours")
+    return {"add_remove": " (add/remove)", "replace": " (replace-one)"}.get(str(relation), "")
 
 
 def _cohort_text(cohort: Any, suppressed: bool, meta: Mapping[str, Any]) -> str | None:
@@ -193,7 +201,10 @@ def _cohort_text(cohort: Any, suppressed: bool, meta: Mapping[str, Any]) -> str 
             return f"n<{int(floor):,}" if floor is not None else None
         except (TypeError, ValueError, OverflowError):
             return None  # metadata edited by hand: no label rather than a wrong one
-    return None if pd.isna(cohort) or not np.isfinite(cohort) else f"n={int(cohort):,}"
+    if pd.isna(cohort) or not np.isfinite(cohort):
+        return None
+    # Under add/remove the cohort is a noised count, and says so.
+    return f"n≈{int(cohort):,}" if meta.get("neighbours") == "add_remove" else f"n={int(cohort):,}"
 
 
 def _value_title(meta: Mapping[str, Any]) -> str | None:
@@ -256,8 +267,9 @@ def _title(meta: Mapping[str, Any], column: str, n_suppressed: int, n_regions: i
         details.append(eps)
     if _level_text(meta):
         details.append(f"{_level_text(meta)} error bars")
-    # The count is published only coarsened (seed 001), here as everywhere.
-    details.append(f"{coarsen_count(n_suppressed)} regions suppressed")
+    # Exact: the suppressed regions are drawn on the map anyway (the policy of
+    # docs/threat_model.md: exact under replace-one, from noised counts under add/remove).
+    details.append(f"{n_suppressed} of {n_regions} regions suppressed")
     return head + "\n" + " · ".join(details)
 
 

@@ -19,7 +19,6 @@ import numpy as np
 from numpy.typing import NDArray
 
 from spatialdp._validation import check_count, check_flag
-from spatialdp.federated.schema import coarsen_count
 from spatialdp.viz._report import (
     _axes,
     _check_report,
@@ -176,7 +175,7 @@ def plot_bivariate(
         key.set_ylabel("reliability ↓", fontsize=7.5)
         key.tick_params(length=0)
         if suppressed.any():
-            n = coarsen_count(int(suppressed.sum()))
+            n = int(suppressed.sum())
             ax.legend(handles=[Patch(**style, label=f"suppressed ({n})")], loc="upper left",
                       bbox_to_anchor=(1.1, 0.2), frameon=False, fontsize=8)
     return ax

@@ -35,7 +35,6 @@ from numpy.typing import NDArray
 from spatialdp._atomic import write_atomically
 from spatialdp._validation import check_flag, check_number, check_text, fail
 from spatialdp.exceptions import CRSError, InvalidInput
-from spatialdp.federated.schema import coarsen_count
 from spatialdp.viz._explore import explore_report
 from spatialdp.viz._legend import _dot, _draw_class_legend, _draw_legend, _extend
 from spatialdp.viz._report import (
@@ -449,7 +448,7 @@ def plot_uncertainty_choropleth(
 
     # Suppressed regions: one hatched patch each, so each is findable by its id.
     # Published only coarsened (seed 001), in the key as in the title.
-    label = f"{supp_style.pop('label', 'suppressed')} ({coarsen_count(int(suppressed.sum()))})"
+    label = f"{supp_style.pop('label', 'suppressed')} ({int(suppressed.sum())})"
     for i in map(int, np.flatnonzero(suppressed)):
         if i not in paths:
             continue

@@ -30,7 +30,6 @@ from numpy.typing import NDArray
 from spatialdp._validation import check_alpha, check_flag, check_number, check_text, fail
 from spatialdp.exceptions import InvalidInput
 from spatialdp.federated.monitor import difference_threshold
-from spatialdp.federated.schema import coarsen_count
 from spatialdp.viz._report import (
     _axes,
     _check_report,
@@ -247,7 +246,7 @@ def plot_significance(
         # The number of suppressed regions is published only coarsened.
         handles = [Patch(facecolor=SIGNIFICANCE_COLOURS[v], edgecolor="#8a8a8a",
                          hatch="///" if v == "suppressed" else None,
-                         label=f"{v} ({coarsen_count(int(counts.get(v, 0)))})"
+                         label=f"{v} ({int(counts.get(v, 0))})"
                          if v == "suppressed" else f"{v} ({int(counts.get(v, 0))})")
                    for v in ("above", "below", "not different", "suppressed")
                    if v != "suppressed" or counts.get(v, 0)]
