@@ -243,11 +243,10 @@ def plot_significance(
                  fontsize=12, loc="left")
     if legend:
         counts = table.verdict.value_counts()
-        # The number of suppressed regions is published only coarsened.
+        # Counts of regions, exact: every region's verdict is drawn on the map.
         handles = [Patch(facecolor=SIGNIFICANCE_COLOURS[v], edgecolor="#8a8a8a",
                          hatch="///" if v == "suppressed" else None,
-                         label=f"{v} ({int(counts.get(v, 0))})"
-                         if v == "suppressed" else f"{v} ({int(counts.get(v, 0))})")
+                         label=f"{v} ({int(counts.get(v, 0))})")
                    for v in ("above", "below", "not different", "suppressed")
                    if v != "suppressed" or counts.get(v, 0)]
         box = ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0),
