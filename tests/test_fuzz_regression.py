@@ -81,6 +81,7 @@ from tests.test_fuzz_support import (
     boxes,
     check_census,
     flag,
+    fresh_ledger,
     fuzz_only_spatialdp_errors,
     fuzz_settings,
     ledger_targets,
@@ -216,9 +217,9 @@ modulations = arg(st.sampled_from([MOD, Modulation(), Modulation(lam=1.0, omega=
 
 @st.composite
 def privacy_kwargs(draw: st.DrawFn) -> dict[str, Any]:
-    """Either rho, or epsilon and delta (sometimes both, or neither: refused)."""
+    """Either rho, or epsilon and delta (sometimes both, rho with delta, or neither: refused)."""
     kinds = ["rho", "eps"] if _CLEAN[0] else ["rho", "rho", "eps", "both", "neither",
-                                               "eps_only"]
+                                               "eps_only", "rho_delta"]
     kind = draw(st.sampled_from(kinds))
     if kind == "rho":
         return {"rho": draw(rhos)}
@@ -228,6 +229,8 @@ def privacy_kwargs(draw: st.DrawFn) -> dict[str, Any]:
         return {"rho": draw(rhos), "epsilon": draw(rhos), "delta": draw(deltas)}
     if kind == "eps_only":
         return {"epsilon": draw(rhos)}
+    if kind == "rho_delta":
+        return {"rho": draw(rhos), "delta": draw(deltas)}
     return {}
 
 
@@ -382,7 +385,8 @@ def dpsgd_calls(draw: st.DrawFn, target_strategy: Any = None) -> Call:
 @st.composite
 def tune_calls(draw: st.DrawFn) -> Call:
     X, y = data()
-    factory = draw(arg(st.just(lambda: Simulation(rng=0)), Simulation(rng=0), None))
+    factory = draw(arg(st.just(lambda: Simulation(rng=0)), Simulation(rng=0), None,
+                       lambda: None, lambda: ReleaseTarget(fresh_ledger(), epoch=0)))
 
     def check(out: tuple[dict[str, float], RegressionFit]) -> None:
         best, fit = out
@@ -508,13 +512,13 @@ def small_function_calls(draw: st.DrawFn, name: str) -> Call:
 
 
 def estimator_kwargs(draw: st.DrawFn) -> dict[str, Any]:
-    return {"rho": draw(maybe(rhos)), "radius": draw(arg(number(0.5, 3))),
+    return {**draw(privacy_kwargs()), "radius": draw(arg(number(0.5, 3))),
             "alpha": draw(arg(number(0, 0.5))), "lam": draw(arg(number(0, 1))),
             "n_directions": draw(arg(number(1, 2, integer=True))),
             "method": draw(arg(st.sampled_from(["one_shot", "iterative"]), "nope")),
             "rounds": draw(arg(number(1, 3, integer=True))),
             "participation": draw(arg(st.sampled_from(["once", "every"]), "nope")),
-            "fit_intercept": draw(flag()), "random_state": draw(arg(st.integers(0, 9)))}
+            "fit_intercept": draw(flag())}
 
 
 @st.composite
@@ -527,8 +531,6 @@ def estimator_calls(draw: st.DrawFn) -> Call:
 @st.composite
 def estimator_fit_calls(draw: st.DrawFn, target_strategy: Any = None) -> Call:
     kwargs = estimator_kwargs(draw)
-    if kwargs["rho"] is None:
-        kwargs.update(epsilon=draw(rhos), delta=draw(deltas))
     target = draw(targets() if target_strategy is None else target_strategy)
     model = ModulatedRegression(**kwargs, target=target)
     X, y = data()

@@ -199,7 +199,7 @@ def test_label_count_mismatch_and_missing_delta_are_refused():
         transform_clients(X, y[:-1], modulation=Modulation(), rho=0.1, target=Simulation())
     with pytest.raises(InvalidInput, match="delta=None is missing"):
         resolve_rho(epsilon=1.0)
-    with pytest.raises(InvalidInput, match="given together"):
+    with pytest.raises(InvalidInput, match="rho=1.0 and epsilon=1.0 were both given"):
         resolve_rho(rho=1.0, epsilon=1.0)
 
 

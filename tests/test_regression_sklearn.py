@@ -11,13 +11,15 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from spatialdp.exceptions import InvalidInput
 from spatialdp.geo import Partition
-from spatialdp.privacy import PrivacyLedger, ReleaseTarget
+from spatialdp.privacy import PrivacyLedger, ReleaseTarget, Simulation
 from spatialdp.regression import ModulatedRegression, fit_geodataframe, spatial_features
 
 
-@parametrize_with_checks([ModulatedRegression(epsilon=8.0, radius=10.0, random_state=0),
+@parametrize_with_checks([ModulatedRegression(epsilon=8.0, delta=1e-6, radius=10.0,
+                                              target=Simulation(rng=0)),
                           ModulatedRegression(rho=50.0, radius=10.0, lam=1.0, n_directions=1,
-                                              method="iterative", rounds=2, random_state=0)])
+                                              method="iterative", rounds=2,
+                                              target=Simulation(rng=0))])
 def test_sklearn_estimator_checks(estimator, check):
     check(estimator)
 
@@ -40,7 +42,7 @@ def test_nan_features_are_refused_by_the_estimator():
     X = np.ones((10, 2))
     X[0, 0] = np.nan
     with pytest.raises(ValueError, match="NaN"):
-        ModulatedRegression().fit(X, np.ones(10))
+        ModulatedRegression(rho=1.0, target=Simulation(rng=0)).fit(X, np.ones(10))
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +66,8 @@ def city():
 
 def test_fit_from_a_geodataframe_joins_cell_attributes(city):
     partition, attrs, points = city
-    model = fit_geodataframe(points, ModulatedRegression(rho=200.0, radius=4.0, random_state=0),
+    model = fit_geodataframe(points, ModulatedRegression(rho=200.0, radius=4.0,
+                                                         target=Simulation(rng=0)),
                              partition=partition, region_features=attrs, label="y",
                              point_columns=["speed"])
     assert model.feature_names_ == ["speed", "density"]
@@ -97,7 +100,7 @@ def test_region_attributes_must_cover_the_partition(city):
 ])
 def test_fit_refuses_bad_data_with_spatialdps_error(X, y, match):
     with pytest.raises(InvalidInput, match=match):
-        ModulatedRegression(rho=1.0).fit(X, y)
+        ModulatedRegression(rho=1.0, target=Simulation(rng=0)).fit(X, y)
 
 
 def test_fit_refuses_an_unknown_method_before_charging():
@@ -126,7 +129,8 @@ def test_unfitted_model_refuses_predict_and_score_as_spatialdp_and_sklearn():
 def test_predict_checks_the_shape_against_the_fit():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(500, 3)) / 2
-    model = ModulatedRegression(rho=5.0, radius=3.0, random_state=0).fit(X, X @ [1.0, 0, 0])
+    model = ModulatedRegression(rho=5.0, radius=3.0, target=Simulation(rng=0))
+    model.fit(X, X @ [1.0, 0, 0])
     with pytest.raises(InvalidInput, match="X has 1 features, but ModulatedRegression is "
                                            "expecting 3"):
         model.predict(X[:, :1])
@@ -149,7 +153,7 @@ def test_spatial_features_and_fit_geodataframe_refuse_junk(city):
         spatial_features(few, partition, attrs, point_columns=["speed", "speed"])
     with pytest.raises(InvalidInput, match="point_columns='geometry' is a column of geometry"):
         spatial_features(few, partition, attrs, point_columns=["geometry"])
-    model = ModulatedRegression(rho=2.0, radius=2.0, random_state=0)
+    model = ModulatedRegression(rho=2.0, radius=2.0, target=Simulation(rng=0))
     with pytest.raises(InvalidInput, match="label='nope' is not a column"):
         fit_geodataframe(few, model, partition=partition, region_features=attrs, label="nope")
     with pytest.raises(InvalidInput, match="estimator='model' has no fit method"):

@@ -1,8 +1,9 @@
 """Privacy parameters of the regression releases (zCDP); they are charged by the pipeline.
 
 Every release here is a Gaussian mechanism, accounted in zCDP rho. A caller
-gives either ``rho`` or ``(epsilon, delta)``; :func:`rho_for_epsilon` turns the
-latter into the largest rho whose exact conversion
+gives either ``rho`` or ``(epsilon, delta)``, never both and never neither
+(:func:`resolve_rho` refuses them); :func:`rho_for_epsilon` turns the latter
+into the largest rho whose exact conversion
 (:func:`~spatialdp.privacy.budget.rho_to_epsilon`) is at most epsilon.
 
 Examples
@@ -21,7 +22,7 @@ import math
 from functools import lru_cache
 from typing import Any
 
-from spatialdp._validation import check_epsilon, check_number, fail
+from spatialdp._validation import check_epsilon, check_number, fail, short_repr
 from spatialdp.privacy.budget import rho_to_epsilon
 
 __all__ = ["LINE_ITEM", "resolve_rho", "rho_for_epsilon"]
@@ -75,24 +76,42 @@ def rho_for_epsilon(epsilon: Any, delta: Any) -> float:
 
 
 def resolve_rho(rho: Any = None, epsilon: Any = None, delta: Any = None) -> float:
-    """Return rho from exactly one of ``rho`` or ``(epsilon, delta)``.
+    """Return rho from exactly one budget: ``rho`` alone, or ``epsilon`` with ``delta``.
+
+    Contradictory or missing budgets are refused, never resolved: ``rho`` with
+    ``epsilon`` (two budgets for one release), ``rho`` with ``delta`` (a zCDP
+    budget has no delta), neither, and ``epsilon`` without ``delta``.
 
     Examples
     --------
     >>> resolve_rho(rho=0.5)
     0.5
+    >>> resolve_rho(epsilon=1.0, delta=1e-6) == rho_for_epsilon(1.0, 1e-6)
+    True
+    >>> resolve_rho(rho=0.5, epsilon=1.0)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    spatialdp.exceptions.InvalidInput: rho=0.5 and epsilon=1.0 were both given...
     >>> resolve_rho(epsilon=1.0)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
     spatialdp.exceptions.InvalidInput: delta=None is missing...
     """
     if rho is not None:
-        if epsilon is not None or delta is not None:
-            raise fail("rho", rho, "was given together with epsilon/delta",
-                       "give either rho or (epsilon, delta)")
+        if epsilon is not None:
+            with_delta = "" if delta is None else f" (with delta={short_repr(delta)})"
+            raise fail("rho", rho, f"and epsilon={short_repr(epsilon)}{with_delta} were both "
+                       "given: two budgets for one release, and nothing says which to charge",
+                       "give rho= (zCDP) or epsilon= with delta=, not both")
+        if delta is not None:
+            raise fail("delta", delta, f"was given with rho={short_repr(rho)}: a zCDP budget "
+                       "has no delta (rho is charged as it is)",
+                       "drop delta, or give epsilon= and delta= instead of rho")
         return check_epsilon(rho, "rho")
     if epsilon is None:
-        raise fail("rho", None, "is missing", "give rho, or epsilon and delta")
+        with_delta = "" if delta is None else f" (only delta={short_repr(delta)})"
+        raise fail("rho", None, f"and epsilon=None{with_delta}: no privacy budget was given",
+                   "give rho= (zCDP), or epsilon= and delta=")
     if delta is None:
         raise fail("delta", None, "is missing: a Gaussian release needs delta > 0 for an "
                    "epsilon", "pass delta, e.g. 1e-6, or give rho")

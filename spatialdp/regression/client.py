@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from spatialdp._validation import check_instance, check_number, fail
+from spatialdp._validation import check_epsilon, check_instance, check_number, fail
 from spatialdp.privacy.budget import Disjoint
 from spatialdp.privacy.pipeline import ReleasePlan, exact_total, run_release
 from spatialdp.privacy.target import Accounting, Simulation, check_target
@@ -185,7 +185,13 @@ def plan_transform(X: Any, y: Any, *, modulation: Modulation, acct: Accounting,
     if label_bound is not None:
         bound = check_number(label_bound, "label_bound", low=0.0, low_open=True,
                              fix="pass the bound B on |y|")
-        label_mech = LatticeGaussianMechanism(resolve_rho(label_rho), 2.0 * bound, 1)
+        if label_rho is None:
+            raise fail("label_rho", None, f"is missing while label_bound={bound:g} is given "
+                       "(the noised labels are a release of their own)",
+                       "pass label_rho= (zCDP) as well, or drop label_bound to keep the "
+                       "labels public")
+        label_mech = LatticeGaussianMechanism(check_epsilon(label_rho, "label_rho"),
+                                              2.0 * bound, 1)
         ya = np.clip(ya, -bound, bound)
     elif label_rho is not None:
         raise fail("label_rho", label_rho, "needs label_bound (the clipping bound of the labels)",

@@ -29,6 +29,7 @@ Examples
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -39,7 +40,7 @@ from numpy.typing import NDArray
 from spatialdp._validation import check_choice, check_count, check_number, fail
 from spatialdp.privacy.budget import Disjoint, Single
 from spatialdp.privacy.pipeline import ReleasePlan, check_affordable, run_release
-from spatialdp.privacy.target import Accounting, check_target
+from spatialdp.privacy.target import Accounting, ReleaseTarget, check_target
 from spatialdp.regression._checks import check_features, check_labels
 from spatialdp.regression.accounting import LINE_ITEM, resolve_rho
 from spatialdp.regression.lattice_gaussian import LatticeGaussianMechanism
@@ -116,6 +117,22 @@ def _check_grid(values: Any, name: str) -> list[Any]:
     return list(values)
 
 
+def _tuning_targets(target_factory: Any, n: int) -> list[Accounting]:
+    """Return ``n`` targets from ``target_factory``, or refuse a charged one before any fit."""
+    if not callable(target_factory):
+        raise fail("target_factory", target_factory, "is not callable",
+                   "pass a function returning a fresh target, e.g. lambda: Simulation(rng=0)")
+    targets = [check_target(target_factory()) for _ in range(n)]
+    if any(isinstance(t, ReleaseTarget) for t in targets):
+        raise fail("target_factory", target_factory, "returned a ReleaseTarget: tuning is an "
+                   f"experiment, not a charged release (the choice among {n} candidates is "
+                   "made on exact validation errors, which no ledger records)",
+                   "tune with lambda: Simulation(rng=...) (or "
+                   "Unaccounted(reason)), then release the chosen fit once with "
+                   "fit_dpsgd(..., target=ReleaseTarget(...))")
+    return targets
+
+
 def tune_dpsgd(X: Any, y: Any, X_val: Any, y_val: Any, *, rho: float, noise: str,
                target_factory: Any, clips: Sequence[float] = (0.3, 1.0, 3.0),
                steps: Sequence[float] = (0.1, 0.3, 1.0), rounds: Sequence[int] = (5, 20),
@@ -123,9 +140,15 @@ def tune_dpsgd(X: Any, y: Any, X_val: Any, y_val: Any, *, rho: float, noise: str
     """Pick clip norm, step and rounds on a validation split; return them and the best fit.
 
     ``target_factory()`` returns the target of each candidate fit (e.g. a
-    fresh :class:`~spatialdp.privacy.target.Simulation`). The grid is small
-    and the same size as the modulated estimators' (the privacy cost of
-    tuning is not charged, for any estimator).
+    fresh :class:`~spatialdp.privacy.target.Simulation`); it is called once per
+    candidate, before any fit. The grid is small and the same size as the
+    modulated estimators' (the privacy cost of tuning is not charged, for any
+    estimator). So tuning is an experiment, never a charged release: a
+    :class:`~spatialdp.privacy.target.ReleaseTarget` is refused before
+    anything is charged (the choice, made on exact validation errors, would
+    not be in the ledger, and every candidate would be charged in full). Use
+    ``Simulation`` or, visibly uncharged, ``Unaccounted(reason)``; then fit the
+    chosen parameters once with :func:`fit_dpsgd` and a ``ReleaseTarget``.
 
     Examples
     --------
@@ -146,21 +169,17 @@ def tune_dpsgd(X: Any, y: Any, X_val: Any, y_val: Any, *, rho: float, noise: str
     yv = check_labels(y_val, Xv.shape[0], "y_val")
     grids = {name: _check_grid(values, name) for name, values in
              (("clips", clips), ("steps", steps), ("rounds", rounds))}
-    if not callable(target_factory):
-        raise fail("target_factory", target_factory, "is not callable",
-                   "pass a function returning a fresh target, e.g. lambda: Simulation(rng=0)")
+    candidates = list(itertools.product(grids["clips"], grids["steps"], grids["rounds"]))
+    targets = _tuning_targets(target_factory, len(candidates))
     best: tuple[float, dict[str, float], RegressionFit] | None = None
-    for c in grids["clips"]:
-        for s in grids["steps"]:
-            for r in grids["rounds"]:
-                fit = fit_dpsgd(Xa, y, rho=rho, noise=noise, rounds=r, clip=c, step=s,
-                                target=target_factory())
-                with np.errstate(over="ignore", invalid="ignore"):
-                    mse = float(np.mean((fit.predict(Xv) - yv) ** 2))
-                if not np.isfinite(mse):
-                    continue
-                if best is None or mse < best[0]:
-                    best = (mse, {"clip": c, "step": s, "rounds": r}, fit)
+    for (c, s, r), target in zip(candidates, targets, strict=True):
+        fit = fit_dpsgd(Xa, y, rho=rho, noise=noise, rounds=r, clip=c, step=s, target=target)
+        with np.errstate(over="ignore", invalid="ignore"):
+            mse = float(np.mean((fit.predict(Xv) - yv) ** 2))
+        if not np.isfinite(mse):
+            continue
+        if best is None or mse < best[0]:
+            best = (mse, {"clip": c, "step": s, "rounds": r}, fit)
     if best is None:
         raise fail("steps", steps, "made every DP-SGD candidate diverge (no finite validation "
                    "error)", "lower the steps or the clip norms")

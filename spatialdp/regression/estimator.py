@@ -1,25 +1,35 @@
 """A scikit-learn regressor for clients holding one sample each: :class:`ModulatedRegression`.
 
 ``fit`` runs the whole protocol (client transform, then the one-shot or the
-iterative server estimator); the privacy spent is a fitted attribute. The
-default target is a seeded :class:`~spatialdp.privacy.target.Simulation`
-(``random_state``), for experiments; pass ``target=ReleaseTarget(...)`` to run
-it as a real, charged release.
+iterative server estimator); the privacy spent is a fitted attribute. Nothing
+about accounting has a default: ``fit`` refuses a model without exactly one
+budget (``rho=``, or ``epsilon=`` with ``delta=``) and without a target
+(``ReleaseTarget(ledger, epoch=...)`` for a real, charged release,
+``Simulation(rng=...)`` for an experiment, ``Unaccounted(reason)``), as every
+release in spatialdp does.
 
 Examples
 --------
+>>> from spatialdp.privacy import Simulation
 >>> rng = np.random.default_rng(0)
 >>> X = rng.normal(size=(50_000, 3)) / 2
 >>> y = X @ [1.0, -1.0, 0.5] + 2.0
->>> model = ModulatedRegression(rho=20.0, radius=3.0, lam=0.5, random_state=0).fit(X, y)
+>>> model = ModulatedRegression(rho=20.0, radius=3.0, lam=0.5,
+...                             target=Simulation(rng=0)).fit(X, y)
 >>> np.round(model.coef_, 1).tolist(), round(model.intercept_, 1)
 ([1.0, -1.0, 0.5], 2.0)
->>> round(model.privacy_spent_["epsilon"], 1), model.privacy_spent_["accounting"]
-(51.7, 'simulation')
+>>> model.privacy_spent_["rho"], model.privacy_spent_["accounting"]
+(20.0, 'simulation')
+>>> ModulatedRegression(epsilon=1.0, rho=0.5, target=Simulation(rng=0)).fit(X, y)
+... # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+spatialdp.exceptions.InvalidInput: rho=0.5 and epsilon=1.0 were both given: ...not both
 """
 
 from __future__ import annotations
 
+from copy import deepcopy
 from typing import Any
 
 import numpy as np
@@ -32,7 +42,7 @@ from sklearn.utils.validation import validate_data
 from spatialdp._validation import check_choice, check_finite_array, fail
 from spatialdp.exceptions import InvalidInput
 from spatialdp.privacy.budget import rho_to_epsilon
-from spatialdp.privacy.target import Accounting, Simulation
+from spatialdp.privacy.target import Accounting, Simulation, check_target
 from spatialdp.regression._checks import check_features
 from spatialdp.regression.accounting import resolve_rho
 from spatialdp.regression.client import transform_clients
@@ -94,12 +104,23 @@ def _check_matrix(X: Any, name: str = "X") -> NDArray[np.float64]:
 class ModulatedRegression(RegressorMixin, BaseEstimator):
     """Linear regression from one locally-private modulated report per client.
 
+    As scikit-learn asks, ``__init__`` only stores the parameters; ``fit``
+    checks them. Every privacy argument defaults to None and ``fit`` refuses
+    contradictory or missing accounting (``InvalidInput``, nothing charged,
+    nothing drawn) rather than choosing for you.
+
     Parameters
     ----------
-    epsilon, delta : float, default 1.0, 1e-6
-        Each client's (epsilon, delta) local-DP guarantee (converted exactly to zCDP).
+    epsilon, delta : float, optional
+        Each client's (epsilon, delta) local-DP guarantee, converted exactly to
+        the largest zCDP rho that meets it
+        (:func:`~spatialdp.regression.accounting.rho_for_epsilon`). Give both, or
+        give ``rho``: ``epsilon`` without ``delta`` is refused.
     rho : float, optional
-        A zCDP budget instead of epsilon (then ``epsilon`` is ignored).
+        A zCDP budget instead of ``(epsilon, delta)``. With ``epsilon`` it is
+        refused (two budgets for one release), and with ``delta`` too: a zCDP
+        budget has no delta, and the fit reports rho only (convert it with
+        :func:`~spatialdp.privacy.budget.rho_to_epsilon` at the delta you choose).
     radius : float, default 1.0
         Clipping bound ``R`` on each feature vector.
     alpha, lam, omega, n_directions
@@ -110,10 +131,14 @@ class ModulatedRegression(RegressorMixin, BaseEstimator):
     ridge, norm_cap : "auto", None or float
         Regularisation (``"auto"``: from the noise level, K, d and R).
     fit_intercept : bool, default True
-    random_state : int, Generator or None
-        Seed of the default simulation target.
-    target : ReleaseTarget, Unaccounted or Simulation, optional
-        Where the release is charged; default ``Simulation(random_state)``.
+    target : ReleaseTarget, Simulation or Unaccounted
+        Required by ``fit``: where the release is charged and how its noise is
+        drawn. A :class:`~spatialdp.privacy.target.Simulation` is the only seed
+        (there is no ``random_state``: a release takes no seed). ``fit`` never
+        advances the Simulation you pass: each fit draws from a copy of its
+        generator, so refitting reproduces the same noise, as an integer
+        ``random_state`` would in scikit-learn; set a new
+        ``target=Simulation(rng=seed)`` for independent replications.
 
     Attributes
     ----------
@@ -121,15 +146,17 @@ class ModulatedRegression(RegressorMixin, BaseEstimator):
     intercept_ : float
     fit_ : RegressionFit
     privacy_spent_ : dict
-        ``rho``, ``epsilon``, ``delta`` per client and the accounting record.
+        ``rho`` per client, ``epsilon`` and ``delta`` (the exact epsilon of that
+        rho at the given delta, at most the requested epsilon; None when the
+        budget was given as rho) and the target's accounting record.
     n_features_in_ : int
     """
 
-    def __init__(self, epsilon: float = 1.0, delta: float = 1e-6, rho: float | None = None,
-                 radius: float = 1.0, alpha: float = 0.0, lam: float = 0.0, omega: float = 1.0,
-                 n_directions: int = 1, method: str = "one_shot", rounds: int = 10,
-                 participation: str = "once", ridge: Any = "auto", norm_cap: Any = "auto",
-                 fit_intercept: bool = True, random_state: Any = None,
+    def __init__(self, epsilon: float | None = None, delta: float | None = None,
+                 rho: float | None = None, radius: float = 1.0, alpha: float = 0.0,
+                 lam: float = 0.0, omega: float = 1.0, n_directions: int = 1,
+                 method: str = "one_shot", rounds: int = 10, participation: str = "once",
+                 ridge: Any = "auto", norm_cap: Any = "auto", fit_intercept: bool = True,
                  target: Accounting | None = None) -> None:
         self.epsilon = epsilon
         self.delta = delta
@@ -145,17 +172,40 @@ class ModulatedRegression(RegressorMixin, BaseEstimator):
         self.ridge = ridge
         self.norm_cap = norm_cap
         self.fit_intercept = fit_intercept
-        self.random_state = random_state
         self.target = target
 
-    def _rho(self) -> float:
-        if self.rho is not None:
-            return resolve_rho(rho=self.rho)
-        return resolve_rho(epsilon=self.epsilon, delta=self.delta)
+    def _accounting(self) -> tuple[float, Accounting]:
+        """Return the checked budget (rho) and the target this fit draws from, or refuse.
+
+        A Simulation target is copied with its generator, so that ``fit`` leaves
+        its parameters as they were (scikit-learn's contract).
+        """
+        rho = resolve_rho(self.rho, self.epsilon, self.delta)
+        target = check_target(self.target)
+        if isinstance(target, Simulation):
+            return rho, Simulation(rng=deepcopy(target.rng), round_index=target.round_index)
+        return rho, target
+
+    def _spent(self, rho: float) -> dict[str, Any]:
+        """Return each client's rho, and its epsilon at delta for an (epsilon, delta) budget."""
+        if self.delta is None:  # a rho budget (resolve_rho gave a delta to every epsilon)
+            return {"rho": rho, "epsilon": None, "delta": None}
+        delta = float(self.delta)
+        return {"rho": rho, "epsilon": rho_to_epsilon(rho, delta), "delta": delta}
 
     def fit(self, X: Any, y: Any) -> ModulatedRegression:
-        """Run the protocol on one sample per row and store the coefficients."""
+        """Run the protocol on one sample per row and store the coefficients.
+
+        Raises
+        ------
+        InvalidInput
+            ``rho`` with ``epsilon`` or with ``delta``, no budget, ``epsilon``
+            without ``delta``, no target, bad data (nothing charged or drawn).
+        BudgetExceeded
+            The ledger cannot cover the fit (nothing charged).
+        """
         check_choice(self.method, "method", ("one_shot", "iterative"))
+        rho, target = self._accounting()
         Xa = _check_matrix(X)
         ya = _check_matrix(y, "y")
         if ya.shape[0] != Xa.shape[0]:
@@ -165,8 +215,6 @@ class ModulatedRegression(RegressorMixin, BaseEstimator):
         Xa = check_features(Xa)
         mod = Modulation(alpha=self.alpha, lam=self.lam, omega=self.omega,
                          n_directions=self.n_directions, radius=self.radius)
-        rho = self._rho()
-        target = self.target if self.target is not None else Simulation(rng=self.random_state)
         if self.method == "one_shot":
             reports = transform_clients(Xa, ya, modulation=mod, rho=rho, target=target)
             fit = fit_one_shot(reports, ridge=self.ridge, norm_cap=self.norm_cap,
@@ -179,9 +227,7 @@ class ModulatedRegression(RegressorMixin, BaseEstimator):
         self.fit_ = fit
         self.coef_ = fit.coef
         self.intercept_ = fit.intercept
-        delta = self.delta if self.delta is not None else 1e-6
-        self.privacy_spent_ = {"rho": rho, "epsilon": rho_to_epsilon(rho, delta),
-                               "delta": delta, **fit.metadata}
+        self.privacy_spent_ = {**self._spent(rho), **fit.metadata}
         return self
 
     def predict(self, X: Any) -> NDArray[np.float64]:

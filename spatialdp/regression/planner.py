@@ -50,7 +50,14 @@ from typing import Any
 
 import pandas as pd
 
-from spatialdp._validation import check_choice, check_count, check_instance, check_number
+from spatialdp._validation import (
+    check_choice,
+    check_count,
+    check_instance,
+    check_number,
+    check_positive,
+    fail,
+)
 from spatialdp.regression.accounting import resolve_rho
 from spatialdp.regression.iterative import PARTICIPATION, round_rho
 from spatialdp.regression.lattice_gaussian import headroom_sigma
@@ -131,8 +138,23 @@ def _dpsgd_error(d: int, s: float, b2: float, v: float, eta: float, T: int) -> f
     return s * (bias2 + d * var)
 
 
+def _planned_modulation(modulation: Any, radius: Any) -> Modulation:
+    """Return the modulation to plan for; refuse a ``radius`` that contradicts it."""
+    if modulation is None:
+        return Modulation(lam=1.0, omega=1.0, radius=1.0 if radius is None else radius)
+    check_instance(modulation, "modulation", Modulation,
+                   "pass a Modulation(alpha=..., lam=..., omega=..., radius=...) or None")
+    if radius is not None and check_positive(radius, "radius") != modulation.radius:
+        raise fail("radius", radius, f"contradicts modulation's radius={modulation.radius:g} "
+                   "(the clipping bound that sets the noise)",
+                   "drop radius (the modulation carries it), or build the Modulation with "
+                   "the radius you mean")
+    return modulation
+
+
 def plan_regression(n_clients: int, n_features: int, *, rho: Any = None, epsilon: Any = None,
-                    delta: Any = None, radius: float = 1.0, modulation: Modulation | None = None,
+                    delta: Any = None, radius: float | None = None,
+                    modulation: Modulation | None = None,
                     feature_second_moment: float | None = None,
                     label_second_moment: float = 1.0, r_squared: float = 0.3,
                     rounds: int = 10, participation: str = "once", dpsgd_rounds: int = 20,
@@ -145,9 +167,12 @@ def plan_regression(n_clients: int, n_features: int, *, rho: Any = None, epsilon
     n_clients, n_features : int
         ``K`` and ``d``.
     rho, epsilon, delta : float
-        The per-client budget.
-    radius : float
-        Clipping bound ``R`` (used when ``modulation`` is None).
+        The per-client budget: ``rho``, or ``epsilon`` with ``delta``
+        (:func:`~spatialdp.regression.accounting.resolve_rho` refuses both,
+        neither, and ``rho`` with ``delta``).
+    radius : float, optional
+        Clipping bound ``R`` (default 1.0). A ``modulation`` carries its own
+        radius: a different ``radius`` next to it is refused, not overridden.
     modulation : Modulation, optional
         Of the one-shot and iterative estimators (default: ``lam=1, omega=1``, ``R``).
     feature_second_moment, label_second_moment, r_squared : float
@@ -169,10 +194,7 @@ def plan_regression(n_clients: int, n_features: int, *, rho: Any = None, epsilon
     r = resolve_rho(rho, epsilon, delta)
     gain = check_number(margin, "margin", low=0.0, high=1.0, high_open=True,
                         fix="pass the fraction of E y^2 to gain, in [0, 1) (e.g. 0.1)")
-    if modulation is not None:
-        check_instance(modulation, "modulation", Modulation,
-                       "pass a Modulation(alpha=..., lam=..., omega=..., radius=...) or None")
-    mod = modulation if modulation is not None else Modulation(lam=1.0, omega=1.0, radius=radius)
+    mod = _planned_modulation(modulation, radius)
     R = mod.radius
     ex2 = min(R * R, float(d)) if feature_second_moment is None else check_number(
         feature_second_moment, "feature_second_moment", low=0.0, low_open=True)
