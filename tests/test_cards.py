@@ -4,7 +4,9 @@ One small real run is built once per module: the 48-state partition, a synthetic
 fleet of 20,000 devices, a stratified sampler (one merge, six blind spots), a
 SQLite ledger charged by the sampler and by two regional report releases, and a
 query-error simulation on Connecticut. Every number the card shows is checked
-against the object it came from; counts of people must never appear exactly.
+against the object it came from. Counts of people are exact under replace-one
+neighbours (participation is public, as in the report files); an add/remove run's
+card holds only released, noised counts and refuses exact bookkeeping.
 """
 
 from __future__ import annotations
@@ -19,12 +21,9 @@ import numpy as np
 import pandas as pd
 import pytest
 import shapely
-from hypothesis import given, settings
-from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 from spatialdp.cards import (
-    COHORT_EDGES,
     InvalidCard,
     ModelCard,
     RunFolder,
@@ -37,7 +36,6 @@ from spatialdp.datasets import load_us_states, synthetic_fleet, us_states_partit
 from spatialdp.exceptions import InvalidInput, PartitionMismatch
 from spatialdp.federated import HistogramSpec, MetricSpec, device_report, regional_report
 from spatialdp.federated.regional import RegionalReport
-from spatialdp.federated.schema import coarsen_count
 from spatialdp.geo import Partition
 from spatialdp.privacy import PrivacyLedger, ReleaseTarget, Simulation
 from spatialdp.queries import measure_query_error, query_corpus, truth_grid
@@ -64,7 +62,7 @@ class Run:
     ledger: PrivacyLedger
     reports: list[RegionalReport]
     query_error: pd.DataFrame
-    cohorts: pd.Series  # exact clients per state (never on the card)
+    cohorts: pd.Series  # exact clients per state
 
     def build(self, **kwargs: Any) -> ModelCard:
         args: dict[str, Any] = {
@@ -153,10 +151,9 @@ def test_json_strata_and_merges_with_reasons(card: ModelCard, run: Run) -> None:
     assert merge["members"] == list(truth.members)
     assert merge["into"] == list(truth.into)
     assert merge["round_index"] == truth.round_index
-    # The reason survives with its floor; the pool sizes are coarsened.
-    sizes = [int(n) for n in re.findall(r"\d+", truth.reason) if n != "20"]
+    # The reason as the sampler wrote it: under replace-one, pool sizes are public.
+    assert merge["reason"] == truth.reason
     assert "below the floor 20" in merge["reason"]
-    assert all(coarsen_count(n, COHORT_EDGES) in merge["reason"] for n in sizes)
 
 
 def test_json_coverage_figures(card: ModelCard, run: Run) -> None:
@@ -173,8 +170,7 @@ def test_json_coverage_figures(card: ModelCard, run: Run) -> None:
     assert cov["epsilon_per_client"] == pytest.approx(0.1)
     table = {r["stratum"]: r for r in cov["strata_table"]}
     for stratum, row in run.coverage.table.iterrows():
-        assert table[stratum]["clients_sampled"] == coarsen_count(int(row.clients_sampled),
-                                                                  COHORT_EDGES)
+        assert table[stratum]["clients_sampled"] == int(row.clients_sampled)
         assert table[stratum]["blind_spot"] == bool(row.blind_spot)
 
 
@@ -226,15 +222,17 @@ def test_json_metric_values_with_error_bars(card: ModelCard, run: Run) -> None:
                     assert got["error_bar"] == pytest.approx(row.error_bar)
                     assert got["ci_low"] == pytest.approx(row.ci_low)
                     assert got["reliability"] == row.reliability
-                    assert got["cohort"] == coarsen_count(int(row.cohort), COHORT_EDGES)
+                    assert got["cohort"] == int(row.cohort)
 
 
-def test_json_cohort_sizes_coarsened(card: ModelCard, run: Run) -> None:
-    cohorts = {r["region_id"]: r["cohort"] for r in card.to_dict()["cohort_sizes"]["regions"]}
+def test_json_cohort_sizes_are_the_reports_exact_cohorts_under_replace(
+        card: ModelCard, run: Run) -> None:
+    section = card.to_dict()["cohort_sizes"]
+    assert (section["neighbours"], section["provenance"]) == ("replace", "bookkeeping")
+    cohorts = {r["region_id"]: r["cohort"] for r in section["regions"]}
     frame = run.reports[-1]["loss"]
     for region, row in frame.iterrows():
-        expected = ("suppressed" if row.suppressed
-                    else coarsen_count(int(row.cohort), COHORT_EDGES))
+        expected = "suppressed" if row.suppressed else int(row.cohort)
         assert cohorts[region] == expected
 
 
@@ -275,7 +273,7 @@ def _resealed(content: dict[str, Any]) -> dict[str, Any]:
     return content
 
 
-def test_schema_refuses_an_exact_cohort(card: ModelCard) -> None:
+def test_schema_refuses_a_cohort_that_is_not_a_count(card: ModelCard) -> None:
     content = card.to_dict()
     content["cohort_sizes"]["regions"][0]["cohort"] = "1234"
     with pytest.raises(InvalidCard, match="cohort_sizes/regions/0/cohort fails the model card"):
@@ -367,11 +365,12 @@ def test_markdown_holds_every_element(run: Run, tmp_path: Path) -> None:
     assert "### Epoch 1: per-client epsilon 1.2" in md
     assert "| evaluation.regional | 4.8 | 1.2 | 3.6 | 2 | 1.2 |" in md
     assert "| training | 14 | 0.1 | 13.9 | 1 | 0.1 |" in md
-    # Metrics: the last round per region with its error bar; the suppressed count coarsened.
+    # Metrics: the last round per region with its error bar; the suppressed regions.
     last = run.reports[-1]
     ca = last["loss"].loc["CA"]
     assert f"| CA | {ca.value:.4g} | ± {ca.error_bar:.4g} | [{ca.ci_low:.4g}, " in md
-    assert f"suppressed regions (coarsened): **{last.suppressed_regions}**" in md
+    assert f"suppressed regions: **{last.suppressed_regions}**" in md
+    assert "**Neighbouring relation** (replace): replace-one neighbours" in md
     assert "| VT | suppressed | - | - | suppressed | suppressed |" in md
     # Query error and provenance.
     assert "## Query error on real polygons [SIMULATION: not a release]" in md
@@ -400,7 +399,7 @@ def test_a_simulated_round_is_labelled_everywhere(run: Run, tmp_path: Path) -> N
     card = ModelCard.build(partition=run.partition, specs=[LOSS], report=sim)
     (section,) = card.to_dict()["quantitative_analysis"]["rounds"]
     assert (section["accounting"], section["provenance"]) == ("simulation", "simulation")
-    assert section["suppressed_regions"] == "20+"
+    assert section["suppressed_regions"] == 47  # every state but CA
     assert card.simulated
     md, js = card.write(tmp_path)
     assert md.name == "model_card.SIMULATION.md"
@@ -426,37 +425,84 @@ def _numbers(text: str) -> set[int]:
     return {int(n) for n in re.findall(r"(?<![\w.:+<-])\d+(?![\w.:+-])", text)}
 
 
-def test_no_exact_count_of_people_is_published(card: ModelCard, run: Run) -> None:
-    edges = {e for e in COHORT_EDGES} | {e - 1 for e in COHORT_EDGES}
-    # The query-error section counts cells and queries, not people: checked apart.
-    md = card.to_markdown().split("## Query error")[0]
-    text = json.dumps({k: v for k, v in card.to_dict().items() if k != "query_error"})
-    public = _numbers(md.split("## Cohort sizes")[0].split("## Strata")[0])  # header, ids
-    exact: set[int] = set()
-    for report in run.reports:
-        for name in report.frames:
-            exact |= set(report[name].cohort.dropna().astype(int))
-    exact |= set(run.coverage.table.clients_sampled.astype(int))
-    exact |= {int(n) for n in re.findall(r"\d+", run.coverage.merges[0].reason)} - {20}
-    checked = {n for n in exact if n > 10} - edges - public - {48}
-    assert len(checked) > 20  # the check is not vacuous
-    assert not (checked & _numbers(md)), sorted(checked & _numbers(md))
-    assert not (checked & _numbers(text)), sorted(checked & _numbers(text))
-    # The suppressed-region count: only the coarsened label, in both forms.
-    for report, section in zip(run.reports, card.to_dict()["quantitative_analysis"]["rounds"],
-                               strict=True):
-        n = int(report["loss"].suppressed.sum())
-        assert section["suppressed_regions"] == coarsen_count(n) != str(n)
-    shown = re.findall(r"suppressed regions \(coarsened\): \*\*([^*]+)\*\*", md)
-    assert shown == [run.reports[-1].suppressed_regions]
+def _add_remove_run(run: Run, ledger: PrivacyLedger) -> dict[str, Any]:
+    """An add/remove epoch on the run's fleet: two reports and a released coverage."""
+    from spatialdp.sampling import release_epoch_coverage
+
+    fleet = synthetic_fleet(20_000, rng=0)
+    rng = np.random.default_rng(5)
+    examples = pd.DataFrame({"client_id": fleet.device_id, "region_id": fleet.region_id,
+                             "loss": rng.uniform(0.0, 3.0, len(fleet))})
+    clients = device_report(examples, loss_spec=LOSS, partition=run.partition)
+    reports = [regional_report(clients, run.partition, [LOSS], epsilon=0.3, min_cohort=100,
+                               target=ReleaseTarget(ledger, epoch=0, round_index=r),
+                               neighbours="add_remove") for r in (1, 2)]
+    where = run.partition.assign(fleet).positions
+    released = release_epoch_coverage(run.state, report=run.partition, client_regions=where,
+                                      epsilon=0.4, target=ReleaseTarget(ledger, epoch=0))
+    return {"reports": reports, "released": released}
 
 
-def test_cohort_sizes_given_exactly_are_coarsened(run: Run) -> None:
+def test_an_add_remove_card_holds_only_released_counts(run: Run, tmp_path: Path) -> None:
+    with PrivacyLedger(tmp_path / "ledger.sqlite", epoch_budget=20.0) as ledger:
+        made = _add_remove_run(run, ledger)
+        card = ModelCard.build(partition=run.partition, specs=[LOSS], strata=run.strata,
+                               coverage=made["released"], ledger=ledger,
+                               reports=made["reports"])
+    content = card.to_dict()
+    assert content["privacy"]["neighbours"] == ["add_remove"]
+    assert "whether and where a client took part is protected" in content["privacy"][
+        "participation"]
+    # Cohorts: the reports' noised counts, labelled as a release.
+    section = content["cohort_sizes"]
+    assert (section["neighbours"], section["provenance"]) == ("add_remove", "release")
+    last = made["reports"][-1]["loss"]
+    for row in section["regions"]:
+        published = last.loc[row["region_id"]]
+        assert row["cohort"] == ("suppressed" if published.suppressed
+                                 else int(published.cohort))
+    # Coverage: the released counts, not the server's selection records.
+    cov = content["coverage"]
+    assert cov["provenance"] == "release"
+    frame = made["released"].regions.frame
+    assert {r["region_id"]: r["clients_sampled"] for r in cov["regions_table"]} == {
+        str(k): int(v) for k, v in frame.clients.items()}
+    assert cov["blind_regions"] == made["released"].blind_regions
+    assert "score_history" not in cov  # exact bookkeeping: not on an add/remove card
+    assert content["sampling"]["merges"] == []
+    md = card.to_markdown()
+    assert "Cohort sizes per region (noised)" in md
+    assert "confirmed reached" in md
+    assert "(add_remove): add/remove neighbours" in md
+
+
+def test_an_add_remove_card_refuses_exact_bookkeeping(run: Run, tmp_path: Path) -> None:
+    with PrivacyLedger(tmp_path / "ledger.sqlite", epoch_budget=20.0) as ledger:
+        made = _add_remove_run(run, ledger)
+        base = {"partition": run.partition, "specs": [LOSS], "ledger": ledger,
+                "reports": made["reports"]}
+        with pytest.raises(InvalidInput, match=r"coverage='exact bookkeeping \(epoch_coverage"
+                           r"\)' holds exact counts.*release_epoch_coverage"):
+            ModelCard.build(**base, coverage=run.coverage)
+        with pytest.raises(InvalidInput, match=r"merges='1 merge\(s\)' were decided on exact "
+                           r"pool sizes"):
+            ModelCard.build(**base, strata=run.strata, merges=run.coverage.merges)
+        with pytest.raises(InvalidInput, match="cohort_sizes='exact per-region counts'"):
+            ModelCard.build(**base, cohort_sizes=run.cohorts)
+
+
+def test_a_schema_1_card_is_refused_with_the_fix(card: ModelCard) -> None:
+    content = card.to_dict()
+    content["schema_version"] = "1.0.0"
+    with pytest.raises(InvalidCard, match="schema_version='1.0.0'.*ModelCard.from_run"):
+        ModelCard(_resealed(content))
+
+
+def test_cohort_sizes_given_are_exact_under_replace(run: Run) -> None:
     card = run.build(cohort_sizes=run.cohorts)
     rows = {r["region_id"]: r["cohort"] for r in card.to_dict()["cohort_sizes"]["regions"]}
-    assert rows["VT"] == coarsen_count(int(run.cohorts["VT"]), COHORT_EDGES) == "10-19"
-    assert rows["CA"] == coarsen_count(int(run.cohorts["CA"]), COHORT_EDGES)
-    assert int(run.cohorts["CA"]) not in _numbers(card.to_json())
+    assert rows["VT"] == int(run.cohorts["VT"])
+    assert rows["CA"] == int(run.cohorts["CA"])
 
 
 # ----------------------------------------------------------------------------- run folder
@@ -608,28 +654,6 @@ def test_zcdp_ledger_reports_epsilon_at_delta(run: Run) -> None:
     assert "Per-client epsilon converted from rho at delta = 1e-06." in card.to_markdown()
     # Without a delta the epsilon is unknown, and the card says so rather than guess.
     assert blind.to_dict()["privacy"]["epochs"][0]["epsilon_per_client"] is None
-
-
-@settings(max_examples=40, deadline=None)
-@given(sizes=st.lists(st.integers(0, 5_000), min_size=2, max_size=8),
-       floor=st.integers(1, 300))
-def test_merge_reasons_never_carry_an_exact_pool_size(sizes: list[int], floor: int) -> None:
-    from scipy import sparse
-
-    from spatialdp.cards._sections import coarsen_reason
-    from spatialdp.sampling import merge_small_groups
-
-    n = len(sizes)
-    line = sparse.diags([np.ones(n - 1), np.ones(n - 1)], [-1, 1], format="csr").astype(bool)
-    _, merges = merge_small_groups(line, np.array(sizes), floor,
-                                   pd.Index([f"r{i}" for i in range(n)]))
-    for merge in merges:
-        text = coarsen_reason(merge.reason)
-        assert coarsen_reason(text) == text  # idempotent: run folders are read back
-        assert f"below the floor {floor};" in text
-        labels = r"\d+-\d+|\d+\+|(?<![\d-])0(?![\d-])"  # coarsen_count's labels ('0' too)
-        rest = re.sub(labels, "", text.replace(f"floor {floor};", ""))
-        assert not re.search(r"\d", rest), text
 
 
 def test_a_report_written_with_sql_names_is_read_back(run: Run, tmp_path: Path) -> None:

@@ -38,8 +38,7 @@ PNGS = {"ratio_choropleth.png", "loss_choropleth.png", "loss_significance.png",
 TOP_FILES = PNGS | {"ratio_map.html", "model_card.md", "model_card.json", "run.json",
                     "regional_report.gpkg", "regional_report.csv", "regional_report.json",
                     "alerts.csv", "demo_runs.csv", "strata.json", "coverage.json",
-                    "coverage_history.csv", "cohort_sizes.json", "query_error.csv",
-                    "query_error.json", "ledger.sqlite"}
+                    "query_error.csv", "query_error.json", "ledger.sqlite"}
 
 
 def _terminal_signals() -> None:
@@ -136,12 +135,15 @@ def test_ledger_keeps_every_charge_and_marks_interrupted_epochs(
         audit = ledger.audit(epoch)
         assert epoch == max(epochs)
         # The complete run: the per-client training charge, one regional release per
-        # round and the national loss of the last round.
-        assert len(audit) == 4
-        assert sorted(audit.line_item) == ["evaluation.global", "evaluation.regional",
-                                           "evaluation.regional", "training"]
+        # round, the national loss of the last round, and the coverage release (regions
+        # and H3 cells); all under add/remove neighbours.
+        assert len(audit) == 6
+        assert sorted(audit.line_item) == ["evaluation.global", *["evaluation.regional"] * 4,
+                                           "training"]
         assert set(audit.who) == {f"spatialdp demo run {run_id}"}
-        assert ledger.remaining(epoch, "evaluation.regional") == pytest.approx(2.4 - 0.8)
+        assert set(audit.neighbours) == {"add_remove"}
+        assert ledger.remaining(epoch, "evaluation.regional") == pytest.approx(
+            3.2 - 2 * 0.4 - 0.3)
         earlier = [e for e in epochs if e != epoch]
         for e in earlier:  # interrupted runs' charges stand, under their own epoch
             assert len(ledger.audit(e)) >= 1
@@ -171,9 +173,34 @@ def test_summary_names_both_random_paths_and_the_story(scenario: dict[str, Any])
     assert len(report) == 48
     card = json.loads((scenario["out"] / "model_card.json").read_text())
     assert card["privacy"] is not None
+    assert "neighbouring relation: add/remove: participation protected" in text
     assert card["query_error"] is not None
     assert card["figures"]["coverage_map"] == "coverage_map.png"
     assert "coverage_map.png" in (scenario["out"] / "model_card.md").read_text()
+
+
+def test_the_demo_publishes_only_noised_counts_of_people(scenario: dict[str, Any]) -> None:
+    """Under add/remove (the default) every count of people written is a release."""
+    out: Path = scenario["out"]
+    card = json.loads((out / "model_card.json").read_text())
+    assert card["privacy"]["neighbours"] == ["add_remove"]
+    assert card["cohort_sizes"]["provenance"] == "release"
+    assert card["coverage"]["provenance"] == "release"
+    assert card["sampling"]["merges"] == []  # decided on exact pools: not published
+    assert not (out / "coverage_history.csv").exists()
+    assert not (out / "cohort_sizes.json").exists()
+    for meta in [out / "regional_report.json", *sorted((out / "reports").glob("*.json"))]:
+        assert json.loads(meta.read_text())["neighbours"] == "add_remove"
+    report = pd.read_csv(out / "regional_report.csv", index_col=0)
+    assert (report.filter(like="_estimator") == "ratio").all().all()  # noised counts below
+    shown = report.ratio_suppressed.astype(str).str.lower() == "false"
+    np.testing.assert_array_equal(report.ratio_cohort[shown],
+                                  np.round(report.ratio_noisy_count[shown]))
+    coverage = json.loads((out / "coverage.json").read_text())
+    assert coverage["provenance"] == "release"
+    assert {r["region_id"] for r in coverage["regions_table"]} == set(report.index)
+    strata = json.loads((out / "strata.json").read_text())
+    assert strata["merges"] == []
 
 
 def test_refusals_are_one_line_and_write_nothing(tmp_path: Path,
@@ -181,8 +208,9 @@ def test_refusals_are_one_line_and_write_nothing(tmp_path: Path,
     out = tmp_path / "out"
     cases = [
         (["--devices", "10"], "InvalidInput: --devices 10 is too small"),
-        (["--epsilon", "0.5", "--rounds", "6"], "InvalidInput: epsilon=0.5 x 6 rounds = 3 "
-                                                 "exceeds the regional evaluation budget"),
+        (["--epsilon", "0.5", "--rounds", "6"], "InvalidInput: epsilon=0.5 x 6 rounds plus "
+                                                 "the epoch's other releases = 3.8 exceeds the "
+                                                 "regional evaluation budget"),
         (["--rounds", "1"], "InvalidInput: rounds=1"),
         (["--partition", str(tmp_path / "missing.gpkg")], "InvalidInput: partition="),
     ]

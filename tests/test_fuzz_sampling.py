@@ -64,6 +64,7 @@ from spatialdp.sampling import (
     plot_coverage_map,
     plot_staircase,
     published_composition,
+    release_epoch_coverage,
     row_strata,
     simulate_rounds,
 )
@@ -98,10 +99,12 @@ SKIP: dict[str, str] = {
     # Result records: built by the library and returned; their methods are fuzzed (or
     # called in the checks) on real instances.
     **{name: "result record (built by the library; checked on returned instances)"
-       for name in ("Allocation", "Coverage", "Merge", "RoundCohort", "ParticipationState")},
+       for name in ("Allocation", "Coverage", "Merge", "RoundCohort", "ParticipationState",
+                    "ReleasedCoverage")},
     # Zero-argument methods: called on every instance the fuzz returns (the checks).
     **{name: "no argument: called on every instance the fuzz returns (check)" for name in (
         "Allocation.to_frame", "Coverage.merges_table", "Coverage.summary", "Coverage.to_dict",
+        "ReleasedCoverage.summary",
         "Coverage.to_geodataframe", "Merge.to_dict", "ParticipationPolicy.describe",
         "Strata.adjacency", "Strata.centroids")},
 }
@@ -620,6 +623,33 @@ def epoch_coverage_calls(draw: st.DrawFn) -> Call:
                 check=lambda cov: check_coverage(cov, smp.strata.n_strata))
 
 
+@st.composite
+def release_epoch_coverage_calls(draw: st.DrawFn) -> Call:
+    smp = draw(samplers())
+    st_ = state(smp, rounds=1)
+    n = st_.n_clients
+    rng = np.random.default_rng(0)
+    regions = rng.integers(0, 3, n)
+    relation = draw(arg(st.sampled_from(["add_remove", "replace"]), "both"))
+
+    def check(out: Any) -> None:
+        frame = out.regions.frame
+        assert len(frame) == boxes().n_regions
+        assert out.neighbours == relation
+        assert (frame.covered == (frame.clients > frame.error_bar)).all()
+        assert out.blind_regions == [str(r) for r in frame.index[~frame.covered]]
+        out.summary()
+
+    return call("release_epoch_coverage", release_epoch_coverage,
+                draw(arg(st.just(st_), *other_states())),
+                report=draw(arg(st.just(boxes()), other_boxes())),
+                client_regions=draw(arg(st.just(regions), np.full(n, 7), regions[:2],
+                                        regions.astype(float))),
+                epsilon=draw(arg(number(0.01, 5), 0.0, -1.0)),
+                target=draw(arg(st.just(Simulation(rng=2)), None)),
+                neighbours=relation, check=check)
+
+
 coverages = st.one_of(st.builds(row_coverage), st.just(cell_coverage()))
 
 
@@ -820,6 +850,7 @@ FUZZ: dict[str, tuple[Callable[[], st.SearchStrategy[Call]], int]] = {
     "StratifiedSampler.select": (select_calls, 40),
     "StratifiedSampler.group_names": (group_names_calls, 10),
     "epoch_coverage": (epoch_coverage_calls, 30),
+    "release_epoch_coverage": (release_epoch_coverage_calls, 20),
     "Coverage.to_json": (to_json_calls, 8),
     "density_cells": (density_cells_calls, 8),
     "density_strata": (density_strata_calls, 8),

@@ -109,7 +109,7 @@ def test_compare_reports_per_region() -> None:
     assert out.fired.to_dict() == {"a": False, "b": True}
     with pytest.raises(PartitionMismatch, match="differ in partition_version"):
         compare_reports(_frame([1.0] * 3, [False] * 3, partition="w"), prev)
-    with pytest.raises(InvalidInput, match="ratio estimate"):
+    with pytest.raises(InvalidInput, match=r"the ratio-estimate frame lacks \['count_scale'"):
         compare_reports(now.assign(estimator="ratio"), prev)
     with pytest.raises(InvalidInput, match="expected a regional report frame"):
         compare_reports(now.drop(columns="metric"), prev)

@@ -317,3 +317,48 @@ def test_round_health_and_coverage_halve_their_sensitivity_under_add_remove(stat
         assert out.neighbours == relation
         expected = float(np.log(1 / 0.05)) * factor  # discrete Laplace bar ~ b ln(1/alpha)
         assert float(out.frame.error_bar.iloc[0]) == pytest.approx(expected, abs=1.0)
+
+
+# ----------------------------------------------------------------------------- monitoring
+
+
+def test_ratio_estimates_are_compared_and_trended_at_their_false_alarm_rate(
+        clients, states) -> None:
+    """Add/remove frames (ratio estimates): no change fires at most alpha, by Monte Carlo."""
+    from spatialdp.federated import compare_reports, drift
+
+    alpha, reps = 0.2, 8
+    sim = Simulation(rng=21)
+    fired = trended = compared = tested = 0
+    for _ in range(reps):
+        frames = [regional_report(clients, states, [LOSS], epsilon=0.3, min_cohort=30,
+                                  target=sim, neighbours="add_remove")["loss"]
+                  for _ in range(3)]
+        out = compare_reports(frames[1], frames[0], alpha=alpha, same_clients=True)
+        fired += int(out.fired.sum())
+        compared += len(out)
+        history = pd.concat([f.assign(round_index=i + 1) for i, f in enumerate(frames)])
+        trend = drift(history.drop(columns="geometry").reset_index(), window=3, alpha=alpha,
+                      same_clients=True)
+        trended += int(trend.drifting.sum())
+        tested += int((trend.rounds >= 3).sum())
+    for hits, total in ((fired, compared), (trended, tested)):
+        se = math.sqrt(alpha * (1 - alpha) / total)
+        assert abs(hits / total - alpha) < 4 * se, (hits, total)
+
+
+def test_a_real_change_of_a_ratio_estimate_fires(states) -> None:
+    from spatialdp.federated import compare_reports
+
+    fleet = synthetic_fleet(20_000, rng=3, partition=states)
+
+    def week(co_loss: float):  # type: ignore[no-untyped-def]
+        frame = pd.DataFrame({"client_id": fleet.device_id, "region_id": fleet.region_id,
+                              "loss": np.where(fleet.region_id == "CA", co_loss, 1.0)})
+        made = device_report(frame, loss_spec=LOSS, partition=states)
+        return regional_report(made, states, [LOSS], epsilon=1.0, min_cohort=100,
+                               target=Simulation(rng=2), neighbours="add_remove")["loss"]
+
+    out = compare_reports(week(3.0), week(1.0), alpha=0.01, same_clients=True)
+    assert out.fired.loc["CA"]
+    assert out.fired.sum() <= 2

@@ -19,7 +19,6 @@ from spatialdp.federated import (
     device_report,
     regional_report,
 )
-from spatialdp.federated.schema import coarsen_count
 from spatialdp.geo.partition import Partition
 from spatialdp.privacy.ledger import PrivacyLedger
 from spatialdp.privacy.target import ReleaseTarget, Simulation
@@ -284,11 +283,6 @@ def test_bounded_display_clamps_and_says_it_is_biased(states_partition: Partitio
     shown = report.bounded("loss")
     assert shown.value.dropna().between(0.0, 2.5).all()
     assert "biased" in shown.attrs["spatialdp"]["bounded"]
-
-
-def test_coarsen_count() -> None:
-    assert [coarsen_count(k) for k in (0, 1, 4, 5, 19, 20)] == ["0", "1-4", "1-4", "5-9",
-                                                                 "10-19", "20+"]
 
 
 def test_coverage_counts_are_one_release_with_honest_bars(states_partition: Partition

@@ -102,7 +102,7 @@ def test_significance_refusals() -> None:
         significance_table(none, 1.0)
 
 
-def test_significance_map_colours_and_coarsened_key() -> None:
+def test_significance_map_colours_and_exact_key() -> None:
     report = make_report()
     report["noise_std"] = report.error_bar / math.log(20) * math.sqrt(2)
     national = float(report.value.median())
@@ -112,7 +112,8 @@ def test_significance_map_colours_and_coarsened_key() -> None:
     assert by_gid == table.verdict.to_dict()
     assert by_gid["NV"] == "above"  # the outlier state
     texts = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert "suppressed (1-4)" in texts  # never the exact count
+    n = int(report.suppressed.sum())
+    assert f"suppressed ({n})" in texts  # exact: every verdict is drawn on the map
     assert f"national {national:.3g}" in ax.get_title(loc="left")
 
 

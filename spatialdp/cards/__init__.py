@@ -2,12 +2,13 @@
 
 A :class:`ModelCard` holds what a reviewer needs to trust a private regional
 evaluation: the partition and its version, the metric specs and histogram edge
-versions, the strata and every merge with its reason, cohort sizes (coarsened),
-coverage figures with the blind spots and the coverage score's history, the
-privacy ledger per epoch and line item with the per-client epsilon, metric
-values with error bars and the suppressed-region count (coarsened), and the
+versions, the strata and every merge with its reason, cohort sizes, coverage
+figures with the blind spots and the coverage score's history, the privacy
+ledger per epoch and line item with the per-client epsilon and the neighbouring
+relations, metric values with error bars and the suppressed regions, and the
 query-error table. Every section says whether its numbers are noised releases,
-simulation, or exact bookkeeping.
+simulation, or exact bookkeeping; counts of people are exact under replace-one
+neighbours and noised releases under add/remove (:data:`PARTICIPATION`).
 
 It is written as Markdown for people (:mod:`spatialdp.cards.markdown`, with
 the coverage map embedded) and JSON for machines (:mod:`spatialdp.cards.json_card`),
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING
 from spatialdp._lazy import attach
 
 if TYPE_CHECKING:  # the public names, imported on first use (spatialdp._lazy)
-    from spatialdp.cards.card import COHORT_EDGES, PROVENANCE, ModelCard
+    from spatialdp.cards.card import PARTICIPATION, PROVENANCE, ModelCard
     from spatialdp.cards.json_card import (
         SCHEMA_VERSION,
         InvalidCard,
@@ -37,7 +38,7 @@ if TYPE_CHECKING:  # the public names, imported on first use (spatialdp._lazy)
 __getattr__, __dir__ = attach(__name__, __file__)
 
 __all__ = [
-    "COHORT_EDGES",
+    "PARTICIPATION",
     "PROVENANCE",
     "RUN_FORMAT",
     "SCHEMA_VERSION",

@@ -1,15 +1,18 @@
 """The card's sections as plain JSON-ready dicts, from objects or from run-folder files.
 
 Each builder takes the library's objects (or the dicts the run folder stores)
-and returns one section of the card. Counts of people (cohorts, clients
-sampled, pool sizes in merge reasons, suppressed regions) leave this module
-only coarsened (:func:`spatialdp.federated.schema.coarsen_count`).
+and returns one section of the card. Counts of people follow one policy per
+neighbouring relation (:data:`PARTICIPATION`): under replace-one neighbours
+participation is public by assumption, so cohorts, clients sampled and pool
+sizes are exact bookkeeping; under add/remove every count of people on the
+card is a noised count from a release (the reports' cohorts, a
+:class:`~spatialdp.sampling.ReleasedCoverage`), and exact bookkeeping is refused
+(:func:`check_participation`).
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -17,11 +20,6 @@ import numpy as np
 import pandas as pd
 
 from spatialdp._validation import fail
-from spatialdp.federated.schema import coarsen_count
-
-#: Bucket edges for counts of people in the card (``coarsen_count(n, COHORT_EDGES)``).
-COHORT_EDGES: tuple[int, ...] = (1, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000,
-                                 10_000, 20_000, 50_000, 100_000)
 
 #: Where a section's numbers come from.
 PROVENANCE: dict[str, str] = {
@@ -29,53 +27,72 @@ PROVENANCE: dict[str, str] = {
     "simulation": "seeded simulation: not a release; never publish it as one",
     "unaccounted": "noised with OS entropy, but charged to no ledger",
     "bookkeeping": "exact bookkeeping of public parameters and of the server's own selection "
-                   "(no noise; counts of people coarsened)",
+                   "(published only under replace-one neighbours, where participation is "
+                   "public)",
+}
+
+#: What each neighbouring relation means for the counts of people on a card.
+PARTICIPATION: dict[str, str] = {
+    "replace": "replace-one neighbours: one client's values are protected, not the fact "
+               "that or where it took part. Participation (who was selected, who reported, "
+               "from which region) is public by assumption, so cohort sizes, clients sampled "
+               "and pool sizes on this card are exact.",
+    "add_remove": "add/remove neighbours: whether and where a client took part is protected "
+                  "too. Every count of people on this card is a noised count from a release "
+                  "(cohorts, coverage); floors, suppression and blind spots were decided on "
+                  "noised counts; the server's exact selection records are not published.",
 }
 
 _ACCOUNTING_TO_PROVENANCE = {"ledger": "release", "simulation": "simulation",
                              "unaccounted": "unaccounted"}
 
 
-def coarse(count: Any) -> str:
-    """Return a count of people as a bucket label (``COHORT_EDGES``), never exactly.
+def participation_text(relations: Sequence[str]) -> str:
+    """Return the card's statement of what its counts of people reveal, for ``relations``.
 
     Examples
     --------
-    >>> [coarse(n) for n in (0, 3, 57, 1234, 250_000)]
-    ['0', '1-4', '50-99', '1000-1999', '100000+']
+    >>> participation_text(["add_remove"]).split(":")[0]
+    'add/remove neighbours'
     """
-    return coarsen_count(int(count), COHORT_EDGES)
+    chosen = [r for r in ("replace", "add_remove") if r in set(relations)]
+    if not chosen:
+        return "No release is recorded on this card."
+    if len(chosen) == 2:
+        return ("Mixed: some releases hold for replace-one neighbours, others for add/remove. "
+                "Participation is protected only by the add/remove releases; the replace-one "
+                "ones reveal it. " + " ".join(PARTICIPATION[r] for r in chosen))
+    return PARTICIPATION[chosen[0]]
 
 
-_LABEL = r"(?:\d+-\d+|\d+\+|<\d+|\d+)"
-_REASON = re.compile(rf"^(?P<what>.*?) (?P<size>{_LABEL}) below the floor (?P<floor>\d+); "
-                     rf"merged with the (?P<how>.*?) \((?P<partner>{_LABEL})\)$")
-_INTEGER = re.compile(r"(?<![\w.@<+-])\d+(?![\w.+-])")
+def check_participation(relations: Sequence[str], *, sampling: Mapping[str, Any] | None,
+                        coverage: Mapping[str, Any] | None,
+                        cohort_sizes: Mapping[str, Any] | None) -> None:
+    """Refuse exact counts of people on a card whose releases protect participation.
 
+    Under add/remove neighbours the server's selection records (merges decided
+    on exact pool sizes, the exact coverage, exact cohorts) would give away what
+    the releases protect.
 
-def _coarse_label(text: str) -> str:
-    """Coarsen a count given as digits; keep a label that is already coarse."""
-    return coarse(text) if text.isdigit() else text
-
-
-def coarsen_reason(reason: str) -> str:
-    """Return a merge reason with the pool sizes coarsened (the floor is public).
-
-    Examples
-    --------
-    >>> coarsen_reason("eligible pool 3 below the floor 5; merged with the adjacent group (1234)")
-    'eligible pool 1-4 below the floor 5; merged with the adjacent group (1000-1999)'
-    >>> coarsen_reason("cohort 7 in 3 rounds")
-    'cohort 5-9 in 1-4 rounds'
-    >>> coarsen_reason(coarsen_reason("cohort 7 in 3 rounds"))   # idempotent
-    'cohort 5-9 in 1-4 rounds'
+    Raises
+    ------
+    InvalidInput
+        Exact bookkeeping on an add/remove card, naming the section and the fix.
     """
-    match = _REASON.match(reason)
-    if match:
-        return (f"{match['what']} {_coarse_label(match['size'])} below the floor "
-                f"{match['floor']}; merged with the {match['how']} "
-                f"({_coarse_label(match['partner'])})")
-    return _INTEGER.sub(lambda m: coarse(m.group(0)), reason)
+    if "add_remove" not in set(relations):
+        return
+    fix = ("under add/remove neighbours publish only releases: "
+           "release_epoch_coverage(...) instead of epoch_coverage(...), no merges, and "
+           "cohorts from the reports")
+    if coverage is not None and coverage.get("provenance") != "release":
+        raise fail("coverage", "exact bookkeeping (epoch_coverage)",
+                   "holds exact counts of the clients sampled per region", fix)
+    if sampling is not None and sampling.get("merges"):
+        raise fail("merges", f"{len(sampling['merges'])} merge(s)",
+                   "were decided on exact pool sizes", fix)
+    if cohort_sizes is not None and cohort_sizes.get("provenance") != "release":
+        raise fail("cohort_sizes", "exact per-region counts",
+                   "are not the reports' noised cohorts", fix)
 
 
 def _number(value: Any) -> float | None:
@@ -135,14 +152,14 @@ def spec_section(spec: Any) -> dict[str, Any]:
 
 # ----------------------------------------------------------------------------- sampling
 def merge_entry(merge: Any) -> dict[str, Any]:
-    """Return a Merge (or its dict) with the pool sizes in its reason coarsened."""
+    """Return a Merge (or its dict) as the card's entry (its reason as the sampler wrote it)."""
     data = merge.to_dict() if hasattr(merge, "to_dict") else dict(merge)
     if not {"members", "into", "reason"} <= set(data):
         raise fail("merges", merge, "holds something that is not a Merge",
                    "pass the Merge records (Coverage.merges or ParticipationState.merges)")
     ri = data.get("round_index")
     return {"members": [str(m) for m in data["members"]], "into": [str(m) for m in data["into"]],
-            "reason": coarsen_reason(str(data["reason"])),
+            "reason": str(data["reason"]),
             "round_index": None if ri is None else int(ri)}
 
 
@@ -188,21 +205,32 @@ def cells_entries(table: Any) -> dict[str, Any]:
 
 def coverage_section(coverage: Any, history: Any = None, cell_table: Any = None
                      ) -> dict[str, Any]:
-    """Return the coverage figures of a Coverage (counts coarsened) and the score's history."""
-    from spatialdp.sampling.coverage import Coverage
+    """Return the coverage figures of a Coverage (exact) or a ReleasedCoverage (noised).
 
+    The exact :class:`~spatialdp.sampling.Coverage` is the server's bookkeeping
+    (publishable under replace-one neighbours only); a
+    :class:`~spatialdp.sampling.ReleasedCoverage` is a release (add/remove).
+    """
+    from spatialdp.sampling.coverage import Coverage, ReleasedCoverage
+
+    if isinstance(coverage, ReleasedCoverage):
+        return released_coverage_section(coverage)
     if isinstance(coverage, Mapping):
         section = dict(coverage)
+        if section.get("provenance") == "release":
+            return section
     elif isinstance(coverage, Coverage):
         table = coverage.table
         strata_rows = [
             {"stratum": str(i), "group": str(row.group), "merged": bool(row.merged),
-             "blind_spot": bool(row.blind_spot), "clients_sampled": coarse(row.clients_sampled)}
+             "blind_spot": bool(row.blind_spot),
+             "clients_sampled": int(row.clients_sampled)}  # type: ignore[arg-type]
             for i, row in zip(table.index, table.itertuples(), strict=True)]
         regions = None
         if coverage.report_table is not None:
             rt = coverage.report_table
-            regions = [{"region_id": str(i), "clients_sampled": coarse(row.clients_sampled),
+            regions = [{"region_id": str(i),
+                        "clients_sampled": int(row.clients_sampled),  # type: ignore[arg-type]
                         "blind_spot": bool(row.blind_spot)}
                        for i, row in zip(rt.index, rt.itertuples(), strict=True)]
         n_regions = len(coverage.report_table) if coverage.report_table is not None else None
@@ -228,13 +256,34 @@ def coverage_section(coverage: Any, history: Any = None, cell_table: Any = None
         if coverage.cell_table is not None and cell_table is None:
             section.update(cells_entries(coverage.cell_table))
     else:
-        raise fail("coverage", coverage, "is not a Coverage", "pass epoch_coverage(...)'s result")
+        raise fail("coverage", coverage, "is not a Coverage or a ReleasedCoverage",
+                   "pass epoch_coverage(...) or release_epoch_coverage(...)'s result")
     if cell_table is not None:
         section.update(cells_entries(cell_table))
     if history is not None:
         section["score_history"] = history_rows(history, section.get("epoch"))
+    section["neighbours"] = "replace"
     section["provenance"] = "bookkeeping"
     return section
+
+
+def released_coverage_section(coverage: Any) -> dict[str, Any]:
+    """Return a :class:`~spatialdp.sampling.ReleasedCoverage` as the card's coverage section."""
+    regions = coverage.regions.frame
+    rows = [{"region_id": str(i), "clients_sampled": int(n), "covered": bool(c)}
+            for i, n, c in zip(regions.index, regions.clients, regions.covered, strict=True)]
+    cells = coverage.cells
+    return {
+        "epoch": int(coverage.epoch), "neighbours": str(coverage.neighbours),
+        "epsilon": float(coverage.epsilon), "n_regions": len(regions),
+        "regions_confirmed": int(regions.covered.sum()),
+        "region_error_bar": float(regions.error_bar.iloc[0]) if len(regions) else 0.0,
+        "blind_regions": coverage.blind_regions, "regions_table": rows,
+        "n_cells": None if cells is None else len(cells.frame),
+        "cells_confirmed": None if cells is None else int(cells.frame.covered.sum()),
+        "cell_error_bar": None if cells is None else float(cells.frame.error_bar.iloc[0]),
+        "blind_cells": coverage.blind_cells, "provenance": "release",
+    }
 
 
 def history_rows(history: Any, epoch: int | None = None) -> list[dict[str, Any]]:
@@ -261,8 +310,13 @@ def history_rows(history: Any, epoch: int | None = None) -> list[dict[str, Any]]
             for e, r, s in zip(epochs, frame["round_index"], frame["score"], strict=True)]
 
 
-def cohort_section(cohort_sizes: Any, source: str) -> dict[str, Any]:
-    """Return per-region cohort sizes, coarsened (``None`` values: suppressed)."""
+def cohort_section(cohort_sizes: Any, source: str, neighbours: str = "replace"
+                   ) -> dict[str, Any]:
+    """Return per-region cohort sizes (``None`` values: suppressed).
+
+    Exact under replace-one neighbours (bookkeeping of public participation);
+    under add/remove they must be the reports' noised cohorts (a release).
+    """
     if isinstance(cohort_sizes, pd.Series):
         items = list(cohort_sizes.items())
     elif isinstance(cohort_sizes, Mapping):
@@ -274,9 +328,9 @@ def cohort_section(cohort_sizes: Any, source: str) -> dict[str, Any]:
     for region, n in items:
         value = _number(n)
         rows.append({"region_id": str(region),
-                     "cohort": "suppressed" if value is None else coarse(value)})
-    return {"source": source, "edges": list(COHORT_EDGES), "regions": rows,
-            "provenance": "bookkeeping"}
+                     "cohort": "suppressed" if value is None or value < 1 else int(value)})
+    return {"source": source, "neighbours": neighbours, "regions": rows,
+            "provenance": "release" if neighbours == "add_remove" else "bookkeeping"}
 
 
 # ----------------------------------------------------------------------------- reports
@@ -311,8 +365,8 @@ def report_section(meta: Mapping[str, Any], wide: pd.DataFrame, source: str | No
                                      "reliability": str(row[cols["reliability"]])}
             for c in _REGION_COLUMNS:
                 entry[c] = None if hidden else _number(row[cols[c]])
-            entry["cohort"] = ("suppressed" if hidden or _number(row[cols["cohort"]]) is None
-                               else coarse(row[cols["cohort"]]))
+            count = _number(row[cols["cohort"]])
+            entry["cohort"] = "suppressed" if hidden or count is None else int(count)
             regions.append(entry)
         shown = [r for r in regions if not r["suppressed"] and r["value"] is not None]
         bars = [r["error_bar"] for r in shown if r["error_bar"] is not None]
@@ -331,7 +385,8 @@ def report_section(meta: Mapping[str, Any], wide: pd.DataFrame, source: str | No
         "partition_version": str(meta.get("partition_version")),
         "epsilon": epsilon, "epsilon_total": float(sum(epsilon.values())),
         "alpha": float(meta.get("alpha", 0.05)), "min_cohort": int(meta.get("min_cohort", 0)),
-        "suppressed_regions": str(meta.get("suppressed_regions")),
+        "suppressed_regions": _suppressed_count(meta.get("suppressed_regions"), metrics),
+        "neighbours": str(meta.get("neighbours") or "replace"),
         "metrics": metrics,
     }
 
@@ -347,20 +402,29 @@ def report_from_object(report: Any) -> dict[str, Any]:
     return report_section(report.metadata(), wide, None)
 
 
+def _suppressed_count(stored: Any, metrics: Sequence[Mapping[str, Any]]) -> int:
+    """Return the number of regions with no published value (recounted when not stored)."""
+    number = _number(stored)
+    if number is not None:
+        return int(number)
+    flags = [{r["region_id"] for r in m["regions"] if not r["suppressed"]} for m in metrics]
+    regions = {r["region_id"] for m in metrics for r in m["regions"]}
+    return len(regions - set().union(*flags)) if flags else 0
+
+
 def cohorts_from_report(section: Mapping[str, Any]) -> dict[str, Any]:
-    """Return the largest cohort label per region of a report section (metrics may differ)."""
-    best: dict[str, str] = {}
-    order = {label: i for i, label in enumerate(
-        ["suppressed", *[coarse(e - 1) for e in COHORT_EDGES], coarse(COHORT_EDGES[-1])])}
+    """Return the largest published cohort per region of a report section (metrics may differ)."""
+    best: dict[str, int | str] = {}
     for metric in section["metrics"]:
         for row in metric["regions"]:
-            old = best.get(row["region_id"])
-            if old is None or order.get(row["cohort"], 0) > order.get(old, 0):
-                best[row["region_id"]] = row["cohort"]
+            old, new = best.get(row["region_id"]), row["cohort"]
+            if old is None or old == "suppressed" or (new != "suppressed" and new > old):
+                best[row["region_id"]] = new
+    neighbours = str(section.get("neighbours", "replace"))
     return {"source": f"cohorts of round {section.get('round_index')} (largest over metrics)",
-            "edges": list(COHORT_EDGES),
+            "neighbours": neighbours,
             "regions": [{"region_id": k, "cohort": v} for k, v in best.items()],
-            "provenance": "bookkeeping"}
+            "provenance": "release" if neighbours == "add_remove" else "bookkeeping"}
 
 
 # ----------------------------------------------------------------------------- ledger
@@ -383,6 +447,7 @@ def privacy_section(ledger: Any, epochs: Sequence[int] | None, delta: float | No
         return float(rho_to_epsilon(float(spent), delta=delta)) if spent > 0 else 0.0
 
     out = []
+    relations: set[str] = set()
     for epoch in chosen:
         summary = ledger.summary(epoch)
         items = [{"line_item": str(item), "cap": float(row["cap"]),
@@ -394,10 +459,14 @@ def privacy_section(ledger: Any, epochs: Sequence[int] | None, delta: float | No
         total = next(i for i in items if i["line_item"] == "total")
         out.append({"epoch": int(epoch), "line_items": items,
                     "epsilon_per_client": total["epsilon_per_client"]})
+        audit = ledger.audit(epoch)
+        relations.update(str(r) for r in audit["neighbours"])
+    ordered = [r for r in ("replace", "add_remove") if r in relations]
     return {"accounting": ledger.accounting, "unit": ledger.unit,
             "epoch_budget": float(ledger.epoch_budget), "delta": delta,
             "split": {"evaluation_share": float(ledger.split.evaluation_share),
                       "global_share": float(ledger.split.global_share)},
+            "neighbours": ordered, "participation": participation_text(ordered),
             "epochs": out, "provenance": "bookkeeping"}
 
 

@@ -13,17 +13,25 @@ section                     holds                                         proven
 ``geography``               the partition and its version; metric specs   bookkeeping
                             with fingerprints and histogram edge versions
 ``sampling``                strata (key, basis, version); every merge     bookkeeping
-                            with its reason (pool sizes coarsened)
-``cohort_sizes``            per-region cohort sizes, coarsened            bookkeeping
-``coverage``                share of strata / regions / cells sampled,    bookkeeping
-                            blind spots, score history, map
+                            with its reason (replace-one only)
+``cohort_sizes``            per-region cohort sizes: exact (replace-one)  bookkeeping /
+                            or the reports' noised cohorts (add/remove)   release
+``coverage``                share of strata / regions / cells sampled,    bookkeeping /
+                            blind spots, score history, map; under        release
+                            add/remove a coverage release
 ``privacy``                 the ledger per epoch and line item, with      bookkeeping
-                            the per-client epsilon
+                            the per-client epsilon, the neighbouring
+                            relations and what they protect
 ``quantitative_analysis``   per round and metric: values with error       release /
-                            bars per region, suppressed count coarsened   simulation /
+                            bars per region, suppressed regions           simulation /
                                                                           unaccounted
 ``query_error``             measure_query_error's table                   simulation
 ==========================  ============================================  ============
+
+One policy for counts of people per neighbouring relation
+(:data:`~spatialdp.cards._sections.PARTICIPATION`): exact under replace-one
+(participation is public by assumption, as in the report files), noised under
+add/remove, where a card holding exact selection records is refused.
 """
 
 from __future__ import annotations
@@ -38,17 +46,16 @@ from typing import Any
 
 from spatialdp._validation import check_output, check_text, fail
 from spatialdp.cards import _sections as sections
-from spatialdp.cards._sections import COHORT_EDGES, PROVENANCE
+from spatialdp.cards._sections import PARTICIPATION, PROVENANCE
 from spatialdp.cards.json_card import SCHEMA_VERSION, InvalidCard, canonical_digest, validate_card
 from spatialdp.exceptions import PartitionMismatch
 
-__all__ = ["COHORT_EDGES", "PROVENANCE", "ModelCard"]
+__all__ = ["PARTICIPATION", "PROVENANCE", "ModelCard"]
 
 DEFAULT_LIMITATIONS = [
     "Per-region values are noised estimates: compare a region with another only through "
     "their error bars, never by point estimates alone.",
-    "Suppressed regions (cohort below the floor) have no value; the card gives their "
-    "number only coarsened.",
+    "Suppressed regions (cohort below the floor) have no value.",
     "Blind spots (strata or regions with no sampled client this epoch) are not covered "
     "by any metric in this card.",
     "Coverage figures describe who was selected, not who reported; devices that dropped "
@@ -157,8 +164,8 @@ class ModelCard:
     (:func:`~spatialdp.cards.validate_card`); :meth:`to_markdown` and the
     notebook display are rendered from it. Every section names its provenance:
     ``release`` (noised and charged), ``simulation``, ``unaccounted`` or
-    ``bookkeeping`` (exact public parameters and selection records, counts of
-    people coarsened).
+    ``bookkeeping`` (exact public parameters and selection records, refused on a
+    card whose releases hold for add/remove neighbours).
 
     Parameters
     ----------
@@ -217,10 +224,12 @@ class ModelCard:
         merges : sequence of Merge, optional
             Merges to list (default: ``coverage.merges``).
         cohort_sizes : mapping or Series region -> count, optional
-            Per-region cohort sizes, published coarsened (default: the largest
-            cohort per region of the last report).
-        coverage : Coverage, optional
-            :func:`~spatialdp.sampling.epoch_coverage`'s result.
+            Per-region cohort sizes, exact (replace-one only; default: the
+            largest published cohort per region of the last report).
+        coverage : Coverage or ReleasedCoverage, optional
+            :func:`~spatialdp.sampling.epoch_coverage`'s exact bookkeeping
+            (replace-one) or :func:`~spatialdp.sampling.release_epoch_coverage`'s
+            release (required under add/remove).
         coverage_history : Series or DataFrame, optional
             Coverage score per round (``round_index``, ``score``, optionally
             ``epoch``) across epochs (default: ``coverage.score_history``).
@@ -266,7 +275,8 @@ class ModelCard:
         Raises
         ------
         InvalidInput
-            An argument of the wrong kind.
+            An argument of the wrong kind, or exact counts of people on a card
+            whose releases hold for add/remove neighbours.
         """
         part = sections.partition_section(partition)
         if isinstance(specs, (str, bytes)) or not isinstance(specs, Sequence):
@@ -282,7 +292,7 @@ class ModelCard:
             merges = list(cover.get("merges", []))
         sampling = (sections.sampling_section(strata, merges)
                     if strata is not None or merges else None)
-        if cohort_sizes is not None:
+        if cohort_sizes is not None:  # exact counts from the caller: bookkeeping
             cohorts = sections.cohort_section(cohort_sizes, "given per region")
         elif rounds:
             cohorts = sections.cohorts_from_report(rounds[-1])
@@ -372,6 +382,11 @@ class ModelCard:
                     f"reports: round {r['round_index']} was made on partition version "
                     f"{r['partition_version']!r}, not the card's {partition['key']!r}; pass "
                     "the partition the reports are keyed by")
+        relations = {r["neighbours"] for r in rounds}
+        if privacy is not None:
+            relations.update(privacy.get("neighbours", []))
+        sections.check_participation(sorted(relations), sampling=sampling, coverage=coverage,
+                                     cohort_sizes=cohort_sizes)
         if coverage is not None:
             coverage = {**coverage, "map": figures.get("coverage_map")}
         content: dict[str, Any] = {
@@ -541,17 +556,23 @@ class ModelCard:
         if rounds:
             kinds = sorted({r["provenance"] for r in rounds})
             lines.append(f"  {len(rounds)} round(s) of regional metrics ({', '.join(kinds)}); "
-                         f"suppressed regions (coarsened) in the last: "
-                         f"{rounds[-1]['suppressed_regions']}")
+                         f"suppressed regions in the last: {rounds[-1]['suppressed_regions']}")
         if c["privacy"] is not None:
+            relations = c["privacy"].get("neighbours") or []
+            if relations:
+                lines.append(f"  neighbouring relations: {', '.join(relations)}")
             for e in c["privacy"]["epochs"]:
                 eps = e["epsilon_per_client"]
                 lines.append(f"  epoch {e['epoch']}: per-client epsilon "
                              f"{'n/a' if eps is None else format(eps, '.4g')}")
         if c["coverage"] is not None:
             cov = c["coverage"]
-            lines.append(f"  coverage: {cov['share_strata_sampled']:.0%} of strata sampled; "
-                         f"blind spots: {', '.join(cov['blind_spots']) or 'none'}")
+            if cov["provenance"] == "release":
+                lines.append(f"  coverage (released): {cov['regions_confirmed']} of "
+                             f"{cov['n_regions']} regions confirmed reached")
+            else:
+                lines.append(f"  coverage: {cov['share_strata_sampled']:.0%} of strata "
+                             f"sampled; blind spots: {', '.join(cov['blind_spots']) or 'none'}")
         if c["query_error"] is not None:
             lines.append(f"  query error: {len(c['query_error']['rows'])} buckets (simulation)")
         return "\n".join(lines)

@@ -1,11 +1,14 @@
 """The model card as JSON for machines: the shipped schema, validation and the content digest.
 
 ``model_card.schema.json`` (JSON Schema draft 2020-12) ships inside this
-package. A card is validated against it when written and when read; counts of
-people are bucket labels in the schema itself (an exact cohort is not a valid
-card). The ``digest`` field is the SHA-256 of the canonical JSON of every other
-field: it catches accidents and naive edits (someone able to rewrite the file can
-recompute it, so keep published cards where readers cannot write).
+package. A card is validated against it when written and when read. Schema 2
+states the neighbouring relation of every count of people (exact under
+replace-one, noised under add/remove) in place of schema 1's coarsened labels,
+which were no protection (the report files beside the card held the exact
+counts) and no relation at all to the noise. The ``digest`` field is the SHA-256
+of the canonical JSON of every other field: it catches accidents and naive
+edits (someone able to rewrite the file can recompute it, so keep published
+cards where readers cannot write).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from spatialdp.exceptions import InvalidInput
 __all__ = ["SCHEMA_VERSION", "InvalidCard", "canonical_digest", "load_schema", "validate_card"]
 
 #: Version of ``model_card.schema.json``.
-SCHEMA_VERSION = "1.0.0"
+SCHEMA_VERSION = "2.0.0"
 
 
 class InvalidCard(InvalidInput):
@@ -95,6 +98,12 @@ def validate_card(content: Mapping[str, Any], *, check_digest: bool = True) -> N
                           "pass a model card's dict or load model_card.json")
     from jsonschema.exceptions import best_match
 
+    version = content.get("schema_version")
+    if isinstance(version, str) and version != SCHEMA_VERSION:
+        raise InvalidCard(
+            f"card has schema_version={version!r}; this spatialdp reads {SCHEMA_VERSION} "
+            "(schema 2 states the neighbouring relation of every count of people). Rebuild "
+            "the card from its run folder with ModelCard.from_run (or `spatialdp card`)")
     errors = list(_validator().iter_errors(dict(content)))
     if errors:
         first = best_match(errors)

@@ -17,7 +17,7 @@ __all__ = ["render_markdown"]
 _TAG = {"release": "release: noised, charged to the ledger",
         "simulation": "SIMULATION: not a release",
         "unaccounted": "UNACCOUNTED: noised, charged to no ledger",
-        "bookkeeping": "bookkeeping: exact, no noise; counts of people coarsened"}
+        "bookkeeping": "bookkeeping: exact, no noise (replace-one: participation is public)"}
 
 
 def _fmt(value: Any, digits: int = 4) -> str:
@@ -161,7 +161,8 @@ def _sampling(c: Mapping[str, Any]) -> list[str]:
     if st:
         out += [f"Strata `{st.get('key')}` (basis {st.get('basis')}, "
                 f"{_fmt(st.get('n_strata'))} strata, version `{st.get('version')}`).", ""]
-    out += ["Every merge with its reason (pool sizes coarsened; the floor is public):", ""]
+    out += ["Every merge with its reason (exact: under replace-one neighbours participation "
+            "is public; the floor is public):", ""]
     return out + _merges_table(s["merges"])
 
 
@@ -173,6 +174,8 @@ def _coverage(c: Mapping[str, Any]) -> list[str]:
     cov = c["coverage"]
     if cov is None:
         return []
+    if cov["provenance"] == "release":
+        return _released_coverage(cov)
     out = _heading(2, "Coverage", cov["provenance"])
     if cov.get("map"):
         out += [f"![Coverage map: clients sampled per stratum; blind spots hatched; merged "
@@ -199,12 +202,7 @@ def _coverage(c: Mapping[str, Any]) -> list[str]:
                    f"{_fmt(cov['epsilon_per_client'])}")
     out += ["", "**Blind spots** (strata with no sampled client this epoch):", ""]
     out += _bullets(cov["blind_spots"])
-    blind_cells = cov.get("blind_cells") or []
-    if blind_cells:
-        shown = ", ".join(f"`{c}`" for c in blind_cells[:30])
-        more = f" and {len(blind_cells) - 30:,} more (all in the JSON card)" if len(
-            blind_cells) > 30 else ""
-        out += [f"**Blind H3 cells** (devices, none sampled): {shown}{more}", ""]
+    out += _blind_cells(cov.get("blind_cells") or [], "devices, none sampled")
     if cov.get("regions_table") is not None:
         out += ["**Blind regions** (report regions with clients but none sampled):", ""]
         out += _bullets(cov.get("blind_regions", []))
@@ -221,10 +219,44 @@ def _coverage(c: Mapping[str, Any]) -> list[str]:
                       [[a["kind"], a.get("region_id") or "-", a.get("hint", "")]
                        for a in cov["alerts"]])
     if cov.get("strata_table"):
-        out += ["**Per stratum** (clients sampled this epoch, coarsened):", ""]
+        out += ["**Per stratum** (clients sampled this epoch, exact):", ""]
         out += _table(["stratum", "group", "clients sampled", "blind spot"],
                       [[r["stratum"], r.get("group", r["stratum"]), r["clients_sampled"],
                         "yes" if r["blind_spot"] else "no"] for r in cov["strata_table"]])
+    return out
+
+
+def _blind_cells(cells: Sequence[str], what: str) -> list[str]:
+    if not cells:
+        return []
+    shown = ", ".join(f"`{c}`" for c in cells[:30])
+    more = f" and {len(cells) - 30:,} more (all in the JSON card)" if len(cells) > 30 else ""
+    return [f"**Blind H3 cells** ({what}): {shown}{more}", ""]
+
+
+def _released_coverage(cov: Mapping[str, Any]) -> list[str]:
+    """Render the coverage of an add/remove run: released noised counts of clients sampled."""
+    out = _heading(2, "Coverage", cov["provenance"])
+    if cov.get("map"):
+        out += [f"![Coverage map: noised count of clients sampled per region and per H3 cell; "
+                f"not confirmed reached hatched]({cov['map']})", ""]
+    out += [f"Epoch {_fmt(cov.get('epoch'))}: the number of distinct clients sampled per "
+            f"region and per H3 cell, released with epsilon {_fmt(cov['epsilon'])} "
+            f"({cov['neighbours']} neighbours). A region or cell is *confirmed reached* when "
+            "its noised count clears its error bar; below it, few clients and none look "
+            "alike, so it is *not confirmed*, never 'empty'.", ""]
+    out.append(f"- Report regions confirmed reached: **{cov['regions_confirmed']}** of "
+               f"{cov['n_regions']} (each count ± {_fmt(cov.get('region_error_bar'))})")
+    if cov.get("n_cells") is not None:
+        out.append(f"- H3 cells confirmed reached: **{_fmt(cov.get('cells_confirmed'))}** of "
+                   f"{_fmt(cov['n_cells'])} (each count ± {_fmt(cov.get('cell_error_bar'))})")
+    out += ["", "**Regions not confirmed reached:**", ""]
+    out += _bullets(cov["blind_regions"])
+    out += _blind_cells(cov.get("blind_cells") or [], "not confirmed reached")
+    out += ["**Per region** (noised count of clients sampled this epoch):", ""]
+    out += _table(["region", "clients sampled (noised)", "confirmed reached"],
+                  [[r["region_id"], r["clients_sampled"], "yes" if r["covered"] else "no"]
+                   for r in cov["regions_table"]])
     return out
 
 
@@ -232,15 +264,19 @@ def _cohorts(c: Mapping[str, Any]) -> list[str]:
     co = c["cohort_sizes"]
     if co is None:
         return []
-    out = _heading(2, "Cohort sizes per region (coarsened)", co["provenance"])
-    out += [f"Source: {co['source']}. Buckets with edges "
-            f"{', '.join(f'{e:,}' for e in co['edges'])}; never exact.", ""]
+    noised = co["neighbours"] == "add_remove"
+    out = _heading(2, f"Cohort sizes per region ({'noised' if noised else 'exact'})",
+                   co["provenance"])
+    out += [f"Source: {co['source']}. "
+            + ("Noised counts of the clients who reported (add/remove neighbours)."
+               if noised else "Exact: under replace-one neighbours participation is public."),
+            ""]
     regions = co["regions"]
     width = 4
     rows = []
     for i in range(0, len(regions), width):
         chunk = regions[i:i + width]
-        row: list[str] = []
+        row: list[Any] = []
         for r in chunk:
             row += [r["region_id"], r["cohort"]]
         row += [""] * (2 * width - len(row))
@@ -263,6 +299,9 @@ def _privacy(c: Mapping[str, Any]) -> list[str]:
                   if split else "") + ".")
     if p["accounting"] == "zcdp":
         out.append(f"Per-client epsilon converted from rho at delta = {_fmt(p.get('delta'))}.")
+    if p.get("participation"):
+        relations = ", ".join(p.get("neighbours") or []) or "none"
+        out += ["", f"**Neighbouring relation** ({relations}): {p['participation']}"]
     out += ["The ledger holds the worst-case loss of any single client: 'per-client epsilon' "
             "is what one client can lose in the epoch.", ""]
     for e in p["epochs"]:
@@ -282,19 +321,20 @@ def _metrics(c: Mapping[str, Any]) -> list[str]:
     out = _heading(2, "Regional metrics")
     out += ["Values are per-region estimates; the error bar is the half-width of the "
             "(1 - alpha) interval of the noise. Suppressed regions (cohort below the floor) "
-            "are not published; their number is coarsened.", ""]
+            "are not published. Under add/remove neighbours the cohort, the floor and the "
+            "suppression come from noised counts.", ""]
     summary = []
     for r in rounds:
         bars = "; ".join(f"{m['name']} {_fmt(m.get('median_error_bar'))}" for m in r["metrics"])
         summary.append([_fmt(r["round_index"]), _TAG[r["provenance"]], _fmt(r.get("epoch")),
-                        _fmt(r["epsilon_total"]), f"{1 - r['alpha']:.0%}",
+                        _fmt(r["epsilon_total"]), r["neighbours"], f"{1 - r['alpha']:.0%}",
                         _fmt(r["min_cohort"]), r["suppressed_regions"], bars])
-    out += _table(["round", "provenance", "epoch", "epsilon per client", "level",
-                   "cohort floor", "suppressed regions", "median error bar"], summary)
+    out += _table(["round", "provenance", "epoch", "epsilon per client", "neighbours",
+                   "level", "cohort floor", "suppressed regions", "median error bar"], summary)
     last = rounds[-1]
     out += _heading(3, f"Round {_fmt(last['round_index'])}, per region", last["provenance"])
-    out.append(f"Partition version `{last['partition_version']}`; suppressed regions "
-               f"(coarsened): **{last['suppressed_regions']}**.")
+    out.append(f"Partition version `{last['partition_version']}`; suppressed regions: "
+               f"**{last['suppressed_regions']}**.")
     out.append("")
     level = f"{1 - last['alpha']:.0%}"
     specs = {s["name"]: s for s in c["geography"]["specs"]}
@@ -315,8 +355,9 @@ def _metrics(c: Mapping[str, Any]) -> list[str]:
                 rows.append([r["region_id"], _fmt(r["value"]), f"± {_fmt(r['error_bar'])}",
                              f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]",
                              r.get("reliability", "-"), r["cohort"]])
+        cohort = "cohort (noised)" if last["neighbours"] == "add_remove" else "cohort"
         out += _table(["region", "value", f"error bar ({level})", "interval", "reliability",
-                       "cohort (coarsened)"], rows)
+                       cohort], rows)
     return out
 
 

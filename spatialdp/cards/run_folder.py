@@ -10,7 +10,7 @@ Layout (``RUN_FORMAT = "spatialdp-run/1"``; paths relative to ``RUN_DIR``)::
     RUN_DIR/
       run.json                 manifest (required), see below
       strata.json              strata key, basis, version, ids, and every merge with its reason
-      coverage.json            coverage figures of the last epoch, counts already coarsened
+      coverage.json            coverage of the last epoch: exact (replace-one) or released
       coverage_history.csv     columns epoch, round_index, score (coverage score per round)
       query_error.csv          measure_query_error's table (one row per bucket)
       query_error.json         its settings (epsilon, method, draws, ...; DataFrame.attrs)
@@ -256,7 +256,11 @@ class RunFolder:
 
     def write_coverage(self, coverage: Any, *, history: Any = None,
                        cell_table: Any = None) -> list[Path]:
-        """Write ``coverage.json`` (counts coarsened) and ``coverage_history.csv``.
+        """Write ``coverage.json`` and (exact bookkeeping only) ``coverage_history.csv``.
+
+        ``coverage`` is :func:`~spatialdp.sampling.epoch_coverage`'s exact
+        bookkeeping (replace-one) or :func:`~spatialdp.sampling.release_epoch_coverage`'s
+        release (add/remove: no score history, which is exact bookkeeping).
 
         ``history`` (coverage score per round across epochs: ``epoch``,
         ``round_index``, ``score``) defaults to ``coverage.score_history``;
@@ -264,6 +268,8 @@ class RunFolder:
         populated cells reached and the blind cells (default ``coverage.cell_table``).
         """
         section = sections.coverage_section(coverage, history, cell_table)
+        if section["provenance"] == "release":
+            return [self._write(self.COVERAGE, _json(section))]
         rows = section.pop("score_history")
         section.pop("provenance")
         return [self._write(self.COVERAGE, _json(section)),
@@ -277,7 +283,7 @@ class RunFolder:
         return self._write(self.COVERAGE_HISTORY, frame.to_csv(index=False))
 
     def write_cohort_sizes(self, cohort_sizes: Any) -> Path:
-        """Write ``cohort_sizes.json``: per-region cohort sizes, coarsened before they land."""
+        """Write ``cohort_sizes.json``: per-region cohort sizes (exact; replace-one runs only)."""
         return self._write(self.COHORT_SIZES,
                            _json(sections.cohort_section(cohort_sizes, "given per region")))
 
@@ -345,11 +351,14 @@ class RunFolder:
             sampling = sections.sampling_section(stored, None)
         coverage = None
         if (self.path / self.COVERAGE).exists():
-            coverage = sections.coverage_section(self._read_json(self.COVERAGE),
-                                                 self._read_history())
+            stored_cov = self._read_json(self.COVERAGE)
+            coverage = sections.coverage_section(
+                stored_cov, None if stored_cov.get("provenance") == "release"
+                else self._read_history())
         if (self.path / self.COHORT_SIZES).exists():
             cohorts = dict(self._read_json(self.COHORT_SIZES))
-            cohorts["provenance"] = "bookkeeping"
+            cohorts["provenance"] = ("release" if cohorts.get("neighbours") == "add_remove"
+                                     else "bookkeeping")
         elif rounds:
             cohorts = sections.cohorts_from_report(rounds[-1])
         else:
@@ -432,7 +441,7 @@ def write_run_folder(run_dir: str | os.PathLike[str], *, partition: Any,
 
     Parameters are those of :meth:`RunFolder.write_manifest` plus the artefacts:
     ``strata`` and ``merges`` (default ``coverage.merges``), ``coverage`` and
-    ``coverage_history`` and ``cell_table``, ``cohort_sizes`` (coarsened before it is written),
+    ``coverage_history`` and ``cell_table``, ``cohort_sizes`` (exact; replace-one runs only),
     ``reports`` (RegionalReports in round order) and ``query_error``.
     """
     run = RunFolder(run_dir)
@@ -442,7 +451,7 @@ def write_run_folder(run_dir: str | os.PathLike[str], *, partition: Any,
                        ledger=run.ledger_path.exists(), title=title, figures=figures,
                        details=details)
     if merges is None and coverage is not None:
-        merges = list(coverage.merges)
+        merges = list(getattr(coverage, "merges", []))
     if strata is not None or merges:
         run.write_strata(strata, merges or [])
     if coverage is not None:

@@ -29,14 +29,17 @@ from spatialdp.federated import (
     track_ratio_spec,
 )
 from spatialdp.federated.incidents import Incident, ratio_pinned_at_clip
+from spatialdp.privacy.budget import Neighbours
 from spatialdp.privacy.ledger import PrivacyLedger
 from spatialdp.privacy.target import ReleaseTarget
 from spatialdp.sampling import (
     Coverage,
     ParticipationPolicy,
+    ReleasedCoverage,
     RoundCohort,
     StratifiedSampler,
     epoch_coverage,
+    release_epoch_coverage,
 )
 from spatialdp.simulation import positioning_predictions
 
@@ -60,6 +63,9 @@ TRAINING_EPSILON_PER_ROUND = 1.0
 DROP_SHARE = 0.06
 #: Epsilon of the national loss of the last round (line item evaluation.global).
 NATIONAL_EPSILON = 0.1
+#: Epsilon of the epoch's coverage release under add/remove neighbours (regions and H3
+#: cells; line item evaluation.regional).
+COVERAGE_EPSILON = 0.3
 WHO = "spatialdp demo"
 
 
@@ -80,6 +86,7 @@ class EpochPlan:
     hist_spec: HistogramSpec
     ratio_sd: float
     loss_sd: float
+    neighbours: Neighbours = "add_remove"
 
     @property
     def specs(self) -> list[MetricSpec | HistogramSpec]:
@@ -93,7 +100,7 @@ class EpochResult:
 
     reports: list[RegionalReport]
     cohorts: list[RoundCohort]
-    coverage: Coverage
+    coverage: Coverage | ReleasedCoverage
     alerts: pd.DataFrame
     trend: pd.DataFrame
     history: dict[str, pd.DataFrame]
@@ -104,7 +111,7 @@ class EpochResult:
 
 
 def plan_epoch(world: World, *, rounds: int, epsilon_per_round: float,
-               rng: np.random.Generator) -> EpochPlan:
+               rng: np.random.Generator, neighbours: Neighbours = "add_remove") -> EpochPlan:
     """Fix the epoch's public parameters: clip bounds from a held-out pilot fleet, floors."""
     from spatialdp.datasets import synthetic_fleet
 
@@ -129,7 +136,7 @@ def plan_epoch(world: World, *, rounds: int, epsilon_per_round: float,
         min_stratum_cohort=max(5, min_cohort // MERGE_SHARE),
         min_cohort=min_cohort,
         alpha=FAMILY_ALPHA / n_regions, loss_spec=loss_spec, ratio_spec=ratio_spec,
-        hist_spec=hist_spec, ratio_sd=ratio_sd, loss_sd=loss_sd)
+        hist_spec=hist_spec, ratio_sd=ratio_sd, loss_sd=loss_sd, neighbours=neighbours)
 
 
 def run_epoch(world: World, plan: EpochPlan, ledger: PrivacyLedger, epoch: int, *,
@@ -148,7 +155,8 @@ def run_epoch(world: World, plan: EpochPlan, ledger: PrivacyLedger, epoch: int, 
     sampler = StratifiedSampler(world.strata, cohort=plan.cohort, policy=policy,
                                 mode="sqrt", min_stratum_cohort=plan.min_stratum_cohort)
     state = sampler.new_state(world.client_strata, epoch=epoch, target=ReleaseTarget(
-        ledger, epoch, who=who, why="per-client participation of the epoch's training rounds"))
+        ledger, epoch, who=who, why="per-client participation of the epoch's training rounds"),
+        neighbours=plan.neighbours)
     reports: list[RegionalReport] = []
     cohorts: list[RoundCohort] = []
     alerts = []
@@ -164,7 +172,8 @@ def run_epoch(world: World, plan: EpochPlan, ledger: PrivacyLedger, epoch: int, 
         report = regional_report(
             device, part, plan.specs, epsilon=plan.epsilons, min_cohort=plan.min_cohort,
             target=ReleaseTarget(ledger, epoch, who=who, round_index=round_index,
-                                 why=f"regional evaluation, round {round_index}"))
+                                 why=f"regional evaluation, round {round_index}"),
+            neighbours=plan.neighbours)
         if reports:
             compared = compare_reports(report["ratio"], reports[-1]["ratio"], alpha=plan.alpha,
                                        sampling_sd=plan.ratio_sd)
@@ -175,7 +184,8 @@ def run_epoch(world: World, plan: EpochPlan, ledger: PrivacyLedger, epoch: int, 
             national = aggregate_metric(device, plan.loss_spec, epsilon=NATIONAL_EPSILON,
                                         target=ReleaseTarget(
                                             ledger, epoch, who=who, round_index=round_index,
-                                            why=f"national loss, round {round_index}"))
+                                            why=f"national loss, round {round_index}"),
+                                        neighbours=plan.neighbours)
         if tick is not None:
             tick(1)
     history = {name: _history(reports, name) for name in ("ratio", "loss")}
@@ -184,9 +194,19 @@ def run_epoch(world: World, plan: EpochPlan, ledger: PrivacyLedger, epoch: int, 
     trend = drift(pd.concat([r["ratio"] for r in reports]).drop(columns="geometry")
                   .reset_index(), window=min(plan.rounds, 8), alpha=plan.alpha,
                   sampling_sd=plan.ratio_sd) if plan.rounds >= 3 else pd.DataFrame()
-    n_cells = None if world.cells is None else world.cells.n_regions
-    coverage = epoch_coverage(sampler, state, client_cells=world.client_cells, n_cells=n_cells,
-                              report=part, client_regions=world.client_regions)
+    coverage: Coverage | ReleasedCoverage
+    if plan.neighbours == "add_remove":  # who was sampled, and where, is private: released
+        coverage = release_epoch_coverage(
+            state, report=part, client_regions=world.client_regions, cells=world.cells,
+            client_cells=None if world.cells is None else world.client_cells,
+            epsilon=COVERAGE_EPSILON, neighbours="add_remove",
+            target=ReleaseTarget(ledger, epoch, who=who,
+                                 why="coverage of the epoch's cohorts"))
+    else:  # replace-one: participation is public, the server's records are published
+        n_cells = None if world.cells is None else world.cells.n_regions
+        coverage = epoch_coverage(sampler, state, client_cells=world.client_cells,
+                                  n_cells=n_cells, report=part,
+                                  client_regions=world.client_regions)
     incidents = ratio_pinned_at_clip(reports[-1]["ratio"], RATIO_CLIP)
     return EpochResult(reports=reports, cohorts=cohorts, coverage=coverage, alerts=table,
                        trend=trend, history=history, incidents=incidents, sampler=sampler,

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from spatialdp.federated import RegionalReport
+from spatialdp.sampling import Coverage
 
 from .audit import QueryAudit
 from .epoch import EpochPlan, EpochResult
@@ -94,7 +95,73 @@ def cell_coverage(world: World, result: EpochResult) -> pd.DataFrame:
 
 
 def draw_coverage(world: World, result: EpochResult, folder: Path) -> Path:
-    """Draw the coverage map: regions with merges outlined, H3 cells with blind spots hatched."""
+    """Draw the coverage map: released counts (add/remove) or the exact records (replace)."""
+    from spatialdp.sampling import ReleasedCoverage
+
+    if isinstance(result.coverage, ReleasedCoverage):
+        return _draw_released_coverage(world, result.coverage, folder)
+    return _draw_exact_coverage(world, result, folder)
+
+
+def _draw_released_coverage(world: World, coverage: Any, folder: Path) -> Path:
+    """Two panels of noised counts of clients sampled (regions, H3 cells), one colour scale.
+
+    Only released values are drawn: a region or cell whose noised count does not
+    clear its error bar is hatched "not confirmed reached" (few clients and none
+    look alike under the noise); nothing shows the fleet's exact locations.
+    """
+    from matplotlib.collections import PolyCollection
+    from matplotlib.colors import LogNorm
+    from matplotlib.patches import Patch
+
+    from spatialdp.viz.maps import save_figure
+
+    plt = _pyplot()
+    panels = [("report regions", world.partition, coverage.regions)]
+    if coverage.cells is not None and world.cells is not None:
+        panels.append((f"H3 cells (resolution {_resolution_of(world)})", world.cells,
+                       coverage.cells))
+    counts = np.concatenate([p[2].frame.clients.to_numpy(dtype=float) for p in panels])
+    norm = LogNorm(vmin=1, vmax=max(2.0, float(counts.max())))
+    fig, axes = plt.subplots(1, len(panels), figsize=(9.5 * len(panels), 6.4), squeeze=False,
+                             gridspec_kw={"wspace": 0.15})
+    layer = None
+    for ax, (name, partition, release) in zip(axes[0], panels, strict=True):
+        rings, owner = _all_rings(partition)  # every part: islands and exclaves too
+        frame = release.frame
+        clients = frame.clients.to_numpy(dtype=float)[owner]
+        covered = frame.covered.to_numpy(dtype=bool)[owner]
+        layer = PolyCollection([rings[i] for i in np.flatnonzero(covered)], cmap="viridis",
+                               norm=norm, linewidths=0.2, edgecolor="white")
+        layer.set_array(clients[covered])
+        ax.add_collection(layer)
+        ax.add_collection(PolyCollection([rings[i] for i in np.flatnonzero(~covered)],
+                                         facecolor="#f0f0f0", edgecolor="#c0392b",
+                                         hatch="xxxx", linewidths=0.3))
+        covered = frame.covered.to_numpy(dtype=bool)
+        ax.autoscale_view()
+        ax.set_aspect(1.0 / np.cos(np.radians(float(np.mean(ax.get_ylim())))))
+        ax.set_xlabel("longitude")
+        ax.set_ylabel("latitude")
+        bar = float(frame.error_bar.iloc[0])
+        ax.set_title(f"{name}: {int(covered.sum()):,} of {len(frame):,} confirmed reached "
+                     f"(counts ± {bar:.0f})", fontsize=11)
+        ax.legend(handles=[Patch(facecolor="#f0f0f0", edgecolor="#c0392b", hatch="xxxx",
+                                 label="not confirmed reached: noised count within its "
+                                       "error bar")], loc="lower left", fontsize=9)
+    assert layer is not None
+    fig.colorbar(layer, ax=list(axes[0]), orientation="horizontal", shrink=0.5, pad=0.1,
+                 label="clients sampled this epoch, noised (log scale; one scale for both "
+                       "panels)")
+    fig.suptitle(f"Coverage of epoch {coverage.epoch}'s cohorts: released counts "
+                 f"(epsilon {coverage.epsilon:g}, add/remove neighbours)", fontsize=13)
+    path = save_figure(fig, folder / "coverage_map.png")
+    plt.close(fig)
+    return path
+
+
+def _draw_exact_coverage(world: World, result: EpochResult, folder: Path) -> Path:
+    """Draw the exact records: regions with merges outlined, H3 cells with blind spots hatched."""
     from matplotlib.collections import PolyCollection
     from matplotlib.colors import LogNorm
     from matplotlib.patches import Patch
@@ -104,6 +171,7 @@ def draw_coverage(world: World, result: EpochResult, folder: Path) -> Path:
 
     plt = _pyplot()
     coverage = result.coverage
+    assert isinstance(coverage, Coverage)
     fig, axes = plt.subplots(1, 2, figsize=(19, 6.4), gridspec_kw={"wspace": 0.35})
     plot_coverage_map(coverage, level="strata", ax=axes[0])
     groups = {str(g) for g in coverage.table.group if "+" in str(g)}
@@ -162,6 +230,15 @@ def _rings(cells: Any) -> list[np.ndarray]:
     first = np.unique(parts[1], return_index=True)[1]  # the first part of each cell
     return [np.asarray(shapely.get_coordinates(shapely.get_exterior_ring(g)))
             for g in parts[0][first]]
+
+
+def _all_rings(partition: Any) -> tuple[list[np.ndarray], np.ndarray]:
+    """Return every part's exterior ring (lon, lat) and the region position it belongs to."""
+    import shapely
+
+    parts, owner = shapely.get_parts(partition.regions.geometry.to_numpy(), return_index=True)
+    rings = [np.asarray(shapely.get_coordinates(shapely.get_exterior_ring(g))) for g in parts]
+    return rings, np.asarray(owner)
 
 
 def _resolution_of(world: World) -> str:
@@ -240,7 +317,7 @@ def write_interactive_map(report: RegionalReport, folder: Path) -> Path:
 
 
 def cohort_sizes(result: EpochResult) -> pd.Series:
-    """Clients per region in the last round (the card coarsens them; suppressed: None)."""
+    """Clients per region in the last round (exact under replace-one; suppressed: None)."""
     last = result.reports[-1]["ratio"]
     return pd.Series(np.where(last.suppressed.astype(bool), None, last.cohort.astype(object)),
                      index=last.index.astype(str))

@@ -17,11 +17,25 @@ import pandas as pd
 from spatialdp._atomic import StagedFolder
 from spatialdp._random import as_generator
 from spatialdp._validation import check_epsilon, check_integer, check_text, fail
+from spatialdp.federated.schema import NEIGHBOUR_TEXT
 from spatialdp.geo import Partition
+from spatialdp.privacy.budget import NEIGHBOURS, BudgetSplit, Neighbours, check_neighbours
 from spatialdp.privacy.ledger import PrivacyLedger
+from spatialdp.sampling import ReleasedCoverage
 
 from .audit import QueryAudit, query_audit
-from .epoch import FAMILY_ALPHA, WHO, EpochPlan, EpochResult, plan_epoch, run_epoch
+from .epoch import (
+    COVERAGE_EPSILON,
+    FAMILY_ALPHA,
+    NATIONAL_EPSILON,
+    PARTICIPATION_CAP,
+    TRAINING_EPSILON_PER_ROUND,
+    WHO,
+    EpochPlan,
+    EpochResult,
+    plan_epoch,
+    run_epoch,
+)
 from .outputs import (
     alerts_table,
     cell_coverage,
@@ -36,12 +50,16 @@ from .outputs import (
 from .progress import Progress
 from .world import World, build_world
 
-__all__ = ["EPOCH_BUDGET", "MARKERS", "RUNS_FILE", "DemoResult", "load_partition",
-           "run_demo", "runs_table"]
+__all__ = ["EPOCH_BUDGET", "MARKERS", "NEIGHBOURS", "RUNS_FILE", "SPLIT", "DemoResult",
+           "load_partition", "run_demo", "runs_table"]
 
-#: The ledger's epoch budget (pure epsilon; default split: training 7, evaluation 3,
-#: of which 2.4 regional).
+#: The ledger's epoch budget (pure epsilon) and its split for a new ledger: training 6,
+#: evaluation 4, of which 3.2 regional (six rounds at 0.4, the coverage release and the
+#: query audit's grid) and 0.8 global (the national loss).
 EPOCH_BUDGET = 10.0
+SPLIT = BudgetSplit(evaluation_share=0.4, global_share=0.2)
+#: Epsilon reserved on evaluation.regional for the query audit's released count grid.
+AUDIT_GRID_EPSILON = 0.5
 MIN_DEVICES = 10_000
 MAX_DEVICES = 20_000_000
 MAX_ROUNDS = 24
@@ -141,8 +159,8 @@ def _previous_files(out: Path) -> list[str]:
             and ".." not in Path(f).parts]
 
 
-def _check_args(devices: Any, epsilon: Any, rounds: Any, seed: Any) -> tuple[int, float, int,
-                                                                            int]:
+def _check_args(devices: Any, epsilon: Any, rounds: Any, seed: Any
+                ) -> tuple[int, float, int, int]:
     n = check_integer(devices, "devices", low=MIN_DEVICES, high=MAX_DEVICES,
                       fix=f"pass a fleet size from {MIN_DEVICES:,} to {MAX_DEVICES:,}")
     eps = check_epsilon(epsilon, "epsilon")
@@ -163,6 +181,7 @@ def run_demo(
     rounds: int = 6,
     seed: int = 0,
     quiet: bool = True,
+    neighbours: Neighbours = "add_remove",
 ) -> DemoResult:
     """Run a monitored epoch and publish its outputs into ``out`` atomically.
 
@@ -189,6 +208,13 @@ def run_demo(
         selection and every published number come from OS entropy.
     quiet : bool
         No progress bars (they are drawn on stderr only when it is a terminal).
+    neighbours : {"add_remove", "replace"}, default "add_remove"
+        The neighbouring relation of every release. ``"add_remove"`` (the
+        default: the outputs are meant to be published) protects whether and
+        where a device took part: cohorts, floors and coverage come from noised
+        counts, and nothing exact about the fleet or the selection is written.
+        ``"replace"`` protects each device's values only; participation is
+        public and published exactly.
 
     Returns
     -------
@@ -206,13 +232,10 @@ def run_demo(
     if not isinstance(out, (str, os.PathLike)) or not str(out).strip():
         raise fail("out", out, "is not a folder path", "pass a folder such as 'spatialdp-demo'")
     n, eps, n_rounds, seed = _check_args(devices, epsilon, rounds, seed)
+    relation = check_neighbours(neighbours)
     part = (partition if isinstance(partition, Partition) or partition is None
             else load_partition(partition, id_column))
-    cap = EPOCH_BUDGET * 0.3 * 0.8  # the ledger's default split: evaluation.regional
-    if n_rounds * eps > cap + 1e-12:
-        raise fail("epsilon", eps, f"x {n_rounds} rounds = {n_rounds * eps:g} exceeds the "
-                   f"regional evaluation budget of an epoch ({cap:g} of {EPOCH_BUDGET:g})",
-                   f"lower --epsilon to at most {cap / n_rounds:.4g} or run fewer rounds")
+    _check_budget(SPLIT, eps, n_rounds, relation)
     run_id = secrets.token_hex(4)
     progress = Progress(quiet=quiet)
     folder = Path(out)
@@ -226,8 +249,13 @@ def run_demo(
             world = build_world(part, n, seed, n_rounds)
         sim = np.random.default_rng([seed, 1])
         with progress.step("pilot fleet and clip bounds"):
-            plan = plan_epoch(world, rounds=n_rounds, epsilon_per_round=eps, rng=sim)
-        with PrivacyLedger(stage.out / LEDGER, epoch_budget=EPOCH_BUDGET) as ledger:
+            plan = plan_epoch(world, rounds=n_rounds, epsilon_per_round=eps, rng=sim,
+                              neighbours=relation)
+        path = stage.out / LEDGER
+        new_ledger = not path.exists()
+        with PrivacyLedger(path, epoch_budget=EPOCH_BUDGET,
+                           split=SPLIT if new_ledger else None) as ledger:
+            _check_budget(ledger.split, eps, n_rounds, relation, ledger=os.fspath(path))
             epoch = max(ledger.epochs(), default=-1) + 1
             done = set(runs.loc[runs.status == "complete", "epoch"].astype(int))
             interrupted = _interrupted(ledger, done)
@@ -275,6 +303,52 @@ def run_demo(
                       world=world, plan=plan, epoch_result=result, audit=audit)
 
 
+def _check_budget(split: BudgetSplit, epsilon: float, rounds: int, neighbours: str,
+                  ledger: str | None = None) -> None:
+    """Refuse, before anything runs or is charged, an epoch its ledger's caps cannot pay."""
+    caps = split.allocate(EPOCH_BUDGET)
+    needs = {"evaluation.regional": rounds * epsilon + AUDIT_GRID_EPSILON
+             + (COVERAGE_EPSILON if neighbours == "add_remove" else 0.0),
+             "evaluation.global": NATIONAL_EPSILON,
+             "training": min(PARTICIPATION_CAP, rounds) * TRAINING_EPSILON_PER_ROUND}
+    where = f" of the ledger {ledger}" if ledger else ""
+    for item, need in needs.items():
+        cap = float(caps[item])
+        if need > cap + 1e-12:
+            if item != "evaluation.regional":
+                raise fail("ledger", ledger, f"has a {item} cap of {cap:g} per epoch, below the "
+                           f"demo's {need:g}", "use a new output folder (a new ledger)")
+            room = (cap - need + rounds * epsilon) / rounds
+            raise fail("epsilon", epsilon, f"x {rounds} rounds plus the epoch's other "
+                       f"releases = {need:g} exceeds the regional evaluation budget of an "
+                       f"epoch{where} ({cap:g} of {EPOCH_BUDGET:g})",
+                       f"lower --epsilon to at most {room:.4g} or run fewer rounds")
+
+
+def _coverage_line(world: World, result: EpochResult) -> str:
+    """Return the summary's coverage: released counts (add/remove) or exact records."""
+    cov = result.coverage
+    if isinstance(cov, ReleasedCoverage):
+        cells = "" if cov.cells is None else (
+            f"; H3 cells confirmed reached: {int(cov.cells.frame.covered.sum()):,} of "
+            f"{len(cov.cells.frame):,}")
+        return (f"coverage (released, epsilon {cov.epsilon:g}): regions confirmed reached "
+                f"{int(cov.regions.frame.covered.sum())} of {len(cov.regions.frame)}{cells}; "
+                "merges decided on exact pools are not published")
+    shown = [f"{'+'.join(m.members)} into {'+'.join(m.into)} (round {m.round_index})"
+             for m in cov.merges[:MAX_MERGES_SHOWN] if len(m.members) + len(m.into) <= 6]
+    merges = "; ".join(shown) or "none"
+    if len(cov.merges) > len(shown):
+        merges += f"; {len(cov.merges) - len(shown)} more in strata.json"
+    cells = ""
+    if world.cells is not None:
+        table = cell_coverage(world, result)
+        with_devices = int((table.clients > 0).sum())
+        cells = (f"; H3 cells with devices reached: {with_devices - int(table.blind_spot.sum()):,}"
+                 f" of {with_devices:,} ({int(table.blind_spot.sum()):,} blind spots)")
+    return f"merges: {merges}; regions never sampled: {len(cov.blind_spots)}{cells}"
+
+
 def _interrupted(ledger: PrivacyLedger, done: set[int]) -> list[int]:
     """Return the epochs charged by demo runs that never published (not in ``done``)."""
     audit = ledger.audit()
@@ -294,6 +368,23 @@ def _write_card(folder: Path, ledger: Path, world: World, plan: EpochPlan,
     link = folder / LEDGER
     link.symlink_to(ledger)
     table = audit.reports["flat (clamped)"]
+    released = plan.neighbours == "add_remove"
+    limitations = [
+        f"The fleet, the model's errors and the drift in {world.drifting} (from round "
+        f"{world.drift_start}) are simulated (seed {seed}).",
+        "The query-error table is a seeded simulation of a release, not a release.",
+        ("Neighbouring relation: add/remove. Whether and where a device took part is "
+         "protected: cohorts, floors and coverage are noised counts; the selection's merges "
+         "and exact records are not published." if released else
+         "Neighbouring relation: replace-one. Participation (who was selected and reported, "
+         "from which state) is public and published exactly; only each device's values are "
+         "protected."),
+        "The server is trusted to run this code (clipping checks, noise once, the ledger); a "
+        "malicious server and timing side channels are out of scope "
+        "(docs/threat_model.md).",
+        "Clipping bounds every device's influence and biases values near the clip bounds "
+        "(the ratio pinned at its clip is flagged as an incident).",
+    ]
     details = {
         "model_details": {
             "name": "simulated positioning model (spatialdp demo)",
@@ -304,15 +395,12 @@ def _write_card(folder: Path, ledger: Path, world: World, plan: EpochPlan,
             "primary_uses": ["demonstrate a monitored private evaluation epoch"],
             "out_of_scope": ["decisions about real devices: the fleet and model are simulated"],
         },
-        "limitations": [
-            f"The fleet, the model's errors and the drift in {world.drifting} (from round "
-            f"{world.drift_start}) are simulated (seed {seed}).",
-            "The query-error table is a seeded simulation of a release, not a release.",
-        ],
+        "limitations": limitations,
     }
     write_run_folder(
         folder, partition=world.partition, specs=plan.specs, strata=world.strata,
-        coverage=result.coverage, cohort_sizes=cohort_sizes(result), reports=result.reports,
+        coverage=result.coverage, merges=[] if released else None,
+        cohort_sizes=None if released else cohort_sizes(result), reports=result.reports,
         query_error=table, epsilon=plan.epsilons, rounds=plan.rounds,
         seeds={"fleet": seed, "model": seed}, epochs=[epoch], alpha=0.05,
         min_cohort=plan.min_cohort,
@@ -340,23 +428,12 @@ def _stamp_manifest(stage: StagedFolder, run_id: str, epoch: int, seconds: float
 def _summary(out: Path, world: World, plan: EpochPlan, result: EpochResult,
              audit: QueryAudit, epoch: int, run_id: str, interrupted: list[int],
              ledger_summary: pd.DataFrame, alerts: pd.DataFrame, seconds: float) -> str:
-    cov = result.coverage
-    shown = [f"{'+'.join(m.members)} into {'+'.join(m.into)} (round {m.round_index})"
-             for m in cov.merges[:MAX_MERGES_SHOWN] if len(m.members) + len(m.into) <= 6]
-    merges = "; ".join(shown) or "none"
-    if len(cov.merges) > len(shown):
-        merges += f"; {len(cov.merges) - len(shown)} more in strata.json"
     rr = alerts[alerts.test == "round-to-round"]
     early = rr[rr.before_drift.astype(bool)]
     fired = ", ".join(f"{r} (round {k})" for r, k in zip(rr.region_id, rr["round"],
                                                           strict=True)) or "none"
     trend = alerts[alerts.test != "round-to-round"]
-    cells = ""
-    if world.cells is not None:
-        table = cell_coverage(world, result)
-        with_devices = int((table.clients > 0).sum())
-        cells = (f"; H3 cells with devices reached: {with_devices - int(table.blind_spot.sum()):,}"
-                 f" of {with_devices:,} ({int(table.blind_spot.sum()):,} blind spots)")
+    coverage = _coverage_line(world, result)
     last = result.reports[-1]
     flat = audit.reports["flat (clamped)"]
     big = flat.iloc[-1]
@@ -370,13 +447,15 @@ def _summary(out: Path, world: World, plan: EpochPlan, result: EpochResult,
         f"{world.drift_start}, drop-outs",
         "  release path (OS entropy, charged to the ledger before any noise): cohort "
         "selection and every published number",
+        f"  neighbouring relation: {NEIGHBOUR_TEXT[plan.neighbours]}",
         f"  cohorts: {plan.cohort:,} devices/round, sqrt allocation over "
         f"{world.strata.n_strata} strata, at most {plan.participation_cap} rounds per device; "
-        f"merges: {merges}; regions never sampled: {len(cov.blind_spots)}{cells}",
+        + coverage,
         f"  regional metrics per round: epsilon {plan.epsilon_per_round:g} "
         f"({', '.join(f'{k} {v:g}' for k, v in plan.epsilons.items())}), floor "
-        f"{plan.min_cohort} clients, suppressed regions in the last round: "
-        f"{last.suppressed_regions}",
+        f"{plan.min_cohort} clients "
+        f"({'on noised counts' if plan.neighbours == 'add_remove' else 'exact cohorts'}), "
+        f"suppressed regions in the last round: {last.suppressed_regions}",
         f"  alerts (alpha {FAMILY_ALPHA:g} per round over all regions): {fired}; before the "
         f"drift started: {len(early)}",
         "  drift test over the epoch: " + (", ".join(

@@ -95,8 +95,8 @@ def _split(epsilon: float, count_share: float) -> tuple[float, float]:
 
 
 def ratio_interval(num: FloatArray, den: FloatArray, half_num: FloatArray | float,
-                   half_den: FloatArray | float, low: float, high: float
-                   ) -> tuple[FloatArray, FloatArray]:
+                   half_den: FloatArray | float, low: FloatArray | float,
+                   high: FloatArray | float) -> tuple[FloatArray, FloatArray]:
     """Conservative interval of ``S / C`` from noisy ``num``, ``den`` and noise half-widths.
 
     ``S`` lies in ``num +/- half_num`` and ``C`` in ``den +/- half_den``; the ratio

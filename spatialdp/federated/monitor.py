@@ -1,11 +1,21 @@
 """Alerts that respect error bars, drift across releases, and incident detectors.
 
-Every published metric carries Laplace noise of a known scale, so the
+Every published mean carries Laplace noise of a known scale, so the
 distribution of a difference between two releases under "nothing changed" is
 known exactly. An alert fires only when the observed difference exceeds the
 ``1 - alpha`` quantile of that noise difference: with no real change it fires
 with probability ``alpha`` exactly, and a movement well inside the error bars
 cannot fire.
+
+A ratio estimate (a ``present`` metric, and every metric under add/remove
+neighbours) is a noisy sum over a noisy count, ``(S + L_s) / (n + L_n)``. Its
+noise is, to first order, ``(L_s - R L_n) / n``: two Laplace noises of scales
+``b_s / n`` and ``|R| b_n / n``, read from the published noisy sum, count,
+value and scales (the delta method; the second-order term is of relative size
+``b_n / n``, below 2% at the demo's floor). Comparisons and trends of ratio
+estimates use the exact quantile of that linearised noise
+(:func:`noise_sum_quantile`); their false-alarm rate is checked by Monte Carlo
+at the floor in the tests.
 """
 
 from __future__ import annotations
@@ -353,6 +363,8 @@ MAX_WINDOW = 10_000
 
 
 _NUMERIC = ("value", "noise_std", "cohort", "clip_low", "clip_high")
+#: What a ratio estimate's frame publishes to recompute its interval at any level.
+_RATIO_COLUMNS = ("noisy_sum", "noisy_count", "sum_scale", "count_scale", "estimator")
 
 
 def _numbers(frame: pd.DataFrame, columns: tuple[str, ...], what: str) -> pd.DataFrame:
@@ -398,9 +410,11 @@ def _check_frames(*frames: pd.DataFrame) -> list[pd.DataFrame]:
             raise InvalidInput("the report frame repeats a column name or a region; pass "
                                "report[metric] of a RegionalReport")
         if "estimator" in frame.columns and (frame.estimator == "ratio").any():
-            raise InvalidInput(
-                "this metric is a ratio estimate, whose noise is not one Laplace; compare "
-                "ratio estimates by their intervals (conf_int) instead")
+            missing = sorted(set(_RATIO_COLUMNS) - set(frame.columns))
+            if missing or (frame.estimator != "ratio").any():
+                raise InvalidInput(
+                    f"the ratio-estimate frame lacks {missing} or mixes estimators; pass "
+                    "report[metric] of a RegionalReport, unmodified")
         flags = frame["suppressed"]
         if not (pd.api.types.is_bool_dtype(flags.dtype) or flags.isin([0, 1]).all()):
             raise InvalidInput("the report frame's 'suppressed' column is not True/False; pass "
@@ -480,11 +494,34 @@ def compare_reports(current: pd.DataFrame, previous: pd.DataFrame, *, alpha: flo
                           current.cohort.to_numpy(dtype=float, na_value=np.nan)[both],
                           previous.cohort.to_numpy(dtype=float, na_value=np.nan)[both])
     diff = (current.value - previous.value)[both]
-    threshold = difference_threshold(scale_now, scale_then, level, spread)
+    if _is_ratio(current):
+        threshold = _ratio_threshold(current[both], previous[both], level, spread)
+    else:
+        threshold = difference_threshold(scale_now, scale_then, level, spread)
     return pd.DataFrame(
         {"difference": diff, "threshold": threshold, "fired": np.abs(diff) > threshold},
         index=diff.index,
     )
+
+
+def _is_ratio(frame: pd.DataFrame) -> bool:
+    return "estimator" in frame.columns and bool((frame.estimator == "ratio").any())
+
+
+def _ratio_scales(frame: pd.DataFrame) -> NDArray[np.float64]:
+    """Return the linearised Laplace scales ``(b_s / n, |R| b_n / n)`` of each ratio row."""
+    n = frame.noisy_count.to_numpy(dtype=float)
+    ratio = np.abs(frame.value.to_numpy(dtype=float))
+    return np.column_stack([frame.sum_scale.to_numpy(dtype=float) / n,
+                            ratio * frame.count_scale.to_numpy(dtype=float) / n])
+
+
+def _ratio_threshold(current: pd.DataFrame, previous: pd.DataFrame, alpha: float,
+                     spread: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Return the ``1 - alpha`` quantile of the noise on a difference of two ratio estimates."""
+    scales = np.hstack([_ratio_scales(current), _ratio_scales(previous)])
+    return np.array([noise_sum_quantile(row, float(sd), alpha)
+                     for row, sd in zip(scales, spread, strict=True)])
 
 
 def latest_baseline(history: pd.DataFrame) -> pd.DataFrame:
@@ -499,6 +536,18 @@ def latest_baseline(history: pd.DataFrame) -> pd.DataFrame:
     era = changed.groupby(data["region_id"]).cumsum()
     last = era.groupby(data["region_id"]).transform("max")
     return data[era == last]
+
+
+def _ratio_drift_threshold(data: pd.DataFrame, c: NDArray[np.float64],
+                           blocks: NDArray[np.int64], sampling_var: NDArray[np.float64],
+                           alpha: float) -> NDArray[np.float64]:
+    """Return the exact quantile of a slope's linearised ratio noise, region by region."""
+    scales = _ratio_scales(data)
+    return np.array([
+        noise_sum_quantile((cr[:, None] * sr).ravel(), float(np.sqrt(np.sum(cr**2 * vr))),
+                           alpha) if cr.size >= 3 else np.inf
+        for cr, sr, vr in zip(np.split(c, blocks), np.split(scales, blocks),
+                              np.split(sampling_var, blocks), strict=True)])
 
 
 def drift(history: pd.DataFrame, *, window: int = 8, alpha: float = 0.01,
@@ -586,7 +635,7 @@ def drift(history: pd.DataFrame, *, window: int = 8, alpha: float = 0.01,
                            "(e.g. numbers and text); give one kind") from None
     _published_numbers(data, np.ones(len(data), dtype=bool), "history", cohorts=fresh)
     data = data.groupby("region_id", sort=True).tail(span)
-    laplace = data.noise_std.to_numpy(dtype=np.float64) / np.sqrt(2.0)
+    laplace = data.noise_std.to_numpy(dtype=np.float64) / np.sqrt(2.0)  # ratio: sd / sqrt 2
     cohort = data.cohort.to_numpy(dtype=np.float64, na_value=np.nan)
     width = (data.clip_high - data.clip_low).to_numpy(dtype=np.float64)
     sampling_var = _sampling_sd(sampling_sd, same_clients, width, cohort, np.inf) ** 2
@@ -605,12 +654,15 @@ def drift(history: pd.DataFrame, *, window: int = 8, alpha: float = 0.01,
         c = w * (x - xbar[codes]) / sxx[codes]
     # Rows are sorted by region, so each region's rows are one contiguous block.
     blocks = np.cumsum(rounds)[:-1]
-    threshold = np.array([
-        noise_sum_quantile(cr * lr, float(np.sqrt(np.sum(cr**2 * vr))), level)
-        if cr.size >= 3 else np.inf
-        for cr, lr, vr in zip(np.split(c, blocks), np.split(laplace, blocks),
-                              np.split(sampling_var, blocks), strict=True)
-    ])  # one exact quantile per region, cached by shape
+    if _is_ratio(data):
+        threshold = _ratio_drift_threshold(data, c, blocks, sampling_var, level)
+    else:
+        threshold = np.array([
+            noise_sum_quantile(cr * lr, float(np.sqrt(np.sum(cr**2 * vr))), level)
+            if cr.size >= 3 else np.inf
+            for cr, lr, vr in zip(np.split(c, blocks), np.split(laplace, blocks),
+                                  np.split(sampling_var, blocks), strict=True)
+        ])  # one exact quantile per region, cached by shape
     with np.errstate(divide="ignore", invalid="ignore"):
         se = 1.0 / np.sqrt(sxx)
     out = pd.DataFrame({"slope": slope, "se": se, "rounds": rounds,

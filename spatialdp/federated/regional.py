@@ -46,7 +46,7 @@ from spatialdp.privacy.budget import Disjoint, Neighbours, check_neighbours
 from spatialdp.privacy.pipeline import ReleasePlan, run_release
 from spatialdp.privacy.target import Accounting, check_target
 
-__all__ = ["RegionalReport", "regional_report"]
+__all__ = ["RegionalReport", "interval_at", "regional_report"]
 
 REGIONAL_LINE_ITEM = "evaluation.regional"
 
@@ -141,22 +141,12 @@ class RegionalReport:
         """Return per-region ``(1 - alpha)`` intervals, exact for any alpha.
 
         Means: ``value +/- scale * ln(1/alpha)``; ratio estimators: the
-        conservative interval of their two noisy sums at ``alpha``.
+        conservative interval of their two noisy sums at ``alpha``. Computed
+        from the frame's published columns alone (:func:`interval_at`).
         """
         frame = self[metric]
         level = self.alpha if alpha is None else check_alpha(alpha)
-        est = self.estimates[str(metric)]
-        if est.estimator == "ratio":
-            spec = est.spec
-            assert isinstance(spec, MetricSpec)
-            q = math.log(2.0) - math.log(level)
-            lo, hi = ratio_interval(est.state["num"], est.state["den"],
-                                    est.state["scale_num"] * q, est.state["scale_den"] * q,
-                                    spec.clip_low, spec.clip_high)
-            lo, hi = np.where(est.suppressed, np.nan, lo), np.where(est.suppressed, np.nan, hi)
-        else:
-            half = est.state["scale"] * -math.log(level)
-            lo, hi = frame.value.to_numpy() - half, frame.value.to_numpy() + half
+        lo, hi = interval_at(frame, level)
         return pd.DataFrame({"ci_low": lo, "ci_high": hi}, index=frame.index)
 
     def bounded(self, metric: str) -> gpd.GeoDataFrame:
@@ -467,6 +457,41 @@ class RegionalReport:
         return f"<pre>{html.escape(self.summary())}</pre>"
 
 
+def interval_at(frame: pd.DataFrame, alpha: float) -> tuple[NDArray[np.float64],
+                                                             NDArray[np.float64]]:
+    """Return a report frame's ``(1 - alpha)`` intervals, from its published columns alone.
+
+    Means: ``value +/- noise_scale ln(1/alpha)`` (exact). Ratio estimators: the
+    conservative interval of ``noisy_sum / noisy_count`` with both noises inside
+    their ``1 - alpha/2`` quantiles, clipped to ``[clip_low, clip_high]``. NaN
+    where suppressed.
+
+    Examples
+    --------
+    >>> frame = pd.DataFrame({"value": [1.0], "estimator": ["mean"], "noise_scale": [0.1],
+    ...                       "noisy_sum": [np.nan], "noisy_count": [np.nan],
+    ...                       "sum_scale": [np.nan], "count_scale": [np.nan],
+    ...                       "clip_low": [0.0], "clip_high": [4.0]})
+    >>> [round(float(x[0]), 4) for x in interval_at(frame, 0.05)]
+    [0.7004, 1.2996]
+    """
+    level = check_alpha(alpha)
+    value = frame["value"].to_numpy(dtype=float)
+    ratio = frame["estimator"].astype(str).to_numpy() == "ratio"
+    half = frame["noise_scale"].to_numpy(dtype=float) * -math.log(level)
+    lo, hi = value - half, value + half
+    if ratio.any():
+        q = math.log(2.0) - math.log(level)
+        r_lo, r_hi = ratio_interval(
+            frame["noisy_sum"].to_numpy(dtype=float), frame["noisy_count"].to_numpy(dtype=float),
+            frame["sum_scale"].to_numpy(dtype=float) * q,
+            frame["count_scale"].to_numpy(dtype=float) * q,
+            frame["clip_low"].to_numpy(dtype=float), frame["clip_high"].to_numpy(dtype=float))
+        lo, hi = np.where(ratio, r_lo, lo), np.where(ratio, r_hi, hi)
+    shown = np.isfinite(value)
+    return np.where(shown, lo, np.nan), np.where(shown, hi, np.nan)
+
+
 def _hand_off(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Call a drawing function, refusing keywords it does not take (not a bare TypeError)."""
     import inspect
@@ -492,6 +517,11 @@ _STAT_TEXT = {
     "estimator": "mean or ratio", "metric": "spec key (name@version)",
     "partition_version": "partition the report is keyed by",
     "round_index": "federated round",
+    "noise_scale": "Laplace scale of the noise on a mean's value (NaN for ratio estimates)",
+    "noisy_sum": "a ratio estimate's released sum (a histogram: its top bucket's)",
+    "noisy_count": "a ratio estimate's released count (NaN for means)",
+    "sum_scale": "Laplace scale of the noise on noisy_sum",
+    "count_scale": "Laplace scale of the noise on noisy_count",
 }
 
 _LONG_COLUMNS = [
@@ -747,6 +777,25 @@ def _labels(spec: MetricSpec | HistogramSpec) -> dict[str, Any]:
             "value_unit": spec.unit}
 
 
+def _noise_columns(est: Estimate) -> dict[str, NDArray[np.float64]]:
+    """Return what recomputes a published value's interval at any level (schema columns).
+
+    A mean's Laplace scale; a ratio estimator's released sum and count and their
+    noise scales (released values and public parameters only). NaN where they do
+    not apply and where the region is suppressed.
+    """
+    nan = np.full(est.suppressed.size, np.nan)
+    hide = est.suppressed
+    if est.estimator == "mean":
+        return {"noise_scale": np.where(hide, np.nan, est.noise_scale), "noisy_sum": nan,
+                "noisy_count": nan, "sum_scale": nan, "count_scale": nan}
+    state = est.state
+    return {"noise_scale": nan,
+            **{name: np.where(hide, np.nan, state[key]) for name, key in (
+                ("noisy_sum", "num"), ("noisy_count", "den"), ("sum_scale", "scale_num"),
+                ("count_scale", "scale_den"))}}
+
+
 def _metric_frame(est: Estimate, partition: Partition, round_index: pd.api.extensions.ExtensionArray
                   ) -> gpd.GeoDataFrame:
     """Return the published frame of one metric (schema: :mod:`spatialdp.federated.schema`)."""
@@ -767,7 +816,8 @@ def _metric_frame(est: Estimate, partition: Partition, round_index: pd.api.exten
         error_bar=est.error_bar, noise_std=est.noise_std, cohort=cohort, cv=cv,
         reliability=reliability_class(np.nan_to_num(cv, nan=np.inf), est.suppressed),
         suppressed=est.suppressed, clip_low=low, clip_high=high, estimator=est.estimator,
-        metric=est.spec.key, partition_version=partition.version, round_index=round_index)
+        metric=est.spec.key, partition_version=partition.version, round_index=round_index,
+        **_noise_columns(est))
     # The table is indexed by the partition's own region ids, in order: no join needed.
     regions = partition.regions
     frame = gpd.GeoDataFrame({"geometry": regions.geometry.array, **columns},

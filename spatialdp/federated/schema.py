@@ -1,4 +1,4 @@
-"""The regional report's schema: its columns, reliability classes and coarsened counts.
+"""The regional report's schema: its columns and reliability classes.
 
 One place for what a published per-region frame holds; the report builder
 (:mod:`spatialdp.federated.regional`) writes it and the maps
@@ -11,6 +11,13 @@ One place for what a published per-region frame holds; the report builder
 ``ci_high``            estimators)
 ``noise_std``          sd of the noise on ``value`` (ratio estimators: delta
                        method, approximate)
+``noise_scale``        Laplace scale of the noise on a mean's ``value`` (NaN
+                       for ratio estimators)
+``noisy_sum``,         a ratio estimator's released sum and count (a
+``noisy_count``        histogram: its top bucket's sum), NaN for means
+``sum_scale``,         the Laplace scales of those two noises: with them any
+``count_scale``        level's interval and comparison is recomputed
+                       (public parameters; NaN for means)
 ``cohort``             clients behind the value (<NA> where suppressed):
                        exact under replace-one neighbours (participation is
                        public), the rounded noised count under add/remove
@@ -28,15 +35,12 @@ One place for what a published per-region frame holds; the report builder
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Sequence
-
 import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
 __all__ = ["MAP_COLUMNS", "NEIGHBOUR_TEXT", "RELIABILITY_CLASSES", "REPORT_COLUMNS",
-           "coarsen_count", "reliability_class"]
+           "reliability_class"]
 
 #: How titles, summaries and cards name each neighbouring relation.
 NEIGHBOUR_TEXT: dict[str, str] = {
@@ -48,7 +52,7 @@ NEIGHBOUR_TEXT: dict[str, str] = {
 REPORT_COLUMNS: tuple[str, ...] = (
     "value", "error_bar", "ci_low", "ci_high", "noise_std", "cohort", "cv", "reliability",
     "suppressed", "clip_low", "clip_high", "estimator", "metric", "partition_version",
-    "round_index")
+    "round_index", "noise_scale", "noisy_sum", "noisy_count", "sum_scale", "count_scale")
 
 #: The columns a map reads (:mod:`spatialdp.viz`); any frame with them can be drawn.
 MAP_COLUMNS: tuple[str, ...] = ("value", "error_bar", "cohort", "reliability", "suppressed")
@@ -57,22 +61,6 @@ MAP_COLUMNS: tuple[str, ...] = ("value", "error_bar", "cohort", "reliability", "
 #: Census Bureau's American Community Survey grades its estimates.
 RELIABILITY_CLASSES: tuple[str, ...] = ("high", "medium", "low", "suppressed")
 _CV_EDGES = (0.12, 0.40)
-
-
-def coarsen_count(count: int, edges: Sequence[int] = (1, 5, 10, 20)) -> str:
-    """Return a count as a bucket label, e.g. ``'5-9'`` or ``'20+'``, never exactly.
-
-    Examples
-    --------
-    >>> [coarsen_count(k) for k in (0, 3, 7, 12, 40)]
-    ['0', '1-4', '5-9', '10-19', '20+']
-    """
-    if count < edges[0]:
-        return "0" if edges[0] == 1 else f"<{edges[0]}"
-    for low, high in itertools.pairwise(edges):
-        if low <= count < high:
-            return f"{low}-{high - 1}"
-    return f"{edges[-1]}+"
 
 
 def reliability_class(cv: NDArray[np.float64], suppressed: NDArray[np.bool_]

@@ -24,7 +24,12 @@ if TYPE_CHECKING:  # the public names, imported on first use (spatialdp._lazy)
         largest_remainder,
     )
     from spatialdp.sampling.composition import published_composition
-    from spatialdp.sampling.coverage import Coverage, epoch_coverage
+    from spatialdp.sampling.coverage import (
+        Coverage,
+        ReleasedCoverage,
+        epoch_coverage,
+        release_epoch_coverage,
+    )
     from spatialdp.sampling.density import DENSITY_CLASSES, density_cells, density_strata
     from spatialdp.sampling.explore import explore_coverage
     from spatialdp.sampling.merges import Merge, merge_small_groups
@@ -49,6 +54,7 @@ __all__ = [
     "Merge",
     "ParticipationPolicy",
     "ParticipationState",
+    "ReleasedCoverage",
     "RoundCohort",
     "StateFileError",
     "Strata",
@@ -67,6 +73,7 @@ __all__ = [
     "plot_coverage_map",
     "plot_staircase",
     "published_composition",
+    "release_epoch_coverage",
     "row_strata",
     "simulate_rounds",
 ]

@@ -1,5 +1,11 @@
 """Coverage figures for the model card: who was reached this epoch, and what was not.
 
+Two forms. :func:`epoch_coverage` is the server's exact bookkeeping (publishable
+under replace-one neighbours, where participation is public);
+:func:`release_epoch_coverage` releases noised counts of the clients sampled
+per region and per cell (:class:`ReleasedCoverage`), the only coverage a run
+under add/remove neighbours may publish.
+
 :func:`epoch_coverage` turns a sampler's state into a :class:`Coverage` result:
 the share of strata (and of H3 cells) with any sampled client this epoch, the
 blind spots listed, the merges with their reasons, the coverage score's
@@ -12,22 +18,28 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 import geopandas as gpd
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
+from scipy import sparse
 
-from spatialdp._validation import check_count, check_instance, fail
+from spatialdp._validation import check_count, check_epsilon, check_instance, check_number, fail
+from spatialdp.federated._coverage import CellCoverage
+from spatialdp.federated.coverage_release import CoverageRelease
 from spatialdp.federated.incidents import Incident
 from spatialdp.geo.partition import Partition
+from spatialdp.privacy.budget import Neighbours, check_neighbours
+from spatialdp.privacy.target import Accounting, check_target
 from spatialdp.sampling.merges import Merge, merges_frame
 from spatialdp.sampling.sampler import StratifiedSampler
 from spatialdp.sampling.score import coverage_drift, exhausted_pools, over_represented
 from spatialdp.sampling.state import ParticipationState
 
-__all__ = ["Coverage", "epoch_coverage"]
+__all__ = ["Coverage", "ReleasedCoverage", "epoch_coverage", "release_epoch_coverage"]
 
 
 @dataclass(frozen=True)
@@ -266,3 +278,170 @@ def epoch_coverage(sampler: StratifiedSampler, state: ParticipationState, *,
         epsilon_per_client=sampler.policy.epsilon_per_client_epoch, charge=dict(state.charge),
         alerts=alerts, strata_partition=strata.partition, report_table=report_table,
         blind_regions=blind_regions, report_partition=report, cell_table=cell_table)
+
+
+@dataclass(frozen=True)
+class ReleasedCoverage:
+    """An epoch's coverage as a release: noised counts of the distinct clients sampled.
+
+    Under add/remove neighbours who was sampled, and where, is private, so the
+    exact :class:`Coverage` bookkeeping must not be published. This is what is:
+    per report region (and per H3 cell) the noised number of distinct clients
+    sampled this epoch, and whether that number clears its error bar
+    ("confirmed reached"). A region below its bar is "not confirmed reached",
+    never "empty": with noise, few clients and none look alike.
+
+    Attributes
+    ----------
+    epoch : int
+    regions : CoverageRelease
+        Per report region: ``clients`` (noised), ``error_bar``, ``covered``.
+    cells : CoverageRelease or None
+        The same per H3 cell.
+    epsilon : float
+        The two releases' total loss.
+    neighbours : {"replace", "add_remove"}
+    """
+
+    epoch: int
+    regions: CoverageRelease
+    cells: CoverageRelease | None
+    epsilon: float
+    neighbours: str
+
+    @property
+    def blind_regions(self) -> list[str]:
+        """Report regions whose noised count of sampled clients is within its error bar."""
+        frame = self.regions.frame
+        return [str(r) for r in frame.index[~frame.covered.to_numpy(dtype=bool)]]
+
+    @property
+    def blind_cells(self) -> list[str]:
+        """H3 cells not confirmed reached (empty without a cell release)."""
+        if self.cells is None:
+            return []
+        frame = self.cells.frame
+        return [str(r) for r in frame.index[~frame.covered.to_numpy(dtype=bool)]]
+
+    def summary(self) -> str:
+        """Describe the released coverage in a few lines."""
+        lines = [f"Coverage of epoch {self.epoch} (released, epsilon {self.epsilon:g}, "
+                 f"{self.neighbours})",
+                 f"  regions confirmed reached: {int(self.regions.frame.covered.sum())} of "
+                 f"{len(self.regions.frame)} (counts +/- "
+                 f"{float(self.regions.frame.error_bar.iloc[0]):g})"]
+        if self.cells is not None:
+            lines.append(f"  cells confirmed reached: {int(self.cells.frame.covered.sum()):,} "
+                         f"of {len(self.cells.frame):,} (counts +/- "
+                         f"{float(self.cells.frame.error_bar.iloc[0]):g})")
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        from spatialdp._html import summary_html
+
+        return summary_html("ReleasedCoverage", self.summary())
+
+
+def _sampled_rows(state: ParticipationState, positions: ArrayLike, partition: Partition,
+                  name: str) -> CellCoverage:
+    """Return one 0/1 row per client sampled this epoch, at its position in ``partition``."""
+    where = np.asarray(positions)
+    if where.shape != state.client_stratum.shape or where.dtype.kind not in "iu":
+        raise fail(name, positions, "is not one position per client of the state",
+                   f"pass {name}.assign(...).positions for the fleet (-1: outside)")
+    if where.size and where.max() >= partition.n_regions:
+        raise fail(name, positions, f"holds positions beyond the {partition.n_regions} "
+                   f"regions of {partition.key}", "pass the positions in that partition")
+    rows = np.flatnonzero((state.used > 0) & (where >= 0))
+    matrix = sparse.csr_array(
+        (np.ones(rows.size, dtype=np.int8), where[rows].astype(np.int64),
+         np.arange(rows.size + 1)), shape=(rows.size, partition.n_regions))
+    return CellCoverage(matrix, pd.Index(rows), partition.version, max_cells=1)
+
+
+def release_epoch_coverage(state: ParticipationState, *, report: Partition,
+                           client_regions: ArrayLike, epsilon: float, target: Accounting,
+                           cells: Partition | None = None, client_cells: ArrayLike | None = None,
+                           cell_share: float = 0.5, neighbours: Neighbours = "add_remove",
+                           alpha: float = 0.05) -> ReleasedCoverage:
+    """Release how many distinct clients an epoch sampled per region (and per H3 cell).
+
+    Each sampled client counts once, in its region (and its cell), whatever
+    the number of rounds it took part in: one client moves each count vector
+    by one (add/remove; two under replace-one). The region counts and the cell
+    counts are two releases of :func:`~spatialdp.federated.coverage_release.release_coverage`,
+    charged (line item ``evaluation.regional``) before their noise.
+
+    Parameters
+    ----------
+    state : ParticipationState
+        The epoch's selection state (the server's own records).
+    report : Partition
+        The report regions.
+    client_regions : array of int
+        Each client's region position in ``report`` (-1: none).
+    epsilon : float
+        Total loss of the release(s).
+    target : ReleaseTarget, Simulation or Unaccounted
+    cells : Partition, optional
+        An H3 cell partition, with ``client_cells`` (each client's cell position).
+    cell_share : float, default 0.5
+        Share of ``epsilon`` spent on the cells (there are many more of them).
+    neighbours : {"add_remove", "replace"}, default "add_remove"
+    alpha : float
+        Error-bar level of each count.
+
+    Returns
+    -------
+    ReleasedCoverage
+
+    Examples
+    --------
+    >>> from spatialdp.datasets import synthetic_fleet, us_states_partition
+    >>> from spatialdp.privacy import Simulation
+    >>> from spatialdp.sampling import ParticipationPolicy, StratifiedSampler, Strata
+    >>> states = us_states_partition()
+    >>> fleet = synthetic_fleet(20_000, rng=0)
+    >>> where = states.assign(fleet).positions
+    >>> sampler = StratifiedSampler(Strata(states, basis="administrative"), cohort=2_000,
+    ...                             policy=ParticipationPolicy(1, 0.1, 1))
+    >>> state = sampler.new_state(where, target=Simulation(rng=0))
+    >>> _ = sampler.select(state, 1)
+    >>> out = release_epoch_coverage(state, report=states, client_regions=where,
+    ...                              epsilon=0.5, target=Simulation(rng=1))
+    >>> "CA" in out.blind_regions, out.neighbours
+    (False, 'add_remove')
+    """
+    from spatialdp.federated.coverage_release import release_coverage
+    from spatialdp.privacy.pipeline import exact_total
+
+    check_instance(state, "state", ParticipationState,
+                   "pass the epoch's state (StratifiedSampler.new_state)")
+    check_instance(report, "report", Partition, "pass the report Partition")
+    eps = check_epsilon(epsilon)
+    relation = check_neighbours(neighbours)
+    check_target(target)
+    region_rows = _sampled_rows(state, client_regions, report, "client_regions")
+    cell_rows = None
+    if cells is not None or client_cells is not None:
+        check_instance(cells, "cells", Partition, "pass the H3 cell Partition with "
+                       "client_cells")
+        assert cells is not None
+        if client_cells is None:
+            raise fail("client_cells", None, "is missing while cells is given",
+                       "pass each client's cell position, cells.assign(...).positions")
+        cell_rows = _sampled_rows(state, client_cells, cells, "client_cells")
+        share = check_number(cell_share, "cell_share", low=0.0, high=1.0, low_open=True,
+                             high_open=True, fix="pass a share in (0, 1), e.g. 0.5")
+        eps_cells = float(f"{eps * share:.6g}")
+        eps_regions = float(Decimal(repr(eps)) - Decimal(repr(eps_cells)))
+    else:
+        eps_cells, eps_regions = 0.0, eps
+    regions = release_coverage(region_rows, report, epsilon=eps_regions, target=target,
+                               alpha=alpha, neighbours=relation)
+    released_cells = None if cell_rows is None else release_coverage(
+        cell_rows, cells, epsilon=eps_cells, target=target,  # type: ignore[arg-type]
+        alpha=alpha, neighbours=relation)
+    total = exact_total([eps_regions, eps_cells] if released_cells is not None
+                        else [eps_regions])
+    return ReleasedCoverage(state.epoch, regions, released_cells, total, relation)

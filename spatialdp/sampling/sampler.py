@@ -30,6 +30,7 @@ from numpy.typing import ArrayLike, NDArray
 from spatialdp._validation import check_choice, check_count, check_instance, fail
 from spatialdp.exceptions import CohortTooSmall, InvalidInput
 from spatialdp.federated.incidents import Incident
+from spatialdp.privacy.budget import Neighbours, check_neighbours
 from spatialdp.privacy.pipeline import ReleasePlan, run_release
 from spatialdp.privacy.target import Accounting, ReleaseTarget, Simulation, check_target
 from spatialdp.sampling.allocation import DEFAULT_MODE, MODES, _sigma, apportion
@@ -232,7 +233,8 @@ class StratifiedSampler:
             return values.astype(np.int32)
         return self.strata.positions(values).astype(np.int32)
 
-    def _charge(self, target: Accounting, epoch: int) -> dict[str, Any]:
+    def _charge(self, target: Accounting, epoch: int, neighbours: Neighbours
+                ) -> dict[str, Any]:
         checked = check_target(target)
         if isinstance(checked, ReleaseTarget) and checked.epoch != epoch:
             raise fail("target.epoch", checked.epoch, f"is not the state's epoch {epoch}",
@@ -244,13 +246,14 @@ class StratifiedSampler:
                     structure=self.policy.structure(f"cohort:{self.strata.key}"),
                     what=f"per-client epoch epsilon of stratified selection "
                          f"({self.policy.describe()})",
-                    default_line_item="training")
+                    default_line_item="training", neighbours=neighbours)
         meta = dict(checked.metadata())
+        meta["neighbours"] = neighbours
         meta["epsilon_per_client_epoch"] = self.policy.epsilon_per_client_epoch
         return meta
 
-    def new_state(self, client_strata: ArrayLike, *, target: Accounting, epoch: int = 0
-                  ) -> ParticipationState:
+    def new_state(self, client_strata: ArrayLike, *, target: Accounting, epoch: int = 0,
+                  neighbours: Neighbours = "replace") -> ParticipationState:
         """Start an epoch for a fleet, charging the per-client epoch epsilon first.
 
         Parameters
@@ -262,6 +265,9 @@ class StratifiedSampler:
             ``training``). A ``Simulation``'s generator also seeds the rounds;
             otherwise the seed secret comes from OS entropy.
         epoch : int, default 0
+        neighbours : {"replace", "add_remove"}, default "replace"
+            The neighbouring relation the training rounds' per-round epsilon
+            holds for (recorded with the charge).
 
         Raises
         ------
@@ -272,7 +278,7 @@ class StratifiedSampler:
         """
         strata = self._client_strata(client_strata)
         epoch = check_count(epoch, "epoch")
-        charge = self._charge(target, epoch)
+        charge = self._charge(target, epoch, check_neighbours(neighbours))
         entropy = (int(target.rng.integers(2**63)) if isinstance(target, Simulation)
                    else secrets.randbits(128))
         n = self.strata.n_strata
@@ -284,9 +290,13 @@ class StratifiedSampler:
 
     def next_epoch(self, state: ParticipationState, *, target: Accounting
                    ) -> ParticipationState:
-        """Return the state of the next epoch: caps reset, merges undone, epoch charged."""
+        """Return the state of the next epoch: caps reset, merges undone, epoch charged.
+
+        The charge holds for the neighbouring relation of the previous epoch's.
+        """
         self._check_state(state)
-        new = self.new_state(state.client_stratum, target=target, epoch=state.epoch + 1)
+        new = self.new_state(state.client_stratum, target=target, epoch=state.epoch + 1,
+                             neighbours=state.charge.get("neighbours", "replace"))
         if not isinstance(target, Simulation):
             new.entropy = state.entropy  # rounds stay reproducible from the same secret
         return new
