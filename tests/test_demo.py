@@ -136,12 +136,14 @@ def test_ledger_keeps_every_charge_and_marks_interrupted_epochs(
         audit = ledger.audit(epoch)
         assert epoch == max(epochs)
         # The complete run: the per-client training charge, one regional release per
-        # round and the national loss of the last round.
-        assert len(audit) == 4
+        # round, the national loss of the last round and the query-error audit's grid.
+        assert len(audit) == 5
         assert sorted(audit.line_item) == ["evaluation.global", "evaluation.regional",
-                                           "evaluation.regional", "training"]
+                                           "evaluation.regional", "evaluation.regional",
+                                           "training"]
         assert set(audit.who) == {f"spatialdp demo run {run_id}"}
-        assert ledger.remaining(epoch, "evaluation.regional") == pytest.approx(2.4 - 0.8)
+        assert audit.what.str.startswith("flat count grid h3r").sum() == 1
+        assert ledger.remaining(epoch, "evaluation.regional") == pytest.approx(3.6 - 0.8 - 1.0)
         earlier = [e for e in epochs if e != epoch]
         for e in earlier:  # interrupted runs' charges stand, under their own epoch
             assert len(ledger.audit(e)) >= 1
@@ -171,7 +173,7 @@ def test_summary_names_both_random_paths_and_the_story(scenario: dict[str, Any])
     assert len(report) == 48
     card = json.loads((scenario["out"] / "model_card.json").read_text())
     assert card["privacy"] is not None
-    assert card["query_error"] is not None
+    assert card["query_error"]["provenance"] == "release"  # measured against the released grid
     assert card["figures"]["coverage_map"] == "coverage_map.png"
     assert "coverage_map.png" in (scenario["out"] / "model_card.md").read_text()
 

@@ -6,7 +6,8 @@ versions, the strata and every merge with its reason, cohort sizes (coarsened),
 coverage figures with the blind spots and the coverage score's history, the
 privacy ledger per epoch and line item with the per-client epsilon, metric
 values with error bars and the suppressed-region count (coarsened), and the
-query-error table. Every section says whether its numbers are noised releases,
+query-error table (measured against a released grid; an internal table measured
+against the truth is refused). Every section says whether its numbers are noised releases,
 simulation, or exact bookkeeping.
 
 It is written as Markdown for people (:mod:`spatialdp.cards.markdown`, with

@@ -22,7 +22,9 @@ section                     holds                                         proven
 ``quantitative_analysis``   per round and metric: values with error       release /
                             bars per region, suppressed count coarsened   simulation /
                                                                           unaccounted
-``query_error``             measure_query_error's table                   simulation
+``query_error``             measure_query_error's table, measured         release /
+                            against a released grid (an internal table    unaccounted
+                            is refused)
 ==========================  ============================================  ============
 """
 
@@ -231,7 +233,9 @@ class ModelCard:
         reports, report : RegionalReport or sequence of them
             The rounds' regional reports, in order.
         query_error : DataFrame, optional
-            :func:`~spatialdp.queries.measure_query_error`'s table.
+            :func:`~spatialdp.queries.measure_query_error`'s table, measured
+            against a released grid (a table measured against the truth grid
+            is internal and refused).
         title : str, optional
             The card's title (default: the partition's name).
         model_details : dict or str, optional
@@ -266,7 +270,7 @@ class ModelCard:
         Raises
         ------
         InvalidInput
-            An argument of the wrong kind.
+            An argument of the wrong kind; an internal query-error table.
         """
         part = sections.partition_section(partition)
         if isinstance(specs, (str, bytes)) or not isinstance(specs, Sequence):
@@ -553,7 +557,8 @@ class ModelCard:
             lines.append(f"  coverage: {cov['share_strata_sampled']:.0%} of strata sampled; "
                          f"blind spots: {', '.join(cov['blind_spots']) or 'none'}")
         if c["query_error"] is not None:
-            lines.append(f"  query error: {len(c['query_error']['rows'])} buckets (simulation)")
+            lines.append(f"  query error: {len(c['query_error']['rows'])} buckets (against a "
+                         f"released grid, {c['query_error']['provenance']})")
         return "\n".join(lines)
 
     def __repr__(self) -> str:

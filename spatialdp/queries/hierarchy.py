@@ -321,9 +321,13 @@ class HierarchyModel:
     sensitivity: int
 
     @classmethod
-    def build(cls, truth: TruthGrid, epsilon: float, *, levels: int = 4,
+    def build(cls, truth: TruthGrid | NoisyGrid, epsilon: float, *, levels: int = 4,
               split: Any = "geometric") -> HierarchyModel:
-        """Build the tree and per-level noise of ``truth``'s grid (no data used)."""
+        """Build the tree and per-level noise of a grid's cells (no counts used).
+
+        ``truth`` is any grid with ``cells``, ``resolution`` and ``sensitivity``:
+        the truth, or a released grid measured against as a plug-in truth.
+        """
         resolutions = _resolutions(truth.resolution, levels)
         eps_l = level_epsilons(epsilon, len(resolutions), split)
         mechs = [LaplaceMechanism(e, float(truth.sensitivity), discrete=True) for e in eps_l]
