@@ -3,10 +3,12 @@
 One small real run is built once per module: the 48-state partition, a synthetic
 fleet of 20,000 devices, a stratified sampler (one merge, six blind spots), a
 SQLite ledger charged by the sampler and by two regional report releases, and a
-query-error simulation on Connecticut. Every number the card shows is checked
-against the object it came from. Counts of people are exact under replace-one
-neighbours (participation is public, as in the report files); an add/remove run's
-card holds only released, noised counts and refuses exact bookkeeping.
+query-error table on Connecticut measured against a released grid (and the same
+measured against the truth: internal, refused). Every number the card shows is
+checked against the object it came from. Counts of people are exact under
+replace-one neighbours (participation is public, as in the report files); an
+add/remove run's card holds only released, noised counts and refuses exact
+bookkeeping.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from spatialdp.federated import HistogramSpec, MetricSpec, device_report, region
 from spatialdp.federated.regional import RegionalReport
 from spatialdp.geo import Partition
 from spatialdp.privacy import PrivacyLedger, ReleaseTarget, Simulation
-from spatialdp.queries import measure_query_error, query_corpus, truth_grid
+from spatialdp.queries import measure_query_error, query_corpus, release_flat, truth_grid
 from spatialdp.sampling import (
     Coverage,
     ParticipationPolicy,
@@ -63,6 +65,7 @@ class Run:
     reports: list[RegionalReport]
     query_error: pd.DataFrame
     cohorts: pd.Series  # exact clients per state
+    internal_query_error: pd.DataFrame  # measured against the truth: never on a card
 
     def build(self, **kwargs: Any) -> ModelCard:
         args: dict[str, Any] = {
@@ -109,10 +112,15 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     polygons = ct.iloc[[0, 0, 0]].set_geometry(
         [shapely.Point(centre.x + dx, centre.y).buffer(r)
          for dx, r in ((-0.3, 0.05), (0.0, 0.1), (0.3, 0.2))], crs=4326)
-    query_error = measure_query_error(truth, query_corpus(grid, polygons), epsilon=1.0,
-                                      draws=50, rng=0)
+    corpus = query_corpus(grid, polygons)
+    # The grid is charged to a ledger of its own (the card's ledger tests count charges).
+    with PrivacyLedger(":memory:", epoch_budget=5.0) as grid_ledger:
+        released = release_flat(truth, epsilon=1.0, target=ReleaseTarget(
+            grid_ledger, epoch=0, why="query-error grid"))
+    query_error = measure_query_error(released, corpus, epsilon=1.0, draws=50, rng=0)
+    internal = measure_query_error(truth, corpus, epsilon=1.0, draws=50, rng=0)
     return Run(folder, states, strata, state, coverage, ledger, reports, query_error,
-               fleet.region_id.value_counts())
+               fleet.region_id.value_counts(), internal)
 
 
 @pytest.fixture(scope="module")
@@ -238,7 +246,11 @@ def test_json_cohort_sizes_are_the_reports_exact_cohorts_under_replace(
 
 def test_json_query_error_table(card: ModelCard, run: Run) -> None:
     qe = card.to_dict()["query_error"]
-    assert qe["provenance"] == "simulation"
+    assert qe["provenance"] == "release"  # post-processing of the charged grid
+    assert qe["settings"]["reference"] == "released grid"
+    assert qe["settings"]["internal"] is False
+    assert qe["settings"]["reference_accounting"] == "ledger"
+    assert qe["settings"]["title"].startswith("Query error measured against the flat grid")
     assert qe["settings"]["epsilon"] == 1.0
     assert qe["settings"]["draws"] == 50
     assert [r["bucket"] for r in qe["rows"]] == [str(b) for b in run.query_error.bucket]
@@ -373,7 +385,8 @@ def test_markdown_holds_every_element(run: Run, tmp_path: Path) -> None:
     assert "**Neighbouring relation** (replace): replace-one neighbours" in md
     assert "| VT | suppressed | - | - | suppressed | suppressed |" in md
     # Query error and provenance.
-    assert "## Query error on real polygons [SIMULATION: not a release]" in md
+    assert "## Query error on real polygons [release: noised, charged to the ledger]" in md
+    assert "compared with the released grid used as a plug-in truth" in md
     first = run.query_error.iloc[0]
     assert f"| {first.bucket} | {int(first.n_queries)} |" in md
     assert "[release: noised, charged to the ledger]" in md
@@ -602,6 +615,55 @@ def test_build_refusals(run: Run) -> None:
         ModelCard.build(partition=run.partition, query_error=pd.DataFrame({"x": [1]}))
     with pytest.raises(InvalidInput, match="epochs=-1"):
         ModelCard.build(partition=run.partition, ledger=run.ledger, epochs=[-1])
+
+
+def test_an_internal_query_error_table_is_refused_everywhere(run: Run, tmp_path: Path) -> None:
+    truth_table = ("(?s)query_error='INTERNAL: query error measured against the truth grid.*' "
+                   "is an INTERNAL table: it was measured against the truth grid.*release a "
+                   r"grid first \(grid = release_flat")
+    with pytest.raises(InvalidInput, match=truth_table):
+        run.build(query_error=run.internal_query_error)
+    folder = RunFolder(tmp_path / "direct")
+    with pytest.raises(InvalidInput, match=truth_table):
+        folder.write_query_error(run.internal_query_error)
+    assert not (tmp_path / "direct" / "query_error.csv").exists()
+    with pytest.raises(InvalidInput, match=truth_table):  # refused before anything is written
+        write_run_folder(tmp_path / "whole", partition=run.partition, specs=[LOSS],
+                         query_error=run.internal_query_error)
+    assert not (tmp_path / "whole").exists()
+    # A grid released by a Simulation is seeded noise on the truth: internal too.
+    from scipy import sparse
+
+    from spatialdp.geo import CellIncidence
+
+    tiny = truth_grid(["85283473fffffff", "85283477fffffff"], lon=[-121.9764],
+                      lat=[37.3458], device_ids=[1])
+    both = CellIncidence(sparse.csr_array(np.ones((1, 2), np.int8)), np.zeros(1, np.int64),
+                         "center", tiny.partition_version)
+    simulated = measure_query_error(release_flat(tiny, epsilon=1.0, target=Simulation(rng=0)),
+                                    both, epsilon=1.0, draws=5, rng=0)
+    with pytest.raises(InvalidInput, match="measured against a SIMULATION of the grid"):
+        run.build(query_error=simulated)
+
+
+def test_a_run_folder_with_an_internal_query_error_table_makes_no_card(
+        run: Run, tmp_path: Path) -> None:
+    # A folder written before plug-in measurement (or by hand) holds a table measured
+    # against the truth: the card refuses it, naming the file.
+    folder = RunFolder(tmp_path)
+    folder.write_manifest(partition=run.partition, specs=[LOSS], ledger=False)
+    run.internal_query_error.to_csv(tmp_path / "query_error.csv", index=False)
+    (tmp_path / "query_error.json").write_text(json.dumps(
+        {k: v for k, v in run.internal_query_error.attrs.items()}))
+    with pytest.raises(InvalidInput, match=f"(?s){re.escape(str(tmp_path))}/query_error.csv="
+                                           "'INTERNAL.* is an INTERNAL table"):
+        ModelCard.from_run(tmp_path)
+    (tmp_path / "query_error.json").unlink()
+    with pytest.raises(InvalidInput, match="does not say it was measured against a released "
+                                           "grid"):
+        ModelCard.from_run(tmp_path)
+    folder.write_query_error(run.query_error)  # measured against the released grid
+    assert ModelCard.from_run(tmp_path).to_dict()["query_error"]["provenance"] == "release"
 
 
 def test_one_epoch_of_the_ledger(run: Run) -> None:

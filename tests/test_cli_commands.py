@@ -132,17 +132,75 @@ def test_query_error_measures_real_polygons(tmp_path: Path, regions: Path,
                                             clients: tuple[Path, pd.DataFrame],
                                             capsys: pytest.CaptureFixture[str]) -> None:
     path, _ = clients
+    ledger = tmp_path / "ledger.sqlite"
+    out = tmp_path / "qe"
     assert main(["query-error", str(regions), "--grid", "4", "--points", str(path),
                  "--device-column", "client_id", "--method", "flat", "--draws", "200",
-                 "--out", str(tmp_path)]) == 0
-    out = capsys.readouterr().out
-    assert "query error (simulation, 200 draws, epsilon 1): 8 polygons" in out
-    table = pd.read_csv(tmp_path / "query_error.csv")
+                 "--ledger", str(ledger), "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("Query error measured against the flat grid released at epsilon 1")
+    assert "query error (200 simulated draws, epsilon 1): 8 polygons" in text
+    assert f"grid: charged to {ledger}, epoch 0, evaluation.regional" in text
+    assert f"points from {path}" in text  # no exact count of points beside a publishable table
+    with PrivacyLedger(ledger, read_only=True) as book:
+        (charged,) = book.audit(0).charged
+        assert charged == pytest.approx(1.0)  # the grid, released once
+    table = pd.read_csv(out / "query_error.csv")
     assert set(table.method) == {"flat (clamped)"}
     assert table.n_queries.sum() == 8
-    assert (tmp_path / "query_error.png").stat().st_size > 10_000
+    settings = json.loads((out / "query_error.json").read_text())
+    assert settings["flat (clamped)"]["reference"] == "released grid"
+    assert settings["flat (clamped)"]["reference_ledger"] == book.ledger_id
+    assert (out / "query_error.png").stat().st_size > 10_000
     assert main(["query-error", str(regions), "--grid", "99"]) == 2
     assert capsys.readouterr().err.startswith("spatialdp: InvalidInput: --grid=99")
+
+
+def test_query_error_unaccounted_files_say_so(tmp_path: Path, regions: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["query-error", str(regions), "--grid", "3", "--devices", "20000",
+                 "--method", "flat", "--draws", "20", "--unaccounted", "synthetic fleet",
+                 "--out", str(tmp_path)]) == 0
+    assert "[UNACCOUNTED: synthetic fleet]" in capsys.readouterr().out
+    assert {p.name for p in tmp_path.iterdir()} == {
+        f"query_error.UNACCOUNTED.{ext}" for ext in ("csv", "json", "png")}
+
+
+def test_query_error_internal_table_is_printed_labelled_and_never_written(
+        tmp_path: Path, regions: Path, clients: tuple[Path, pd.DataFrame],
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from spatialdp.cli import build_parser
+    from spatialdp.cli._query import _write
+    from spatialdp.exceptions import InvalidInput
+    from spatialdp.geo import Partition
+    from spatialdp.queries import measure_query_error, query_corpus, truth_grid
+
+    path, table = clients
+    argv = ["query-error", str(regions), "--grid", "4", "--points", str(path),
+            "--method", "flat", "--draws", "20"]
+    assert main(argv) == 0  # planning: measured against the truth, labelled INTERNAL
+    text = capsys.readouterr().out
+    assert text.startswith("INTERNAL: query error measured against the truth grid")
+    assert "grid: INTERNAL: measured against the truth of your points" in text
+    out = tmp_path / "qe"
+    args = build_parser().parse_args([*argv, "--out", str(out)])
+    with pytest.raises(InvalidInput, match=r"--out='.*qe' would write an INTERNAL table: "
+                                           r"without --ledger.*pass --ledger LEDGER\.sqlite"):
+        args.run(args)
+    assert main([*argv, "--out", str(out)]) == 2
+    assert "InvalidInput: --out=" in capsys.readouterr().err
+    assert not out.exists()
+    # ... and the writer itself refuses an internal table, whoever calls it.
+    west = gpd.read_file(regions)
+    cells = Partition.from_h3_cover(west, 3, containment="overlap")
+    truth = truth_grid(cells, lon=table.lon.to_numpy(), lat=table.lat.to_numpy(),
+                       device_ids=table.client_id.to_numpy())
+    internal = measure_query_error(truth, query_corpus(cells, west), epsilon=1.0, draws=5,
+                                   rng=0)
+    with pytest.raises(InvalidInput, match="query-error table 'flat'='INTERNAL: query error "
+                                           "measured against the truth grid"):
+        _write(out, internal, {"flat": internal}, 1.0)
+    assert not out.exists()
 
 
 def test_ledger_show_lists_epochs_and_charges(tmp_path: Path,

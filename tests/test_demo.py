@@ -135,15 +135,16 @@ def test_ledger_keeps_every_charge_and_marks_interrupted_epochs(
         audit = ledger.audit(epoch)
         assert epoch == max(epochs)
         # The complete run: the per-client training charge, one regional release per
-        # round, the national loss of the last round, and the coverage release (regions
-        # and H3 cells); all under add/remove neighbours.
-        assert len(audit) == 6
-        assert sorted(audit.line_item) == ["evaluation.global", *["evaluation.regional"] * 4,
+        # round, the national loss of the last round, the coverage release (regions and
+        # H3 cells) and the query-error audit's grid; all under add/remove neighbours.
+        assert len(audit) == 7
+        assert sorted(audit.line_item) == ["evaluation.global", *["evaluation.regional"] * 5,
                                            "training"]
         assert set(audit.who) == {f"spatialdp demo run {run_id}"}
         assert set(audit.neighbours) == {"add_remove"}
+        assert audit.what.str.startswith("flat count grid h3r").sum() == 1
         assert ledger.remaining(epoch, "evaluation.regional") == pytest.approx(
-            3.2 - 2 * 0.4 - 0.3)
+            3.2 - 2 * 0.4 - 0.3 - 0.5)
         earlier = [e for e in epochs if e != epoch]
         for e in earlier:  # interrupted runs' charges stand, under their own epoch
             assert len(ledger.audit(e)) >= 1
@@ -174,7 +175,7 @@ def test_summary_names_both_random_paths_and_the_story(scenario: dict[str, Any])
     card = json.loads((scenario["out"] / "model_card.json").read_text())
     assert card["privacy"] is not None
     assert "neighbouring relation: add/remove: participation protected" in text
-    assert card["query_error"] is not None
+    assert card["query_error"]["provenance"] == "release"  # measured against the released grid
     assert card["figures"]["coverage_map"] == "coverage_map.png"
     assert "coverage_map.png" in (scenario["out"] / "model_card.md").read_text()
 

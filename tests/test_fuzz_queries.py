@@ -54,6 +54,7 @@ from spatialdp.queries import (
     recommend_resolution,
     release_flat,
     release_hierarchical,
+    require_publishable,
     truth_grid,
 )
 from tests.test_fuzz_support import (
@@ -377,9 +378,13 @@ def measure_calls(draw: st.DrawFn) -> Call:
         for col in ("mean_abs_error", "p95_abs_error", "rms"):
             values = out[col].to_numpy(dtype=float)
             assert (np.isnan(values) | (values >= 0)).all(), col
+        assert out.attrs["internal"] is True  # the truth, or a simulated grid: internal
 
+    # The reference: the truth (internal) or a released grid (a plug-in truth).
+    references = st.one_of(st.sampled_from([1, 2, 3]).map(truth),
+                           st.sampled_from([0, 1]).map(lambda i: grids()[i]))
     return call(
-        "measure_query_error", measure_query_error, draw(truths()),
+        "measure_query_error", measure_query_error, draw(arg(references, other_truth())),
         draw(arg(st.sampled_from([incidence(), corpus()]), other_incidence(), POLYGONS)),
         epsilon=draw(epsilons),
         method=draw(arg(st.sampled_from(["flat", "hierarchical"]), "nope")),
@@ -419,6 +424,24 @@ def recommend_calls(draw: st.DrawFn) -> Call:
                 c=draw(arg(number(0.1, 100), 5e-324, 1e308)), check=check)
 
 
+@st.composite
+def require_publishable_calls(draw: st.DrawFn) -> Call:
+    released = pd.DataFrame({"bucket": ["[1, 4)"]})
+    released.attrs.update(reference="released grid", internal=False, title="t")
+    internal = pd.DataFrame({"bucket": ["[1, 4)"]})
+    internal.attrs.update(reference="truth", internal=True, title="INTERNAL")
+
+    def check(out: dict[str, Any]) -> None:
+        assert out["reference"] == "released grid"
+        assert out["internal"] is False
+
+    return call("require_publishable", require_publishable,
+                draw(arg(st.sampled_from([released, dict(released.attrs)]), internal,
+                         dict(internal.attrs), pd.DataFrame(), {"reference": "released grid"},
+                         [("reference", "truth")])),
+                draw(arg(st.just("query_error"))), check=check)
+
+
 # --------------------------------------------------------------------------- registry
 
 #: Public callable -> (strategy of calls, number of examples).
@@ -435,6 +458,7 @@ FUZZ: dict[str, tuple[Callable[[], st.SearchStrategy[Call]], int]] = {
     "measure_query_error": (measure_calls, 30),
     "query_corpus": (query_corpus_calls, 20),
     "recommend_resolution": (recommend_calls, 30),
+    "require_publishable": (require_publishable_calls, 20),
 }
 
 

@@ -1,9 +1,13 @@
-"""Error measurement: analytic figures vs Monte Carlo, clamping bias, flat vs hierarchical."""
+"""Error measurement: analytic figures vs Monte Carlo, clamping bias, flat vs hierarchical,
+and what measuring against a released grid (a plug-in truth) changes."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import h3
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pytest
 from h3ronpy import change_resolution_list
@@ -11,11 +15,22 @@ from scipy import sparse
 
 from spatialdp.exceptions import InvalidInput, PartitionMismatch
 from spatialdp.geo import CellIncidence, h3cells
-from spatialdp.privacy import simulate_discrete_laplace
-from spatialdp.queries import TruthGrid, grid_version, measure_query_error, truth_grid
+from spatialdp.privacy import Simulation, simulate_discrete_laplace
+from spatialdp.queries import (
+    TruthGrid,
+    grid_version,
+    measure_query_error,
+    release_flat,
+    truth_grid,
+)
 from spatialdp.queries.advice import compare_releases
 from spatialdp.queries.corpus import incidence_from_cell_lists
-from spatialdp.queries.expectations import clamped_moments, flat_figures, mixture_quantile
+from spatialdp.queries.expectations import (
+    clamped_moments,
+    flat_figures,
+    mixture_quantile,
+    sigma_of,
+)
 from spatialdp.queries.hierarchy import HierarchyModel
 from spatialdp.queries.sampling import discrete_laplace_draws, sum_draws
 from spatialdp.queries.weighted_sum import WeightedSum
@@ -223,11 +238,23 @@ def test_measure_refusals(grid2401) -> None:  # type: ignore[no-untyped-def]
         measure_query_error(truth, outside, epsilon=1.0)
     with pytest.raises(InvalidInput, match="buckets="):
         measure_query_error(truth, good, epsilon=1.0, buckets=(5, 1))
-    with pytest.raises(InvalidInput, match=r"truth=1\.5 is a float, not a TruthGrid; build it"):
+    with pytest.raises(InvalidInput, match=r"reference=1\.5 is a float, not a NoisyGrid or "
+                                           r"TruthGrid; release a grid first"):
         measure_query_error(1.5, good, epsilon=0.5)  # type: ignore[arg-type]
     with pytest.raises(InvalidInput, match=r"split=\{'a': 1\} is not 3 positive finite"):
         measure_query_error(truth, good, epsilon=1.0, method="hierarchical", levels=3,
                             split={"a": 1}, draws=2, rng=0)
+
+
+def test_a_floor_of_zero_leaves_empty_answers_out_of_the_relative_error(grid2401) -> None:  # type: ignore[no-untyped-def]
+    # report_floor=0 is accepted; an answer of 0 has no relative error (it divided by 0).
+    cells, version = grid2401
+    truth = synthetic_truth(cells, np.zeros(cells.size, np.int64))
+    rep = measure_query_error(truth, single_cells(cells, version), epsilon=1.0, draws=3,
+                              report_floor=0, rng=0)
+    assert rep.n_above_floor.iloc[0] == 0
+    assert np.isnan(rep.mean_rel_error.iloc[0])
+    assert np.isnan(rep.expected_mean_rel_error.iloc[0])
 
 
 def test_compare_releases_refusals(grid2401) -> None:  # type: ignore[no-untyped-def]
@@ -249,6 +276,10 @@ def test_truth_grid_from_points_feeds_measurement(grid2401) -> None:  # type: ig
     rep = measure_query_error(truth, inc, epsilon=1.0, draws=20, rng=0)
     assert rep.attrs["simulated"] is True
     assert rep.n_queries.sum() == 5
+    # Against the truth: an internal table, labelled so in its settings and title.
+    assert rep.attrs["reference"] == "truth"
+    assert rep.attrs["internal"] is True
+    assert rep.attrs["title"].startswith("INTERNAL")
 
 
 def test_sum_law_table_equals_exact_tails() -> None:
@@ -267,3 +298,118 @@ def test_sum_draws_large_scale_uses_negative_binomials() -> None:
     s = sum_draws(np.random.default_rng(3), 1000.0, np.array([3]), 40_000)[0]
     sd = float(np.sqrt(3) * flat_figures(1000.0, [1])["rms"][0])
     assert abs(s.std() / sd - 1) < 5 * np.sqrt(1.25 / s.size)  # kurtosis of a 3-sum: 4
+
+
+# ----------------------------------------------------------------------------- plug-in truth
+# docs/queries.md, "Measuring against a released grid": each statement is checked here
+# against simulation (fixed seeds; tolerances from the standard error).
+def single_cells(cells: np.ndarray, version: str) -> CellIncidence:
+    """One query per cell (m = 1): the per-cell statements, query by query."""
+    matrix = sparse.csr_array(sparse.identity(cells.size, dtype=np.int8, format="csr"))
+    return CellIncidence(matrix, np.zeros(cells.size, np.int64), "center", version)
+
+
+def released_law(t: int, scale: float) -> tuple[np.ndarray, np.ndarray]:
+    """Return the values ``max(t + Z0, 0)`` a released cell of true count ``t`` may take,
+    and their probabilities (discrete Laplace ``Z0``, support wide enough for 1e-15)."""
+    a = np.exp(-1.0 / scale)
+    z = np.arange(-int(40 * scale) - 40, int(40 * scale) + 41)
+    p = (1 - a) / (1 + a) * a ** np.abs(z)
+    return np.maximum(t + z, 0), p
+
+
+def test_plug_in_leaves_unclamped_absolute_errors_unchanged(grid2401) -> None:  # type: ignore[no-untyped-def]
+    # Without clamping the simulated noise does not depend on the counts: the same seed
+    # gives the same absolute-error figures against the truth and against a released grid.
+    cells, version = grid2401
+    rng = np.random.default_rng(12)
+    truth = synthetic_truth(cells, rng.integers(0, 40, cells.size))
+    grid = release_flat(truth, epsilon=0.5, target=Simulation(rng=13))
+    queries = sparse.vstack([disks(cells, version, cells[rng.choice(cells.size, 60)], k)
+                             for k in (0, 2, 6)]).tocsr()
+    inc = CellIncidence(queries, np.zeros(queries.shape[0], np.int64), "center", version)
+    absolute = ["bucket", "n_queries", "mean_cells", "mean_abs_error", "p95_abs_error", "rms",
+                "bias", "expected_mean_abs_error", "expected_p95_abs_error", "expected_rms",
+                "expected_bias"]
+    for method in ("flat", "hierarchical"):
+        kw: dict[str, Any] = dict(epsilon=0.5, method=method, levels=3, draws=100,
+                                  clamp_negative=False, report_floor=10)
+        on_truth = measure_query_error(truth, inc, rng=5, **kw)
+        on_grid = measure_query_error(grid, inc, rng=5, **kw)
+        pd.testing.assert_frame_equal(on_truth[absolute], on_grid[absolute])
+        # ... but the relative errors divide by the reference's answers, which differ.
+        assert not np.allclose(on_truth.mean_rel_error, on_grid.mean_rel_error)
+        assert on_grid.attrs["reference"] == "released grid"
+        assert on_truth.attrs["reference"] == "truth"
+
+
+@pytest.mark.parametrize("t", [0, 2])
+def test_plug_in_clamping_bias_and_rms_are_averaged_over_the_released_count(
+        grid2401, t: int) -> None:  # type: ignore[no-untyped-def]
+    # Clamped, a cell of true count t is measured at the released max(t + Z0, 0): every
+    # per-cell figure is its truth value averaged over that law. The bias in closed form:
+    # b(t) * (1 + a + a**2 + (1 - a**2) t) / (1 + a)**2, with b(t) = a**(t+1) / (1 - a**2).
+    cells, version = grid2401
+    truth = synthetic_truth(cells, np.full(cells.size, t))
+    inc = single_cells(cells, version)
+    scale, releases, draws = 1.0, 5, 40
+    a = np.exp(-1.0 / scale)
+    values, p = released_law(t, scale)
+    mean_c, var_c = clamped_moments(values, scale)
+    bias = float(p @ mean_c)  # E over the released count of the expected bias
+    second = float(p @ (var_c + mean_c**2))
+    true_bias, true_var = clamped_moments([t], scale)
+    closed = true_bias[0] * (1 + a + a * a + (1 - a * a) * t) / (1 + a) ** 2
+    assert bias == pytest.approx(closed, rel=1e-12)
+    n = cells.size * releases
+    se_bias = np.sqrt((p @ mean_c**2 - bias**2) / n)
+    se_second = np.sqrt((p @ (var_c + mean_c**2) ** 2 - second**2) / n)
+    se_measured = np.sqrt(se_bias**2 + float(p @ var_c) / (n * draws))
+    tables = [measure_query_error(release_flat(truth, epsilon=1.0, target=Simulation(rng=r)),
+                                  inc, epsilon=1.0, draws=draws, rng=100 + r)
+              for r in range(releases)]
+    expected_bias = np.mean([tab.expected_bias.iloc[0] for tab in tables])
+    expected_second = np.mean([tab.expected_rms.iloc[0] ** 2 for tab in tables])
+    measured_bias = np.mean([tab.bias.iloc[0] for tab in tables])
+    assert abs(expected_bias - bias) < 4 * se_bias
+    assert abs(measured_bias - bias) < 4 * se_measured
+    assert abs(expected_second - second) < 4 * se_second
+    # ... which is not the truth's: under it at t = 0 (0.80 of it), above it at t = 2.
+    assert abs(bias - true_bias[0]) > 10 * se_measured
+    assert abs(second - (true_var[0] + true_bias[0] ** 2)) > 10 * se_second
+    assert (bias < true_bias[0]) == (t == 0)
+    assert (second > true_var[0] + true_bias[0] ** 2) == (t == 0)
+
+
+def test_plug_in_relative_error_is_inflated_by_the_reference_noise(grid2401) -> None:  # type: ignore[no-untyped-def]
+    # Far above the floor the relative error divides by the released answer A + N:
+    # E[A / (A + N)] = 1 + s**2 / A**2 + ..., s the sd of the reference's noise N.
+    cells, version = grid2401
+    t, scale, releases, draws = 14, 1.0, 4, 20
+    truth = synthetic_truth(cells, np.full(cells.size, t))
+    inc = single_cells(cells, version)
+    values, p = released_law(t, scale)
+    counted = values >= 5  # the floor: queries whose released answer is at least 5
+    w = p[counted] / p[counted].sum()
+    ratio = float(w @ (t / values[counted]))  # exact E[A / Â] over the counted queries
+    ratio_var = float(w @ (t / values[counted]) ** 2) - ratio**2
+    s2 = float(sigma_of(scale)) ** 2
+    assert abs(ratio - (1 + s2 / t**2)) < 0.1 * s2 / t**2  # the documented approximation
+    mae = float(flat_figures(scale, [1])["mean_abs_error"][0])
+    n = cells.size * releases
+    tables = [measure_query_error(release_flat(truth, epsilon=1.0, target=Simulation(rng=r)),
+                                  inc, epsilon=1.0, draws=draws, report_floor=5,
+                                  clamp_negative=False, rng=200 + r)
+              for r in range(releases)]
+    on_truth = measure_query_error(truth, inc, epsilon=1.0, draws=1, report_floor=5,
+                                   clamp_negative=False, rng=0)
+    assert on_truth.expected_mean_rel_error.iloc[0] == pytest.approx(mae / t)
+    expected = np.mean([tab.expected_mean_rel_error.iloc[0] for tab in tables]) / (mae / t)
+    measured = np.mean([tab.mean_rel_error.iloc[0] for tab in tables]) / (mae / t)
+    se = np.sqrt(ratio_var / n)
+    # |e| / Â per draw: the spread of |e| over the draws, then of 1 / Â over the queries
+    se_measured = np.sqrt((s2 - mae**2) / mae**2 * (ratio**2 + ratio_var) / (n * draws)
+                          + ratio_var / n)
+    assert abs(expected - ratio) < 4 * se
+    assert abs(measured - ratio) < 4 * se_measured
+    assert ratio - 1 > 6 * se  # the inflation is there, and the test could see its absence

@@ -6,9 +6,10 @@ versions, the strata and every merge with its reason, cohort sizes, coverage
 figures with the blind spots and the coverage score's history, the privacy
 ledger per epoch and line item with the per-client epsilon and the neighbouring
 relations, metric values with error bars and the suppressed regions, and the
-query-error table. Every section says whether its numbers are noised releases,
-simulation, or exact bookkeeping; counts of people are exact under replace-one
-neighbours and noised releases under add/remove (:data:`PARTICIPATION`).
+query-error table (measured against a released grid; an internal table measured
+against the truth is refused). Every section says whether its numbers are noised
+releases, simulation, or exact bookkeeping; counts of people are exact under
+replace-one neighbours and noised releases under add/remove (:data:`PARTICIPATION`).
 
 It is written as Markdown for people (:mod:`spatialdp.cards.markdown`, with
 the coverage map embedded) and JSON for machines (:mod:`spatialdp.cards.json_card`),

@@ -471,19 +471,29 @@ def privacy_section(ledger: Any, epochs: Sequence[int] | None, delta: float | No
 
 
 # ----------------------------------------------------------------------------- query error
-def query_error_section(table: pd.DataFrame, settings: Mapping[str, Any] | None = None
-                        ) -> dict[str, Any]:
-    """Return measure_query_error's table (one row per bucket) and its settings."""
+def query_error_section(table: pd.DataFrame, settings: Mapping[str, Any] | None = None,
+                        name: str = "query_error") -> dict[str, Any]:
+    """Return a publishable measure_query_error table (one row per bucket) and its settings.
+
+    Only a table measured against a released grid is accepted (its provenance
+    is that grid's: ``release`` or ``unaccounted``); an internal table
+    (measured against the truth grid or a simulated grid) is refused naming
+    ``name`` (:func:`~spatialdp.queries.require_publishable`).
+    """
+    from spatialdp.queries.measure import require_publishable
+
     if not isinstance(table, pd.DataFrame) or "bucket" not in table.columns:
-        raise fail("query_error", table, "is not measure_query_error's table",
-                   "pass spatialdp.queries.measure_query_error(...)'s DataFrame")
+        raise fail(name, table, "is not measure_query_error's table",
+                   "pass spatialdp.queries.measure_query_error(grid, ...)'s DataFrame")
+    raw = require_publishable(settings if settings is not None else table.attrs, name)
     rows = []
     for record in table.to_dict(orient="records"):
         rows.append({str(k): (str(v) if k == "bucket" else
                               (int(v) if isinstance(v, (int, np.integer)) else _number(v)))
                      for k, v in record.items()})
-    raw = dict(settings if settings is not None else table.attrs)
     clean = {str(k): (v if isinstance(v, (str, int, float, bool)) or v is None else str(v))
              for k, v in raw.items()}
+    provenance = _ACCOUNTING_TO_PROVENANCE.get(str(raw.get("reference_accounting")),
+                                               "unaccounted")
     return {"settings": clean, "columns": [str(c) for c in table.columns], "rows": rows,
-            "provenance": "simulation"}
+            "provenance": provenance}

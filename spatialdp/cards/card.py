@@ -25,7 +25,9 @@ section                     holds                                         proven
 ``quantitative_analysis``   per round and metric: values with error       release /
                             bars per region, suppressed regions           simulation /
                                                                           unaccounted
-``query_error``             measure_query_error's table                   simulation
+``query_error``             measure_query_error's table, measured         release /
+                            against a released grid (an internal table    unaccounted
+                            is refused)
 ==========================  ============================================  ============
 
 One policy for counts of people per neighbouring relation
@@ -240,7 +242,9 @@ class ModelCard:
         reports, report : RegionalReport or sequence of them
             The rounds' regional reports, in order.
         query_error : DataFrame, optional
-            :func:`~spatialdp.queries.measure_query_error`'s table.
+            :func:`~spatialdp.queries.measure_query_error`'s table, measured
+            against a released grid (a table measured against the truth grid
+            is internal and refused).
         title : str, optional
             The card's title (default: the partition's name).
         model_details : dict or str, optional
@@ -275,8 +279,8 @@ class ModelCard:
         Raises
         ------
         InvalidInput
-            An argument of the wrong kind, or exact counts of people on a card
-            whose releases hold for add/remove neighbours.
+            An argument of the wrong kind; exact counts of people on a card whose
+            releases hold for add/remove neighbours; an internal query-error table.
         """
         part = sections.partition_section(partition)
         if isinstance(specs, (str, bytes)) or not isinstance(specs, Sequence):
@@ -574,7 +578,8 @@ class ModelCard:
                 lines.append(f"  coverage: {cov['share_strata_sampled']:.0%} of strata "
                              f"sampled; blind spots: {', '.join(cov['blind_spots']) or 'none'}")
         if c["query_error"] is not None:
-            lines.append(f"  query error: {len(c['query_error']['rows'])} buckets (simulation)")
+            lines.append(f"  query error: {len(c['query_error']['rows'])} buckets (against a "
+                         f"released grid, {c['query_error']['provenance']})")
         return "\n".join(lines)
 
     def __repr__(self) -> str:

@@ -368,8 +368,11 @@ def _query_error(c: Mapping[str, Any]) -> list[str]:
     out = _heading(2, "Query error on real polygons", q["provenance"])
     settings = ", ".join(f"{k} {v}" for k, v in q["settings"].items())
     out += ["Simulated releases of the grid, answered for every query polygon and compared "
-            "with the truth (measure_query_error); each figure next to its analytic "
-            "expectation." + (f" Settings: {settings}." if settings else ""), ""]
+            "with the released grid used as a plug-in truth (measure_query_error): "
+            "post-processing of that release, no further charge. Each figure sits next to "
+            "its analytic expectation at the plug-in; the plug-in leaves the unclamped "
+            "absolute errors unchanged and shifts the clamping bias and the relative error "
+            "(docs/queries.md)." + (f" Settings: {settings}." if settings else ""), ""]
     cols = [col for col in q["columns"]]
     out += _table(cols, [[row.get(col) for col in cols] for row in q["rows"]])
     return out

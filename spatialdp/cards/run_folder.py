@@ -12,8 +12,10 @@ Layout (``RUN_FORMAT = "spatialdp-run/1"``; paths relative to ``RUN_DIR``)::
       strata.json              strata key, basis, version, ids, and every merge with its reason
       coverage.json            coverage of the last epoch: exact (replace-one) or released
       coverage_history.csv     columns epoch, round_index, score (coverage score per round)
-      query_error.csv          measure_query_error's table (one row per bucket)
-      query_error.json         its settings (epsilon, method, draws, ...; DataFrame.attrs)
+      query_error.csv          measure_query_error's table (one row per bucket), measured
+                               against a released grid (an internal table is refused)
+      query_error.json         its settings (reference, epsilon, method, draws, ...;
+                               DataFrame.attrs)
       reports/<stem>.json      RegionalReport.write(RUN_DIR / "reports", stem) metadata
       reports/<stem>.csv       ... and its wide table (<metric>.<column>)
       reports/<stem>.gpkg      ... and its GeoPackage (not read by the card)
@@ -288,7 +290,13 @@ class RunFolder:
                            _json(sections.cohort_section(cohort_sizes, "given per region")))
 
     def write_query_error(self, table: Any) -> list[Path]:
-        """Write ``query_error.csv`` and ``query_error.json`` from measure_query_error's table."""
+        """Write ``query_error.csv`` and ``query_error.json`` from measure_query_error's table.
+
+        Raises
+        ------
+        InvalidInput
+            An internal table (measured against the truth grid): nothing is written.
+        """
         section = sections.query_error_section(table)
         return [self._write(self.QUERY_ERROR, table.to_csv(index=False)),
                 self._write(self.QUERY_ERROR_SETTINGS, _json(section["settings"]))]
@@ -373,7 +381,8 @@ class RunFolder:
                            "RunFolder.write_query_error") from err
             settings = (self._read_json(self.QUERY_ERROR_SETTINGS)
                         if (self.path / self.QUERY_ERROR_SETTINGS).exists() else {})
-            query_error = sections.query_error_section(table, settings)
+            query_error = sections.query_error_section(
+                table, settings, name=os.fspath(self.path / self.QUERY_ERROR))
         privacy = None
         if manifest.get("ledger"):
             privacy = self._read_ledger(manifest)
@@ -445,6 +454,8 @@ def write_run_folder(run_dir: str | os.PathLike[str], *, partition: Any,
     ``reports`` (RegionalReports in round order) and ``query_error``.
     """
     run = RunFolder(run_dir)
+    if query_error is not None:  # an internal table is refused before anything is written
+        sections.query_error_section(query_error)
     run.write_manifest(partition=partition, specs=specs, epsilon=epsilon, rounds=rounds,
                        seeds=seeds, simulated=simulated, epochs=epochs, alpha=alpha,
                        min_cohort=min_cohort, delta=delta,

@@ -1,4 +1,4 @@
-"""``spatialdp query-error``: how wrong private counts would be for your polygons."""
+"""``spatialdp query-error``: how wrong private counts are for your polygons."""
 
 from __future__ import annotations
 
@@ -11,14 +11,23 @@ import numpy as np
 from spatialdp._validation import fail
 
 DESCRIPTION = """\
-Measure, by seeded simulation (nothing is released or charged), the error of
-private device counts answered for your polygons from a noised H3 grid: the
-points are counted on an H3 grid at --grid resolution covering the polygons
-(each device in one cell), the grid release is simulated --draws times at
---epsilon (flat, hierarchical or both), and the error is reported per bucket of
-cells covered, next to its analytic expectation. Points come from --points (a
-table with lon/lat or point geometry, optionally a device id column) or, for
-US polygons, a synthetic fleet of --devices placed by city population."""
+Measure, by seeded simulation, the error of private device counts answered for
+your polygons from a noised H3 grid: the points are counted on an H3 grid at
+--grid resolution covering the polygons (each device in one cell), the grid
+release is simulated --draws times at --epsilon (flat, hierarchical or both),
+and the error is reported per bucket of cells covered, next to its analytic
+expectation.
+
+With --ledger (or --unaccounted) the grid is first released once, flat at
+--epsilon, charged to the ledger before its noise is drawn, and the error is
+measured against that released grid, used as a plug-in truth: the table and
+plot are post-processing of the release and --out may write them. Without
+either, the error is measured against the truth of your points: an INTERNAL
+table for planning, printed labelled so, never written (--out is refused).
+
+Points come from --points (a table with lon/lat or point geometry, optionally a
+device id column) or, for US polygons, a synthetic fleet of --devices placed by
+city population."""
 
 
 def add_parser(sub: Any) -> None:
@@ -27,7 +36,7 @@ def add_parser(sub: Any) -> None:
                        description=DESCRIPTION,
                        formatter_class=argparse.RawDescriptionHelpFormatter,
                        epilog="example:\n  spatialdp query-error districts.gpkg --grid 7 "
-                              "--points pings.parquet --out qe/")
+                              "--points pings.parquet --ledger ledger.sqlite --out qe/")
     q.add_argument("polygons", metavar="POLYGONS",
                    help="polygon layer of the queries (GeoPackage, GeoJSON, Shapefile)")
     q.add_argument("--grid", type=int, required=True, metavar="RES",
@@ -42,13 +51,57 @@ def add_parser(sub: Any) -> None:
     q.add_argument("--levels", type=int, default=4, help="hierarchy levels (default 4)")
     q.add_argument("--draws", type=int, default=100, help="simulated releases (default 100)")
     q.add_argument("--seed", type=int, default=0, help="seed of the simulation")
+    target = q.add_mutually_exclusive_group()
+    target.add_argument("--ledger", metavar="LEDGER.sqlite",
+                        help="release the grid once, charged to this ledger (created if "
+                             "missing), and measure against it")
+    target.add_argument("--unaccounted", metavar="REASON",
+                        help="release the grid without a ledger, saying why (marked on the "
+                             "files and the plot), and measure against it")
+    q.add_argument("--epoch", type=int, default=None,
+                   help="ledger epoch (default: the ledger's last epoch, 0 when new)")
+    q.add_argument("--epoch-budget", type=float, default=10.0,
+                   help="epoch budget of a NEW ledger (default 10)")
+    q.add_argument("--why", default="query-error grid (spatialdp query-error)",
+                   help="reason recorded in the ledger")
     q.add_argument("--out", metavar="DIR",
-                   help="also write query_error.csv and the sqrt(m) plot query_error.png here")
+                   help="also write query_error.csv, its settings query_error.json and the "
+                        "sqrt(m) plot query_error.png here (needs --ledger or --unaccounted; "
+                        "query_error.UNACCOUNTED.* with --unaccounted)")
     q.set_defaults(run=run)
 
 
+def _check_out(args: argparse.Namespace) -> None:
+    """Refuse --out for an internal measurement, before anything is read or charged."""
+    if args.out is not None and args.ledger is None and args.unaccounted is None:
+        raise fail("--out", args.out, "would write an INTERNAL table: without --ledger the "
+                   "error is measured against the truth of your points",
+                   "release the grid first: pass --ledger LEDGER.sqlite (or --unaccounted "
+                   "REASON) to release it and measure against it, or drop --out")
+
+
+def _release(truth: Any, args: argparse.Namespace) -> tuple[Any, str]:
+    """Release the flat grid to the chosen target; return it and a line saying where."""
+    from spatialdp._validation import check_count
+    from spatialdp.privacy.ledger import PrivacyLedger
+    from spatialdp.privacy.target import ReleaseTarget, Unaccounted
+    from spatialdp.queries import release_flat
+
+    if args.unaccounted is not None:
+        grid = release_flat(truth, epsilon=args.epsilon, target=Unaccounted(args.unaccounted))
+        return grid, f"not charged to any ledger: {args.unaccounted}"
+    with PrivacyLedger(args.ledger, epoch_budget=args.epoch_budget) as ledger:
+        epoch = (max(ledger.epochs(), default=0) if args.epoch is None
+                 else check_count(args.epoch, "--epoch"))
+        grid = release_flat(truth, epsilon=args.epsilon, target=ReleaseTarget(
+            ledger, epoch, who="spatialdp query-error", why=args.why))
+        left = ledger.remaining(epoch, "evaluation.regional")
+    return grid, (f"charged to {args.ledger}, epoch {epoch}, evaluation.regional "
+                  f"({left:g} left)")
+
+
 def run(args: argparse.Namespace) -> int:
-    """Measure and print the error table."""
+    """Measure and print the error table (and write it when it may be published)."""
     import geopandas as gpd
     import pandas as pd
 
@@ -57,7 +110,9 @@ def run(args: argparse.Namespace) -> int:
     from spatialdp.geo import Partition
     from spatialdp.queries import measure_query_error, query_corpus, truth_grid
 
+    _check_out(args)
     res = check_resolution(args.grid, "--grid")
+    released = args.ledger is not None or args.unaccounted is not None
     polygons = read_table(args.polygons, "POLYGONS")
     if not isinstance(polygons, gpd.GeoDataFrame) or polygons.crs is None:
         raise fail("POLYGONS", args.polygons, "is not a polygon layer with a CRS",
@@ -81,20 +136,28 @@ def run(args: argparse.Namespace) -> int:
                        f"pick from {sorted(map(str, points.columns))[:12]}")
         inside = grid.assign(lon=lon, lat=lat).positions >= 0
         lon, lat, ids = lon[inside], lat[inside], ids[inside]
-        source = f"{int(inside.sum()):,} of {len(points):,} points on the grid"
+        # An exact count of the points is shown only beside an internal table.
+        source = (f"points from {args.points}" if released else
+                  f"{int(inside.sum()):,} of {len(points):,} points on the grid")
     else:
         from spatialdp.datasets import synthetic_fleet
 
         fleet = synthetic_fleet(args.devices, rng=args.seed, partition=grid)
         lon, lat, ids = (fleet.lon.to_numpy(), fleet.lat.to_numpy(),
                          fleet.device_id.to_numpy())
-        source = f"{len(fleet):,} synthetic devices (seed {args.seed})"
+        source = f"{args.devices:,} synthetic devices (seed {args.seed})"
     truth = truth_grid(grid, lon=lon, lat=lat, device_ids=ids, max_cells_per_device=1)
     keep = grid.polygons_to_cells(polygons).cells_per_query > 0
     if not keep.any():
         raise fail("--grid", res, "is too coarse: no polygon holds a cell centre",
                    "pass a finer resolution")
     corpus = query_corpus(grid, polygons[keep])
+    reference: Any = truth
+    where = ("INTERNAL: measured against the truth of your points, never publish "
+             "(--ledger releases a grid to measure against)")
+    if released:
+        reference, where = _release(truth, args)
+        del truth  # from here on only the released grid
     methods: list[Literal["flat", "hierarchical"]] = (
         ["flat", "hierarchical"] if args.method == "both" else [args.method])
     rng = np.random.default_rng(args.seed)
@@ -102,15 +165,16 @@ def run(args: argparse.Namespace) -> int:
     for method in methods:
         label = "flat (clamped)" if method == "flat" else f"hierarchical ({args.levels} levels)"
         extra = {} if method == "flat" else {"levels": args.levels, "clamp_negative": False}
-        reports[label] = measure_query_error(truth, corpus, epsilon=args.epsilon,
+        reports[label] = measure_query_error(reference, corpus, epsilon=args.epsilon,
                                              method=method, draws=args.draws, rng=rng, **extra)
     cols = ["bucket", "n_queries", "mean_cells", "rms", "expected_rms", "mean_abs_error",
             "p95_abs_error", "mean_rel_error"]
     table = pd.concat([r[[c for c in cols if c in r]].assign(method=k)
                        for k, r in reports.items()], ignore_index=True)
-    print(f"query error (simulation, {args.draws} draws, epsilon {args.epsilon:g}): "
+    print(f"{next(iter(reports.values())).attrs['title']}\n"
+          f"query error ({args.draws} simulated draws, epsilon {args.epsilon:g}): "
           f"{int(keep.sum())} polygons ({int((~keep).sum())} hold no cell centre), "
-          f"{grid.n_regions:,} H3 r{res} cells, {source}")
+          f"{grid.n_regions:,} H3 r{res} cells, {source}\n  grid: {where}")
     with pd.option_context("display.width", 160, "display.max_columns", 20):
         print(table.round(3).to_string(index=False))
     if args.out is not None:
@@ -119,24 +183,38 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _write(out: Path, table: Any, reports: dict[str, Any], epsilon: float) -> None:
+    """Write the table, its settings and the plot; refuse internal reports (nothing written).
+
+    An unaccounted grid's files are named ``query_error.UNACCOUNTED.*``.
+    """
+    import json
+
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     from spatialdp.privacy.accuracy import noise_std
+    from spatialdp.queries import require_publishable
     from spatialdp.queries.figures import plot_error_vs_cells
     from spatialdp.viz.maps import save_figure
 
+    settings = {label: require_publishable(report, f"query-error table {label!r}")
+                for label, report in reports.items()}
+    unaccounted = any(s.get("reference_accounting") == "unaccounted"
+                      for s in settings.values())
+    stem = "query_error.UNACCOUNTED" if unaccounted else "query_error"
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise fail("--out", str(out), f"cannot be created ({err.strerror})",
                    "pass a writable folder") from err
-    table.to_csv(out / "query_error.csv", index=False)
+    table.to_csv(out / f"{stem}.csv", index=False)
+    (out / f"{stem}.json").write_text(json.dumps(settings, indent=2, default=str) + "\n",
+                                      encoding="utf-8")
     fig, ax = plt.subplots(figsize=(7.5, 5.2))
-    plot_error_vs_cells(reports, ax=ax, cell_sd=float(noise_std("discrete_laplace",
-                                                                1.0 / epsilon)))
-    path = save_figure(fig, out / "query_error.png")
+    plot_error_vs_cells(reports, ax=ax, publishable=True,
+                        cell_sd=float(noise_std("discrete_laplace", 1.0 / epsilon)))
+    path = save_figure(fig, out / f"{stem}.png")
     plt.close(fig)
-    print(f"wrote:\n  {out / 'query_error.csv'}\n  {path}")
+    print(f"wrote:\n  {out / f'{stem}.csv'}\n  {out / f'{stem}.json'}\n  {path}")

@@ -1,11 +1,15 @@
-"""The query-error audit: how wrong private counts would be for real polygons.
+"""The query-error audit: how wrong private counts are for real polygons.
 
 The fleet is counted on an H3 grid covering the partition (one cell per
-device); the queries are real polygons: the partition's own regions and a
-disc around every city of 15,000+ inhabitants inside it. The error of a flat
-and of a hierarchical release is measured by seeded simulation
-(:func:`spatialdp.queries.measure_query_error`): nothing is released or
-charged; the audit says how much to trust a release before anyone makes one.
+device) and that grid is released once, flat, charged to the caller's target
+(:func:`spatialdp.queries.release_flat`, through the one release pipeline).
+The queries are real polygons: the partition's own regions and a disc around
+every city of 15,000+ inhabitants inside it. The error of a flat and of a
+hierarchical release is then measured by seeded simulation against the
+released grid, used as a plug-in truth
+(:func:`spatialdp.queries.measure_query_error`): post-processing of the
+release, so the tables and the figure drawn from them may be published. The
+truth grid never reaches them.
 """
 
 from __future__ import annotations
@@ -19,13 +23,21 @@ import numpy as np
 import pandas as pd
 import shapely
 
+from spatialdp._validation import check_integer
 from spatialdp.datasets import load_us_cities
 from spatialdp.geo import Partition
-from spatialdp.queries import measure_query_error, query_corpus, truth_grid
+from spatialdp.privacy.target import Accounting
+from spatialdp.queries import (
+    NoisyGrid,
+    measure_query_error,
+    query_corpus,
+    release_flat,
+    truth_grid,
+)
 
 __all__ = ["AUDIT_EPSILON", "QueryAudit", "query_audit"]
 
-#: Epsilon of the audited grid release.
+#: Epsilon of the demo's audited grid release (charged to the demo's ledger).
 AUDIT_EPSILON = 1.0
 #: Bucket edges (cells per query).
 BUCKETS = (1, 4, 16, 64, 256, 1024, 4096)
@@ -38,7 +50,21 @@ _H3_AREA_KM2 = (4_357_449.0, 609_788.0, 86_801.8, 12_393.4, 1_770.3, 252.9, 36.1
 
 @dataclass
 class QueryAudit:
-    """The audit's measured error tables and what was measured on."""
+    """The audit's error tables (measured against ``grid``) and what was measured on.
+
+    Attributes
+    ----------
+    reports : dict of str to DataFrame
+        Method label -> :func:`measure_query_error` table against ``grid``.
+    resolution, n_cells, n_queries : int
+        The grid's H3 resolution and cells, and the query polygons.
+    epsilon : float
+        Of the released grid, and of the releases whose error is measured.
+    draws : int
+        Simulated releases per method.
+    grid : NoisyGrid
+        The released count grid (the plug-in truth).
+    """
 
     reports: dict[str, pd.DataFrame]
     resolution: int
@@ -46,6 +72,7 @@ class QueryAudit:
     n_queries: int
     epsilon: float
     draws: int
+    grid: NoisyGrid
 
     def table(self) -> pd.DataFrame:
         """One row per method and bucket (the columns a model card shows)."""
@@ -60,12 +87,12 @@ class QueryAudit:
         return out[["method", *[c for c in cols if c in out]]]
 
 
-def _resolution(partition: Partition, n_devices: int) -> int:
+def _resolution(partition: Partition, n_devices: int, epsilon: float) -> int:
     """Return Qardaji et al.'s grid size (``N epsilon / 10`` cells) as an H3 resolution."""
     from spatialdp.queries import recommend_resolution
 
     area = float(partition.regions.to_crs(6933).area.sum()) / 1e6
-    res = int(recommend_resolution(max(1, n_devices), AUDIT_EPSILON, area).resolution)
+    res = int(recommend_resolution(max(1, n_devices), epsilon, area).resolution)
     # Capped at about MAX_CELLS cells, to keep the audit a few seconds long.
     while res > 0 and area / _H3_AREA_KM2[res] > MAX_CELLS:
         res -= 1
@@ -92,32 +119,68 @@ def _city_discs(partition: Partition) -> gpd.GeoDataFrame:
     return frame[frame.geom_type.isin(["Polygon", "MultiPolygon"]) & ~frame.is_empty]
 
 
-def query_audit(partition: Partition, fleet: pd.DataFrame, *, seed: int, draws: int = 100,
+def query_audit(partition: Partition, fleet: pd.DataFrame, *, target: Accounting,
+                epsilon: float, seed: int, draws: int = 100,
                 tick: Callable[[int], None] | None = None) -> QueryAudit:
-    """Measure the error of private polygon counts on real polygons (simulation, seeded).
+    """Release the fleet's count grid once and measure polygon-count error against it.
 
-    ``tick(1)`` is called after the corpus is built and after each method (3 steps).
+    Parameters
+    ----------
+    partition : Partition
+        The report regions (the grid covers them; they are queries too).
+    fleet : DataFrame
+        ``device_id``, ``lon``, ``lat``: one row per device (its size is the
+        demo's public fleet size and sets the grid's resolution).
+    target : ReleaseTarget, Unaccounted or Simulation
+        Where the grid release is charged (``evaluation.regional`` unless the
+        target names another line item), through ``release_flat``. A
+        ``Simulation`` makes the tables internal (the publishing helpers refuse them).
+    epsilon : float
+        Of the released grid, and of the releases whose error is measured.
+    seed : int
+        Seed of the error simulation (not of the release's noise: OS entropy).
+    draws : int, default 100
+        Simulated releases per method.
+    tick : callable, optional
+        ``tick(1)`` after the grid is released and after each method (3 steps).
+
+    Returns
+    -------
+    QueryAudit
+        The tables, and the released grid they were measured against.
+
+    Raises
+    ------
+    InvalidInput, BudgetExceeded
+        Bad draws or seed; from ``release_flat``, a bad epsilon or target, or a
+        ledger that cannot afford the grid (nothing charged, nothing measured).
     """
     step = tick if tick is not None else (lambda n: None)
-    res = _resolution(partition, len(fleet))
-    grid = Partition.from_h3_cover(partition.regions, res, containment="overlap",
-                                   name=f"h3r{res}")
-    truth = truth_grid(grid, lon=fleet.lon.to_numpy(), lat=fleet.lat.to_numpy(),
+    # Everything that can be refused is refused before the grid is charged.
+    n_draws = check_integer(draws, "draws", low=1, high=100_000,
+                            fix="pass a number of simulated releases, e.g. 100")
+    rng = np.random.default_rng([check_integer(seed, "seed", low=0, high=2**63 - 1,
+                                               fix="pass a whole-number seed >= 0"), 7])
+    res = _resolution(partition, len(fleet), epsilon)
+    cells = Partition.from_h3_cover(partition.regions, res, containment="overlap",
+                                    name=f"h3r{res}")
+    truth = truth_grid(cells, lon=fleet.lon.to_numpy(), lat=fleet.lat.to_numpy(),
                        device_ids=fleet.device_id.to_numpy(), max_cells_per_device=1)
     regions = gpd.GeoDataFrame({"name": [str(i) for i in partition.region_ids]},
                                geometry=partition.regions.geometry.to_numpy(), crs=4326)
     polygons = pd.concat([regions, _city_discs(partition)], ignore_index=True)
     # A small disc cut at a border may hold no cell centre: such a query cannot be asked.
-    polygons = polygons[grid.polygons_to_cells(polygons).cells_per_query > 0]
-    corpus = query_corpus(grid, gpd.GeoDataFrame(polygons, crs=4326))
-    rng = np.random.default_rng([seed, 7])
+    polygons = polygons[cells.polygons_to_cells(polygons).cells_per_query > 0]
+    corpus = query_corpus(cells, gpd.GeoDataFrame(polygons, crs=4326))
+    grid = release_flat(truth, epsilon=epsilon, target=target)
+    del truth  # from here on only the released grid: the tables are its post-processing
     step(1)
-    reports = {"flat (clamped)": measure_query_error(truth, corpus, epsilon=AUDIT_EPSILON,
-                                                     draws=draws, buckets=BUCKETS, rng=rng)}
+    reports = {"flat (clamped)": measure_query_error(grid, corpus, epsilon=grid.epsilon,
+                                                     draws=n_draws, buckets=BUCKETS, rng=rng)}
     step(1)
     reports["hierarchical (4 levels)"] = measure_query_error(
-        truth, corpus, epsilon=AUDIT_EPSILON, draws=draws, buckets=BUCKETS,
+        grid, corpus, epsilon=grid.epsilon, draws=n_draws, buckets=BUCKETS,
         method="hierarchical", levels=4, clamp_negative=False, rng=rng)
     step(1)
-    return QueryAudit(reports=reports, resolution=res, n_cells=grid.n_regions,
-                      n_queries=len(polygons), epsilon=AUDIT_EPSILON, draws=draws)
+    return QueryAudit(reports=reports, resolution=res, n_cells=cells.n_regions,
+                      n_queries=len(polygons), epsilon=grid.epsilon, draws=n_draws, grid=grid)

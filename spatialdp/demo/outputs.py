@@ -288,19 +288,23 @@ def draw_dashboard(world: World, result: EpochResult, folder: Path) -> Path:
 
 
 def draw_query_error(audit: QueryAudit, folder: Path) -> Path:
-    """Draw the sqrt(m) plot of the query-error audit."""
+    """Draw the sqrt(m) plot of the query-error audit (refuses internal tables)."""
     from spatialdp.privacy.accuracy import noise_std
     from spatialdp.queries.figures import plot_error_vs_cells
     from spatialdp.viz.maps import save_figure
 
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 5.2))
-    plot_error_vs_cells(audit.reports, ax=ax,
-                        cell_sd=float(noise_std("discrete_laplace", 1.0 / audit.epsilon)))
-    ax.set_title(f"Query-error audit (simulation, {audit.draws} draws): RMS error of "
-                 f"{audit.n_queries} real polygons\nvs cells covered, H3 resolution "
-                 f"{audit.resolution} ({audit.n_cells:,} cells), epsilon {audit.epsilon:g}",
-                 fontsize=10)
+    try:
+        plot_error_vs_cells(audit.reports, ax=ax, publishable=True,
+                            cell_sd=float(noise_std("discrete_laplace", 1.0 / audit.epsilon)))
+    except Exception:
+        plt.close(fig)
+        raise
+    ax.set_title(f"Query-error audit: RMS error of {audit.n_queries} real polygons vs cells "
+                 f"covered, {audit.draws} simulated releases\nmeasured against the grid "
+                 f"released at epsilon {audit.epsilon:g} (H3 resolution {audit.resolution}, "
+                 f"{audit.n_cells:,} cells)", fontsize=10)
     path = save_figure(fig, folder / "query_error.png")
     plt.close(fig)
     return path

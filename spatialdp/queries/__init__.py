@@ -4,9 +4,11 @@ The flow: :func:`truth_grid` (device counts per cell, each device clipped to
 ``k`` cells) -> :func:`release_flat` or :func:`release_hierarchical` (one
 ledger charge, discrete Laplace noise) -> :func:`answer_polygons` (one row per
 polygon with its noisy answer, exact error bar, cell count ``m`` and
-discretisation error) and, before anyone relies on the answers,
-:func:`measure_query_error` (error per bucket of a real query corpus, next to
-its analytic expectation).
+discretisation error) and :func:`measure_query_error` (error per bucket of a
+real query corpus, next to its analytic expectation). Measured against the
+released grid (a plug-in truth) the error table is post-processing of the
+release and may be published; measured against the truth grid it is internal
+planning, and the publishing helpers refuse it (:func:`require_publishable`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from spatialdp.queries.flat import release_flat
 from spatialdp.queries.fresh import answer_fresh
 from spatialdp.queries.grids import NoisyGrid
 from spatialdp.queries.hierarchy import level_epsilons, release_hierarchical
-from spatialdp.queries.measure import measure_query_error
+from spatialdp.queries.measure import measure_query_error, require_publishable
 from spatialdp.queries.truth import TruthGrid, grid_version, truth_grid
 
 __all__ = [
@@ -35,5 +37,6 @@ __all__ = [
     "recommend_resolution",
     "release_flat",
     "release_hierarchical",
+    "require_publishable",
     "truth_grid",
 ]

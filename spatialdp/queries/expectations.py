@@ -191,7 +191,7 @@ def bucket_expectations(scale: float, m: NDArray[np.int64], truth: NDArray[np.in
     evenly spaced queries (NaN for clamped answers).
     """
     nan = float("nan")
-    above = true_answer >= floor
+    above = (true_answer >= floor) & (true_answer > 0)
     if model is not None:
         return _hierarchical_expectations(model, matrix, true_answer, above, clamp)
     fig = flat_figures(scale, np.unique(m))

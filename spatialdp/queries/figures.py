@@ -1,4 +1,9 @@
-"""The sqrt(m) plot: answer error against cells covered, log-log, flat and hierarchical."""
+"""The sqrt(m) plot: answer error against cells covered, log-log, flat and hierarchical.
+
+A figure drawn from an internal table (measured against the truth grid) says
+INTERNAL in its title; ``publishable=True`` refuses one, for figures that will
+be published.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from spatialdp._validation import fail
+from spatialdp._validation import check_flag, fail
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -16,7 +21,8 @@ __all__ = ["plot_error_vs_cells"]
 
 
 def plot_error_vs_cells(reports: dict[str, pd.DataFrame], *, ax: Axes | None = None,
-                        cell_sd: float | None = None, column: str = "rms") -> Axes:
+                        cell_sd: float | None = None, column: str = "rms",
+                        publishable: bool = False) -> Axes:
     """Plot measured error (points) and its expectation (lines) against cells covered, log-log.
 
     Parameters
@@ -28,6 +34,10 @@ def plot_error_vs_cells(reports: dict[str, pd.DataFrame], *, ax: Axes | None = N
         Noise sd of one flat cell; draws the ``sqrt(m) * cell_sd`` reference line.
     column : {"rms", "mean_abs_error", "p95_abs_error"}
         Which figure to plot (its ``expected_*`` column is drawn as a line).
+    publishable : bool, default False
+        The figure will be published: refuse any internal report (measured
+        against the truth grid, see :func:`~spatialdp.queries.require_publishable`).
+        Without it an internal report is drawn with INTERNAL in the title.
 
     Returns
     -------
@@ -36,13 +46,33 @@ def plot_error_vs_cells(reports: dict[str, pd.DataFrame], *, ax: Axes | None = N
     Raises
     ------
     InvalidInput
-        An empty dict, or a report without ``column``.
+        An empty dict, a report without ``column``, or (``publishable=True``)
+        an internal report.
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> internal = pd.DataFrame({"mean_cells": [1.0, 16.0], "rms": [1.4, 5.4]})
+    >>> internal.attrs.update(reference="truth", internal=True, epsilon=1.0,
+    ...                       title="INTERNAL: query error measured against the truth grid")
+    >>> plot_error_vs_cells({"flat": internal}).get_title()[:8]
+    'INTERNAL'
+    >>> plot_error_vs_cells({"flat": internal}, publishable=True)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    spatialdp.exceptions.InvalidInput: reports['flat']='INTERNAL: query error measured ...
     """
     import matplotlib.pyplot as plt
+
+    from spatialdp.queries.measure import _publication_problem, require_publishable
 
     if not isinstance(reports, dict) or not reports:
         raise fail("reports", reports, "is not a non-empty dict of reports",
                    "pass {'flat': measure_query_error(...), ...}")
+    if check_flag(publishable, "publishable"):
+        for label, rep in reports.items():
+            require_publishable(rep, f"reports[{label!r}]")
     if ax is None:
         _, ax = plt.subplots(figsize=(6.4, 4.6))
     lo, hi = np.inf, 0.0
@@ -67,8 +97,14 @@ def plot_error_vs_cells(reports: dict[str, pd.DataFrame], *, ax: Axes | None = N
                    "p95_abs_error": "p95 |error| (devices)"}.get(column, column))
     first = next(iter(reports.values()))
     eps = first.attrs.get("epsilon")
-    ax.set_title(f"Answer error vs polygon size (epsilon = {eps:g}, SIMULATION)"
-                 if eps is not None else "Answer error vs polygon size (SIMULATION)")
+    internal = any(_publication_problem(r.attrs) is not None for r in reports.values())
+    unaccounted = any(r.attrs.get("reference_accounting") == "unaccounted"
+                      for r in reports.values())
+    setting = "" if eps is None else f"epsilon = {eps:g}, "
+    ax.set_title("INTERNAL: answer error vs polygon size (" + setting
+                 + "simulated releases vs the truth grid; never publish)" if internal
+                 else f"Answer error vs polygon size ({setting}simulated releases vs the "
+                      "released grid)" + (" [UNACCOUNTED]" if unaccounted else ""))
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     return ax

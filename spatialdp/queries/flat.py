@@ -17,13 +17,13 @@ from numpy.typing import NDArray
 
 from spatialdp._validation import check_epsilon, check_instance
 from spatialdp.privacy import LaplaceMechanism
-from spatialdp.privacy.budget import Disjoint, Overlapping
+from spatialdp.privacy.budget import Disjoint, Neighbours, Overlapping, check_neighbours
 from spatialdp.privacy.pipeline import ReleasePlan, run_release
 from spatialdp.privacy.target import Accounting, check_target
 from spatialdp.queries.grids import NoisyGrid
 from spatialdp.queries.truth import TruthGrid
 
-__all__ = ["DEFAULT_LINE_ITEM", "grid_structure", "release_flat"]
+__all__ = ["DEFAULT_LINE_ITEM", "grid_structure", "neighbour_sensitivity", "release_flat"]
 
 #: Ledger line item a query release is charged to unless the target names one.
 DEFAULT_LINE_ITEM = "evaluation.regional"
@@ -42,7 +42,23 @@ def grid_structure(truth: TruthGrid, parts: int, levels: int = 1) -> Disjoint | 
                        calibrated=True)
 
 
-def release_flat(truth: TruthGrid, *, epsilon: float, target: Accounting) -> NoisyGrid:
+def neighbour_sensitivity(truth: TruthGrid, neighbours: Neighbours) -> int:
+    """Return a grid's L1 sensitivity: ``k`` (a device added or removed) or ``2 k`` (replaced).
+
+    Examples
+    --------
+    >>> from spatialdp.queries import truth_grid
+    >>> truth = truth_grid(["85283473fffffff"], lon=[-121.9764], lat=[37.3458],
+    ...                    device_ids=[7])
+    >>> neighbour_sensitivity(truth, "add_remove"), neighbour_sensitivity(truth, "replace")
+    (1, 2)
+    """
+    factor = 1 if check_neighbours(neighbours) == "add_remove" else 2
+    return int(truth.sensitivity) * factor
+
+
+def release_flat(truth: TruthGrid, *, epsilon: float, target: Accounting,
+                 neighbours: Neighbours = "add_remove") -> NoisyGrid:
     """Release the whole grid once with discrete Laplace noise of scale ``k / epsilon``.
 
     Parameters
@@ -54,6 +70,9 @@ def release_flat(truth: TruthGrid, *, epsilon: float, target: Accounting) -> Noi
         Privacy loss of the whole grid (not per cell), ``> 0``.
     target : ReleaseTarget, Simulation or Unaccounted
         Where the release is charged (once) and how the noise is drawn.
+    neighbours : {"add_remove", "replace"}, default "add_remove"
+        One device added or removed (sensitivity ``k``: a count grid's natural
+        relation), or one device's cells replaced (``2 k``).
 
     Returns
     -------
@@ -81,20 +100,22 @@ def release_flat(truth: TruthGrid, *, epsilon: float, target: Accounting) -> Noi
     truth = check_instance(truth, "truth", TruthGrid, "build it with truth_grid(...)")
     eps = check_epsilon(epsilon)
     accounting = check_target(target)
-    mechanism = LaplaceMechanism(eps, sensitivity=float(truth.sensitivity), discrete=True)
+    relation = check_neighbours(neighbours)
+    sensitivity = neighbour_sensitivity(truth, relation)
+    mechanism = LaplaceMechanism(eps, sensitivity=float(sensitivity), discrete=True)
     structure = grid_structure(truth, truth.n_cells)
 
     def finish(noisy: list[NDArray[np.int64]]) -> NoisyGrid:
         return NoisyGrid(values=noisy[0], cells=truth.cells, resolution=truth.resolution,
                          partition_version=truth.partition_version,
                          partition_key=truth.partition_key, method="flat", epsilon=eps,
-                         sensitivity=truth.sensitivity, scales=(mechanism.scale,),
+                         sensitivity=sensitivity, scales=(mechanism.scale,),
                          level_epsilons=(eps,), resolutions=(truth.resolution,),
-                         accounting=accounting.metadata())
+                         accounting=accounting.metadata(), neighbours=relation)
 
     (grid,) = run_release(
         [ReleasePlan(eps, [(mechanism, truth.counts)], finish)], target=accounting,
-        structure=structure, default_line_item=DEFAULT_LINE_ITEM,
+        structure=structure, default_line_item=DEFAULT_LINE_ITEM, neighbours=relation,
         what=f"flat count grid {truth.partition_key} ({truth.n_cells} cells, "
              f"k={truth.sensitivity})")
     return grid

@@ -23,10 +23,10 @@ from spatialdp.exceptions import InvalidInput
 from spatialdp.geo import CellIncidence
 from spatialdp.privacy import LaplaceMechanism
 from spatialdp.privacy.accuracy import half_width
-from spatialdp.privacy.budget import Overlapping
+from spatialdp.privacy.budget import Neighbours, Overlapping, check_neighbours
 from spatialdp.privacy.pipeline import ReleasePlan, run_release
 from spatialdp.privacy.target import Accounting, check_target
-from spatialdp.queries.flat import DEFAULT_LINE_ITEM
+from spatialdp.queries.flat import DEFAULT_LINE_ITEM, neighbour_sensitivity
 from spatialdp.queries.grids import NOISE_KIND, check_incidence
 from spatialdp.queries.truth import TruthGrid
 
@@ -34,8 +34,8 @@ __all__ = ["answer_fresh"]
 
 
 def answer_fresh(truth: TruthGrid, queries: CellIncidence, *, epsilon: float,
-                 target: Accounting,
-                 alpha: float = 0.05) -> pd.DataFrame:
+                 target: Accounting, alpha: float = 0.05,
+                 neighbours: Neighbours = "add_remove") -> pd.DataFrame:
     """Answer each query with fresh noise: a separate release with its own ledger charge.
 
     Parameters
@@ -47,6 +47,9 @@ def answer_fresh(truth: TruthGrid, queries: CellIncidence, *, epsilon: float,
         Privacy loss of this release (all queries together).
     target : ReleaseTarget, Simulation or Unaccounted
     alpha : float, default 0.05
+    neighbours : {"add_remove", "replace"}, default "add_remove"
+        One device added or removed, or one device's cells replaced (twice the
+        sensitivity).
 
     Returns
     -------
@@ -84,8 +87,9 @@ def answer_fresh(truth: TruthGrid, queries: CellIncidence, *, epsilon: float,
     if (m == 0).any():
         raise InvalidInput(f"{int((m == 0).sum())} queries cover no cell of the grid; drop "
                            "them before answering")
+    relation = check_neighbours(neighbours)
     per_cell = np.diff(sparse.csc_array(queries.matrix).indptr)
-    sensitivity = int(truth.sensitivity * per_cell.max())
+    sensitivity = int(neighbour_sensitivity(truth, relation) * per_cell.max())
     mechanism = LaplaceMechanism(eps, float(sensitivity), discrete=True)
     bar = float(half_width(NOISE_KIND, mechanism.scale, 1, level))
     true = np.asarray(queries.matrix @ truth.counts, dtype=np.int64)
@@ -94,14 +98,15 @@ def answer_fresh(truth: TruthGrid, queries: CellIncidence, *, epsilon: float,
     def finish(noisy: list[NDArray[np.int64]]) -> pd.DataFrame:
         out = pd.DataFrame({"answer": noisy[0], "error_bar": bar, "cells": m})
         out.attrs.update(accounting.metadata())
-        out.attrs.update(sensitivity=sensitivity, epsilon=eps, alpha=level)
+        out.attrs.update(sensitivity=sensitivity, epsilon=eps, alpha=level,
+                         neighbours=relation)
         return out
 
     (answers,) = run_release(
         [ReleasePlan(eps, [(mechanism, true)], finish)], target=accounting,
         structure=Overlapping(truth.partition_key, n_queries, min(sensitivity, n_queries),
                               calibrated=True),
-        default_line_item=DEFAULT_LINE_ITEM,
+        default_line_item=DEFAULT_LINE_ITEM, neighbours=relation,
         what=f"fresh answers to {n_queries} polygon queries of {truth.partition_key} "
              f"(sensitivity {sensitivity})")
     return answers

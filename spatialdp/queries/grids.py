@@ -46,7 +46,9 @@ class NoisyGrid:
     epsilon : float
         The total privacy loss of the release (what the ledger was charged).
     sensitivity : int
-        ``k``, the most cells one device counts in (per level).
+        The L1 sensitivity the noise is calibrated to, per level: ``k`` (the most
+        cells one device counts in) when one device is added or removed, ``2 k``
+        when one device's cells are replaced.
     scales : tuple of float
         Discrete Laplace scale per level, coarsest first (one entry for flat).
     level_epsilons : tuple of float
@@ -57,6 +59,8 @@ class NoisyGrid:
         The release target's metadata (ledger, simulation or unaccounted).
     tree : Tree or None
         The parent relation and node estimates (hierarchical only).
+    neighbours : {"add_remove", "replace"}
+        The neighbouring relation ``epsilon`` holds for.
     """
 
     values: NDArray[Any]
@@ -72,6 +76,7 @@ class NoisyGrid:
     resolutions: tuple[int, ...]
     accounting: dict[str, Any] = field(default_factory=dict)
     tree: Tree | None = field(default=None, repr=False)
+    neighbours: str = "add_remove"
 
     @property
     def simulated(self) -> bool:

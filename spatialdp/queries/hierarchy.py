@@ -56,9 +56,10 @@ from spatialdp.exceptions import InvalidInput
 from spatialdp.geo import h3cells
 from spatialdp.privacy import LaplaceMechanism
 from spatialdp.privacy.accuracy import noise_std
+from spatialdp.privacy.budget import Neighbours, check_neighbours
 from spatialdp.privacy.pipeline import ReleasePlan, exact_total, run_release
 from spatialdp.privacy.target import Accounting, check_target
-from spatialdp.queries.flat import DEFAULT_LINE_ITEM, grid_structure
+from spatialdp.queries.flat import DEFAULT_LINE_ITEM, grid_structure, neighbour_sensitivity
 from spatialdp.queries.grids import NOISE_KIND, NoisyGrid
 from spatialdp.queries.sampling import discrete_laplace_draws
 from spatialdp.queries.truth import TruthGrid
@@ -321,16 +322,21 @@ class HierarchyModel:
     sensitivity: int
 
     @classmethod
-    def build(cls, truth: TruthGrid, epsilon: float, *, levels: int = 4,
-              split: Any = "geometric") -> HierarchyModel:
-        """Build the tree and per-level noise of ``truth``'s grid (no data used)."""
+    def build(cls, truth: TruthGrid | NoisyGrid, epsilon: float, *, levels: int = 4,
+              split: Any = "geometric", sensitivity: int | None = None) -> HierarchyModel:
+        """Build the tree and per-level noise of a grid's cells (no counts used).
+
+        ``truth`` is any grid with ``cells``, ``resolution`` and ``sensitivity``:
+        the truth, or a released grid measured against as a plug-in truth.
+        ``sensitivity`` overrides the grid's (``2 k`` for replace-one neighbours).
+        """
         resolutions = _resolutions(truth.resolution, levels)
         eps_l = level_epsilons(epsilon, len(resolutions), split)
-        mechs = [LaplaceMechanism(e, float(truth.sensitivity), discrete=True) for e in eps_l]
+        k = int(truth.sensitivity if sensitivity is None else sensitivity)
+        mechs = [LaplaceMechanism(e, float(k), discrete=True) for e in eps_l]
         scales = tuple(m.scale for m in mechs)
         variances = tuple(float(noise_std(NOISE_KIND, b)) ** 2 for b in scales)
-        return cls(Tree.build(truth.cells, resolutions, variances), eps_l, scales,
-                   truth.sensitivity)
+        return cls(Tree.build(truth.cells, resolutions, variances), eps_l, scales, k)
 
     def query_variance(self, matrix: sparse.csr_array) -> NDArray[np.float64]:
         """Exact variance of each query's hierarchical answer."""
@@ -367,7 +373,8 @@ class HierarchyModel:
 
 
 def release_hierarchical(truth: TruthGrid, *, epsilon: float, target: Accounting, levels: int = 4,
-                         split: Any = "geometric") -> NoisyGrid:
+                         split: Any = "geometric",
+                         neighbours: Neighbours = "add_remove") -> NoisyGrid:
     """Release counts at ``levels`` H3 resolutions with per-level noise, made consistent.
 
     Parameters
@@ -381,6 +388,9 @@ def release_hierarchical(truth: TruthGrid, *, epsilon: float, target: Accounting
         The grid's resolution and the ``levels - 1`` coarser ones.
     split : {"geometric", "uniform"} or sequence of weights, default "geometric"
         How epsilon is divided over the levels, coarsest first.
+    neighbours : {"add_remove", "replace"}, default "add_remove"
+        One device added or removed (sensitivity ``k`` per level), or one
+        device's cells replaced (``2 k``).
 
     Returns
     -------
@@ -408,9 +418,11 @@ def release_hierarchical(truth: TruthGrid, *, epsilon: float, target: Accounting
     truth = check_instance(truth, "truth", TruthGrid, "build it with truth_grid(...)")
     eps = check_epsilon(epsilon)
     accounting = check_target(target)
-    model = HierarchyModel.build(truth, eps, levels=levels, split=split)
+    relation = check_neighbours(neighbours)
+    model = HierarchyModel.build(truth, eps, levels=levels, split=split,
+                                 sensitivity=neighbour_sensitivity(truth, relation))
     tree = model.tree
-    mechs = [LaplaceMechanism(e, float(truth.sensitivity), discrete=True)
+    mechs = [LaplaceMechanism(e, float(model.sensitivity), discrete=True)
              for e in model.epsilons]
     counts = model.level_counts(truth.counts)
     structure = grid_structure(truth, tree.n_nodes, levels=tree.levels)
@@ -421,13 +433,14 @@ def release_hierarchical(truth: TruthGrid, *, epsilon: float, target: Accounting
         return NoisyGrid(values=tree.estimates[-1], cells=truth.cells,
                          resolution=truth.resolution, partition_version=truth.partition_version,
                          partition_key=truth.partition_key, method="hierarchical",
-                         epsilon=total, sensitivity=truth.sensitivity, scales=model.scales,
+                         epsilon=total, sensitivity=model.sensitivity, scales=model.scales,
                          level_epsilons=model.epsilons, resolutions=tree.resolutions,
-                         accounting=accounting.metadata(), tree=tree)
+                         accounting=accounting.metadata(), tree=tree, neighbours=relation)
 
     (grid,) = run_release(
         [ReleasePlan(total, list(zip(mechs, counts, strict=True)), finish)],
         target=accounting, structure=structure, default_line_item=DEFAULT_LINE_ITEM,
+        neighbours=relation,
         what=f"hierarchical count grid {truth.partition_key} (resolutions "
              f"{list(tree.resolutions)}, {tree.n_nodes} nodes, k={truth.sensitivity})")
     return grid

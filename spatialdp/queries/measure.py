@@ -1,14 +1,29 @@
 """How wrong are the answers? Error per bucket of a query corpus, next to its expectation.
 
 :func:`measure_query_error` simulates the release many times (seeded: this is
-the simulation path, nothing is published or charged) against the truth grid
-and reports, per bucket of the corpus (by cell count or by area): mean and p95
-absolute error, mean and p95 relative error on queries whose true answer is at
-least ``report_floor``, the signed bias, the RMS, and next to each the
+the simulation path, nothing is charged) against a *reference* grid and
+reports, per bucket of the corpus (by cell count or by area): mean and p95
+absolute error, mean and p95 relative error on queries whose reference answer
+is at least ``report_floor``, the signed bias, the RMS, and next to each the
 analytic expectation (exact for a flat release; for a hierarchical one the RMS
 is exact on every query and the mean absolute error and p95 come from the
 exact laws of up to 12 evenly spaced queries per bucket, see
 :mod:`~spatialdp.queries.weighted_sum`).
+
+The reference's type alone decides what the table may be used for:
+
+* a released :class:`~spatialdp.queries.NoisyGrid` (``release_flat`` or
+  ``release_hierarchical`` with a ``ReleaseTarget`` or ``Unaccounted``) is
+  used as a *plug-in truth*: its values, rounded to whole counts and clamped
+  at zero. The table is post-processing of that release (no further charge)
+  and may be published: the model card, the demo and the CLI accept it. What
+  the plug-in changes (nothing in the unclamped absolute errors; the clamping
+  bias, the clamped RMS of sparse cells and the relative error) is in
+  ``docs/queries.md``, each statement checked by simulation;
+* the :class:`~spatialdp.queries.TruthGrid` (the private counts), or a grid
+  released by a ``Simulation``, gives an INTERNAL table for planning: labelled
+  so in its ``attrs`` (``internal``, ``title``) and in any figure drawn from
+  it, and refused by every publishing helper (:func:`require_publishable`).
 
 The flat simulation is exact per query and fast (:mod:`~spatialdp.queries.sampling`):
 one pair of negative binomial draws per query and draw for the cells clamping
@@ -17,6 +32,7 @@ cannot touch, cell-by-cell draws only for sparse cells.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -29,7 +45,6 @@ from spatialdp._validation import (
     check_choice,
     check_epsilon,
     check_flag,
-    check_instance,
     check_integer,
     fail,
 )
@@ -38,10 +53,25 @@ from spatialdp.geo import CellIncidence
 from spatialdp.privacy import LaplaceMechanism
 from spatialdp.queries import expectations as ex
 from spatialdp.queries.corpus import QueryCorpus, corpus_from_incidence
+from spatialdp.queries.grids import NoisyGrid
 from spatialdp.queries.sampling import flat_query_errors
 from spatialdp.queries.truth import TruthGrid
 
-__all__ = ["DEFAULT_CELL_BUCKETS", "measure_query_error"]
+__all__ = ["DEFAULT_CELL_BUCKETS", "RELEASED", "TRUTH", "measure_query_error", "plug_in_counts",
+           "require_publishable"]
+
+#: ``attrs["reference"]`` of a table measured against the truth grid (internal only).
+TRUTH = "truth"
+#: ``attrs["reference"]`` of a table measured against a released grid (the plug-in truth).
+RELEASED = "released grid"
+
+#: Accounting kinds of a real release (``NoisyGrid.accounting["accounting"]``).
+RELEASE_KINDS = ("ledger", "unaccounted")
+
+#: How to make a publishable table, in every refusal of an internal one.
+PUBLISH_FIX = ("release a grid first (grid = release_flat(truth, epsilon=..., "
+               "target=ReleaseTarget(ledger, epoch)), or release_hierarchical), then measure "
+               "against it: measure_query_error(grid, queries, epsilon=...)")
 
 #: Default bucket edges by cell count: powers of 4 (1, 4, 16, ... cells).
 DEFAULT_CELL_BUCKETS = tuple(4**i for i in range(13))
@@ -52,16 +82,131 @@ COLUMNS = ["bucket", "n_queries", "mean_cells", "mean_abs_error", "expected_mean
            "p95_rel_error"]
 
 
-def _corpus(truth: TruthGrid, queries: Any) -> QueryCorpus:
+def plug_in_counts(grid: NoisyGrid) -> NDArray[np.int64]:
+    """Return a released grid as the plug-in truth: its values as whole counts, at least 0.
+
+    Counts are whole and never negative, so the released values are rounded
+    and clamped at zero (post-processing of the release, free in privacy).
+
+    Examples
+    --------
+    >>> from spatialdp.privacy import Simulation
+    >>> from spatialdp.queries import release_flat, truth_grid
+    >>> cells = ["85283473fffffff", "85283477fffffff"]
+    >>> truth = truth_grid(cells, lon=[-121.9764], lat=[37.3458], device_ids=[7])
+    >>> grid = release_flat(truth, epsilon=1.0, target=Simulation(rng=9))
+    >>> grid.values.tolist(), plug_in_counts(grid).tolist()
+    ([3, -1], [3, 0])
+    """
+    values = np.rint(np.asarray(grid.values, dtype=np.float64))
+    return np.maximum(values, 0.0).astype(np.int64)
+
+
+def _reference_settings(reference: TruthGrid | NoisyGrid) -> dict[str, Any]:
+    """Return what the table records about its reference: kind, accounting, title."""
+    if isinstance(reference, TruthGrid):
+        return {"reference": TRUTH, "internal": True,
+                "title": "INTERNAL: query error measured against the truth grid (never "
+                         "publish)"}
+    settings: dict[str, Any] = {f"reference_{k}": v for k, v in reference.accounting.items()}
+    kind = str(reference.accounting.get("accounting"))
+    released = kind in RELEASE_KINDS and not reference.simulated
+    settings.update(reference=RELEASED, reference_method=reference.method,
+                    reference_epsilon=float(reference.epsilon), internal=not released)
+    if not released:
+        settings["title"] = ("INTERNAL: query error measured against a SIMULATION of the grid "
+                             "(never publish)" if kind == "simulation" else
+                             "INTERNAL: query error measured against a grid that records no "
+                             "release (never publish)")
+        return settings
+    label = {"unaccounted": f" [UNACCOUNTED: {reference.accounting.get('reason')}]"}.get(kind, "")
+    settings["title"] = (f"Query error measured against the {reference.method} grid released "
+                         f"at epsilon {reference.epsilon:g} (plug-in truth){label}")
+    return settings
+
+
+def _check_reference(reference: Any) -> TruthGrid | NoisyGrid:
+    if isinstance(reference, (TruthGrid, NoisyGrid)):
+        return reference
+    raise fail("reference", reference,
+               f"is a {type(reference).__name__}, not a NoisyGrid or TruthGrid", PUBLISH_FIX
+               + "; pass the truth_grid(...) only for an internal measurement")
+
+
+def _publication_problem(settings: Mapping[Any, Any]) -> str | None:
+    """Return why a table with these settings may not be published, or None if it may."""
+    reference = settings.get("reference")
+    if reference == RELEASED and settings.get("internal") is False:
+        return None
+    if reference == TRUTH:
+        return ("is an INTERNAL table: it was measured against the truth grid (the private "
+                "counts), and publishing it would publish a function of them, uncharged")
+    if reference == RELEASED and settings.get("reference_accounting") == "simulation":
+        return ("is an INTERNAL table: it was measured against a SIMULATION of the grid "
+                "(seeded noise on the truth, charged nowhere)")
+    if reference == RELEASED:
+        return ("is an INTERNAL table: it was measured against a grid whose metadata records "
+                "no release (accounting neither 'ledger' nor 'unaccounted')")
+    return ("does not say it was measured against a released grid (its settings have no "
+            "reference: a table from before plug-in measurement, or not measure_query_error's)")
+
+
+def require_publishable(table: pd.DataFrame | Mapping[Any, Any],
+                        name: str = "query_error") -> dict[str, Any]:
+    """Refuse a query-error table that may not be published; return its settings.
+
+    A table may be published when it was measured against a released grid
+    (:func:`measure_query_error` with a :class:`NoisyGrid` released with a
+    ``ReleaseTarget`` or ``Unaccounted``): it is then post-processing of that
+    release. A table measured against the truth grid, or against a grid from a
+    ``Simulation``, is internal. The model card, the run folder, the demo's
+    outputs, :func:`~spatialdp.queries.figures.plot_error_vs_cells` with
+    ``publishable=True`` and ``spatialdp query-error --out`` call this.
+
+    Parameters
+    ----------
+    table : DataFrame or mapping
+        A :func:`measure_query_error` table (its ``attrs`` are read), or its
+        settings (e.g. ``query_error.json`` of a run folder).
+    name : str
+        How the refusal names what was passed.
+
+    Returns
+    -------
+    dict
+        The table's settings.
+
+    Raises
+    ------
+    InvalidInput
+        An internal table, or one whose settings do not say what it was measured against.
+
+    Examples
+    --------
+    >>> require_publishable({"reference": "truth", "title": "INTERNAL"})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    spatialdp.exceptions.InvalidInput: query_error='INTERNAL' is an INTERNAL table: it was ...
+    """
+    given = table.attrs if isinstance(table, pd.DataFrame) else table
+    settings = {str(k): v for k, v in given.items()} if isinstance(given, Mapping) else {}
+    problem = _publication_problem(settings)
+    if problem is None:
+        return settings
+    shown = settings.get("title", "a table without settings")
+    raise fail(name, shown, problem, PUBLISH_FIX)
+
+
+def _corpus(grid: TruthGrid | NoisyGrid, queries: Any) -> QueryCorpus:
     if isinstance(queries, CellIncidence):
         queries = corpus_from_incidence(queries)
     if not isinstance(queries, QueryCorpus):
         raise fail("queries", queries, "is not a QueryCorpus or CellIncidence",
                    "convert polygons with query_corpus(partition, frame)")
-    if queries.partition_version != truth.partition_version:
+    if queries.partition_version != grid.partition_version:
         raise PartitionMismatch(
             f"the queries were converted on partition version {queries.partition_version!r}, "
-            f"but the truth grid is {truth.partition_key!r}; convert them on the truth's "
+            f"but the reference grid is {grid.partition_key!r}; convert them on its "
             "partition")
     return queries
 
@@ -83,7 +228,7 @@ def _pooled_quantile(x: NDArray[np.float64], q: float = 0.95) -> float:
 
 
 def measure_query_error(
-    truth: TruthGrid,
+    reference: TruthGrid | NoisyGrid,
     queries: QueryCorpus | CellIncidence,
     *,
     epsilon: float,
@@ -99,24 +244,31 @@ def measure_query_error(
     rng: RandomLike = None,
     engine: Literal["memory", "dask"] = "memory",
 ) -> pd.DataFrame:
-    """Measure the error of a query corpus's answers against the truth, per bucket.
+    """Measure the error of a query corpus's answers against a reference grid, per bucket.
 
     Parameters
     ----------
-    truth : TruthGrid
-        The unprotected clipped counts (the reference).
+    reference : NoisyGrid or TruthGrid
+        What the simulated answers are compared with. A released grid
+        (:func:`release_flat` or :func:`release_hierarchical` with a
+        ``ReleaseTarget`` or ``Unaccounted``) is a plug-in truth
+        (:func:`plug_in_counts`): the table is post-processing of that release
+        and may be published. The truth grid (or a grid from a ``Simulation``)
+        gives an INTERNAL table for planning, refused by every publishing
+        helper (:func:`require_publishable`). The type decides; there is no flag.
     queries : QueryCorpus or CellIncidence
-        The corpus, converted on the truth's partition.
+        The corpus, converted on the reference's partition.
     epsilon : float
-        Privacy loss of the release being measured (the whole grid).
+        Privacy loss of the release being measured (the whole grid); it need
+        not be the reference's.
     method : {"flat", "hierarchical"}
     levels, split
         Of the hierarchical release (see :func:`release_hierarchical`).
     draws : int, default 200
         Simulated releases.
     report_floor : float, default 25
-        Relative errors are reported only on queries whose true answer is at
-        least this (relative error on a handful of devices means nothing).
+        Relative errors are reported only on queries whose reference answer is
+        at least this (relative error on a handful of devices means nothing).
     clamp_negative : bool, default True
         Clamp each published cell at 0 before summing (post-processing; biased up).
     buckets : array-like
@@ -131,7 +283,7 @@ def measure_query_error(
         ``"dask"`` splits the draws across the workers of the active
         ``distributed.Client`` (or dask's local scheduler):
         :func:`spatialdp.scale.measure_query_error`, identical in distribution,
-        seeded from ``rng`` through spawned seed sequences.
+        seeded from ``rng`` through spawned seed sequences, same reference rules.
 
     Returns
     -------
@@ -139,12 +291,16 @@ def measure_query_error(
         One row per non-empty bucket: ``bucket``, ``n_queries``, ``mean_cells``,
         ``mean_abs_error``, ``p95_abs_error``, ``rms``, ``bias`` (mean signed error),
         ``n_above_floor``, ``mean_rel_error``, ``p95_rel_error``, and the
-        ``expected_*`` figures next to them. ``attrs`` records the settings.
+        ``expected_*`` figures next to them. ``attrs`` records the settings:
+        ``reference`` (``"released grid"`` or ``"truth"``), ``internal``,
+        ``title``, the released grid's accounting (``reference_*``), epsilon,
+        method, draws and the rest.
 
     Raises
     ------
     InvalidInput
-        Bad arguments; an area bucketing without polygon areas.
+        Bad arguments (a reference that is neither grid); an area bucketing
+        without polygon areas.
     PartitionMismatch
         Queries of another partition version.
 
@@ -152,28 +308,33 @@ def measure_query_error(
     --------
     >>> import geopandas as gpd, shapely
     >>> from spatialdp.geo import Partition
-    >>> from spatialdp.queries import query_corpus, truth_grid
+    >>> from spatialdp.privacy import PrivacyLedger, ReleaseTarget
+    >>> from spatialdp.queries import query_corpus, release_flat, truth_grid
     >>> area = gpd.GeoDataFrame(geometry=[shapely.box(-100, 40, -99, 41)], crs=4326)
     >>> part = Partition.from_h3_cover(area, 6)
     >>> lon, lat = np.linspace(-99.9, -99.1, 500), np.linspace(40.1, 40.9, 500)
     >>> truth = truth_grid(part, lon=lon, lat=lat, device_ids=np.arange(500))
     >>> corpus = query_corpus(part, gpd.GeoSeries([shapely.box(-99.8, 40.2, -99.2, 40.8)],
     ...                                          crs=4326))
-    >>> report = measure_query_error(truth, corpus, epsilon=1.0, clamp_negative=False, rng=0)
-    >>> int(report.n_queries.sum()), report.expected_bias.tolist()
-    (1, [0.0])
+    >>> with PrivacyLedger(":memory:", epoch_budget=5.0) as ledger:
+    ...     grid = release_flat(truth, epsilon=1.0, target=ReleaseTarget(ledger, epoch=0))
+    >>> report = measure_query_error(grid, corpus, epsilon=1.0, clamp_negative=False, rng=0)
+    >>> int(report.n_queries.sum()), report.expected_bias.tolist(), report.attrs["internal"]
+    (1, [0.0], False)
+    >>> measure_query_error(truth, corpus, epsilon=1.0, rng=0).attrs["title"]  # planning only
+    'INTERNAL: query error measured against the truth grid (never publish)'
     """
     if engine != "memory":
         check_choice(engine, "engine", ("memory", "dask"))
         from spatialdp.scale.query_error import measure_query_error as on_dask
 
-        return on_dask(truth, queries, epsilon=epsilon, method=method, levels=levels,
+        return on_dask(reference, queries, epsilon=epsilon, method=method, levels=levels,
                        split=split, draws=draws, report_floor=report_floor,
                        clamp_negative=clamp_negative, buckets=buckets, bucket_by=bucket_by,
                        expected=expected, rng=rng)
-    setup = _setup(truth, queries, epsilon=epsilon, method=method, levels=levels, split=split,
-                   draws=draws, report_floor=report_floor, clamp_negative=clamp_negative,
-                   buckets=buckets, bucket_by=bucket_by)
+    setup = _setup(reference, queries, epsilon=epsilon, method=method, levels=levels,
+                   split=split, draws=draws, report_floor=report_floor,
+                   clamp_negative=clamp_negative, buckets=buckets, bucket_by=bucket_by)
     gen = as_generator(rng)
     return _summarise(setup, _simulate(setup, setup.n_draws, gen), expected)
 
@@ -192,20 +353,24 @@ class _Setup:
     m: NDArray[np.int64]
     labels: pd.Categorical
     counts: NDArray[np.int64]
-    true_answer: NDArray[np.float64]
+    reference_answer: NDArray[np.float64]
     scale: float
     sensitivity: int
     partition_key: str
     n_cells: int
     model: Any
+    reference: dict[str, Any]
 
 
-def _setup(truth: TruthGrid, queries: Any, *, epsilon: float, method: str, levels: int,
+def _setup(reference: Any, queries: Any, *, epsilon: float, method: str, levels: int,
            split: Any, draws: int, report_floor: float, clamp_negative: bool,
            buckets: ArrayLike, bucket_by: str) -> _Setup:
-    """Validate the arguments and compute what every draw shares."""
-    truth = check_instance(truth, "truth", TruthGrid, "build it with truth_grid(...)")
-    corpus = _corpus(truth, queries)
+    """Validate the arguments and compute what every draw shares.
+
+    ``counts`` are the reference's: the truth's, or a released grid's plug-in counts.
+    """
+    grid = _check_reference(reference)
+    corpus = _corpus(grid, queries)
     eps = check_epsilon(epsilon)
     method = check_choice(method, "method", ("flat", "hierarchical"))
     n_draws = check_integer(draws, "draws", low=1, high=100_000,
@@ -222,17 +387,17 @@ def _setup(truth: TruthGrid, queries: Any, *, epsilon: float, method: str, level
     else:
         size = m.astype(np.float64)
     labels = _bucket_labels(size, buckets)
-    counts = truth.counts
-    true_answer = np.asarray(corpus.incidence.matrix @ counts, dtype=np.float64)
-    scale = LaplaceMechanism(eps, float(truth.sensitivity), discrete=True).scale
+    counts = grid.counts if isinstance(grid, TruthGrid) else plug_in_counts(grid)
+    reference_answer = np.asarray(corpus.incidence.matrix @ counts, dtype=np.float64)
+    scale = LaplaceMechanism(eps, float(grid.sensitivity), discrete=True).scale
     model: Any = None
     if method == "hierarchical":
         from spatialdp.queries.hierarchy import HierarchyModel
 
-        model = HierarchyModel.build(truth, eps, levels=levels, split=split)
+        model = HierarchyModel.build(grid, eps, levels=levels, split=split)
     return _Setup(corpus, eps, method, n_draws, floor, clamp, by, m, labels, counts,
-                  true_answer, scale, truth.sensitivity, truth.partition_key, truth.n_cells,
-                  model)
+                  reference_answer, scale, grid.sensitivity, grid.partition_key, grid.n_cells,
+                  model, _reference_settings(grid))
 
 
 def _simulate(setup: _Setup, n_draws: int, gen: np.random.Generator) -> NDArray[np.float64]:
@@ -252,7 +417,7 @@ def _simulate(setup: _Setup, n_draws: int, gen: np.random.Generator) -> NDArray[
 
 def _summarise(setup: _Setup, errors: NDArray[np.float64], expected: bool) -> pd.DataFrame:
     """Return the per-bucket table of simulated errors (and their expectations)."""
-    labels, m, true_answer, floor = setup.labels, setup.m, setup.true_answer, setup.floor
+    labels, m, answer, floor = setup.labels, setup.m, setup.reference_answer, setup.floor
     counts, corpus, scale, clamp, model = (setup.counts, setup.corpus, setup.scale,
                                            setup.clamp, setup.model)
     rows = []
@@ -261,8 +426,8 @@ def _summarise(setup: _Setup, errors: NDArray[np.float64], expected: bool) -> pd
         if sel.size == 0:
             continue
         err = errors[sel]
-        above = sel[true_answer[sel] >= floor]
-        rel = np.abs(errors[above]) / true_answer[above, None]
+        above = sel[(answer[sel] >= floor) & (answer[sel] > 0)]  # a floor of 0: no 0/0
+        rel = np.abs(errors[above]) / answer[above, None]
         row: dict[str, Any] = {
             "bucket": str(label), "n_queries": int(sel.size), "mean_cells": float(m[sel].mean()),
             "mean_abs_error": float(np.abs(err).mean()),
@@ -274,7 +439,7 @@ def _summarise(setup: _Setup, errors: NDArray[np.float64], expected: bool) -> pd
         }
         if expected:
             row.update(ex.bucket_expectations(
-                scale, m[sel], counts, corpus.incidence.matrix[sel], true_answer[sel], floor,
+                scale, m[sel], counts, corpus.incidence.matrix[sel], answer[sel], floor,
                 clamp=clamp, model=model))
         rows.append(row)
     frame = pd.DataFrame(rows).reindex(columns=COLUMNS if expected else
@@ -282,5 +447,5 @@ def _summarise(setup: _Setup, errors: NDArray[np.float64], expected: bool) -> pd
     frame.attrs.update(method=setup.method, epsilon=setup.eps, draws=int(errors.shape[1]),
                        report_floor=floor, clamp_negative=clamp, bucket_by=setup.by,
                        scale=scale, sensitivity=setup.sensitivity,
-                       partition=setup.partition_key, simulated=True)
+                       partition=setup.partition_key, simulated=True, **setup.reference)
     return frame

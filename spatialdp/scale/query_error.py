@@ -9,6 +9,11 @@ matrices and summarises them with the in-memory code, so every figure has the
 same law as the single-machine measurement. The draws depend on ``rng`` and
 ``chunks`` only, never on the number of workers: the same seed and chunking
 give the same table on 1 worker or 100.
+
+The reference follows the same rule as in memory, decided by its type alone:
+a released :class:`~spatialdp.queries.NoisyGrid` is a plug-in truth and the
+table may be published; the :class:`~spatialdp.queries.TruthGrid` gives an
+INTERNAL table (``attrs["internal"]``), refused by every publishing helper.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from numpy.typing import ArrayLike, NDArray
 from spatialdp._random import RandomLike, as_generator
 from spatialdp._validation import check_flag, check_integer
 from spatialdp.queries.corpus import QueryCorpus
+from spatialdp.queries.grids import NoisyGrid
 from spatialdp.queries.measure import (
     DEFAULT_CELL_BUCKETS,
     _Setup,
@@ -40,7 +46,7 @@ def _chunk(setup: _Setup, n_draws: int, gen: np.random.Generator) -> NDArray[np.
 
 
 def measure_query_error(
-    truth: TruthGrid,
+    reference: TruthGrid | NoisyGrid,
     queries: QueryCorpus | Any,
     *,
     epsilon: float,
@@ -60,10 +66,11 @@ def measure_query_error(
     """Measure query error per bucket with the draws spread over Dask workers.
 
     Same arguments and table as :func:`spatialdp.queries.measure_query_error`
-    (which calls this with ``engine="dask"``); the figures are identical in
-    distribution. Runs on the active ``distributed.Client`` or, without one, on
-    dask's local scheduler. The truth and the corpus are shipped to each worker
-    once.
+    (which calls this with ``engine="dask"``), the same reference rule (a
+    released grid is a publishable plug-in truth, the truth grid gives an
+    INTERNAL table); the figures are identical in distribution. Runs on the
+    active ``distributed.Client`` or, without one, on dask's local scheduler.
+    The reference's counts and the corpus are shipped to each worker once.
 
     Parameters
     ----------
@@ -78,18 +85,23 @@ def measure_query_error(
     --------
     >>> import geopandas as gpd, shapely
     >>> from spatialdp.geo import Partition
-    >>> from spatialdp.queries import query_corpus, truth_grid
+    >>> from spatialdp.privacy import PrivacyLedger, ReleaseTarget
+    >>> from spatialdp.queries import query_corpus, release_flat, truth_grid
     >>> area = gpd.GeoDataFrame(geometry=[shapely.box(-100, 40, -99, 41)], crs=4326)
     >>> part = Partition.from_h3_cover(area, 6)
     >>> lon, lat = np.linspace(-99.9, -99.1, 500), np.linspace(40.1, 40.9, 500)
     >>> truth = truth_grid(part, lon=lon, lat=lat, device_ids=np.arange(500))
     >>> corpus = query_corpus(part, gpd.GeoSeries([shapely.box(-99.8, 40.2, -99.2, 40.8)],
     ...                                          crs=4326))
-    >>> report = measure_query_error(truth, corpus, epsilon=1.0, rng=0, chunks=4)
-    >>> int(report.n_queries.sum()), report.attrs["draws"]
-    (1, 200)
+    >>> with PrivacyLedger(":memory:", epoch_budget=5.0) as ledger:
+    ...     grid = release_flat(truth, epsilon=1.0, target=ReleaseTarget(ledger, epoch=0))
+    >>> report = measure_query_error(grid, corpus, epsilon=1.0, rng=0, chunks=4)
+    >>> int(report.n_queries.sum()), report.attrs["draws"], report.attrs["internal"]
+    (1, 200, False)
+    >>> measure_query_error(truth, corpus, epsilon=1.0, rng=0, chunks=4).attrs["internal"]
+    True
     """
-    setup = _setup(truth, queries, epsilon=epsilon, method=method, levels=levels, split=split,
+    setup = _setup(reference, queries, epsilon=epsilon, method=method, levels=levels, split=split,
                    draws=draws, report_floor=report_floor, clamp_negative=clamp_negative,
                    buckets=buckets, bucket_by=bucket_by)
     want = check_flag(expected, "expected")
