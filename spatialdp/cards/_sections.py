@@ -401,6 +401,30 @@ def privacy_section(ledger: Any, epochs: Sequence[int] | None, delta: float | No
             "epochs": out, "provenance": "bookkeeping"}
 
 
+# ----------------------------------------------------------------------------- training
+#: What the card keeps of a training statement (no cohort size: it is a count of people).
+TRAINING_FIELDS = ("private", "statement", "mechanism", "noise_multiplier", "clipping_norm",
+                   "clipping", "participation_cap", "cap_source", "rho_per_round", "rho",
+                   "neighbours")
+
+
+def training_section(training: Any) -> dict[str, Any] | None:
+    """Return how training is accounted, from a ``TrainingPrivacy`` or its dict (or None).
+
+    ``spatialdp.flower.SpatialDPStrategy.training_privacy`` gives it: the rho
+    derived from Flower's DP wrapper, or "training: not private (the inner
+    strategy adds no noise)".
+    """
+    if training is None:
+        return None
+    data = training.to_dict() if callable(getattr(training, "to_dict", None)) else training
+    if (not isinstance(data, Mapping) or not isinstance(data.get("private"), bool)
+            or not isinstance(data.get("statement"), str)):
+        raise fail("training", training, "is not a training statement",
+                   "pass SpatialDPStrategy.training_privacy (or its to_dict())")
+    return {**{key: data.get(key) for key in TRAINING_FIELDS}, "provenance": "bookkeeping"}
+
+
 # ----------------------------------------------------------------------------- query error
 def query_error_section(table: pd.DataFrame, settings: Mapping[str, Any] | None = None
                         ) -> dict[str, Any]:

@@ -23,6 +23,8 @@ section                     holds                                         proven
                             bars per region, suppressed count coarsened   simulation /
                                                                           unaccounted
 ``query_error``             measure_query_error's table                   simulation
+``training``                how training is accounted (derived rho, or    bookkeeping
+                            "not private"); optional
 ==========================  ============================================  ============
 """
 
@@ -203,7 +205,8 @@ class ModelCard:
               seeds: Mapping[str, int | None] | None = None,
               figures: Mapping[str, str | os.PathLike[str]] | None = None,
               coverage_map: str | os.PathLike[str] | None = None,
-              delta: float | None = None, cell_table: Any = None) -> ModelCard:
+              delta: float | None = None, cell_table: Any = None,
+              training: Any = None) -> ModelCard:
         """Build a card from a run's objects.
 
         Parameters
@@ -258,6 +261,9 @@ class ModelCard:
             One row per H3 cell (index: cell id) with ``clients`` and
             ``clients_sampled``: adds the share of populated cells reached and the
             blind cells (default: ``coverage.cell_table``).
+        training : TrainingPrivacy or dict, optional
+            How training is accounted (``SpatialDPStrategy.training_privacy``):
+            the card states the derived rho, or that training is not private.
 
         Returns
         -------
@@ -307,7 +313,8 @@ class ModelCard:
             considerations=_considerations(intended_use, limitations, ethical_considerations),
             simulated=_flags(simulated, "simulated", bool), seeds=_flags(seeds, "seeds", int),
             partition=part, specs=spec_entries, sampling=sampling, cohort_sizes=cohorts,
-            coverage=cover, privacy=privacy, rounds=rounds, query_error=qe, figures=figs)
+            coverage=cover, privacy=privacy, rounds=rounds, query_error=qe, figures=figs,
+            training=sections.training_section(training))
 
     @staticmethod
     def _check_details(manifest: Mapping[str, Any]) -> None:
@@ -362,7 +369,8 @@ class ModelCard:
                       cohort_sizes: dict[str, Any] | None, coverage: dict[str, Any] | None,
                       privacy: dict[str, Any] | None, rounds: list[dict[str, Any]],
                       query_error: dict[str, Any] | None, figures: dict[str, str],
-                      created: str | None = None) -> ModelCard:
+                      created: str | None = None,
+                      training: dict[str, Any] | None = None) -> ModelCard:
         """Assemble a card from ready sections (what :meth:`build` and :meth:`from_run` use)."""
         from spatialdp import __version__
 
@@ -391,6 +399,7 @@ class ModelCard:
             "quantitative_analysis": {"rounds": rounds},
             "query_error": query_error,
             "figures": figures,
+            "training": training,
         }
         content["digest"] = canonical_digest(content)
         return cls(content)
@@ -554,6 +563,8 @@ class ModelCard:
                          f"blind spots: {', '.join(cov['blind_spots']) or 'none'}")
         if c["query_error"] is not None:
             lines.append(f"  query error: {len(c['query_error']['rows'])} buckets (simulation)")
+        if c.get("training") is not None:
+            lines.append(f"  {c['training']['statement']}")
         return "\n".join(lines)
 
     def __repr__(self) -> str:
