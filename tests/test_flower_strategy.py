@@ -16,6 +16,7 @@ from spatialdp.flower.codec import KEY_SPECS, METRIC_PREFIX
 from spatialdp.flower.demo import LogisticClient, make_clients
 from spatialdp.flower.simulation import InProcessClientProxy, run_inprocess
 from spatialdp.flower.strategy import SpatialDPStrategy
+from spatialdp.flower.training import KEY_TRAINING, NOT_PRIVATE
 from spatialdp.privacy import PrivacyLedger, ReleaseTarget, Simulation, Unaccounted
 from spatialdp.sampling import ParticipationPolicy, Strata, StratifiedSampler
 
@@ -57,7 +58,11 @@ def states():
 
 @pytest.fixture(scope="module")
 def run(states):
-    """110 honest, 15 leaky and 5 tampered clients; 3 rounds; stratified fit cohort of 30."""
+    """110 honest, 15 leaky and 5 tampered clients; 3 rounds; stratified fit cohort of 30.
+
+    FedAvg adds no training noise: training is recorded as not private and no
+    ``fit_target`` is needed (nothing is charged for it).
+    """
     clients, _fleet = make_clients(130, rng=11)
     ids = list(clients)
     for cid in ids[:15]:
@@ -76,7 +81,7 @@ def run(states):
     strategy = SpatialDPStrategy(
         _fedavg(fraction_fit=0.2), partition=states, metrics=[LOSS, HIST], epsilon=EPS,
         target=ReleaseTarget(ledger, epoch=0, why="flower test"), min_cohort=8,
-        fit_sampler=sampler, fit_target=ReleaseTarget(ledger, epoch=0))
+        fit_sampler=sampler)
     history = run_inprocess(strategy, clients, num_rounds=ROUNDS, max_workers=4)
     yield {"history": history, "strategy": strategy, "ledger": ledger, "clients": clients,
            "before": before, "leaky": ids[:15]}
@@ -123,14 +128,29 @@ def test_raw_per_client_values_never_reach_the_history(run):
 def test_ledger_totals_equal_what_the_wrapper_reports(run):
     strategy, ledger, before = run["strategy"], run["ledger"], run["before"]
     spent = strategy.epsilon_spent()
-    assert spent["evaluation.regional"] == ledger.spent(0, "evaluation.regional")
-    assert spent["training"] == ledger.spent(0, "training")
+    assert spent == {"evaluation.regional": ledger.spent(0, "evaluation.regional")}
     assert ledger.spent(0, "evaluation.regional") == pytest.approx(ROUNDS * sum(EPS.values()))
-    assert ledger.spent(0, "training") == pytest.approx(2 * 0.1)
-    for item, left in before.items():
-        assert ledger.remaining(0, item) == pytest.approx(left - spent[item])
+    assert ledger.remaining(0, "evaluation.regional") == pytest.approx(
+        before["evaluation.regional"] - spent["evaluation.regional"])
     audit = ledger.audit(0)
     assert sorted(audit.round_index.dropna().astype(int)) == list(range(1, ROUNDS + 1))
+
+
+def test_training_without_noise_is_recorded_as_not_private_and_charges_nothing(run):
+    """FedAvg adds no noise: no made-up epsilon reaches the training line (0.2 before)."""
+    strategy, ledger, history = run["strategy"], run["ledger"], run["history"]
+    assert ledger.spent(0, "training") == 0.0
+    assert ledger.remaining(0, "training") == run["before"]["training"]
+    assert set(ledger.audit(0).line_item) == {"evaluation.regional"}
+    assert strategy.training_privacy.private is False
+    assert strategy.training_privacy.statement == NOT_PRIVATE
+    assert strategy.training_charge is None
+    assert strategy.rho_spent() == {}
+    assert (strategy.round_table().training == "not private").all()
+    assert history.metrics_distributed_fit[KEY_TRAINING] == [
+        (r, "not private") for r in range(1, ROUNDS + 1)]
+    assert "training='not private'" in repr(strategy)
+    assert strategy.coverage("fit").charge["accounting"] == "unaccounted"
 
 
 def test_stratified_fit_rounds_are_recorded(run):
@@ -216,9 +236,12 @@ def test_constructor_refusals(states):
     policy = ParticipationPolicy(participation_cap=1, epsilon_per_round=0.1,
                                  rounds_per_epoch=3)
     sampler = StratifiedSampler(Strata(states, basis="administrative"), cohort=5, policy=policy)
-    with pytest.raises(InvalidInput, match="fit_target=None is missing"):
+    with PrivacyLedger(":memory:", epoch_budget=10.0) as ledger, pytest.raises(
+            InvalidInput, match=r"fit_target=.* charges a ledger, but the inner strategy "
+            r"\(FedAvg\) adds no noise"):
         SpatialDPStrategy(_fedavg(), partition=states, metrics=[LOSS], epsilon=0.5,
-                          target=Simulation(rng=0), fit_sampler=sampler)
+                          target=Simulation(rng=0), fit_sampler=sampler,
+                          fit_target=ReleaseTarget(ledger, epoch=0))
     with pytest.raises(InvalidInput, match="strategy="):
         SpatialDPStrategy("FedAvg", partition=states, metrics=[LOSS], epsilon=0.5,
                           target=Simulation(rng=0))
@@ -286,25 +309,3 @@ def test_a_server_thread_charges_the_same_ledger(states, tmp_path, where):
             "evaluation.regional"] == pytest.approx(1.0)
         assert len(ledger.audit(0)) == 2  # two rounds, two charges, in this very ledger
 
-
-def test_training_cohort_is_charged_once_in_the_targets_epoch(states):
-    clients, _ = make_clients(40, rng=6)
-    manager = server.SimpleClientManager()
-    for cid, client in clients.items():
-        manager.register(InProcessClientProxy(cid, client))
-    policy = ParticipationPolicy(participation_cap=2, epsilon_per_round=0.15,
-                                 rounds_per_epoch=4)
-    sampler = StratifiedSampler(Strata(states, basis="administrative"), cohort=10,
-                                policy=policy)
-    with PrivacyLedger(":memory:", epoch_budget=10.0) as ledger:
-        strategy = SpatialDPStrategy(_fedavg(fraction_fit=0.25), partition=states,
-                                     metrics=[LOSS], epsilon=0.5,
-                                     target=ReleaseTarget(ledger, epoch=2),
-                                     fit_sampler=sampler, fit_target=ReleaseTarget(ledger, epoch=2))
-        params = common.ndarrays_to_parameters([np.zeros(4)])
-        for r in (1, 2):
-            assert len(strategy.configure_fit(r, params, manager)) == 10
-        assert ledger.spent(2, "training") == pytest.approx(0.3)
-        assert ledger.spent(0) == 0.0
-        assert strategy.epsilon_spent() == {"evaluation.regional": 0.0,
-                                            "training": ledger.spent(2, "training")}

@@ -68,18 +68,21 @@ def participation_text(relations: Sequence[str]) -> str:
 def check_participation(relations: Sequence[str], *, sampling: Mapping[str, Any] | None,
                         coverage: Mapping[str, Any] | None,
                         cohort_sizes: Mapping[str, Any] | None) -> None:
-    """Refuse exact counts of people on a card whose releases protect participation.
+    """Refuse exact counts of people on a card whose releases all protect participation.
 
-    Under add/remove neighbours the server's selection records (merges decided
-    on exact pool sizes, the exact coverage, exact cohorts) would give away what
-    the releases protect.
+    When every release holds for add/remove neighbours the server's selection
+    records (merges decided on exact pool sizes, the exact coverage, exact
+    cohorts) would give away what the releases protect.
 
     Raises
     ------
     InvalidInput
         Exact bookkeeping on an add/remove card, naming the section and the fix.
     """
-    if "add_remove" not in set(relations):
+    if set(relations) != {"add_remove"}:
+        # Replace-one releases publish participation exactly: with any of them on the
+        # card (mixed relations included, and said so), the selection records reveal
+        # nothing those releases do not.
         return
     fix = ("under add/remove neighbours publish only releases: "
            "release_epoch_coverage(...) instead of epoch_coverage(...), no merges, and "
@@ -468,6 +471,30 @@ def privacy_section(ledger: Any, epochs: Sequence[int] | None, delta: float | No
                       "global_share": float(ledger.split.global_share)},
             "neighbours": ordered, "participation": participation_text(ordered),
             "epochs": out, "provenance": "bookkeeping"}
+
+
+# ----------------------------------------------------------------------------- training
+#: What the card keeps of a training statement (no cohort size: it is a count of people).
+TRAINING_FIELDS = ("private", "statement", "mechanism", "noise_multiplier", "clipping_norm",
+                   "clipping", "participation_cap", "cap_source", "rho_per_round", "rho",
+                   "neighbours")
+
+
+def training_section(training: Any) -> dict[str, Any] | None:
+    """Return how training is accounted, from a ``TrainingPrivacy`` or its dict (or None).
+
+    ``spatialdp.flower.SpatialDPStrategy.training_privacy`` gives it: the rho
+    derived from Flower's DP wrapper, or "training: not private (the inner
+    strategy adds no noise)".
+    """
+    if training is None:
+        return None
+    data = training.to_dict() if callable(getattr(training, "to_dict", None)) else training
+    if (not isinstance(data, Mapping) or not isinstance(data.get("private"), bool)
+            or not isinstance(data.get("statement"), str)):
+        raise fail("training", training, "is not a training statement",
+                   "pass SpatialDPStrategy.training_privacy (or its to_dict())")
+    return {**{key: data.get(key) for key in TRAINING_FIELDS}, "provenance": "bookkeeping"}
 
 
 # ----------------------------------------------------------------------------- query error

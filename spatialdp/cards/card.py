@@ -28,6 +28,8 @@ section                     holds                                         proven
 ``query_error``             measure_query_error's table, measured         release /
                             against a released grid (an internal table    unaccounted
                             is refused)
+``training``                how training is accounted (derived rho, or    bookkeeping
+                            "not private"); optional
 ==========================  ============================================  ============
 
 One policy for counts of people per neighbouring relation
@@ -212,7 +214,8 @@ class ModelCard:
               seeds: Mapping[str, int | None] | None = None,
               figures: Mapping[str, str | os.PathLike[str]] | None = None,
               coverage_map: str | os.PathLike[str] | None = None,
-              delta: float | None = None, cell_table: Any = None) -> ModelCard:
+              delta: float | None = None, cell_table: Any = None,
+              training: Any = None) -> ModelCard:
         """Build a card from a run's objects.
 
         Parameters
@@ -271,6 +274,9 @@ class ModelCard:
             One row per H3 cell (index: cell id) with ``clients`` and
             ``clients_sampled``: adds the share of populated cells reached and the
             blind cells (default: ``coverage.cell_table``).
+        training : TrainingPrivacy or dict, optional
+            How training is accounted (``SpatialDPStrategy.training_privacy``):
+            the card states the derived rho, or that training is not private.
 
         Returns
         -------
@@ -321,7 +327,8 @@ class ModelCard:
             considerations=_considerations(intended_use, limitations, ethical_considerations),
             simulated=_flags(simulated, "simulated", bool), seeds=_flags(seeds, "seeds", int),
             partition=part, specs=spec_entries, sampling=sampling, cohort_sizes=cohorts,
-            coverage=cover, privacy=privacy, rounds=rounds, query_error=qe, figures=figs)
+            coverage=cover, privacy=privacy, rounds=rounds, query_error=qe, figures=figs,
+            training=sections.training_section(training))
 
     @staticmethod
     def _check_details(manifest: Mapping[str, Any]) -> None:
@@ -376,7 +383,8 @@ class ModelCard:
                       cohort_sizes: dict[str, Any] | None, coverage: dict[str, Any] | None,
                       privacy: dict[str, Any] | None, rounds: list[dict[str, Any]],
                       query_error: dict[str, Any] | None, figures: dict[str, str],
-                      created: str | None = None) -> ModelCard:
+                      created: str | None = None,
+                      training: dict[str, Any] | None = None) -> ModelCard:
         """Assemble a card from ready sections (what :meth:`build` and :meth:`from_run` use)."""
         from spatialdp import __version__
 
@@ -410,6 +418,7 @@ class ModelCard:
             "quantitative_analysis": {"rounds": rounds},
             "query_error": query_error,
             "figures": figures,
+            "training": training,
         }
         content["digest"] = canonical_digest(content)
         return cls(content)
@@ -580,6 +589,8 @@ class ModelCard:
         if c["query_error"] is not None:
             lines.append(f"  query error: {len(c['query_error']['rows'])} buckets (against a "
                          f"released grid, {c['query_error']['provenance']})")
+        if c.get("training") is not None:
+            lines.append(f"  {c['training']['statement']}")
         return "\n".join(lines)
 
     def __repr__(self) -> str:

@@ -314,6 +314,21 @@ def _privacy(c: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def _training(c: Mapping[str, Any]) -> list[str]:
+    t = c.get("training")
+    if t is None:
+        return []
+    out = _heading(2, "Training privacy", t["provenance"])
+    out += [f"**{_cell(t['statement'])}**.", ""]
+    if t["private"]:
+        out += _table(["mechanism", "noise multiplier z", "clipping norm C", "clipping",
+                       "participation cap", "rho per round", "rho per client", "neighbours"],
+                      [[t.get("mechanism"), t.get("noise_multiplier"), t.get("clipping_norm"),
+                        t.get("clipping"), t.get("participation_cap"), t.get("rho_per_round"),
+                        t.get("rho"), t.get("neighbours")]])
+    return out
+
+
 def _metrics(c: Mapping[str, Any]) -> list[str]:
     rounds = c["quantitative_analysis"]["rounds"]
     if not rounds:
@@ -411,7 +426,7 @@ def render_markdown(content: Mapping[str, Any]) -> str:
              f"rounds: {len(rounds)}", f"simulated: {'true' if simulated else 'false'}",
              f"digest: {content['digest']}", "---", "", f"# {content['title']}", ""]
     for part in (_provenance, _details, _considerations, _geography, _sampling, _coverage,
-                 _cohorts, _privacy, _metrics, _query_error, _figures):
+                 _cohorts, _privacy, _training, _metrics, _query_error, _figures):
         lines += part(content)
     lines += ["---", "", f"Model card schema {content['schema_version']}; content digest "
               f"`{content['digest']}`.", ""]

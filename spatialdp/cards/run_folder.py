@@ -49,6 +49,8 @@ the manifest lists each report by its JSON path, so the label travels.
     figures             {"coverage_map": "coverage_map.png", ...}
     details             {model_details: {...}, intended_use: {...}, limitations: [...],
                          ethical_considerations: [...]}
+    training            how training is accounted (SpatialDPStrategy.training_privacy:
+                         the derived rho, or "training: not private ...")
 """
 
 from __future__ import annotations
@@ -146,7 +148,8 @@ class RunFolder:
                        min_cohort: int | None = None, delta: float | None = None,
                        ledger: bool = True, title: str | None = None,
                        figures: Mapping[str, str] | None = None,
-                       details: Mapping[str, Any] | None = None) -> Path:
+                       details: Mapping[str, Any] | None = None,
+                       training: Any = None) -> Path:
         """Write ``run.json``; reports already listed in an existing one are kept.
 
         Parameters
@@ -169,6 +172,8 @@ class RunFolder:
         details : dict, optional
             ``model_details``, ``intended_use``, ``limitations``,
             ``ethical_considerations`` (as :meth:`ModelCard.build` takes them).
+        training : TrainingPrivacy or dict, optional
+            How training is accounted (``SpatialDPStrategy.training_privacy``).
 
         Returns
         -------
@@ -206,6 +211,7 @@ class RunFolder:
             "figures": {**dict(old.get("figures", {})),
                         **{str(k): Path(v).as_posix() for k, v in dict(figures or {}).items()}},
             "details": dict(details or {}),
+            "training": sections.training_section(training),
         }
         # Check the texts and flags now, not when the card is built.
         ModelCard._check_details(manifest)
@@ -399,7 +405,7 @@ class RunFolder:
             seeds=_flags(manifest.get("seeds"), "seeds", int),
             partition=part, specs=specs, sampling=sampling, cohort_sizes=cohorts,
             coverage=coverage, privacy=privacy, rounds=rounds, query_error=query_error,
-            figures=figures)
+            figures=figures, training=sections.training_section(manifest.get("training")))
 
     def _read_history(self) -> list[dict[str, Any]] | None:
         path = self.path / self.COVERAGE_HISTORY
@@ -438,7 +444,8 @@ def write_run_folder(run_dir: str | os.PathLike[str], *, partition: Any,
                      alpha: float | None = None, min_cohort: int | None = None,
                      delta: float | None = None, title: str | None = None,
                      figures: Mapping[str, str] | None = None,
-                     details: Mapping[str, Any] | None = None) -> RunFolder:
+                     details: Mapping[str, Any] | None = None,
+                     training: Any = None) -> RunFolder:
     """Write every artefact of a run into ``run_dir`` at once; return the :class:`RunFolder`.
 
     The ledger is expected at ``run_dir/ledger.sqlite`` (open your
@@ -451,7 +458,8 @@ def write_run_folder(run_dir: str | os.PathLike[str], *, partition: Any,
     Parameters are those of :meth:`RunFolder.write_manifest` plus the artefacts:
     ``strata`` and ``merges`` (default ``coverage.merges``), ``coverage`` and
     ``coverage_history`` and ``cell_table``, ``cohort_sizes`` (exact; replace-one runs only),
-    ``reports`` (RegionalReports in round order) and ``query_error``.
+    ``reports`` (RegionalReports in round order), ``query_error`` and ``training``
+    (``SpatialDPStrategy.training_privacy``).
     """
     run = RunFolder(run_dir)
     if query_error is not None:  # an internal table is refused before anything is written
@@ -460,7 +468,7 @@ def write_run_folder(run_dir: str | os.PathLike[str], *, partition: Any,
                        seeds=seeds, simulated=simulated, epochs=epochs, alpha=alpha,
                        min_cohort=min_cohort, delta=delta,
                        ledger=run.ledger_path.exists(), title=title, figures=figures,
-                       details=details)
+                       details=details, training=training)
     if merges is None and coverage is not None:
         merges = list(getattr(coverage, "merges", []))
     if strata is not None or merges:

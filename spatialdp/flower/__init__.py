@@ -5,10 +5,13 @@
 :class:`~spatialdp.sampling.StratifiedSampler` (strata from each client's region,
 reported once and frozen), owns the evaluation instructions, and releases each
 round's evaluation per region with noise added once, charged to the ledger
-(:func:`release_evaluation`, usable without Flower). The client side turns local
-predictions into the bounded report (:func:`bounded_report`). ``flwr`` is an
-optional extra (``pip install 'spatialdp[flower]'``): only
-:mod:`spatialdp.flower.strategy` and :mod:`spatialdp.flower.simulation` import
+(:func:`release_evaluation`, usable without Flower). The training line comes from
+the wrapped strategy (:func:`training_privacy`): derived from Flower's
+fixed-clipping DP wrapper's noise, or recorded as not private. The client side
+turns local predictions into the bounded report (:func:`bounded_report`).
+``flwr`` is an optional extra (``pip install 'spatialdp[flower]'``): only
+:mod:`spatialdp.flower.strategy`, :mod:`spatialdp.flower.training`,
+:mod:`spatialdp.flower.simulation` and :mod:`spatialdp.flower.demo` import
 it. Names resolve on first use (:mod:`spatialdp._lazy`).
 """
 
@@ -33,6 +36,7 @@ if TYPE_CHECKING:  # the public names, imported on first use (spatialdp._lazy)
     )
     from spatialdp.flower.simulation import InProcessClientProxy, run_inprocess
     from spatialdp.flower.strategy import SpatialDPStrategy
+    from spatialdp.flower.training import TrainingPrivacy, training_privacy
 
 __getattr__, __dir__ = attach(__name__, __file__)
 
@@ -40,6 +44,7 @@ __all__ = [
     "EvaluationRelease",
     "InProcessClientProxy",
     "SpatialDPStrategy",
+    "TrainingPrivacy",
     "bounded_evaluate_result",
     "bounded_report",
     "decode_reports",
@@ -50,4 +55,5 @@ __all__ = [
     "release_evaluation",
     "run_inprocess",
     "specs_to_config",
+    "training_privacy",
 ]

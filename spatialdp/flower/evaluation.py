@@ -25,6 +25,7 @@ from spatialdp.federated.metrics import HistogramSpec, MetricSpec
 from spatialdp.federated.regional import RegionalReport, regional_report
 from spatialdp.flower.codec import _check_specs, decode_reports
 from spatialdp.geo.partition import Partition
+from spatialdp.privacy.budget import Neighbours
 from spatialdp.privacy.target import Accounting
 
 __all__ = ["EvaluationRelease", "published_metrics", "release_evaluation"]
@@ -86,9 +87,11 @@ def published_metrics(report: RegionalReport) -> dict[str, float | int | str]:
     - ``m/<region>``: each published region's value (suppressed regions have no
       key at all);
 
-    plus ``epsilon`` (the round's per-client cost), ``regions_published`` and
-    ``suppressed_regions`` (coarsened, e.g. ``'5-9'``). Everything is computed
-    from the published frames: post-processing, no further privacy cost.
+    plus ``epsilon`` (the round's per-client cost), ``regions_published``,
+    ``suppressed_regions`` and ``neighbours`` (the relation the round's epsilon
+    holds for). Everything is computed from the published frames (under
+    add/remove the cohort weights are the noised cohorts): post-processing, no
+    further privacy cost.
     """
     out: dict[str, float | int | str] = {}
     published_regions = 0
@@ -109,6 +112,7 @@ def published_metrics(report: RegionalReport) -> dict[str, float | int | str]:
     out["epsilon"] = report.epsilon_total
     out["regions_published"] = published_regions
     out["suppressed_regions"] = report.suppressed_regions
+    out["neighbours"] = report.neighbours
     return out
 
 
@@ -135,6 +139,7 @@ def release_evaluation(
     alpha: float = 0.05,
     regions: Mapping[str, str] | None = None,
     loss_metric: str | None = None,
+    neighbours: Neighbours = "replace",
 ) -> EvaluationRelease:
     """Release one evaluation round from the clients' bounded reports.
 
@@ -160,6 +165,10 @@ def release_evaluation(
         The registered (frozen) regions; replies from another region are dropped.
     loss_metric : str, optional
         The MetricSpec published as Flower's loss (default: the first MetricSpec).
+    neighbours : {"replace", "add_remove"}, default "replace"
+        The neighbouring relation of the regional release
+        (:func:`~spatialdp.federated.regional_report`): under ``"add_remove"``
+        which clients answered, and from where, is protected too.
 
     Returns
     -------
@@ -199,7 +208,7 @@ def release_evaluation(
                    f"(dropped: {dropped})",
                    "have the clients answer with spatialdp.flower.client.bounded_report")
     report = regional_report(frame, partition, specs, epsilon=epsilon, target=target,
-                             min_cohort=min_cohort, alpha=alpha)
+                             min_cohort=min_cohort, alpha=alpha, neighbours=neighbours)
     published = published_metrics(report)
     loss = math.nan if loss_name is None else float(published[loss_name])
     return EvaluationRelease(report=report, loss=loss, metrics=published,

@@ -88,11 +88,22 @@ def run_inprocess(strategy: Any, clients: Mapping[str, Any], *, num_rounds: int,
     -------
     flwr.server.History
         Flower's record of the run (what a server-side dashboard reads).
+
+    Raises
+    ------
+    InvalidInput
+        Bad arguments, or more rounds than a ``SpatialDPStrategy``'s
+        ``num_rounds`` (checked before the first round).
     """
     if not isinstance(clients, Mapping) or not clients:
         raise fail("clients", type(clients).__name__, "is not a non-empty mapping",
                    "pass {client_id: NumPyClient}")
     rounds = check_count(num_rounds, "num_rounds", low=1)
+    planned = getattr(strategy, "num_rounds", None)  # a SpatialDPStrategy's training rounds
+    if isinstance(planned, int) and rounds > planned:
+        raise fail("num_rounds", rounds, f"exceeds the strategy's num_rounds={planned} (the "
+                   "rounds its training charge covers)", f"run at most {planned} rounds, or "
+                   "build the strategy with the run's num_rounds")
     manager = SimpleClientManager()
     for cid, client in clients.items():
         manager.register(InProcessClientProxy(str(cid), client))

@@ -21,6 +21,13 @@ over two things:
   so Flower's ``History`` only ever holds noised, clipped numbers. Each round's
   :class:`~spatialdp.federated.RegionalReport` is kept (:attr:`reports`), with
   alerts and drift as in :mod:`spatialdp.federated.monitor`.
+
+Training stays the wrapped strategy's, but the ledger's ``training`` line comes
+from it (:mod:`spatialdp.flower.training`): inside one of Flower's fixed-clipping
+DP wrappers, the run's zCDP rho ``cap / (2 z**2)`` is derived from the wrapper's
+noise and reserved once before the first training round; any other strategy's
+training is recorded as not private (:attr:`SpatialDPStrategy.training_privacy`)
+and nothing is charged for it.
 """
 
 from __future__ import annotations
@@ -55,7 +62,18 @@ from spatialdp.flower.codec import (
     specs_to_config,
 )
 from spatialdp.flower.evaluation import EvaluationRelease, _loss_metric, release_evaluation
+from spatialdp.flower.training import (
+    KEY_TRAINING,
+    TrainingPrivacy,
+    check_fit_cohort,
+    check_fit_target,
+    equal_weights,
+    reserve_training,
+    round_refusal,
+    training_privacy,
+)
 from spatialdp.geo.partition import Partition
+from spatialdp.privacy.budget import LineItem, Neighbours, check_neighbours
 from spatialdp.privacy.pipeline import exact_total
 from spatialdp.privacy.target import (
     Accounting,
@@ -70,7 +88,7 @@ from spatialdp.sampling.score import coverage_score
 from spatialdp.sampling.state import ParticipationState
 
 flwr_modules()  # imports Flower quietly, or names the missing extra
-from flwr.common import EvaluateIns, GetPropertiesIns  # noqa: E402
+from flwr.common import EvaluateIns, GetPropertiesIns, parameters_to_ndarrays  # noqa: E402
 from flwr.common.logger import log  # noqa: E402
 from flwr.server.strategy import Strategy  # noqa: E402
 
@@ -100,7 +118,12 @@ class SpatialDPStrategy(Strategy):
     ----------
     strategy : flwr.server.strategy.Strategy
         The wrapped strategy (``FedAvg``, a DP training wrapper, your own); it
-        keeps training, parameters and centralised evaluation.
+        keeps training, parameters and centralised evaluation. Inside Flower's
+        ``DifferentialPrivacyServerSideFixedClipping`` or
+        ``DifferentialPrivacyClientSideFixedClipping`` (around FedAvg) the
+        training charge is derived from the wrapper's noise; any other
+        strategy's training is recorded as not private
+        (:mod:`spatialdp.flower.training`).
     partition : Partition
         The fixed geography of the regional evaluation (and of the strata).
     metrics : sequence of MetricSpec / HistogramSpec
@@ -121,18 +144,35 @@ class SpatialDPStrategy(Strategy):
     fit_sampler, evaluate_sampler : StratifiedSampler, optional
         Stratified selection of the training / evaluation cohorts (default: the
         wrapped strategy's own selection). Their policy's ``rounds_per_epoch``
-        bounds the rounds of the run: one Flower run is one sampler epoch.
-    fit_target : ReleaseTarget, Simulation or Unaccounted
-        Required with ``fit_sampler``: where the training cohort's per-client epoch
-        epsilon (cap x per-round epsilon, :class:`~spatialdp.sampling.ParticipationPolicy`)
-        is charged, once, before the first selection. The evaluation sampler
-        charges nothing itself: every evaluation round is charged in full by its
+        bounds the rounds of the run: one Flower run is one sampler epoch. The fit
+        sampler's ``participation_cap`` is the training charge's cap; its
+        ``epsilon_per_round`` is not charged (training is charged from the DP
+        wrapper's noise, or is not private). The evaluation sampler charges
+        nothing itself: every evaluation round is charged in full by its
         regional release.
+    fit_target : ReleaseTarget, Simulation or Unaccounted
+        Where training is charged. Required inside a DP wrapper: the run's rho
+        (``cap / (2 z**2)``, ``neighbours="add_remove"``) is reserved there once,
+        before the first training round; a ``ReleaseTarget`` must charge a zCDP
+        ledger (a pure one is refused here, before anything is charged). With a
+        strategy that adds no noise a ``ReleaseTarget`` is refused (nothing to
+        charge); a ``Simulation`` still seeds the fit sampler.
+    num_rounds : int, optional
+        The training rounds of the run (the ``ServerConfig``'s ``num_rounds``;
+        Flower does not tell a strategy). Required inside a DP wrapper without a
+        fit sampler (every client may train in every round: the cap is the
+        number of rounds); with one, it may lower the cap. Training rounds
+        beyond it are not configured.
     region_fn : callable, optional
         ``region_fn(client_proxy) -> region id`` for deployments that know the
         regions out of band; default: ask the client once (``get_properties``).
     max_workers : int, default 16
         Threads used to read the new clients' registration properties.
+    neighbours : {"replace", "add_remove"}, default "replace"
+        The neighbouring relation of every evaluation release: under
+        ``"add_remove"`` which clients answered, and from which region, is
+        protected too (noised cohorts and floors; see
+        :func:`~spatialdp.federated.regional_report`).
 
     Examples
     --------
@@ -142,8 +182,11 @@ class SpatialDPStrategy(Strategy):
     >>> wrapped = SpatialDPStrategy(FedAvg(), partition=us_states_partition(),
     ...                             metrics=[MetricSpec("loss", 0.0, 4.0)], epsilon=0.5,
     ...                             target=Simulation(rng=0))
-    >>> wrapped
-    SpatialDPStrategy(FedAvg, metrics=['loss@1'], epsilon={'loss': 0.5}, min_cohort=50)
+    >>> wrapped  # doctest: +NORMALIZE_WHITESPACE
+    SpatialDPStrategy(FedAvg, metrics=['loss@1'], epsilon={'loss': 0.5}, min_cohort=50,
+                      training='not private')
+    >>> wrapped.training_privacy.statement
+    'training: not private (the inner strategy adds no noise)'
     """
 
     def __init__(
@@ -160,8 +203,10 @@ class SpatialDPStrategy(Strategy):
         fit_sampler: StratifiedSampler | None = None,
         evaluate_sampler: StratifiedSampler | None = None,
         fit_target: Accounting | None = None,
+        num_rounds: int | None = None,
         region_fn: Callable[[Any], str] | None = None,
         max_workers: int = 16,
+        neighbours: Neighbours = "replace",
     ) -> None:
         super().__init__()
         self.strategy = check_instance(strategy, "strategy", Strategy,
@@ -171,16 +216,20 @@ class SpatialDPStrategy(Strategy):
         self.metrics = _check_specs(metrics)
         self.epsilon = _resolve_epsilons(self.metrics, epsilon)
         self.target = check_target(target)
+        self.neighbours = check_neighbours(neighbours)
         self.min_cohort = check_cohort_floor(min_cohort)
         self.alpha = check_alpha(alpha)
         self.loss_metric = _loss_metric(self.metrics, loss_metric)
         self.fit_sampler = _sampler(fit_sampler, "fit_sampler", partition)
         self.evaluate_sampler = _sampler(evaluate_sampler, "evaluate_sampler", partition)
-        if self.fit_sampler is not None and fit_target is None:
-            raise fail("fit_target", None, "is missing while fit_sampler is given",
-                       "pass where the training cohort's epoch epsilon is charged: "
-                       "ReleaseTarget(ledger, epoch), Simulation(rng) or Unaccounted(reason)")
-        self.fit_target = None if fit_target is None else check_target(fit_target)
+        #: How training is accounted: derived from the DP wrapper, or not private.
+        self.training_privacy: TrainingPrivacy = training_privacy(
+            self.strategy, policy=None if self.fit_sampler is None else self.fit_sampler.policy,
+            num_rounds=num_rounds)
+        self.num_rounds = self.training_privacy.rounds
+        if self.fit_sampler is not None:
+            check_fit_cohort(self.fit_sampler.cohort, self.training_privacy)
+        self.fit_target = check_fit_target(fit_target, self.training_privacy)
         if region_fn is not None and not callable(region_fn):
             raise fail("region_fn", region_fn, "is not callable",
                        "pass a function client_proxy -> region id, or None")
@@ -191,6 +240,10 @@ class SpatialDPStrategy(Strategy):
         self._unregistered: dict[str, str] = {}
         self._states: dict[str, tuple[ParticipationState, np.ndarray]] = {}
         self._records: dict[int, dict[str, Any]] = {}
+        self._fit_rounds: set[int] = set()
+        self._fit_parameters: dict[int, list[np.ndarray]] = {}
+        #: Where the training rho was reserved (target metadata), once it is.
+        self.training_charge: dict[str, Any] | None = None
         #: Per evaluation round: the release (report, published values, drops).
         self.releases: dict[int, EvaluationRelease] = {}
         #: Per evaluation round that was refused: why (nothing was charged).
@@ -199,7 +252,7 @@ class SpatialDPStrategy(Strategy):
     def __repr__(self) -> str:
         return (f"SpatialDPStrategy({type(self.strategy).__name__}, "
                 f"metrics={[s.key for s in self.metrics]}, epsilon={self.epsilon}, "
-                f"min_cohort={self.min_cohort})")
+                f"min_cohort={self.min_cohort}, training={self.training_privacy.label!r})")
 
     # ------------------------------------------------------------------ delegation
     def initialize_parameters(self, client_manager: Any) -> Any:
@@ -208,8 +261,31 @@ class SpatialDPStrategy(Strategy):
 
     def aggregate_fit(self, server_round: int, results: list[Any],
                       failures: list[Any]) -> Any:
-        """Delegate to the wrapped strategy (training privacy is its business)."""
-        return self.strategy.aggregate_fit(server_round, results, failures)
+        """Delegate to the wrapped strategy, under the conditions its training charge needs.
+
+        Not private: the wrapped strategy's result, with the training statement
+        added to the metrics (:data:`~spatialdp.flower.training.KEY_TRAINING`).
+        Inside a DP wrapper: the round is aggregated only as the charge assumes
+        (exactly ``num_sampled_clients`` updates, clipped, the wrapper's
+        parameters unchanged; else nothing is aggregated and the reason is
+        recorded), with equal weights, and only the noised parameters are
+        returned: the wrapped strategy's fit metrics are client values without
+        noise, withheld from Flower's History.
+        """
+        privacy = self.training_privacy
+        if not privacy.private:
+            parameters, metrics = self.strategy.aggregate_fit(server_round, results, failures)
+            return parameters, {**(metrics or {}), KEY_TRAINING: privacy.label}
+        refusal = round_refusal(privacy, self.strategy, results,
+                                self._fit_parameters.pop(server_round, None))
+        if refusal is not None:
+            self._record(server_round, {"fit_refused": refusal})
+            log(WARNING, "spatialdp: training round %s not aggregated: %s", server_round, refusal)
+            return None, {KEY_TRAINING: privacy.label}
+        parameters, metrics = self.strategy.aggregate_fit(server_round, equal_weights(results),
+                                                          failures)
+        self._record(server_round, {"fit_metrics_withheld": len(metrics)})
+        return parameters, {KEY_TRAINING: privacy.label}
 
     def evaluate(self, server_round: int, parameters: Any) -> Any:
         """Delegate centralised (server-side data) evaluation to the wrapped strategy."""
@@ -263,8 +339,10 @@ class SpatialDPStrategy(Strategy):
 
     def _selection_target(self, kind: str) -> Accounting:
         if kind == "fit":
-            assert self.fit_target is not None
-            return self.fit_target.for_round(None)
+            if isinstance(self.fit_target, Simulation):
+                return self.fit_target.for_round(None)
+            return Unaccounted("training cohort selection: the training charge comes from the "
+                               f"wrapped strategy ({self.training_privacy.statement})")
         if isinstance(self.target, Simulation):
             return Simulation(rng=int(self.target.rng.integers(2**63)))
         return Unaccounted("evaluation cohort selection: every evaluation round is charged "
@@ -280,7 +358,8 @@ class SpatialDPStrategy(Strategy):
                                    f"{self.partition.key!r}; nothing can be selected")
             strata = np.array([self._regions[c] for c in fleet], dtype=object)
             target = self._selection_target(kind)
-            epoch = target.epoch if isinstance(target, ReleaseTarget) else 0
+            charged = self.fit_target if kind == "fit" else target
+            epoch = charged.epoch if isinstance(charged, ReleaseTarget) else 0
             state = sampler.new_state(strata, target=target, epoch=epoch)
             self._states[kind] = (state, fleet)
         return self._states[kind]
@@ -310,12 +389,52 @@ class SpatialDPStrategy(Strategy):
 
     def configure_fit(self, server_round: int, parameters: Any, client_manager: Any
                       ) -> list[tuple[Any, Any]]:
-        """Return the wrapped strategy's FitIns, sent to a stratified cohort (with a sampler)."""
+        """Return the wrapped strategy's FitIns, sent to a stratified cohort (with a sampler).
+
+        Inside a DP wrapper the run's training rho is reserved before the first
+        round's instructions leave (once). A round that cannot be accounted is
+        not configured (nothing trains; the reason is recorded and logged):
+        a round beyond ``num_rounds``, or a cohort of other than
+        ``num_sampled_clients`` clients.
+        """
+        if self.num_rounds is not None and server_round not in self._fit_rounds and len(
+                self._fit_rounds) >= self.num_rounds:
+            return self._refuse_fit(server_round, f"the run's num_rounds={self.num_rounds} "
+                                    "training rounds are configured already")
         base = self.strategy.configure_fit(server_round, parameters, client_manager)
-        if self.fit_sampler is None or not base:
-            return list(base)
-        ins = base[0][1]
-        return [(proxy, ins) for proxy in self._select("fit", server_round, client_manager)]
+        if not base:
+            return []
+        pairs = list(base)
+        if self.fit_sampler is not None:
+            ins = base[0][1]
+            pairs = [(proxy, ins) for proxy in self._select("fit", server_round, client_manager)]
+        privacy = self.training_privacy
+        if privacy.private:
+            if len(pairs) != privacy.num_sampled_clients:
+                return self._refuse_fit(server_round, "the cohort is not num_sampled_clients="
+                                        f"{privacy.num_sampled_clients} clients")
+            self._reserve_training()
+            if privacy.clipping == "client":
+                self._fit_parameters[server_round] = parameters_to_ndarrays(parameters)
+        elif not self._fit_rounds:
+            log(WARNING, "spatialdp: %s; nothing is charged to training", privacy.statement)
+        self._fit_rounds.add(server_round)
+        self._record(server_round, {"training": privacy.label})
+        return pairs
+
+    def _refuse_fit(self, server_round: int, reason: str) -> list[tuple[Any, Any]]:
+        self._record(server_round, {"fit_refused": reason})
+        log(WARNING, "spatialdp: training round %s not configured: %s", server_round, reason)
+        return []
+
+    def _reserve_training(self) -> None:
+        """Charge the run's training rho once (a reservation for every capped round)."""
+        if self.training_charge is not None:
+            return
+        assert self.fit_target is not None
+        self.training_charge = reserve_training(self.training_privacy, self.fit_target)
+        log(INFO, "spatialdp: %s; reserved on %s", self.training_privacy.statement,
+            self.training_charge.get("accounting"))
 
     def configure_evaluate(self, server_round: int, parameters: Any, client_manager: Any
                            ) -> list[tuple[Any, Any]]:
@@ -358,7 +477,8 @@ class SpatialDPStrategy(Strategy):
             release = release_evaluation(
                 replies, partition=self.partition, metrics=self.metrics, epsilon=self.epsilon,
                 target=self._round_target(server_round), min_cohort=self.min_cohort,
-                alpha=self.alpha, regions=self._regions, loss_metric=self.loss_metric)
+                alpha=self.alpha, regions=self._regions, loss_metric=self.loss_metric,
+                neighbours=self.neighbours)
         except SpatialDPError as err:
             self.refusals[server_round] = f"{type(err).__name__}: {err}"
             self._record(server_round, {"evaluate_refused": str(err),
@@ -386,22 +506,29 @@ class SpatialDPStrategy(Strategy):
         return pd.DataFrame(list(self._records.values())).set_index("round").sort_index()
 
     def epsilon_spent(self) -> dict[str, float]:
-        """Return what the wrapper charged to ledgers, per line item (exact decimal sums).
+        """Return the epsilon the evaluation rounds charged, per line item (exact decimal sums).
 
-        The evaluation line item holds every released round's total; the training
-        line item the fit sampler's epoch charge (when ``fit_target`` is a
-        ``ReleaseTarget``). Simulated and unaccounted rounds charge nothing.
+        Every released round's total, when ``target`` is a ``ReleaseTarget``
+        (a zCDP ledger records each as ``epsilon**2 / 2``). Simulated and
+        unaccounted rounds charge nothing. Training is charged in rho:
+        :meth:`rho_spent`.
         """
-        out: dict[str, list[float]] = {}
-        if isinstance(self.target, ReleaseTarget):
-            item = self.target.line_item or REGIONAL_LINE_ITEM
-            out[item] = [rel.epsilon for rel in self.releases.values()]
-        if isinstance(self.fit_target, ReleaseTarget) and "fit" in self._states:
-            assert self.fit_sampler is not None
-            item = self.fit_target.line_item or "training"
-            policy = self.fit_sampler.policy  # the ledger multiplies in decimal: cap x per-round
-            out.setdefault(item, []).extend([policy.epsilon_per_round] * policy.participation_cap)
-        return {item: exact_total(values) for item, values in out.items()}
+        if not isinstance(self.target, ReleaseTarget):
+            return {}
+        item = self.target.line_item or REGIONAL_LINE_ITEM
+        return {item: exact_total([rel.epsilon for rel in self.releases.values()])}
+
+    def rho_spent(self) -> dict[str, float]:
+        """Return the training rho reserved on the fit target's ledger (``{}`` without one).
+
+        ``{"training": rho}`` once the first training round reserved it
+        (``training_privacy.rho``), ``0.0`` before; a strategy that adds no noise
+        charges nothing and has no ledger target.
+        """
+        if not isinstance(self.fit_target, ReleaseTarget):
+            return {}
+        rho = self.training_privacy.rho if self.training_charge is not None else 0.0
+        return {LineItem.TRAINING.value: float(rho or 0.0)}
 
     def coverage_of(self, client_ids: Iterable[str]) -> float:
         """Return the coverage score of any set of registered clients (e.g. Flower's sample).
