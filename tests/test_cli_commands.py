@@ -128,6 +128,66 @@ def test_report_unaccounted_is_marked_on_its_files(
     assert int(report["loss_cohort"].sum()) == len(table)
 
 
+def test_report_add_remove_publishes_noised_cohorts_and_no_ledger_path(
+        tmp_path: Path, regions: Path, clients: tuple[Path, pd.DataFrame],
+        capsys: pytest.CaptureFixture[str]) -> None:
+    path, _table = clients
+    ledger_path = tmp_path / "private" / "ledger.sqlite"
+    ledger_path.parent.mkdir()
+    out = tmp_path / "out"
+    assert main(["report", str(path), "--partition", str(regions), "--id-column", "state",
+                 "--metric", "loss:0:4", "--epsilon", "0.5", "--ledger", str(ledger_path),
+                 "--out", str(out), "--min-cohort", "40", "--neighbours", "add_remove"]) == 0
+    capsys.readouterr()
+    meta = json.loads((out / "regional_report.json").read_text())
+    assert meta["neighbours"] == "add_remove"
+    with PrivacyLedger(ledger_path, read_only=True) as ledger:
+        assert list(ledger.audit(0).neighbours) == ["add_remove"]
+        ledger_id = ledger.ledger_id
+    # 34d6ca8 wrote the machine's absolute ledger path into every file: now its identifier.
+    assert meta["ledger"] == ledger_id
+    import pyogrio
+
+    layer = pyogrio.read_info(out / "regional_report.gpkg")["layer_metadata"]
+    for text in [*(p.read_text() for p in out.iterdir() if p.suffix in (".json", ".csv")),
+                 json.dumps(layer)]:
+        assert str(ledger_path) not in text
+        assert str(tmp_path) not in text
+    report = pd.read_csv(out / "regional_report.csv", index_col=0)
+    shown = ~report.loss_suppressed.astype(bool)
+    np.testing.assert_array_equal(report.loss_cohort[shown],
+                                  np.round(report.loss_noisy_count[shown]))
+    assert (report.loss_estimator == "ratio").all()
+
+
+def test_report_refuses_ledger_flags_without_a_ledger(
+        tmp_path: Path, regions: Path, clients: tuple[Path, pd.DataFrame],
+        capsys: pytest.CaptureFixture[str]) -> None:
+    path, _ = clients
+    for flag, value in (("--epoch", "3"), ("--epoch-budget", "4"), ("--why", "x")):
+        assert main(["report", str(path), "--partition", str(regions), "--id-column",
+                     "state", "--metric", "loss:0:4", "--epsilon", "1", "--unaccounted",
+                     "synthetic", flag, value, "--out", str(tmp_path / "out")]) == 2
+        err = capsys.readouterr().err
+        assert f"{flag}=" in err
+        assert "is a ledger setting, but --unaccounted releases without a ledger" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_report_reopens_a_ledger_with_its_own_budget(
+        tmp_path: Path, regions: Path, clients: tuple[Path, pd.DataFrame],
+        capsys: pytest.CaptureFixture[str]) -> None:
+    path, _ = clients
+    ledger_path = tmp_path / "ledger.sqlite"
+    with PrivacyLedger(ledger_path, epoch_budget=4.0):
+        pass
+    # 34d6ca8 sent its default budget of 10 and was refused by a ledger made with 4.
+    assert main(["report", str(path), "--partition", str(regions), "--id-column", "state",
+                 "--metric", "loss:0:4", "--epsilon", "0.5", "--ledger", str(ledger_path),
+                 "--out", str(tmp_path / "out"), "--min-cohort", "40"]) == 0
+    assert "(0.46 left)" in capsys.readouterr().out
+
+
 def test_query_error_measures_real_polygons(tmp_path: Path, regions: Path,
                                             clients: tuple[Path, pd.DataFrame],
                                             capsys: pytest.CaptureFixture[str]) -> None:

@@ -362,3 +362,49 @@ def test_a_real_change_of_a_ratio_estimate_fires(states) -> None:
     out = compare_reports(week(3.0), week(1.0), alpha=0.01, same_clients=True)
     assert out.fired.loc["CA"]
     assert out.fired.sum() <= 2
+
+
+# ----------------------------------------------------------------------------- paths
+
+
+def test_flower_evaluation_releases_under_add_remove(states) -> None:
+    from spatialdp.flower._flwr import flwr_modules
+    from spatialdp.flower.demo import make_clients
+    from spatialdp.flower.simulation import run_inprocess
+    from spatialdp.flower.strategy import SpatialDPStrategy
+
+    fedavg = flwr_modules()[2].FedAvg(min_available_clients=2, fraction_fit=0.1)
+    clients, _ = make_clients(200, rng=5)
+    with PrivacyLedger(":memory:", epoch_budget=40.0) as ledger:
+        strategy = SpatialDPStrategy(fedavg, partition=states, metrics=[LOSS], epsilon=4.0,
+                                     target=ReleaseTarget(ledger, epoch=0), min_cohort=3,
+                                     neighbours="add_remove")
+        history = run_inprocess(strategy, clients, num_rounds=2, max_workers=2)
+        audit = ledger.audit(0)
+    assert list(audit.neighbours) == ["add_remove", "add_remove"]
+    for release in strategy.releases.values():
+        assert release.report.neighbours == "add_remove"
+        assert release.metrics["neighbours"] == "add_remove"
+        assert (release.report["loss"].estimator == "ratio").all()
+    assert len(history.losses_distributed) == 2
+
+
+def test_the_dask_path_releases_under_add_remove_as_memory_does(clients, states) -> None:
+    import dask.dataframe as dd
+
+    frame = dd.from_pandas(clients, npartitions=4)
+    with PrivacyLedger(":memory:", epoch_budget=10.0) as ledger:
+        on_dask = regional_report(frame, states, [LOSS, HIST], epsilon=0.5, min_cohort=50,
+                                  target=Simulation(rng=9), neighbours="add_remove")
+        memory = regional_report(clients, states, [LOSS, HIST], epsilon=0.5, min_cohort=50,
+                                 target=Simulation(rng=9), neighbours="add_remove")
+        regional_report(frame, states, [LOSS], epsilon=0.5, min_cohort=50,
+                        target=ReleaseTarget(ledger, epoch=0), neighbours="add_remove")
+        assert list(ledger.audit(0).neighbours) == ["add_remove"]
+    assert on_dask.neighbours == "add_remove"
+    for name in ("loss", "error"):
+        a, b = on_dask[name], memory[name]
+        np.testing.assert_allclose(a.value.to_numpy(dtype=float),
+                                   b.value.to_numpy(dtype=float), rtol=1e-9)
+        np.testing.assert_array_equal(a.cohort.to_numpy(dtype=float, na_value=np.nan),
+                                      b.cohort.to_numpy(dtype=float, na_value=np.nan))

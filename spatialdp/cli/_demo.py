@@ -13,7 +13,11 @@ metrics of a simulated positioning model, one noised regional release charged
 to the SQLite ledger in --out; then alerts and a drift test, a query-error audit
 on real polygons, maps, a time-series dashboard and the model card. Each run is
 a new ledger epoch. The fleet and the model are simulated from --seed; the
-cohort selection and every published number use OS entropy."""
+cohort selection and every published number use OS entropy. By default every
+release holds for add/remove neighbours (whether and where a device took part
+is protected: cohorts, floors and coverage are noised counts);
+--neighbours replace protects only each device's values and publishes
+participation exactly."""
 
 
 def add_parser(sub: Any) -> None:
@@ -32,10 +36,14 @@ def add_parser(sub: Any) -> None:
                       help="simulated fleet size (default 200,000)")
     demo.add_argument("--epsilon", type=float, default=0.4,
                       help="epsilon of each round's regional release, all metrics together "
-                           "(default 0.4; rounds x epsilon <= 2.6)")
+                           "(default 0.4; rounds x epsilon <= 2.2 with the coverage and "
+                           "query-error releases under add/remove)")
     demo.add_argument("--rounds", type=int, default=6, help="rounds in the epoch (default 6)")
     demo.add_argument("--seed", type=int, default=0,
                       help="seed of the simulation (release noise never takes a seed)")
+    demo.add_argument("--neighbours", choices=("add_remove", "replace"), default="add_remove",
+                      help="neighbouring relation of every release (default add_remove: "
+                           "participation protected; replace: participation public)")
     demo.add_argument("--quiet", action="store_true", help="no progress bars")
     demo.set_defaults(run=run)
 
@@ -51,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
             "at least 10,000 (the documented run uses 200,000)")
     result = run_demo(args.out, partition=args.partition, id_column=args.id_column,
                       devices=args.devices, epsilon=args.epsilon, rounds=args.rounds,
-                      seed=args.seed, quiet=args.quiet)
+                      seed=args.seed, quiet=args.quiet, neighbours=args.neighbours)
     print(result.summary)
     print(f"wrote {len(result.files)} files into {result.out}/ (+ ledger.sqlite):")
     top = [p for p in result.files if p.parent == result.out]

@@ -51,13 +51,19 @@ def add_parser(sub: Any) -> None:
                         help="release without a ledger, saying why (marked on every file)")
     rep.add_argument("--epoch", type=int, default=None,
                      help="ledger epoch (default: the ledger's last epoch, 0 when new)")
-    rep.add_argument("--epoch-budget", type=float, default=10.0,
-                     help="epoch budget of a NEW ledger (default 10)")
+    rep.add_argument("--epoch-budget", type=float, default=None,
+                     help="epoch budget of a NEW ledger (default 10); an existing ledger "
+                          "keeps its own")
     rep.add_argument("--min-cohort", type=int, default=50,
                      help="publication floor: clients a region needs (default 50)")
     rep.add_argument("--alpha", type=float, default=0.05, help="error-bar level (default 0.05)")
-    rep.add_argument("--why", default="regional report (spatialdp report)",
-                     help="reason recorded in the ledger")
+    rep.add_argument("--why", default=None,
+                     help="reason recorded in the ledger (default: 'regional report "
+                          "(spatialdp report)')")
+    rep.add_argument("--neighbours", choices=("replace", "add_remove"), default="replace",
+                     help="neighbouring relation of the release: replace (default; each "
+                          "client's values protected, cohorts published exactly) or "
+                          "add_remove (participation protected too: noised cohorts)")
     rep.add_argument("--out", default="spatialdp-report", metavar="DIR",
                      help="output folder (default spatialdp-report)")
     rep.add_argument("--plot", action="store_true", help="also draw a choropleth per metric")
@@ -150,18 +156,30 @@ def run(args: argparse.Namespace) -> int:
     min_cohort = check_count(args.min_cohort, "--min-cohort", low=1)
     out = Path(args.out)
     if args.unaccounted is not None:
+        given = [flag for flag, value in (("--epoch", args.epoch),
+                                          ("--epoch-budget", args.epoch_budget),
+                                          ("--why", args.why)) if value is not None]
+        if given:
+            raise fail(given[0], getattr(args, given[0][2:].replace("-", "_")),
+                       "is a ledger setting, but --unaccounted releases without a ledger",
+                       "drop it, or charge a ledger with --ledger")
         report = regional_report(clients, partition, specs, epsilon=args.epsilon,
                                  min_cohort=min_cohort, alpha=args.alpha,
-                                 target=Unaccounted(args.unaccounted))
+                                 target=Unaccounted(args.unaccounted),
+                                 neighbours=args.neighbours)
         ledger_line = f"not charged to any ledger: {args.unaccounted}"
     else:
-        with PrivacyLedger(args.ledger, epoch_budget=args.epoch_budget) as ledger:
+        budget = args.epoch_budget
+        if budget is None and not Path(args.ledger).exists():
+            budget = 10.0  # a new ledger's default; an existing one keeps its own
+        with PrivacyLedger(args.ledger, epoch_budget=budget) as ledger:
             epoch = (max(ledger.epochs(), default=0) if args.epoch is None
                      else check_count(args.epoch, "--epoch"))
             report = regional_report(
                 clients, partition, specs, epsilon=args.epsilon, min_cohort=min_cohort,
-                alpha=args.alpha, target=ReleaseTarget(ledger, epoch, who="spatialdp report",
-                                                       why=args.why))
+                alpha=args.alpha, neighbours=args.neighbours,
+                target=ReleaseTarget(ledger, epoch, who="spatialdp report",
+                                     why=args.why or "regional report (spatialdp report)"))
             left = ledger.remaining(epoch, "evaluation.regional")
         ledger_line = (f"charged to {args.ledger}, epoch {epoch}, evaluation.regional "
                        f"({left:g} left)")
