@@ -4,6 +4,12 @@
 published form is per reporting group (merged strata stay merged), with counts
 rounded to a multiple of ``rounding`` (never exact), and only for rounds at
 least ``delay_rounds`` old.
+
+It is exact bookkeeping of the server's selection, rounded: publishable only
+under replace-one neighbours, where participation is public by assumption.
+Under add/remove neighbours it is refused; publish noised counts instead
+(:func:`~spatialdp.sampling.release_epoch_coverage`, or a regional report's
+noised cohorts).
 """
 
 from __future__ import annotations
@@ -14,13 +20,15 @@ import numpy as np
 import pandas as pd
 
 from spatialdp._validation import check_count, check_instance, fail
+from spatialdp.privacy.budget import Neighbours, check_neighbours
 from spatialdp.sampling.sampler import RoundCohort
 
 __all__ = ["published_composition"]
 
 
 def published_composition(cohorts: Sequence[RoundCohort], *, current_round: int,
-                          delay_rounds: int = 1, rounding: int = 10) -> pd.DataFrame:
+                          delay_rounds: int = 1, rounding: int = 10,
+                          neighbours: Neighbours = "replace") -> pd.DataFrame:
     """Return the coarsened composition of the rounds old enough to publish.
 
     Parameters
@@ -32,6 +40,9 @@ def published_composition(cohorts: Sequence[RoundCohort], *, current_round: int,
     delay_rounds : int, default 1
     rounding : int, default 10
         Counts are rounded to the nearest multiple of this (>= 1).
+    neighbours : {"replace", "add_remove"}, default "replace"
+        The relation of the run's releases; ``"add_remove"`` is refused (the
+        table is exact selection bookkeeping, which that relation protects).
 
     Returns
     -------
@@ -48,7 +59,16 @@ def published_composition(cohorts: Sequence[RoundCohort], *, current_round: int,
     [20, 10]
     >>> len(published_composition([c], current_round=3))
     0
-    """
+    >>> published_composition([c], current_round=4, neighbours="add_remove")
+    Traceback (most recent call last):
+    ...
+    spatialdp.exceptions.InvalidInput: neighbours='add_remove' protects participation, and the composition is exact (rounded) selection bookkeeping; publish noised counts instead: release_epoch_coverage(...) or the regional report's noised cohorts
+    """  # noqa: E501
+    if check_neighbours(neighbours) == "add_remove":
+        raise fail("neighbours", neighbours, "protects participation, and the composition is "
+                   "exact (rounded) selection bookkeeping",
+                   "publish noised counts instead: release_epoch_coverage(...) or the "
+                   "regional report's noised cohorts")
     current_round = check_count(current_round, "current_round")
     delay_rounds = check_count(delay_rounds, "delay_rounds")
     rounding = check_count(rounding, "rounding", low=1)
