@@ -387,6 +387,10 @@ def test_flower_evaluation_releases_under_add_remove(states) -> None:
         assert release.metrics["neighbours"] == "add_remove"
         assert (release.report["loss"].estimator == "ratio").all()
     assert len(history.losses_distributed) == 2
+    table = strategy.round_table()  # no exact count of people under add/remove
+    assert not [c for c in table.columns if c.endswith(("_selected", "_received", "_used",
+                                                        "_dropped", "_wanted", "_offline"))]
+    assert set(table.neighbours) == {"add_remove"}
 
 
 def test_the_dask_path_releases_under_add_remove_as_memory_does(clients, states) -> None:

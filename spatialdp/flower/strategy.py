@@ -324,8 +324,11 @@ class SpatialDPStrategy(Strategy):
                         self._unregistered[cid] = reason
                     else:
                         self._regions[cid] = region
-            log(INFO, "spatialdp: %s clients registered their region (%s refused)",
-                len(self._regions), len(self._unregistered))
+            if self.neighbours == "replace":  # participation is public
+                log(INFO, "spatialdp: %s clients registered their region (%s refused)",
+                    len(self._regions), len(self._unregistered))
+            else:  # add/remove: no exact count of people leaves the server's memory
+                log(INFO, "spatialdp: new clients registered their region")
         return clients
 
     @property
@@ -372,16 +375,19 @@ class SpatialDPStrategy(Strategy):
         cohort = sampler.select(state, server_round)
         chosen = fleet[cohort.clients]
         proxies = [clients[c] for c in chosen if c in clients]
-        self._record(server_round, {
-            f"{kind}_score": cohort.score,
-            f"{kind}_wanted": int(cohort.counts["wanted"].sum()),
-            f"{kind}_selected": int(chosen.size),
-            f"{kind}_offline": int(chosen.size - len(proxies)),
-            f"{kind}_shortfalls": dict(cohort.notes),
-            f"{kind}_merges": [m.to_dict() for m in cohort.merges],
-        })
-        log(INFO, "spatialdp: %s round %s: %s clients in %s groups, coverage score %.3f",
-            kind, server_round, len(proxies), len(cohort.groups), cohort.score)
+        if self.neighbours == "replace":  # the selection records are public
+            self._record(server_round, {
+                f"{kind}_score": cohort.score,
+                f"{kind}_wanted": int(cohort.counts["wanted"].sum()),
+                f"{kind}_selected": int(chosen.size),
+                f"{kind}_offline": int(chosen.size - len(proxies)),
+                f"{kind}_shortfalls": dict(cohort.notes),
+                f"{kind}_merges": [m.to_dict() for m in cohort.merges],
+            })
+            log(INFO, "spatialdp: %s round %s: %s clients in %s groups, coverage score %.3f",
+                kind, server_round, len(proxies), len(cohort.groups), cohort.score)
+        else:  # add/remove: exact counts and merges on exact pools stay on the server
+            log(INFO, "spatialdp: %s round %s: cohort selected", kind, server_round)
         return proxies
 
     def _record(self, server_round: int, values: Mapping[str, Any]) -> None:
@@ -487,10 +493,12 @@ class SpatialDPStrategy(Strategy):
                 server_round, err)
             return None, {}
         self.releases[server_round] = release
+        counts = ({"evaluate_received": release.received, "evaluate_used": release.used,
+                   "evaluate_dropped": dict(release.dropped),
+                   "evaluate_failures": len(failures)}
+                  if self.neighbours == "replace" else {})  # add/remove: no exact counts
         self._record(server_round, {
-            "evaluate_received": release.received, "evaluate_used": release.used,
-            "evaluate_dropped": dict(release.dropped), "evaluate_failures": len(failures),
-            "epsilon": release.epsilon,
+            **counts, "epsilon": release.epsilon, "neighbours": self.neighbours,
             "accounting": release.report.accounting.get("accounting"),
         })
         return release.loss, dict(release.metrics)
@@ -502,7 +510,12 @@ class SpatialDPStrategy(Strategy):
         return {r: rel.report for r, rel in self.releases.items()}
 
     def round_table(self) -> pd.DataFrame:
-        """Return one row per round: coverage scores, cohort sizes, drops, epsilon."""
+        """Return one row per round: coverage scores, cohort sizes, drops, epsilon.
+
+        Under ``neighbours="add_remove"`` the exact counts of people (selected,
+        received, used, dropped) and the merges are left out: they are the
+        server's own records, and what is published may hold only noised counts.
+        """
         return pd.DataFrame(list(self._records.values())).set_index("round").sort_index()
 
     def epsilon_spent(self) -> dict[str, float]:
