@@ -921,3 +921,11 @@ def test_check_charge_computes_what_spend_would_record(accounting: str) -> None:
         if accounting == "pure":
             with pytest.raises(LedgerError, match="cannot be charged to a pure-epsilon"):
                 led.check_charge(0, REG, rho=0.01)
+
+
+def test_a_charge_without_any_loss_says_so() -> None:
+    with PrivacyLedger(":memory:", epoch_budget=1.0) as led:
+        with pytest.raises(InvalidInput, match=r"epsilon=None and rho=None: no loss was given"):
+            charge(led, epsilon=None)
+        with pytest.raises(InvalidInput, match=r"epsilon=0.1 was passed with rho=0.1"):
+            charge(led, epsilon=0.1, rho=0.1)

@@ -116,7 +116,10 @@ def check_loss(epsilon: Any, rho: Any, accounting: str) -> tuple[str, Decimal]:
     LedgerError
         ``rho`` for a pure-epsilon ledger (zCDP does not imply pure DP).
     """
-    if (epsilon is None) == (rho is None):
+    if epsilon is None and rho is None:
+        raise fail("epsilon", None, "and rho=None: no loss was given",
+                   "pass exactly one of epsilon= and rho=")
+    if epsilon is not None and rho is not None:
         raise fail("epsilon", epsilon, f"was passed with rho={rho!r}",
                    "pass exactly one of epsilon= and rho=")
     if rho is None:
