@@ -798,3 +798,50 @@ def test_loss_is_bounded_for_arbitrary_finite_losses(rows: list[tuple[float, str
     loss, ids = zip(*rows, strict=True)
     out = clipped_mean_loss(pd.DataFrame({"client_id": ids, "loss": loss}), LOSS)
     assert out.between(LOSS.clip_low, LOSS.clip_high).all()
+
+
+# --------------------------------------------------------------------------- client id types
+
+
+@pytest.mark.parametrize(("ids", "match"), [
+    (pd.Series([7, "7", 8], dtype=object), "client_id mixes ids of types int and str"),
+    (pd.Series([7, "7", 8], dtype="category"), "client_id mixes ids of types int and str"),
+    (pd.Series([True, 1, 2], dtype=object), "client_id mixes ids of types bool and int"),
+    (pd.Series([True, False, True]), "client_id holds booleans.*types bool"),
+    (pd.Series([7.0, 8.0, 7.0]), "client_id holds floating-point ids.*types float64"),
+    (pd.Series([7.0, 8.0, 7.0], dtype="Float64"), "holds floating-point ids.*types Float64"),
+    (pd.Series([7, 7.0, 8], dtype=object), "holds floating-point ids.*types float, int"),
+    (pd.Series([b"a", b"b", b"a"]), "neither integers nor strings: types bytes"),
+])
+def test_client_ids_of_more_than_one_type_are_refused(ids: pd.Series, match: str) -> None:
+    # issue 21: client 7 given as int and as str "7" counted as two clients
+    frame = pd.DataFrame({"client_id": ids, "loss": [1.0, 2.0, 0.5]})
+    with pytest.raises(InvalidInput, match=match):
+        device_report(frame, loss_spec=LOSS)
+    with pytest.raises(InvalidInput, match=match):
+        clipped_mean_loss(frame, LOSS)
+
+
+def test_client_ids_as_a_list_of_two_types_are_refused() -> None:
+    # numpy would turn [7, "7"] into two "7"s and [True, 2] into [1, 2]: judged as given
+    with pytest.raises(InvalidInput, match="client_ids mixes ids of types int and str"):
+        error_histogram([0.5, 3.0], [7, "7"], HIST)
+    with pytest.raises(InvalidInput, match="client_ids mixes ids of types bool and int"):
+        coverage([0.5, 0.5], [0.5, 0.5], [True, 2], Partition.from_geodataframe(
+            gpd.GeoDataFrame({"id": ["w"]}, geometry=[shapely.box(0, 0, 1, 1)], crs=4326),
+            "id"), max_cells=1)
+
+
+@pytest.mark.parametrize("ids", [
+    pd.Series([np.int64(7), 7, np.int32(8)], dtype=object),  # numpy and Python ints: one kind
+    pd.Series([7, 7, 8], dtype="Int64"),
+    pd.Series([7, 7, 8], dtype="category"),
+    pd.Series(["7", "7", "8"], dtype="string[pyarrow]"),
+    pd.Series([np.str_("7"), "7", "8"], dtype=object),
+    np.array([7, 7, 8], dtype=np.uint8),
+])
+def test_client_ids_of_one_kind_are_one_client_each(ids: Any) -> None:
+    frame = pd.DataFrame({"client_id": ids, "loss": [1.0, 2.0, 0.5]})
+    report = device_report(frame, loss_spec=LOSS)
+    assert len(report) == 2
+    assert report["loss"].tolist() == [1.5, 0.5]

@@ -319,3 +319,51 @@ def test_coverage_counts_are_one_release_with_honest_bars(states_partition: Part
     other = Partition.from_geodataframe(load_us_states().iloc[:5], "state")
     with pytest.raises(PartitionMismatch, match="recompute them on the released partition"):
         release_coverage(rows, other, epsilon=0.5, target=sim)
+
+
+def test_client_ids_of_two_types_are_refused_before_any_charge(
+        states_partition: Partition) -> None:
+    # issue 21: client 7 as an int and as a str "7" counted as two clients
+    reports = _reports(states_partition, 400, np.random.default_rng(3))
+    reports.index = pd.Index([*range(399), "7"], dtype=object, name="client_id")
+    ledger = PrivacyLedger(":memory:", epoch_budget=5.0)
+    target = ReleaseTarget(ledger, 0, why="id types")
+    match = "client_id mixes ids of types int and str"
+    with pytest.raises(InvalidInput, match=match):
+        regional_report(reports, states_partition, [LOSS], epsilon=0.5, target=target,
+                        min_cohort=1)
+    with pytest.raises(InvalidInput, match=match):
+        aggregate_metric(reports, LOSS, epsilon=0.5, target=target)
+    as_column = reports.reset_index()  # the ids in a column: the same refusal
+    with pytest.raises(InvalidInput, match=match):
+        regional_report(as_column, states_partition, [LOSS], epsilon=0.5, target=target,
+                        min_cohort=1)
+    with pytest.raises(InvalidInput, match="client_id holds booleans"):
+        aggregate_metric(reports.iloc[:2].set_axis(pd.Index([True, False], name="client_id")),
+                         LOSS, epsilon=0.5, target=target)
+    assert len(ledger.audit(0)) == 0
+    # numpy and Python ints are one kind: accepted
+    reports.index = pd.Index([np.int64(i) if i % 2 else i for i in range(400)], dtype=object,
+                             name="client_id")
+    regional_report(reports, states_partition, [LOSS], epsilon=0.5, target=target, min_cohort=1)
+    assert len(ledger.audit(0)) == 1
+
+
+def test_flower_replies_keyed_by_7_and_str_7_are_one_repeated_client(
+        states_partition: Partition) -> None:
+    # the codec reads every reply's client id as text: 7 and "7" are one id, repeated, and
+    # both replies are dropped (never counted as two clients)
+    from spatialdp.federated._tags import spec_tag
+    from spatialdp.flower.codec import (
+        KEY_DEVICE_SPECS,
+        KEY_PARTITION,
+        KEY_REGION,
+        METRIC_PREFIX,
+        decode_reports,
+    )
+
+    good = {KEY_REGION: "CA", KEY_PARTITION: states_partition.version,
+            KEY_DEVICE_SPECS: spec_tag([LOSS]), METRIC_PREFIX + "loss": 1.5}
+    frame, dropped = decode_reports({7: good, "7": good, 8: good}, [LOSS], states_partition)
+    assert frame.index.tolist() == ["8"]
+    assert dropped == {"repeated client id": 2}

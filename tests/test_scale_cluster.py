@@ -140,6 +140,34 @@ def test_release_charges_once_and_noise_within_exact_tail(
     assert not report.simulated
 
 
+# dask.dataframe.read_parquet calls set_index(inplace=True), deprecated in pandas 3.1
+@pytest.mark.filterwarnings("ignore:The inplace keyword in DataFrame.set_index")
+def test_clients_split_across_files_are_one_client_each_on_workers(
+        client: Client, states_partition: Partition, tmp_path: Path) -> None:
+    # issue 21: divisions from Parquet statistics put a client whose rows two files share
+    # on both sides of a boundary; the edge clients are gathered on a worker
+    examples = _examples(states_partition, 2_000, seed=4).sort_values("client_id",
+                                                                     kind="stable")
+    starts = np.flatnonzero(np.diff(examples.client_id.to_numpy())) + 1
+    cuts = [0, *(starts[[500, 1000, 1500]] + 1), len(examples)]  # one row into a client
+    for i in range(4):
+        examples.iloc[cuts[i]:cuts[i + 1]].to_parquet(tmp_path / f"part-{i}.parquet",
+                                                      index=False)
+    lazy = dd.read_parquet(tmp_path, index="client_id", calculate_divisions=True,
+                           columns=["region_id", "loss"])
+    assert lazy.known_divisions
+    ledger = PrivacyLedger(":memory:", epoch_budget=5.0)
+    target = ReleaseTarget(ledger, epoch=0, why="split files")
+    report = dask_regional_report(
+        dask_device_report(lazy, loss_spec=LOSS, partition=states_partition),
+        states_partition, [LOSS], epsilon=0.5, target=target, min_cohort=1)
+    truth = examples.groupby("client_id").region_id.first().value_counts()
+    shown = report["loss"].cohort.dropna().astype(int)
+    assert shown.to_dict() == truth[shown.index].to_dict()
+    assert shown.sum() == 2_000
+    assert len(ledger.audit(0)) == 1
+
+
 def test_refusals_charge_nothing(client: Client, states_partition: Partition) -> None:
     examples = _examples(states_partition, 2_000, seed=3)
     reports = device_report(examples, loss_spec=LOSS, partition=states_partition)

@@ -2,11 +2,19 @@
 
 Every device metric factorises ``client_id`` once (:func:`_client_codes`) and
 reduces over the codes with ``np.bincount``.
+
+Client ids are integers or strings, one kind per column (:func:`id_kind`): an
+int ``7`` and a str ``"7"`` are different keys to a hash table, so a column
+mixing them would count one client twice; a bool ``True`` equals ``1`` and a
+float ``7.0`` equals ``7`` in memory but hashes apart from it on Dask. Such
+columns are refused, never guessed at. Numpy and Python integers are one kind
+(``np.int64(7)`` and ``7`` are the same client).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Hashable, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -17,6 +25,10 @@ from spatialdp.exceptions import InvalidInput
 from spatialdp.federated._checks import FloatArray, _refuse_rows
 
 CLIENT_COLUMN = "client_id"
+
+#: The kinds of id a client (or device) may have, as ``pandas.api.types.infer_dtype`` names
+#: them; one kind per column.
+ID_KINDS = ("integer", "string")
 
 IntArray = NDArray[np.int64]
 
@@ -30,6 +42,9 @@ def _client_codes(client_ids: ArrayLike) -> tuple[IntArray, pd.Index]:
     if isinstance(client_ids, (str, bytes)) or np.ndim(client_ids) == 0:
         raise fail("client_ids", client_ids, "is not a sequence of ids",
                    "give one client id per example (a column, list or array)")
+    if not isinstance(client_ids, (pd.Series, pd.Index, np.ndarray)):
+        # a list: numpy would turn [7, "7"] into two "7"s and [True, 2] into [1, 2]
+        id_kind(np.asarray(client_ids, dtype=object).ravel(), "client_ids")
     values = client_ids if isinstance(client_ids, pd.Series) else np.asarray(client_ids).ravel()
     if len(values) == 0:
         raise InvalidInput(
@@ -38,17 +53,149 @@ def _client_codes(client_ids: ArrayLike) -> tuple[IntArray, pd.Index]:
     fast = _sorted_int_codes(values)
     if fast is not None:
         return fast
+    id_kind(values, str(values.name) if isinstance(values, pd.Series) else "client_ids")
     try:
         codes, uniques = pd.factorize(values, sort=True)
     except TypeError:
-        raise InvalidInput(
-            "client ids must be hashable values such as ints or strings (found lists, dicts "
-            "or arrays); give one plain id per example") from None
+        raise _unhashable() from None
     _refuse_rows(codes < 0, InvalidInput, lambda first: (
         f"{int((codes < 0).sum())} examples have no client_id (first at row {first}); "
         "every example needs its client"
     ))
     return codes.astype(np.int64), pd.Index(uniques, name=CLIENT_COLUMN)
+
+
+def _unhashable() -> InvalidInput:
+    return InvalidInput(
+        "client ids must be hashable values such as ints or strings (found lists, dicts "
+        "or arrays); give one plain id per example")
+
+
+def id_kind(values: Any, name: str = CLIENT_COLUMN) -> str | None:
+    """Return the one kind of a column of ids, ``"integer"`` or ``"string"``; refuse others.
+
+    Missing values are skipped (None when there is no id at all): refusing them
+    is the caller's job, with its own wording. Numpy and Python integers are
+    one kind; a categorical column is judged by its categories.
+
+    Parameters
+    ----------
+    values : array-like, Series or Index
+        The ids (client or device ids).
+    name : str
+        The column or argument, named in a refusal.
+
+    Raises
+    ------
+    InvalidInput
+        Ids of more than one type (ints and strs), booleans, floats, or
+        anything but integers and strings.
+
+    Examples
+    --------
+    >>> id_kind(pd.Series([7, np.int64(8)], dtype=object))
+    'integer'
+    >>> id_kind(pd.Series(["a", "b"], dtype="string[pyarrow]"))
+    'string'
+    >>> id_kind(pd.Series([7, "7"], dtype=object))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    spatialdp.exceptions.InvalidInput: client_id mixes ids of types int and str: ...
+    """
+    dtype = getattr(values, "dtype", None)
+    if isinstance(dtype, pd.CategoricalDtype):
+        values, dtype = dtype.categories, dtype.categories.dtype
+    if isinstance(dtype, np.dtype) and dtype.kind in "iu":
+        return "integer"  # the usual case, from the dtype alone
+    if isinstance(dtype, pd.StringDtype):
+        return "string"
+    kind = pd.api.types.infer_dtype(values, skipna=True)
+    if kind in ID_KINDS:
+        return str(kind)
+    if kind == "empty":
+        return None
+    raise _refuse_kind(values, str(kind), name)
+
+
+def _refuse_kind(values: Any, kind: str, name: str) -> InvalidInput:
+    """Build the refusal of a column of ids that are not all integers or all strings."""
+    dtype = getattr(values, "dtype", None)
+    if dtype is not None and dtype != np.dtype(object):
+        types = [str(dtype)]  # a numpy or an extension dtype (nullable float or bool)
+    else:
+        present = [v for v in np.asarray(values, dtype=object).ravel() if not _missing(v)]
+        if any(not isinstance(v, Hashable) for v in present):
+            return _unhashable()
+        types = sorted({type(v).__name__ for v in present})
+    if kind == "boolean":
+        problem = "holds booleans (True would be the same client as 1)"
+    elif kind in ("floating", "mixed-integer-float", "decimal"):
+        problem = ("holds floating-point ids (7.0 is one client with 7 in memory but a "
+                   "different key on Dask)")
+    elif len(types) > 1:
+        return mixed_ids(name, types)
+    else:
+        problem = "holds ids that are neither integers nor strings"
+    return InvalidInput(
+        f"{name} {problem}: types {', '.join(types)}; give every client one integer or one "
+        "string id, all of one type (e.g. .astype('int64') for whole numbers, .astype(str))")
+
+
+def mixed_ids(name: str, types: Collection[str], where: str = "") -> InvalidInput:
+    """Build the refusal of ids of more than one type (``where``: e.g. " across partitions")."""
+    listed = sorted(types)
+    shown = " and ".join([", ".join(listed[:-1]), listed[-1]]) if len(listed) > 1 else listed[0]
+    return InvalidInput(
+        f"{name} mixes ids of types {shown}{where}: one client could count twice (an int 7 "
+        "and a str '7') or two as one (True and 1); give every id as one type (all integers "
+        "or all strings, e.g. .astype(str) on every source)")
+
+
+def one_kind(kinds: Collection[str | None], name: str = CLIENT_COLUMN) -> str | None:
+    """Return the one id kind of several partitions (None if none has ids); refuse a mix.
+
+    Examples
+    --------
+    >>> one_kind({"integer", None})
+    'integer'
+    >>> one_kind({"integer", "string"})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    spatialdp.exceptions.InvalidInput: client_id mixes ids of types integer and string across...
+    """
+    seen = {k for k in kinds if k is not None}
+    if len(seen) > 1:
+        raise mixed_ids(name, seen, " across partitions")
+    return next(iter(seen), None)
+
+
+def canonical_ids(values: pd.Series, name: str = CLIENT_COLUMN) -> pd.Series:
+    """Return ids in one dtype per kind, so that equal ids hash alike in every partition.
+
+    A shuffle by id (Dask's) sends each row to the partition its id's hash
+    picks, and pandas hashes an int64 ``7`` by its bits but an object ``7`` by
+    its text: over partitions of different dtypes one client would land in two
+    partitions. Integer ids become int64 (uint64 beyond it); strings hash by
+    their text in every string dtype and are returned as they are. Refuses ids
+    that are not all integers or all strings (:func:`id_kind`).
+
+    Examples
+    --------
+    >>> canonical_ids(pd.Series([7, np.int32(8)], dtype=object)).dtype
+    dtype('int64')
+    """
+    if id_kind(values, name) != "integer" or values.dtype in (np.int64, np.uint64):
+        return values
+    for dtype in (np.int64, np.uint64):
+        try:
+            return values.astype(dtype)
+        except (OverflowError, TypeError, ValueError):  # beyond int64; or missing ids,
+            continue                                    # refused later with their count
+    return values
+
+
+def _missing(value: object) -> bool:
+    return value is None or value is pd.NA or (isinstance(value, float) and np.isnan(value))
 
 
 def _sorted_int_codes(values: pd.Series | NDArray[np.generic]

@@ -13,8 +13,10 @@ index ``client_id``         the client, unique per release
 ==========================  =================================================
 
 The server reads a report only through :func:`read_reports`, which refuses a
-report that lacks any of them, repeats a client, mixes partition versions, or
-was clipped under another spec than the one being released.
+report that lacks any of them, repeats a client, mixes id types (an int ``7``
+and a str ``"7"`` would be two clients: :func:`~spatialdp.federated._clients.id_kind`),
+mixes partition versions, or was clipped under another spec than the one being
+released.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from numpy.typing import NDArray
 from spatialdp._validation import check_ids
 from spatialdp.exceptions import InvalidInput, PartitionMismatch
 from spatialdp.federated._checks import _refuse_rows
+from spatialdp.federated._clients import id_kind
 from spatialdp.federated.metrics import HistogramSpec, MetricSpec
 
 if TYPE_CHECKING:
@@ -76,11 +79,12 @@ def _parse(tag: str) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class ClientTable:
-    """A validated client report: ids, optional region positions, the frame itself."""
+    """A validated client report: ids (and their kind), optional region positions, the frame."""
 
     frame: pd.DataFrame
     client_ids: pd.Index
     positions: NDArray[np.integer] | None
+    id_kind: str | None = None
 
     def values(self, spec: Spec) -> NDArray[np.float64]:
         """Return the spec's column(s) as float64: (n,) for a metric, (n, k) for a histogram."""
@@ -137,7 +141,8 @@ def refuse_non_finite(values: NDArray[np.float64], key: str) -> None:
         "client's value is far beyond the spec's bounds")
 
 
-def _client_ids(frame: pd.DataFrame) -> pd.Index:
+def _client_ids(frame: pd.DataFrame) -> tuple[pd.Index, str | None]:
+    """Return the validated ids (present, unique) and their one kind (integer or string)."""
     if CLIENT_ID in frame.columns:
         ids: object = frame[CLIENT_ID].to_numpy()
     elif frame.index.name == CLIENT_ID:
@@ -146,7 +151,8 @@ def _client_ids(frame: pd.DataFrame) -> pd.Index:
         raise InvalidInput(
             "the client reports have no client_id (neither an index of that name nor a "
             "column); one client, one row needs the ids: use device_report's output")
-    return check_ids(ids, CLIENT_ID)
+    kind = id_kind(ids, CLIENT_ID)  # before the repeat check: 7 and "7" are no repeat
+    return check_ids(ids, CLIENT_ID), kind
 
 
 def _unique_tags(column: pd.Series) -> list[object]:
@@ -259,8 +265,8 @@ def read_reports(reports: object, specs: Sequence[Spec], partition: object | Non
     Raises
     ------
     InvalidInput
-        Not a DataFrame, empty, no or repeated client ids, untagged, or clipped under
-        another spec.
+        Not a DataFrame, empty, no, repeated or mixed-type client ids, untagged, or
+        clipped under another spec.
     PartitionMismatch
         Tagged with another partition version.
     """
@@ -270,10 +276,10 @@ def read_reports(reports: object, specs: Sequence[Spec], partition: object | Non
             f"{type(reports).__name__}")
     if len(reports) == 0:
         raise InvalidInput("the client reports are empty; there is nothing to release")
-    ids = _client_ids(reports)
+    ids, kind = _client_ids(reports)
     _check_specs(reports, specs)
     positions = None if partition is None else _positions(reports, partition)
-    return ClientTable(reports, ids, positions)
+    return ClientTable(reports, ids, positions, kind)
 
 
 def client_regions(examples: pd.DataFrame, codes: NDArray[np.int64], n_clients: int,

@@ -28,6 +28,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from spatialdp._validation import check_integer, fail
 from spatialdp.exceptions import ClippingFailure, InvalidInput
+from spatialdp.federated._clients import id_kind
 from spatialdp.geo import Partition, h3cells
 from spatialdp.geo._checks import check_lonlat, points_lonlat
 from spatialdp.scale.frames import is_dask
@@ -245,6 +246,7 @@ def truth_grid(
     if ids.hasnans:
         raise fail("device_ids", f"{int(np.sum(ids.isna()))} missing", "are missing values",
                    "give every point its device id")
+    id_kind(ids, "device_ids")  # an int 7 and a str "7" would be two devices
     codes, uniques = pd.factorize(ids)
     counts, dropped, clipped_devices = _clip_and_count(codes, positions, cells.size, k)
     return TruthGrid(

@@ -235,11 +235,11 @@ def read_parquet(path: str | Path | Sequence[str | Path], *, columns: Sequence[s
         GeoDataFrame, CRS kept).
     index : str, optional
         Column to use as the index. For per-example data written sorted by
-        ``client_id`` (each client in one file) pass ``index="client_id"``: when
-        the files' min/max statistics show sorted, disjoint ranges they become
-        the divisions, each client is known to sit in one partition, and
-        :func:`spatialdp.scale.device_report` needs no shuffle. Otherwise the
-        divisions stay unknown and a shuffle gathers the clients.
+        ``client_id`` pass ``index="client_id"``: when the files' min/max
+        statistics show sorted, disjoint ranges they become the divisions and
+        :func:`spatialdp.scale.device_report` needs no shuffle (it does not
+        trust them: it checks each partition's real id range on the data).
+        Otherwise the divisions stay unknown and a shuffle gathers the clients.
 
     Returns
     -------

@@ -19,12 +19,14 @@ therefore split in three steps, each on the workers:
 
 The result is the :class:`~spatialdp.queries.TruthGrid` the in-memory
 function returns for the concatenated partitions, exactly: the same counts,
-the same "first ``k`` cells in input order", the same bookkeeping.
+the same "first ``k`` cells in input order", the same bookkeeping. Device ids
+are integers or strings, one type in every partition (an int ``7`` and a str
+``"7"`` would be two devices): refused otherwise, as in memory.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -32,6 +34,7 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from spatialdp._validation import check_flag, check_text, fail
+from spatialdp.federated._clients import canonical_ids, id_kind, one_kind
 from spatialdp.geo import Partition, h3cells
 from spatialdp.queries.truth import (
     TruthGrid,
@@ -55,18 +58,27 @@ class _Stats:
     n_devices: int = 0
     n_clipped_pairs: int = 0
     n_clipped_devices: int = 0
+    id_kinds: frozenset[str] = field(default_factory=frozenset)
 
     def __add__(self, other: _Stats) -> _Stats:
-        return _Stats(*(a + b for a, b in zip(vars(self).values(), vars(other).values(),
-                                              strict=True)))
+        counts = {k: v + getattr(other, k) for k, v in vars(self).items() if k != "id_kinds"}
+        return _Stats(**counts, id_kinds=self.id_kinds | other.id_kinds)
 
 
 def _pairs(part: pd.DataFrame, number: int, cells: NDArray[np.uint64],
            partition: Partition | None, device: str, lon: str | None, lat: str | None
            ) -> tuple[pd.DataFrame, _Stats]:
-    """Distinct (device, cell) pairs of one partition with their first position (a worker)."""
+    """Distinct (device, cell) pairs of one partition with their first position (a worker).
+
+    The device ids are refused unless all integers or all strings, and given one
+    dtype per kind, so that the shuffle sends a device's pairs from every
+    partition to one place (:func:`~spatialdp.federated._clients.canonical_ids`).
+    """
     ids = part[device]
-    missing = ids.isna().to_numpy()
+    n_missing = int(ids.isna().sum())
+    if n_missing:  # the driver refuses the grid with the count of all of them: no pairs
+        return _no_pairs(), _Stats(n_points=len(part), n_missing=n_missing)
+    kind = id_kind(ids, device)
     if len(part) == 0:
         positions = np.empty(0, dtype=np.int64)
     elif lon is None or lat is None:
@@ -75,11 +87,18 @@ def _pairs(part: pd.DataFrame, number: int, cells: NDArray[np.uint64],
         positions = _positions(cells, partition, None, part[lon].to_numpy(),
                                part[lat].to_numpy())
     order = (np.int64(number) << _ROW_BITS) + np.arange(len(part), dtype=np.int64)
-    pairs = pd.DataFrame({"device": ids.to_numpy(), "pos": positions, "order": order})
-    pairs = pairs[~missing].drop_duplicates(["device", "pos"])  # keeps the first: min order
+    pairs = pd.DataFrame({"device": canonical_ids(ids, device).to_numpy(), "pos": positions,
+                          "order": order})
+    pairs = pairs.drop_duplicates(["device", "pos"])  # keeps the first: min order
     stats = _Stats(n_points=len(part), n_unassigned=int((positions < 0).sum()),
-                   n_missing=int(missing.sum()))
+                   id_kinds=frozenset([kind] if kind else []))
     return pairs, stats
+
+
+def _no_pairs(device: Any = ()) -> pd.DataFrame:
+    """Return an empty pairs frame (or the meta, with the devices' dtype)."""
+    return pd.DataFrame({"device": np.asarray(device), "pos": np.empty(0, dtype=np.int64),
+                         "order": np.empty(0, dtype=np.int64)})
 
 
 def _clip(pairs: pd.DataFrame, n_cells: int, k: int) -> tuple[NDArray[np.int64], _Stats]:
@@ -190,9 +209,7 @@ def truth_grid(
     cells_d, part_d = delayed(cells, pure=True), delayed(partition, pure=True)
     placed = [delayed(_pairs, pure=True, nout=2)(p, i, cells_d, part_d, device, lon_col,
                                                  lat_col) for i, p in enumerate(parts)]
-    meta = pd.DataFrame({"device": frame._meta[device].to_numpy(),
-                         "pos": np.empty(0, dtype=np.int64),
-                         "order": np.empty(0, dtype=np.int64)})
+    meta = _no_pairs(frame._meta[device].to_numpy())
     pairs = dd.from_delayed([pair for pair, _ in placed], meta=meta, verify_meta=False)
     shuffled = pairs.shuffle(on="device", npartitions=max(1, len(parts)))
     clipped = [delayed(_clip, pure=True)(p, cells.size, k) for p in shuffled.to_delayed()]
@@ -201,6 +218,7 @@ def truth_grid(
     if stats.n_missing:
         raise fail("device_ids", f"{stats.n_missing} missing", "are missing values",
                    "give every point its device id")
+    one_kind(stats.id_kinds, device)
     return TruthGrid(
         counts=np.asarray(counts, dtype=np.int64), cells=cells,
         resolution=h3cells.single_resolution(cells[:1]), partition_version=version,
