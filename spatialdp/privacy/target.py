@@ -191,7 +191,21 @@ class ReleaseTarget:
                 f"line_item={self.line_item!r}, round_index={self.round_index})")
 
 
-class Unaccounted:
+class _ChargedNowhere:
+    """The charging side of the two kinds that charge no ledger: nothing to check or record."""
+
+    def check_affordable(self, *, default_line_item: str, structure: Structure | None = None,
+                         epsilon: float | None = None, rho: float | None = None,
+                         charges: int = 1) -> None:
+        """Pass: nothing will be charged."""
+
+    def charge(self, *, structure: Structure, what: str, default_line_item: str,
+               epsilon: float | None = None, rho: float | None = None,
+               neighbours: Neighbours = "replace", round_index: int | None = None) -> None:
+        """Charge nothing (the result's metadata says why: unaccounted, or a simulation)."""
+
+
+class Unaccounted(_ChargedNowhere):
     """A real release (OS-entropy noise) that is charged to no ledger, visibly.
 
     Parameters
@@ -213,16 +227,6 @@ class Unaccounted:
         self.reason = check_text(reason, "reason")
         self.round_index = _round_index(round_index)
 
-    def check_affordable(self, *, default_line_item: str, structure: Structure | None = None,
-                         epsilon: float | None = None, rho: float | None = None,
-                         charges: int = 1) -> None:
-        """Pass: nothing will be charged."""
-
-    def charge(self, *, structure: Structure, what: str, default_line_item: str,
-               epsilon: float | None = None, rho: float | None = None,
-               neighbours: Neighbours = "replace", round_index: int | None = None) -> None:
-        """Charge nothing (the metadata says so)."""
-
     def for_round(self, round_index: int | None) -> Unaccounted:
         """Return the same opt-out for ``round_index``."""
         return Unaccounted(self.reason, round_index=round_index)
@@ -240,7 +244,7 @@ class Unaccounted:
         return f"Unaccounted({self.reason!r})"
 
 
-class Simulation:
+class Simulation(_ChargedNowhere):
     """Seeded noise for measuring error: never a release, marked as a simulation.
 
     Parameters
@@ -262,16 +266,6 @@ class Simulation:
     def __init__(self, rng: RandomLike = None, *, round_index: int | None = None) -> None:
         self.rng = as_generator(rng)
         self.round_index = _round_index(round_index)
-
-    def check_affordable(self, *, default_line_item: str, structure: Structure | None = None,
-                         epsilon: float | None = None, rho: float | None = None,
-                         charges: int = 1) -> None:
-        """Pass: a simulation is charged nowhere."""
-
-    def charge(self, *, structure: Structure, what: str, default_line_item: str,
-               epsilon: float | None = None, rho: float | None = None,
-               neighbours: Neighbours = "replace", round_index: int | None = None) -> None:
-        """Charge nothing: simulated outputs are never published."""
 
     def for_round(self, round_index: int | None) -> Simulation:
         """Return a simulation for ``round_index`` drawing from the same generator."""
