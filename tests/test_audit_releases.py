@@ -26,7 +26,8 @@ TAP_DRAWS = 60_000
 #: Published-path draws per input: one release per draw, so fewer where a release is slow
 #: (the regional report runs 4 pairs; the file case writes a GeoPackage, a CSV, a JSON and
 #: a model card per draw).
-PUBLISHED_DRAWS = {"regional_report": 500, "regional_report.write": 150}
+PUBLISHED_DRAWS = {"regional_report": 500, "regional_report.write": 150,
+                   "release_coverage": 1_000, "release_hierarchical": 1_000}
 PUBLISHED_DEFAULT = 2_000
 #: A deterministic difference needs few draws: with 105 counted draws per input (of 150) it
 #: bounds epsilon by log(105 / ln(8e6)) = 1.9 over four pairs (by 1.5 with 70 of 100).

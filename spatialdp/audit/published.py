@@ -60,6 +60,7 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from spatialdp._validation import fail
+from spatialdp.privacy.target import Accounting
 
 __all__ = ["Publication", "PublicationSchema", "capture", "emitted", "publication",
            "read_files", "split_numbers"]
@@ -343,7 +344,8 @@ def emitted(call: Callable[[], Any]) -> tuple[Any, Publication]:
     return result, out
 
 
-def capture(release: Callable[[Any, Any], Any], dataset: Any, target: Any) -> Publication:
+def capture(release: Callable[[Any, Any], Any], dataset: Any, target: Accounting | None
+            ) -> Publication:
     """Run ``release(dataset, target)`` once and return everything it published.
 
     The result object (:func:`publication`, under ``result``) and what the
