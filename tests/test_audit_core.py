@@ -11,13 +11,18 @@ from scipy import stats
 
 from spatialdp.audit import (
     NoiseTap,
+    add_client,
     audit,
     audit_sampler,
     bernoulli_renyi,
+    capture,
     clopper_pearson,
     drop_device,
     epsilon_lower_bound,
     extreme_pairs,
+    publication,
+    read_files,
+    remove_client,
     replace_client,
     rho_lower_bound,
     select_event,
@@ -78,6 +83,35 @@ def test_bernoulli_renyi_is_monotone_away_from_the_diagonal() -> None:
         assert np.all(np.diff(bernoulli_renyi(0.9, np.linspace(0.01, 0.89, 60), order)) < 0)
 
 
+@pytest.mark.parametrize(("call", "match"), [
+    # the two reproduced in issue 21: (nan, 1) and 0.0, i.e. "no violation", on bad counts
+    (lambda: clopper_pearson(5, 3, 0.99), r"k=5 exceeds its number of draws n=3"),
+    (lambda: epsilon_lower_bound(10, 5, 1, 5, 0.99), r"k1=10 exceeds its number of draws n1=5"),
+    (lambda: epsilon_lower_bound(1, 5, 9, 5, 0.99), r"k0=9 exceeds its number of draws n0=5"),
+    (lambda: rho_lower_bound(1, 5, 9, 5, 0.99), r"k0=9 exceeds"),
+    (lambda: rho_lower_bound(-1, 5, 1, 5, 0.99), r"k1=-1 is negative"),
+    (lambda: clopper_pearson(0, 0, 0.99), r"n=0 has no draws"),
+    (lambda: clopper_pearson(1.5, 3, 0.99), r"k=1.5 is not a whole number"),
+    (lambda: clopper_pearson([1, 7], [5, 5], 0.99), r"k=7 exceeds .* n=5 \(at flat index 1\)"),
+    (lambda: clopper_pearson(True, 3, 0.99), r"k=True has dtype bool"),
+    (lambda: clopper_pearson("3", 5, 0.99), r"k='3' is text"),
+    (lambda: clopper_pearson(float("nan"), 5, 0.99), r"k=nan is not a whole number"),
+    (lambda: clopper_pearson(1, 5, 1.0), r"confidence=1.0 is above"),
+    (lambda: clopper_pearson(1, 5, 0.0), r"confidence=0.0 is below"),
+    (lambda: epsilon_lower_bound(1, 5, 1, 5, 1.5), r"confidence=1.5"),
+    (lambda: epsilon_lower_bound(1, 5, 1, 5, 0.9, delta=1.0), r"delta=1.0 is above"),
+    (lambda: clopper_pearson([1, 2], [3, 4, 5], 0.9), r"do not broadcast"),
+    (lambda: bernoulli_renyi(1.2, 0.5, 2.0), r"p=1.2 is outside \[0, 1\]"),
+    (lambda: bernoulli_renyi(0.2, [0.5, -0.1], 2.0), r"q=.* has -0.1 at flat index 1"),
+    (lambda: bernoulli_renyi(0.2, 0.5, 1.0), r"order=1.0 is not a Renyi order"),
+    (lambda: bernoulli_renyi(0.2, 0.5, -2.0), r"order=-2.0 is not a Renyi order"),
+])
+def test_bound_functions_refuse_impossible_counts(call: object, match: str) -> None:
+    """Regression (issue 21): bad counts gave a number (NaN, or 0 = "no violation")."""
+    with pytest.raises(InvalidInput, match=match):
+        call()  # type: ignore[operator]
+
+
 def test_bounds_of_an_impossible_ratio_are_zero() -> None:
     assert epsilon_lower_bound(10, 100, 90, 100, 0.99) == 0.0
     assert epsilon_lower_bound(5, 100, 0, 100, 0.99, delta=0.5) == 0.0
@@ -99,7 +133,8 @@ def test_a_correct_laplace_stays_below_its_claim_over_many_seeds() -> None:
 
 
 def test_the_bound_approaches_the_claim_at_large_n() -> None:
-    result = audit(_laplace_release, ([0.0], [1.0]), epsilon=1.0, draws=1_000_000, rng=3)
+    result = audit(_laplace_release, ([0.0], [1.0]), epsilon=1.0, draws=1_000_000, rng=3,
+                   path="tap")
     assert result.passed
     assert result.measured > 0.97
 
@@ -113,7 +148,7 @@ def test_multivariate_laplace_uses_the_likelihood_ratio_event() -> None:
         return target.add_noise(mech, np.asarray(x, dtype=float))  # type: ignore[attr-defined]
 
     result = audit(release, ([0.0, 1.0, 5.0], [1.0, 0.0, 5.0]), epsilon=1.0, draws=300_000,
-                   rng=4)
+                   rng=4, path="tap")
     assert result.passed
     assert result.measured > 0.85
     assert "Laplace LLR" in result.event or "Gaussian LLR" in result.event
@@ -177,17 +212,20 @@ def test_a_seeded_release_is_caught_on_the_release_path() -> None:
 
 def test_result_summary_html_and_dict() -> None:
     result = audit(_laplace_release, ([0.0], [1.0]), epsilon=1.0, draws=5_000, rng=0,
-                   name="toy")
+                   name="toy", neighbours="replace")
     text = result.summary()
     assert "PASS" in text
     assert "claimed epsilon 1" in text
     assert "confidence 0.999999" in text
-    assert "path: simulation" in text
+    assert "path: published" in text
+    assert "(replace)" in text
     assert "PASS" in result._repr_html_()
     assert "toy" in result._repr_html_()
     d = result.to_dict()
     assert d["passed"] is True
     assert d["loss"] == "epsilon"
+    assert d["path"] == "published"
+    assert d["neighbours"] == "replace"
     assert d["draws"] + d[
         "selection_draws"] == 5_000
 
@@ -234,6 +272,100 @@ def test_neighbours_keep_participation() -> None:
     assert len(drop_device(pings, 1)) == 1
 
 
+def _device_reports() -> pd.DataFrame:
+    from spatialdp.federated import HistogramSpec, MetricSpec, device_report
+
+    examples = pd.DataFrame({"client_id": [1, 2, 3], "loss": [1.0, 2.0, 3.0],
+                             "error": [0.2, 1.5, 3.0]})
+    frame = device_report(examples, loss_spec=MetricSpec("loss", 0.0, 4.0),
+                          hist_spec=HistogramSpec("err", edges=(1.0, 2.0)))
+    frame["region_id"] = ["a", "a", "b"]  # device_report sets it from a partition
+    return frame
+
+
+@pytest.mark.parametrize(("call", "match"), [
+    # issue 21: replace_client(frame, 0, loss=50.0) built a neighbour outside the clip
+    (lambda r: replace_client(r, 1, loss=50.0),
+     r"loss=50.0 is outside the clip range \[0, 4\] of column 'loss'"),
+    (lambda r: replace_client(r, 1, loss=-0.5), r"loss=-0.5 is outside the clip range"),
+    (lambda r: replace_client(r, 1, loss=float("nan")), r"loss=nan is not finite"),
+    (lambda r: replace_client(r, 1, loss="2"), r"loss='2' is not a number"),
+    (lambda r: replace_client(r, 1, err_0=1.0, err_1=1.0), r"histogram mass=.* above the mass "
+     r"cap 1"),
+    (lambda r: replace_client(r, 1, err_0=1.5), r"err_0=1.5 is outside the clip range \[0, 1\]"),
+    (lambda r: add_client(r, 9, region_id="a", loss=5.0, err_0=0.0, err_1=0.0, err_2=1.0,
+                          count_bucket=0), r"loss=5.0 is outside the clip range"),
+])
+def test_neighbours_must_be_valid_inputs(call: object, match: str) -> None:
+    """Regression (issue 21): a neighbour is a report a correct device can send."""
+    with pytest.raises(InvalidInput, match=match):
+        call(_device_reports())  # type: ignore[operator]
+
+
+def test_a_range_comes_from_the_spec_when_the_frame_has_none() -> None:
+    from spatialdp.federated import MetricSpec
+
+    plain = pd.DataFrame({"loss": [1.0, 2.0]}, index=pd.Index([1, 2], name="client_id"))
+    with pytest.raises(InvalidInput, match="column='loss' has no recorded clip range"):
+        replace_client(plain, 1, loss=3.0)
+    with pytest.raises(InvalidInput, match="outside the clip range"):
+        replace_client(plain, 1, spec=MetricSpec("loss", 0.0, 2.0), loss=3.0)
+    out = replace_client(plain, 1, spec=MetricSpec("loss", 0.0, 4.0), loss=3.0)
+    assert out.loss.tolist() == [3.0, 2.0]
+    assert plain.loss.tolist() == [1.0, 2.0]  # a copy
+
+
+def test_add_and_remove_one_client() -> None:
+    reports = _device_reports()
+    more = add_client(reports, 9, region_id="b", loss=4.0, err_0=0.0, err_1=0.0, err_2=1.0,
+                      count_bucket=0)
+    assert more.index.tolist() == [1, 2, 3, 9]
+    assert more.loc[9, "region_id"] == "b"
+    assert more.loc[9, "device_specs"] == reports.loc[1, "device_specs"]  # same provenance
+    assert more.dtypes.equals(reports.dtypes)
+    assert more.attrs["bounds"] == reports.attrs["bounds"]
+    less = remove_client(reports, 2)
+    assert less.index.tolist() == [1, 3]
+    assert less.attrs["bounds"] == reports.attrs["bounds"]
+
+
+def test_extreme_pairs_under_add_remove_add_the_farthest_value() -> None:
+    from spatialdp.federated import HistogramSpec, MetricSpec
+
+    reports = _device_reports()
+    pairs = list(extreme_pairs(reports, MetricSpec("loss", 0.0, 4.0), neighbours="add_remove"))
+    assert len(pairs) == 2  # one per region
+    for (without, with_), client in zip(pairs, [1, 3], strict=True):
+        assert client not in without.index
+        assert with_.loc[client, "loss"] == 4.0
+        assert with_.drop(index=[client]).equals(without)
+    (_, with_), *_ = extreme_pairs(reports, MetricSpec("loss", -8.0, 4.0),
+                                   neighbours="add_remove")
+    assert with_.loc[1, "loss"] == -8.0  # the clip end farther from 0
+    (_, with_), *_ = extreme_pairs(reports, HistogramSpec("err", edges=(1.0, 2.0)),
+                                   neighbours="add_remove")
+    assert with_.loc[1, ["err_0", "err_1", "err_2"]].tolist() == [0.0, 0.0, 1.0]
+    with pytest.raises(InvalidInput, match="neighbours='add-remove'"):
+        next(extreme_pairs(reports, MetricSpec("loss", 0.0, 4.0), neighbours="add-remove"))
+
+
+@pytest.mark.parametrize(("call", "match"), [
+    (lambda r: add_client(r, 1, region_id="a", loss=1.0, err_0=0.0, err_1=0.0, err_2=0.0,
+                          count_bucket=0), "client_id=1 already reports"),
+    (lambda r: add_client(r, "9", region_id="a", loss=1.0, err_0=0.0, err_1=0.0, err_2=0.0,
+                          count_bucket=0), "client_id='9' is not of the kind"),
+    (lambda r: add_client(r, 9, region_id="a", loss=1.0), r"miss the value columns \['err_0'"),
+    (lambda r: add_client(r, 9, loss=1.0, err_0=0.0, err_1=0.0, err_2=0.0, count_bucket=0),
+     "region_id=None is missing"),
+    (lambda r: add_client(r, 9, region_id="a", region=1, loss=1.0), "not a column"),
+    (lambda r: remove_client(r, 7), "client_id=7 is not in the reports"),
+    (lambda r: remove_client(r.iloc[:1], 1), "is the only client"),
+])
+def test_add_remove_refusals(call: object, match: str) -> None:
+    with pytest.raises(InvalidInput, match=match):
+        call(_device_reports())  # type: ignore[operator]
+
+
 @pytest.mark.parametrize(("call", "match"), [
     (lambda r: replace_client(r, 99, loss=1.0), "client_id=99"),
     (lambda r: replace_client(r, 1, region_id="b"), "participation"),
@@ -258,8 +390,11 @@ def test_neighbour_refusals(call: object, match: str) -> None:
     ({"epsilon": 1.0, "confidence": 1.0}, "confidence"),
     ({"epsilon": 1.0, "draws": 10}, "draws"),
     ({"epsilon": 1.0, "path": "fast"}, "not an audit path"),
+    ({"epsilon": 1.0, "path": "simulation"}, "old name of the noise-tap path"),
     ({"epsilon": 1.0, "selection": 0.99}, "selection"),
-    ({"epsilon": 1.0, "path": "release", "rewrite": lambda m, i: m}, "simulation path"),
+    ({"epsilon": 1.0, "path": "release", "rewrite": lambda m, i: m}, "published and tap"),
+    ({"epsilon": 1.0, "neighbours": "add-remove"}, "neighbours"),
+    ({"epsilon": 1.0, "chunk": 0}, "chunk"),
 ])
 def test_audit_refusals(kwargs: dict[str, object], match: str) -> None:
     with pytest.raises(InvalidInput, match=match):
@@ -272,9 +407,9 @@ def test_bad_pairs_are_refused(pairs: object) -> None:
         audit(_laplace_release, pairs, epsilon=1.0)
 
 
-def test_outputs_of_different_sizes_are_refused() -> None:
+def test_outputs_of_different_sizes_are_refused_at_the_tap() -> None:
     with pytest.raises(InvalidInput, match="differs in size"):
-        audit(_laplace_release, ([0.0], [1.0, 2.0]), epsilon=1.0, draws=200, rng=0)
+        audit(_laplace_release, ([0.0], [1.0, 2.0]), epsilon=1.0, draws=200, rng=0, path="tap")
 
 
 def _gaussian_delta(eps: float, mu: float) -> float:
@@ -291,9 +426,160 @@ def test_approximate_dp_claims_use_the_hockey_stick_bound() -> None:
     def sampler(scale: float):  # type: ignore[no-untyped-def]
         return lambda x, n, rng: x + rng.normal(0.0, scale, size=(n, 1))
 
-    ok = audit_sampler(sampler(1.0), (0.0, 1.0), epsilon=1.0, delta=delta, draws=200_000, rng=6)
+    ok = audit_sampler(sampler(1.0), (0.0, 1.0), epsilon=1.0, delta=delta, draws=200_000,
+                       rng=6)
     assert ok.passed, ok.summary()
     assert "delta" in ok.summary()
     broken = audit_sampler(sampler(0.5), (0.0, 1.0), epsilon=1.0, delta=delta, draws=200_000,
                            rng=7)
     assert not broken.passed, broken.summary()
+
+
+# --- published outputs ------------------------------------------------------------------------
+
+def _toy(x: float, target: object, *, extra: object = None) -> dict[str, object]:
+    noisy = target.add_noise(LaplaceMechanism(1.0), np.array([x]))  # type: ignore[attr-defined]
+    return {"value": float(noisy[0]), "class": "high" if noisy[0] > 0 else "low",
+            "extra": extra}
+
+
+def test_publication_reads_every_published_column_of_a_report() -> None:
+    from spatialdp.audit.cases import _loss, _regional_release, _reports
+    from spatialdp.privacy import Simulation
+
+    report = _regional_release(_loss())(_reports(), Simulation(rng=0))
+    pub = publication(report)
+    frame = "result.frames.loss"
+    for column in ("value", "error_bar", "ci_low", "ci_high", "noise_std", "cohort", "cv",
+                   "clip_low", "clip_high"):
+        assert f"{frame}.{column}[CO]" in pub.numbers, column
+    assert pub.numbers[f"{frame}.value[CO]"] == report["loss"].loc["CO", "value"]
+    reliability = report["loss"].loc["CO", "reliability"]
+    for token in (f"{frame}.reliability[CO]={reliability}", f"{frame}.suppressed[CO]=False",
+                  f"{frame}.metric[CO]=loss@#", f"{frame}.estimator[CO]=mean",
+                  "result.accounting.accounting=simulation"):
+        assert token in pub.tokens, token
+    assert any(t.startswith("result.summary():0=") for t in pub.tokens)  # the summary text
+    assert any(k.startswith(f"{frame}.attrs.spatialdp.epsilon") for k in pub.numbers)  # metadata
+    assert f"{frame}.geometry[CO].minx" in pub.numbers
+
+
+def test_capture_records_warnings_and_logs_with_their_numbers_taken_out() -> None:
+    import logging
+    import warnings
+
+    def release(x: int, target: object) -> int:
+        warnings.warn(f"only {x} clients have the metric", UserWarning, stacklevel=1)
+        logging.getLogger("spatialdp.test").debug("checked %d rows", x)
+        return 0
+
+    pub = capture(release, 57, None)
+    assert pub.numbers["warning UserWarning#0#0"] == 57.0
+    assert "warning UserWarning#0=only # clients have the metric" in pub.tokens
+    assert pub.numbers["log spatialdp.test DEBUG#0#0"] == 57.0  # spatialdp's loggers at DEBUG
+    assert logging.getLogger("spatialdp").level == logging.NOTSET  # restored
+
+
+def test_read_files_reads_the_written_report_and_card(tmp_path: object) -> None:
+    from spatialdp.audit.cases import _loss, _regional_release, _reports, _states
+    from spatialdp.cards import ModelCard
+    from spatialdp.privacy import Simulation
+
+    report = _regional_release(_loss())(_reports(), Simulation(rng=0))
+    paths = report.write(tmp_path)  # type: ignore[arg-type]
+    paths += ModelCard.build(partition=_states(), specs=[_loss()], report=report).write(
+        tmp_path)  # type: ignore[arg-type]
+    pub = read_files(paths, tmp_path)  # type: ignore[arg-type]
+    value = float(report["loss"].loc["CO", "value"])
+    names = {t.removeprefix("file=") for t in pub.tokens if t.startswith("file=")}
+    assert names == {p.name for p in paths}
+    csv = "file regional_report.SIMULATION.csv"
+    row = list(report["loss"].index).index("CO")
+    assert pub.numbers[f"{csv}.loss_value[{row}]"] == pytest.approx(value, rel=1e-12)
+    gpkg = "file regional_report.SIMULATION.gpkg"
+    assert pub.numbers[f"{gpkg}.loss_value[{row}]"] == pytest.approx(value, rel=1e-12)
+    assert any(k.startswith(f"{gpkg}.layer_metadata.spatialdp.") for k in pub.numbers)
+    assert any(k.startswith("file model_card.SIMULATION.md:") for k in pub.numbers)
+    assert any(k.startswith("file model_card.SIMULATION.json.") for k in pub.numbers)
+    with pytest.raises(InvalidInput, match="is not a written file"):
+        read_files([tmp_path / "gone.csv"])  # type: ignore[operator]
+
+
+def test_a_token_seen_under_one_input_only_is_a_categorical_event() -> None:
+    gen = np.random.default_rng(0)
+    x0, x1 = gen.laplace(0, 1, (4000, 3)), gen.laplace(0, 1, (4000, 3))
+    x0[:, 2], x1[:, 2] = 0.0, 1.0  # column 2: a token seen under input 1 only
+    event = select_event(x0, x1, bound=lambda *c: epsilon_lower_bound(*c, 1 - 1e-6),
+                         categorical=[2], labels=["a", "b", "token c=yes"])
+    assert event.statistic == "token"
+    assert event.describe() == "output token 'c=yes' seen (ratio P1/P0)"
+    assert event.contains(x1).all()
+    assert not event.contains(x0).any()
+    with pytest.raises(InvalidInput, match="categorical"):
+        select_event(x0, x1, bound=lambda *c: epsilon_lower_bound(*c, 0.9), categorical=[3])
+
+
+def test_the_schema_keeps_numbers_and_the_tokens_that_tell_the_inputs_apart() -> None:
+    from spatialdp.audit.published import PublicationSchema
+
+    a = [publication({"v": 1.0, "c": "x", "same": "s"}) for _ in range(4)]
+    b = [publication({"v": 2.0, "c": "y", "same": "s", "only_b": 3.0}) for _ in range(4)]
+    schema = PublicationSchema(a, b)
+    assert schema.labels == ("result.v", "result.only_b", "token result.c=x",
+                             "token result.c=y")
+    assert list(schema.categorical) == [2, 3]
+    rows = schema.matrix(a)
+    assert np.isnan(rows[:, 1]).all()  # a number the draw lacks is NaN
+    assert rows[0].tolist()[2:] == [1.0, 0.0]
+
+
+def test_the_published_path_catches_what_the_tap_cannot_see() -> None:
+    """The defect of issue 21: an exact count published beside the noisy value passed the
+    noise-tap audit. The published path reads it; the tap reads only the noise."""
+    def leaky(x: float, target: object) -> dict[str, object]:
+        return _toy(x, target, extra=int(x > 0.5))  # exact: 0 under one input, 1 under other
+
+    pair = (0.0, 1.0)
+    published = audit(leaky, pair, epsilon=1.0, draws=400, rng=1)
+    assert published.path == "published"
+    assert not published.passed, published.summary()
+    assert published.event.startswith("result.extra"), published.event
+    tap = audit(leaky, pair, epsilon=1.0, draws=20_000, rng=1, path="tap")
+    assert tap.passed, tap.summary()
+
+
+def test_a_label_that_depends_on_the_private_input_is_caught() -> None:
+    def leaky(x: float, target: object) -> dict[str, object]:
+        return _toy(x, target, extra="many clients" if x > 0.5 else "few clients")
+
+    result = audit(leaky, (0.0, 1.0), epsilon=1.0, draws=400, rng=2)
+    assert not result.passed, result.summary()
+    assert "output token 'result.extra=" in result.event
+
+
+def test_a_warning_with_a_private_number_is_caught() -> None:
+    import warnings
+
+    def leaky(x: float, target: object) -> dict[str, object]:
+        warnings.warn(f"{int(100 + x)} clients have the metric", UserWarning, stacklevel=1)
+        return _toy(x, target)
+
+    result = audit(leaky, (0.0, 1.0), epsilon=1.0, draws=400, rng=3)
+    assert not result.passed, result.summary()
+    assert result.event.startswith("warning UserWarning#0#0"), result.event
+
+
+def test_a_correct_release_passes_on_the_published_path() -> None:
+    result = audit(_toy, (0.0, 1.0), epsilon=1.0, draws=6_000, rng=4)
+    assert result.passed, result.summary()
+    assert result.measured > 0.5, result.summary()
+
+
+def test_audit_sampler_takes_publications() -> None:
+    def sampler(x: float, n: int, rng: np.random.Generator) -> list[object]:
+        return [publication({"v": x + rng.laplace(0.0, 1.0), "leak": x}) for _ in range(n)]
+
+    result = audit_sampler(sampler, (0.0, 1.0), epsilon=1.0, draws=400, rng=5,
+                           path="published (rows)")
+    assert not result.passed
+    assert result.path == "published (rows)"

@@ -3,8 +3,12 @@
 One round's replies, as Flower delivers them (encoded bounded reports of 240
 clients in four states), released per region; the neighbouring round replaces
 one client's reply (its loss at one end of the clip range, then the other),
-participation fixed, one pair per region. Passes at its claim; a half-scale
-noise variant is caught.
+participation fixed (``"replace"``), one pair per region. Everything the round
+publishes passes at its claim (the regional report's every column, the
+metrics dict Flower records, the global loss, the reply counts, the warnings),
+and so does its noise at the tap; a half-scale noise variant is caught at the
+tap, and a round whose metrics dict carries one region's exact mean is caught
+on the published path.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import pytest
 pytest.importorskip("flwr")
 
 from spatialdp.audit import audit
-from spatialdp.audit.cases import REGIONS, HalfScale, _states
+from spatialdp.audit.cases import BROKEN_REGION, REGIONS, HalfScale, _states
 from spatialdp.federated import MetricSpec, device_report
 
 SPEC = MetricSpec("loss", 0.0, 4.0)
@@ -47,23 +51,50 @@ def _pairs() -> list[tuple[dict[str, Any], dict[str, Any]]]:
     return pairs
 
 
-def _release(replies: dict[str, Any], target: Any) -> np.ndarray:
+def _release(replies: dict[str, Any], target: Any) -> Any:
     from spatialdp.flower.evaluation import release_evaluation
 
-    out = release_evaluation(replies, partition=_states(), metrics=[SPEC], epsilon=EPSILON,
-                             target=target, min_cohort=50)
-    return out.report["loss"]["value"].reindex(list(REGIONS)).to_numpy()
+    return release_evaluation(replies, partition=_states(), metrics=[SPEC], epsilon=EPSILON,
+                              target=target, min_cohort=50)
 
 
-def test_flower_evaluation_round_passes_at_its_claim() -> None:
-    result = audit(_release, _pairs(), epsilon=EPSILON, draws=50_000, rng=21,
+def _exact_region_metric(replies: dict[str, Any], target: Any) -> Any:
+    """Broken: the metrics dict Flower records carries one region's exact mean loss."""
+    from spatialdp.flower.codec import decode_reports
+
+    out = _release(replies, target)
+    frame, _ = decode_reports(replies, [SPEC], _states())
+    exact = float(frame.loc[frame.region_id == BROKEN_REGION, SPEC.name].mean())
+    out.metrics[f"{SPEC.name}/{BROKEN_REGION}"] = exact
+    return out
+
+
+def test_what_a_flower_evaluation_round_publishes_passes_at_its_claim() -> None:
+    result = audit(_release, _pairs(), epsilon=EPSILON, draws=200, rng=21,
+                   name="flower release_evaluation", neighbours="replace")
+    assert result.path == "published"
+    assert result.passed, result.summary()
+    assert result.worst.event.statistic != "none", result.summary()
+
+
+def test_the_noise_of_a_flower_evaluation_round_passes_at_its_claim() -> None:
+    result = audit(_release, _pairs(), epsilon=EPSILON, draws=50_000, rng=21, path="tap",
                    name="flower release_evaluation")
     assert result.passed, result.summary()
     assert result.measured >= 0.5 * EPSILON, result.summary()
 
 
 def test_flower_evaluation_with_half_the_noise_is_caught() -> None:
-    result = audit(_release, _pairs(), epsilon=EPSILON, draws=50_000, rng=22,
+    result = audit(_release, _pairs(), epsilon=EPSILON, draws=50_000, rng=22, path="tap",
                    rewrite=lambda mech, i: HalfScale(mech), name="flower [half_scale]")
     assert not result.passed, result.summary()
     assert result.measured >= 1.25 * EPSILON, result.summary()
+
+
+def test_flower_metrics_with_an_exact_region_mean_are_caught() -> None:
+    pair = _pairs()[0]  # the pair of the region whose exact mean leaks
+    result = audit(_exact_region_metric, pair, epsilon=EPSILON, draws=150, rng=23,
+                   name="flower [exact metric]")
+    assert not result.passed, result.summary()
+    assert result.measured >= 1.25 * EPSILON, result.summary()
+    assert result.event.startswith(f"result.metrics.loss/{BROKEN_REGION}"), result.summary()

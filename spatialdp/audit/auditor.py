@@ -9,17 +9,30 @@ result is a lower bound on the privacy loss that holds with probability at
 least ``confidence`` (Bonferroni over the pairs and the two proportions): if it
 exceeds the claimed loss, the release is not as private as it says.
 
-Two paths, and the result says which ran:
+Three paths, and the result says which ran:
 
-- ``"simulation"``: the release is run once per batch of draws with a
+- ``"published"`` (the default): the release is called once per draw with a
+  seeded :class:`~spatialdp.privacy.target.Simulation` target and *everything
+  it publishes* is audited (:func:`~spatialdp.audit.published.capture`): every
+  column of its result object, numeric or not (values, error bars, cohorts,
+  reliability classes, suppression flags, labels), its metadata and summary
+  text, the warnings and log records emitted during the call, and whatever
+  files the release function reads back (:func:`~spatialdp.audit.published.read_files`).
+  A number is audited with numeric events, anything else with categorical ones
+  (a token seen under one input and not the other). This is the path that
+  catches a value published without its noise, an exact count in a column or
+  a warning whose text depends on private data. One release per draw: about
+  1 ms for a small regional report, so thousands of draws, not millions.
+- ``"tap"``: the release is run once per batch of draws with a
   :class:`~spatialdp.audit.tap.NoiseTap` target, which draws every noised
   vector ``n`` times in one vectorised, seeded call; the audit reads the noisy
-  values before the release's post-processing. Fast (10^5-10^6 draws in
-  seconds); it audits the values, sensitivities, scales and epsilon splits the
-  release uses, not the OS-entropy samplers.
-- ``"release"``: the real release (OS entropy, ``Unaccounted`` target) is called
-  once per draw and its published output is audited. Slow (one call per draw);
-  it catches what only the real path can get wrong, such as seeded noise.
+  values *at the tap*, before the release's post-processing. Fast (10^5-10^6
+  draws in seconds) and sharp for the noise itself (scales, sensitivities,
+  epsilon splits, which values get noise), but blind to anything done after
+  the noise is drawn: an extra check, not the audit of what users receive.
+- ``"release"``: as ``"published"``, but with the real noise (OS entropy,
+  ``Unaccounted`` target). Slow; it catches what only the real path can get
+  wrong, such as noise drawn from a fixed seed.
 
 A passing audit is evidence, not proof: it bounds the loss from below for the
 pairs and events tried. Choose worst-case neighbours (:mod:`spatialdp.audit.neighbours`).
@@ -29,9 +42,11 @@ Examples
 >>> from spatialdp.privacy import LaplaceMechanism
 >>> def release(x, target):
 ...     return target.add_noise(LaplaceMechanism(1.0), np.asarray(x, dtype=float))
->>> result = audit(release, ([0.0], [1.0]), epsilon=1.0, draws=100_000, rng=0)
+>>> result = audit(release, ([0.0], [1.0]), epsilon=1.0, draws=100_000, rng=0, path="tap")
 >>> result.passed, 0.8 < result.measured <= 1.0
 (True, True)
+>>> audit(release, ([0.0], [1.0]), epsilon=1.0, draws=4_000, rng=0).path
+'published'
 """
 
 from __future__ import annotations
@@ -49,14 +64,19 @@ from spatialdp._random import RandomLike, as_generator
 from spatialdp._validation import check_count, check_number, check_probability, fail
 from spatialdp.audit.bounds import clopper_pearson, epsilon_lower_bound, rho_lower_bound
 from spatialdp.audit.events import Event, as_draws, select_event
-from spatialdp.audit.tap import tapped
+from spatialdp.audit.published import Publication, PublicationSchema, capture
+from spatialdp.audit.tap import NoiseTap, tapped
+from spatialdp.privacy.budget import check_neighbours
 from spatialdp.privacy.target import Unaccounted
 
 __all__ = ["AuditResult", "audit", "audit_sampler"]
 
 Sampler = Callable[[Any, int, np.random.Generator], Any]
+#: What a sampler returns for ``k`` draws: rows of numbers, or one Publication per draw.
+Draws = NDArray[np.float64] | list[Publication]
 
-DEFAULT_DRAWS = {"simulation": 200_000, "release": 2_000}
+#: The audit paths and their default draws per input of each pair.
+DEFAULT_DRAWS = {"published": 4_000, "tap": 200_000, "release": 2_000}
 _CHUNK = 50_000
 
 
@@ -83,8 +103,10 @@ class AuditResult:
     ----------
     name : str
     path : str
-        ``"simulation"`` (tapped, seeded, vectorised), ``"simulation (sampler)"``
-        (a caller's vectorised sampler) or ``"release"`` (the real release, OS entropy).
+        ``"published"`` (every published output, one seeded release per draw),
+        ``"tap"`` (the noise at the tap, seeded, vectorised), ``"release"``
+        (every published output of the real release, OS entropy), or what a
+        caller's sampler says (``"simulation (sampler)"`` by default).
     loss : {"epsilon", "rho"}
         The unit of ``claimed`` and ``measured`` (pure/approximate DP epsilon, or zCDP rho).
     claimed, measured : float
@@ -97,6 +119,9 @@ class AuditResult:
         Draws per input of each pair: counted (fresh) and used to choose the event.
     pairs : list of PairAudit
         One per neighbouring pair; ``worst`` is the one that gave ``measured``.
+    neighbours : str or None
+        The neighbouring relation the pairs were built under (``"replace"`` or
+        ``"add_remove"``), when the caller stated it.
     """
 
     name: str
@@ -109,6 +134,7 @@ class AuditResult:
     draws: int
     selection_draws: int
     pairs: list[PairAudit] = field(repr=False)
+    neighbours: str | None = None
 
     @property
     def passed(self) -> bool:
@@ -132,6 +158,7 @@ class AuditResult:
                 "claimed": self.claimed, "measured": self.measured, "delta": self.delta,
                 "confidence": self.confidence, "draws": self.draws,
                 "selection_draws": self.selection_draws, "pairs": len(self.pairs),
+                "neighbours": self.neighbours,
                 "passed": self.passed, "event": self.event, "worst_pair": w.index,
                 "counts": [w.k_first, w.n_first, w.k_second, w.n_second]}
 
@@ -153,7 +180,8 @@ class AuditResult:
                 f"  claimed {unit} {self.claimed:.4g}; measured lower bound {self.measured:.4g} "
                 f"at confidence {self.confidence:.10g}\n"
                 f"  path: {self.path}; {self.draws:,} counted + {self.selection_draws:,} "
-                f"selection draws per input, {len(self.pairs)} neighbouring pair(s)\n"
+                f"selection draws per input, {len(self.pairs)} neighbouring pair(s)"
+                f"{'' if self.neighbours is None else f' ({self.neighbours})'}\n"
                 f"  event (pair {w.index}): {w.event.describe()}; counts {w.k_first:,}/"
                 f"{w.n_first:,} vs {w.k_second:,}/{w.n_second:,}")
 
@@ -168,7 +196,9 @@ class AuditResult:
                                     ("path", self.path),
                                     ("draws per input", f"{self.draws:,} (+{self.selection_draws:,}"
                                                         " to pick the event)"),
-                                    ("pairs", len(self.pairs)), ("event", self.event)])
+                                    ("pairs", len(self.pairs)),
+                                    ("neighbours", self.neighbours or "not stated"),
+                                    ("event", self.event)])
         return (f"<div><b>privacy audit {html.escape(self.name)}: "
                 f"<span style='color:{colour}'>{verdict}</span></b><table>{rows}</table></div>")
 
@@ -204,30 +234,76 @@ def _bound_fn(loss: str, delta: float, confidence: float) -> Callable[..., Any]:
     return lambda k1, n1, k0, n0: epsilon_lower_bound(k1, n1, k0, n0, confidence, delta)
 
 
-def _draw(sample: Callable[[Any, int], NDArray[np.float64]], dataset: Any, n: int,
-          chunk: int) -> NDArray[np.float64]:
-    parts = [as_draws(sample(dataset, min(chunk, n - start)))
-             for start in range(0, n, chunk)]
-    return np.concatenate(parts, axis=0)
+def _is_publications(part: Any) -> bool:
+    return isinstance(part, list) and all(isinstance(p, Publication) for p in part)
 
 
-def _count(sample: Callable[[Any, int], NDArray[np.float64]], dataset: Any, n: int,
-           chunk: int, event: Event, width: int) -> int:
+def _draw(sample: Callable[[Any, int], Any], dataset: Any, n: int, chunk: int) -> Draws:
+    parts = [sample(dataset, min(chunk, n - start)) for start in range(0, n, chunk)]
+    kinds = {_is_publications(part) for part in parts}
+    if kinds == {True}:
+        return [pub for part in parts for pub in part]
+    if kinds == {True, False}:
+        raise fail("sampler output", "publications and arrays", "are mixed",
+                   "return one kind of output for every draw")
+    return np.concatenate([as_draws(part) for part in parts], axis=0)
+
+
+@dataclass(frozen=True)
+class _View:
+    """How a pair's draws become the fixed-width rows events read (chosen on the selection)."""
+
+    width: int
+    labels: tuple[str, ...]
+    schema: PublicationSchema | None = None
+
+    @classmethod
+    def of(cls, x0: Draws, x1: Draws, labels: Sequence[str], index: int) -> _View:
+        if isinstance(x0, list) and isinstance(x1, list):
+            schema = PublicationSchema(x0, x1)
+            return cls(len(schema.labels), schema.labels, schema)
+        if isinstance(x0, list) or isinstance(x1, list):
+            raise fail("sampler output", type(x0).__name__, "mixes publications and arrays",
+                       "return one kind of output for every input")
+        if x0.shape[1] != x1.shape[1]:
+            raise fail("release output", (x0.shape[1], x1.shape[1]), "differs in size between "
+                       f"the inputs of pair {index}", "neighbours must give outputs of one shape")
+        return cls(x0.shape[1], tuple(str(v) for v in labels))
+
+    @property
+    def categorical(self) -> Sequence[int]:
+        return () if self.schema is None else self.schema.categorical
+
+    def rows(self, draws: Draws) -> NDArray[np.float64]:
+        if self.schema is not None:
+            if not isinstance(draws, list):
+                raise fail("sampler output", type(draws).__name__, "is an array where the "
+                           "selection draws were publications", "return one kind of output")
+            return self.schema.matrix(draws)
+        if isinstance(draws, list):
+            raise fail("sampler output", "publications", "where the selection draws were "
+                       "arrays", "return one kind of output")
+        x = as_draws(draws)
+        if x.shape[1] != self.width:
+            raise fail("release output", x.shape, f"has {x.shape[1]} values per draw, not "
+                       f"{self.width}", "the output of a pair's inputs must have one fixed shape")
+        return x
+
+
+def _count(sample: Callable[[Any, int], Any], dataset: Any, n: int, chunk: int,
+           event: Event, view: _View) -> int:
     hits = 0
     for start in range(0, n, chunk):
-        x = as_draws(sample(dataset, min(chunk, n - start)))
-        if x.shape[1] != width:
-            raise fail("release output", x.shape, f"has {x.shape[1]} values per draw, not "
-                       f"{width}", "the output of a pair's inputs must have one fixed shape")
-        hits += int(event.contains(x).sum())
+        hits += int(event.contains(view.rows(sample(dataset, min(chunk, n - start)))).sum())
     return hits
 
 
-def _run(sample: Callable[[Any, int], NDArray[np.float64]], pairs: Any, *, path: str,
-         name: str, epsilon: Any, rho: Any, delta: Any, draws: int, confidence: float,
-         selection: float, labels: Sequence[str], chunk: int) -> AuditResult:
+def _run(sample: Callable[[Any, int], Any], pairs: Any, *, path: str, name: str,
+         epsilon: Any, rho: Any, delta: Any, draws: int, confidence: float, selection: float,
+         labels: Sequence[str], chunk: int, neighbours: Any = None) -> AuditResult:
     loss, claimed, d = _claim(epsilon, rho, delta)
     pair_list = _pairs(pairs)
+    relation = None if neighbours is None else check_neighbours(neighbours)
     level = check_number(confidence, "confidence", low=0.5, high=1.0, high_open=True,
                          fix="pass a level such as 1 - 1e-6")
     share = check_number(selection, "selection", low=0.05, high=0.95,
@@ -240,15 +316,14 @@ def _run(sample: Callable[[Any, int], NDArray[np.float64]], pairs: Any, *, path:
     half = 1.0 - (1.0 - each) / 2.0
     results = []
     for i, (d0, d1) in enumerate(pair_list):
-        x0, x1 = _draw(sample, d0, n_sel, chunk), _draw(sample, d1, n_sel, chunk)
-        if x0.shape[1] != x1.shape[1]:
-            raise fail("release output", (x0.shape[1], x1.shape[1]), "differs in size between "
-                       f"the inputs of pair {i}", "neighbours must give outputs of one shape")
-        event = select_event(x0, x1, bound=bound, labels=labels)
+        s0, s1 = _draw(sample, d0, n_sel, chunk), _draw(sample, d1, n_sel, chunk)
+        view = _View.of(s0, s1, labels, i)
+        event = select_event(view.rows(s0), view.rows(s1), bound=bound, labels=view.labels,
+                             categorical=view.categorical)
         if event.statistic == "none":
             results.append(PairAudit(i, event, 0, n_est, 0, n_est, 0.0, 1.0, 0.0))
             continue
-        k = [_count(sample, dd, n_est, chunk, event, x0.shape[1]) for dd in (d0, d1)]
+        k = [_count(sample, dd, n_est, chunk, event, view) for dd in (d0, d1)]
         k_first, k_second = (k[1], k[0]) if event.first == 1 else (k[0], k[1])
         p_lo, _ = clopper_pearson(k_first, n_est, half)
         _, p_hi = clopper_pearson(k_second, n_est, half)
@@ -257,24 +332,27 @@ def _run(sample: Callable[[Any, int], NDArray[np.float64]], pairs: Any, *, path:
                                  float(p_hi), measured))
     return AuditResult(name=name, path=path, loss=loss, claimed=claimed,
                        measured=max(p.measured for p in results), delta=d, confidence=level,
-                       draws=n_est, selection_draws=n_sel, pairs=results)
+                       draws=n_est, selection_draws=n_sel, pairs=results, neighbours=relation)
 
 
 def audit(release: Callable[[Any, Any], Any], pairs: Any, *, epsilon: float | None = None,
-          rho: float | None = None, delta: float = 0.0, path: str = "simulation",
+          rho: float | None = None, delta: float = 0.0, path: str = "published",
           draws: int | None = None, confidence: float = 1 - 1e-6, selection: float = 0.3,
           rng: RandomLike = None, name: str = "release", labels: Sequence[str] = (),
-          rewrite: Callable[[Any, int], Any] | None = None,
-          chunk: int = _CHUNK) -> AuditResult:
+          rewrite: Callable[[Any, int], Any] | None = None, neighbours: str | None = None,
+          chunk: int | None = None) -> AuditResult:
     """Audit a spatialdp release on neighbouring inputs: claimed vs measured privacy loss.
 
     Parameters
     ----------
     release : callable
         ``release(dataset, target)`` runs one release of ``dataset`` with
-        ``target=target`` and returns its published output as an array (e.g.
-        ``report["loss"]["value"].to_numpy()``). The simulation path ignores the
-        return value and audits the noise the release draws through ``target``.
+        ``target=target`` and returns what it publishes: the result object
+        itself (a :class:`~spatialdp.federated.RegionalReport`, a grid ...),
+        anything else the user receives (a tuple of several), and, for file
+        writers, :func:`~spatialdp.audit.published.read_files` of the written
+        files. The tap path ignores the return value and audits the noise the
+        release draws through ``target``.
     pairs : tuple or iterable of tuples
         One ``(dataset, neighbour)`` 2-tuple, or a list/generator of them (build
         them with :mod:`spatialdp.audit.neighbours`). The bound is the largest
@@ -283,23 +361,31 @@ def audit(release: Callable[[Any, Any], Any], pairs: Any, *, epsilon: float | No
         The claim: exactly one. ``epsilon`` (with ``delta``) for pure or
         approximate DP; ``rho`` for zCDP, audited as ``D_a <= rho a`` on events.
     delta : float, default 0
-    path : {"simulation", "release"}
-        See the module docstring.
+    path : {"published", "tap", "release"}
+        What is audited (see the module docstring): every published output of a
+        seeded release per draw (default), the noise at the tap, or every
+        published output of the real release (OS entropy).
     draws : int, optional
-        Draws per input of each pair (default 200,000 simulated or 2,000 released);
-        ``selection`` of them choose the event, the rest are counted.
+        Draws per input of each pair (default 4,000 published, 200,000 at the
+        tap, 2,000 released); ``selection`` of them choose the event, the rest
+        are counted.
     confidence : float, default 1 - 1e-6
         The level of the lower bound.
     rng : numpy Generator, int or None
-        Seed of the simulation path (the release path uses OS entropy, as releases do).
+        Seed of the published and tap paths (the release path uses OS entropy,
+        as releases do).
     name : str
     labels : sequence of str
-        Names of the output coordinates, for the event's description.
+        Tap path: names of the noised values, for the event's description
+        (published outputs carry their own labels).
     rewrite : callable, optional
-        Simulation path: ``rewrite(mechanism, i)`` replaces the ``i``-th noise
-        draw's mechanism (to build broken variants in tests).
-    chunk : int
-        Draws per batch (bounds memory: ``chunk x output size`` floats).
+        Published and tap paths: ``rewrite(mechanism, i)`` replaces the ``i``-th
+        noise draw's mechanism (to build broken variants in tests).
+    neighbours : {"replace", "add_remove"}, optional
+        The relation the pairs were built under, recorded in the result.
+    chunk : int, optional
+        Draws per batch (bounds memory: ``chunk x output size`` floats; default
+        50,000 at the tap, 500 otherwise).
 
     Returns
     -------
@@ -308,46 +394,57 @@ def audit(release: Callable[[Any, Any], Any], pairs: Any, *, epsilon: float | No
     Raises
     ------
     InvalidInput
-        A bad claim, path, pair or level; outputs whose size differs between inputs.
+        A bad claim, path, pair or level; outputs whose size differs between
+        inputs (tap path).
     """
-    mode = path if path in DEFAULT_DRAWS else None
-    if mode is None:
-        raise fail("path", path, "is not an audit path", "use 'simulation' or 'release'")
-    n = DEFAULT_DRAWS[mode] if draws is None else draws
-    size = check_count(chunk, "chunk", low=1)
-    if mode == "simulation":
-        gen = as_generator(rng)
+    if path == "simulation":
+        raise fail("path", path, "is the old name of the noise-tap path, which audits the "
+                   "noise and not what users receive", "use path='published' (the default) "
+                   "or path='tap'")
+    if path not in DEFAULT_DRAWS:
+        raise fail("path", path, "is not an audit path", f"use one of {list(DEFAULT_DRAWS)}")
+    n = DEFAULT_DRAWS[path] if draws is None else draws
+    size = check_count((_CHUNK if path == "tap" else 500) if chunk is None else chunk, "chunk",
+                       low=1)
+    if path == "release" and rewrite is not None:
+        raise fail("rewrite", rewrite, "applies to the published and tap paths only (seeded "
+                   "noise)", "drop rewrite=, or use path='published' or 'tap'")
+    gen = as_generator(rng)
+    sample: Callable[[Any, int], Any]
+    if path == "tap":
         sampler = tapped(release, rewrite=rewrite)
 
-        def sample(dataset: Any, k: int) -> NDArray[np.float64]:
+        def sample(dataset: Any, k: int) -> Draws:
             return np.asarray(sampler(dataset, k, gen), dtype=np.float64)
+    elif path == "published":
+        def sample(dataset: Any, k: int) -> Draws:
+            return [capture(release, dataset, NoiseTap(1, gen, rewrite=rewrite))
+                    for _ in range(k)]
     else:
-        if rewrite is not None:
-            raise fail("rewrite", rewrite, "applies to the simulation path only",
-                       "drop rewrite=, or use path='simulation'")
         target = Unaccounted(f"privacy audit '{name}'")
 
-        def sample(dataset: Any, k: int) -> NDArray[np.float64]:
-            rows = [np.asarray(release(dataset, target), dtype=np.float64).ravel()
-                    for _ in range(k)]
-            return np.stack(rows)
-    return _run(sample, pairs, path=mode, name=name, epsilon=epsilon, rho=rho, delta=delta,
+        def sample(dataset: Any, k: int) -> Draws:
+            return [capture(release, dataset, target) for _ in range(k)]
+    return _run(sample, pairs, path=path, name=name, epsilon=epsilon, rho=rho, delta=delta,
                 draws=n, confidence=confidence, selection=selection, labels=labels,
-                chunk=size)
+                chunk=size, neighbours=neighbours)
 
 
 def audit_sampler(sampler: Sampler, pairs: Any, *, epsilon: float | None = None,
                   rho: float | None = None, delta: float = 0.0, draws: int = 200_000,
                   confidence: float = 1 - 1e-6, selection: float = 0.3,
                   rng: RandomLike = None, name: str = "release", labels: Sequence[str] = (),
-                  chunk: int = _CHUNK, path: str = "simulation (sampler)") -> AuditResult:
-    """Audit a vectorised sampler of a release's output (simulation path, your own sampler).
+                  chunk: int = _CHUNK, path: str = "simulation (sampler)",
+                  neighbours: str | None = None) -> AuditResult:
+    """Audit a vectorised sampler of a release's output (your own sampler).
 
-    ``sampler(dataset, n, rng)`` returns ``n`` independent outputs of the release
-    of ``dataset`` as an array with one row per draw; ``path`` says in the
-    result what it ran (e.g. ``"release (rows)"`` for real releases drawn as
-    rows). Use it for releases that are vectorised over independent releases
-    already (one row per client, as in
+    ``sampler(dataset, n, rng)`` returns ``n`` independent outputs of the
+    release of ``dataset``: an array with one row per draw, or a list of ``n``
+    :class:`~spatialdp.audit.published.Publication` (build them with
+    :func:`~spatialdp.audit.published.publication` from each draw's published
+    objects). ``path`` says in the result what it ran (e.g. ``"release
+    (rows)"`` for real releases drawn as rows). Use it for releases that are
+    vectorised over independent releases already (one row per client, as in
     :func:`spatialdp.regression.transform_clients`: give it ``n`` copies of one
     client) or for your own mechanisms. Other parameters as in :func:`audit`.
 
@@ -361,10 +458,10 @@ def audit_sampler(sampler: Sampler, pairs: Any, *, epsilon: float | None = None,
     gen = as_generator(rng)
     size = check_count(chunk, "chunk", low=1)
 
-    def sample(dataset: Any, k: int) -> NDArray[np.float64]:
-        return np.asarray(sampler(dataset, k, gen), dtype=np.float64)
+    def sample(dataset: Any, k: int) -> Draws:
+        out = sampler(dataset, k, gen)
+        return out if _is_publications(out) else np.asarray(out, dtype=np.float64)
 
     return _run(sample, pairs, path=path, name=name, epsilon=epsilon,
                 rho=rho, delta=delta, draws=draws, confidence=confidence, selection=selection,
-                labels=labels, chunk=size)
-
+                labels=labels, chunk=size, neighbours=neighbours)

@@ -19,7 +19,14 @@ Examples
 True
 >>> round(epsilon_lower_bound(5000, 10000, 1000, 10000, 0.99), 2)
 1.51
-"""
+
+Counts that cannot come from draws are refused, never turned into a bound of 0:
+
+>>> epsilon_lower_bound(10, 5, 1, 5, 0.99)
+Traceback (most recent call last):
+...
+spatialdp.exceptions.InvalidInput: k1=10 exceeds its number of draws n1=5; pass the draws that fell in the event (k1) out of all the draws counted (n1), with 0 <= k1 <= n1
+"""  # noqa: E501
 
 from __future__ import annotations
 
@@ -30,6 +37,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import special
 
+from spatialdp._validation import check_number, fail
+
 __all__ = [
     "bernoulli_renyi",
     "clopper_pearson",
@@ -39,6 +48,91 @@ __all__ = [
 
 #: Renyi orders searched by :func:`rho_lower_bound` (zCDP bounds every a > 1).
 RENYI_ORDERS = np.geomspace(1.0 + 1e-3, 256.0, 400)
+
+FloatArray = NDArray[np.float64]
+
+
+def _whole_numbers(value: ArrayLike, name: str, fix: str) -> FloatArray:
+    """Return ``value`` as a float array of whole numbers, or refuse it naming the value."""
+    if isinstance(value, (str, bytes)):
+        raise fail(name, value, "is text, not a count", fix)
+    try:
+        raw = np.asarray(value)
+    except (TypeError, ValueError):
+        raise fail(name, value, "is not a count or an array of counts", fix) from None
+    if raw.dtype.kind not in "iuf":
+        raise fail(name, value, f"has dtype {raw.dtype}, not whole numbers (bools, text and "
+                   "objects are not counts)", fix)
+    arr = raw.astype(np.float64)
+    bad = ~np.isfinite(arr) | (arr != np.round(arr))
+    if bad.any():
+        raise fail(name, value, _first_bad(arr, bad) + "is not a whole number", fix)
+    return arr
+
+
+def _first_bad(arr: FloatArray, bad: NDArray[np.bool_]) -> str:
+    """Name the first bad element of an array argument (``''`` for a scalar)."""
+    if arr.ndim == 0:
+        return ""
+    i = int(np.flatnonzero(bad.ravel())[0])
+    return f"has {float(arr.ravel()[i])!r} at flat index {i}, which "
+
+
+def _check_counts(k: ArrayLike, n: ArrayLike, k_name: str, n_name: str
+                  ) -> tuple[FloatArray, FloatArray]:
+    """Return event counts ``k`` of ``n`` draws as float arrays, refusing impossible ones.
+
+    ``k`` must be a whole number in ``[0, n]`` and ``n >= 1`` (elementwise,
+    broadcast): anything else cannot come from counting draws, and a bound
+    computed from it would be meaningless (NaN, or a silent 0).
+    """
+    fix = (f"pass the draws that fell in the event ({k_name}) out of all the draws counted "
+           f"({n_name}), with 0 <= {k_name} <= {n_name}")
+    k_arr, n_arr = _whole_numbers(k, k_name, fix), _whole_numbers(n, n_name, fix)
+    try:
+        k_arr, n_arr = np.broadcast_arrays(k_arr, n_arr)
+    except ValueError:
+        raise fail(f"{k_name}/{n_name}", (k_arr.shape, n_arr.shape), "have shapes that do not "
+                   "broadcast", "pass one n for all counts or one n per count") from None
+    problems = ((n_arr < 1, n_name, "has no draws (it must be >= 1)"),
+                (k_arr < 0, k_name, "is negative"),
+                (k_arr > n_arr, k_name, "exceeds its number of draws"))
+    for bad, name, problem in problems:
+        if bad.any():
+            i = int(np.flatnonzero(bad.ravel())[0])
+            k_i, n_i = int(k_arr.ravel()[i]), int(n_arr.ravel()[i])
+            if problem.startswith("exceeds"):
+                problem += f" {n_name}={n_i}"
+            where = "" if k_arr.ndim == 0 else f" (at flat index {i})"
+            raise fail(name, k_i if name == k_name else n_i, problem + where, fix)
+    return k_arr, n_arr
+
+
+def _check_confidence(confidence: float) -> float:
+    return check_number(confidence, "confidence", low=0.0, high=1.0, low_open=True,
+                        high_open=True, fix="pass a level strictly between 0 and 1, e.g. 0.99")
+
+
+def _one_sided(k: FloatArray, n: FloatArray, confidence: float
+               ) -> tuple[FloatArray, FloatArray]:
+    """Clopper-Pearson bounds of checked counts (see :func:`clopper_pearson`)."""
+    beta = 1.0 - confidence
+    with np.errstate(invalid="ignore", divide="ignore"):
+        lower = np.where(k > 0, special.betaincinv(k, n - k + 1, beta), 0.0)
+        upper = np.where(k < n, special.betaincinv(k + 1, n - k, 1.0 - beta), 1.0)
+    return lower, upper
+
+
+def _event_bounds(k1: ArrayLike, n1: ArrayLike, k0: ArrayLike, n0: ArrayLike,
+                  confidence: float) -> tuple[FloatArray, FloatArray]:
+    """Return ``(p1_lower, p0_upper)`` at ``1 - (1 - confidence) / 2`` each, counts checked."""
+    level = _check_confidence(confidence)
+    half = 1.0 - (1.0 - level) / 2.0
+    k1_arr, n1_arr = _check_counts(k1, n1, "k1", "n1")
+    k0_arr, n0_arr = _check_counts(k0, n0, "k0", "n0")
+    p1, _ = _one_sided(k1_arr, n1_arr, half)
+    _, p0 = _one_sided(k0_arr, n0_arr, half)
+    return p1, p0
 
 
 def clopper_pearson(k: ArrayLike, n: ArrayLike, confidence: float
@@ -55,20 +149,21 @@ def clopper_pearson(k: ArrayLike, n: ArrayLike, confidence: float
     confidence : float
         In ``(0, 1)``.
 
+    Raises
+    ------
+    InvalidInput
+        Counts that are not whole numbers, negative ``k``, ``k > n``, ``n < 1``
+        or a confidence outside ``(0, 1)``.
+
     Examples
     --------
     >>> lo, hi = clopper_pearson(0, 1000, 0.95)
     >>> float(lo), round(float(hi), 5)   # 1 - 0.05 ** (1 / 1000)
     (0.0, 0.00299)
     """
-    k_arr = np.asarray(k, dtype=np.float64)
-    n_arr = np.asarray(n, dtype=np.float64)
-    beta = 1.0 - confidence
-    with np.errstate(invalid="ignore", divide="ignore"):
-        lower = np.where(k_arr > 0, special.betaincinv(k_arr, n_arr - k_arr + 1, beta), 0.0)
-        upper = np.where(k_arr < n_arr,
-                         special.betaincinv(k_arr + 1, n_arr - k_arr, 1.0 - beta), 1.0)
-    return lower, upper
+    level = _check_confidence(confidence)
+    k_arr, n_arr = _check_counts(k, n, "k", "n")
+    return _one_sided(k_arr, n_arr, level)
 
 
 def epsilon_lower_bound(k1: ArrayLike, n1: ArrayLike, k0: ArrayLike, n0: ArrayLike,
@@ -81,22 +176,32 @@ def epsilon_lower_bound(k1: ArrayLike, n1: ArrayLike, k0: ArrayLike, n0: ArrayLi
     epsilon of an ``(epsilon, delta)``-DP release with probability at least
     ``confidence``. Vectorised over the counts.
 
+    Raises
+    ------
+    InvalidInput
+        Impossible counts (see :func:`clopper_pearson`), a confidence outside
+        ``(0, 1)`` or a delta outside ``[0, 1)``.
+
     Examples
     --------
     >>> round(float(epsilon_lower_bound(100, 100, 0, 100, 1 - 1e-6)), 3)  # always apart
     1.857
     """
-    half = 1.0 - (1.0 - confidence) / 2.0
-    p1, _ = clopper_pearson(k1, n1, half)
-    _, p0 = clopper_pearson(k0, n0, half)
+    d = check_number(delta, "delta", low=0.0, high=1.0, high_open=True,
+                     fix="pass the claim's delta, in [0, 1)")
+    p1, p0 = _event_bounds(k1, n1, k0, n0, confidence)
     with np.errstate(divide="ignore", invalid="ignore"):
-        eps = np.log(np.maximum(p1 - delta, 0.0) / p0)
+        eps = np.log(np.maximum(p1 - d, 0.0) / p0)
     out = np.where(eps > 0, eps, 0.0)  # -inf (p1_lower <= delta) and NaN give 0
     return float(out) if out.ndim == 0 else out
 
 
 def bernoulli_renyi(p: ArrayLike, q: ArrayLike, order: ArrayLike) -> NDArray[np.float64]:
     """Return ``D_a(Bern(p) || Bern(q))`` (natural log), broadcast over the arguments.
+
+    ``p`` and ``q`` are probabilities (in ``[0, 1]``) and the order ``a`` is
+    positive and not 1 (the order-1 divergence is the KL divergence, a limit this
+    formula does not take); anything else is refused.
 
     Examples
     --------
@@ -105,15 +210,40 @@ def bernoulli_renyi(p: ArrayLike, q: ArrayLike, order: ArrayLike) -> NDArray[np.
     >>> round(float(bernoulli_renyi(0.9, 0.1, 2.0)), 4)  # log(0.81/0.1 + 0.01/0.9)
     2.0932
     """
-    p_arr = np.asarray(p, dtype=np.float64)
-    q_arr = np.asarray(q, dtype=np.float64)
-    a = np.asarray(order, dtype=np.float64)
+    p_arr = _probabilities(p, "p")
+    q_arr = _probabilities(q, "q")
+    a = _real_array(order, "order", "pass Renyi orders a > 0, a != 1 (e.g. 2.0)")
+    bad = ~(a > 0) | (a == 1.0)
+    if bad.any():
+        raise fail("order", order, _first_bad(a, bad) + "is not a Renyi order (a > 0, a != 1)",
+                   "pass orders a > 0, a != 1 (e.g. 2.0)")
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         # log(p^a q^(1-a) + (1-p)^a (1-q)^(1-a)) / (a - 1), via logaddexp for tiny q
         t1 = special.xlogy(a, p_arr) + special.xlogy(1.0 - a, q_arr)
         t2 = special.xlogy(a, 1.0 - p_arr) + special.xlogy(1.0 - a, 1.0 - q_arr)
         out = np.logaddexp(t1, t2) / (a - 1.0)
     return np.where(np.isnan(out), np.inf, np.maximum(out, 0.0))
+
+
+def _real_array(value: ArrayLike, name: str, fix: str) -> FloatArray:
+    if isinstance(value, (str, bytes)):
+        raise fail(name, value, "is text, not a number", fix)
+    try:
+        raw = np.asarray(value)
+    except (TypeError, ValueError):
+        raise fail(name, value, "is not a number or an array of numbers", fix) from None
+    if raw.dtype.kind not in "iuf":
+        raise fail(name, value, f"has dtype {raw.dtype}, not real numbers", fix)
+    return raw.astype(np.float64)
+
+
+def _probabilities(value: ArrayLike, name: str) -> FloatArray:
+    fix = "pass probabilities in [0, 1]"
+    arr = _real_array(value, name, fix)
+    bad = ~((arr >= 0.0) & (arr <= 1.0))  # NaN is bad too
+    if bad.any():
+        raise fail(name, value, _first_bad(arr, bad) + "is outside [0, 1]", fix)
+    return arr
 
 
 def rho_lower_bound(k1: ArrayLike, n1: ArrayLike, k0: ArrayLike, n0: ArrayLike,
@@ -124,14 +254,17 @@ def rho_lower_bound(k1: ArrayLike, n1: ArrayLike, k0: ArrayLike, n0: ArrayLike,
     ``a`` in ``(1, 256]``, and 0 when ``p1_lower <= p0_upper``. Vectorised
     over the counts.
 
+    Raises
+    ------
+    InvalidInput
+        Impossible counts (see :func:`clopper_pearson`) or a confidence outside ``(0, 1)``.
+
     Examples
     --------
     >>> round(float(rho_lower_bound(8000, 10000, 2000, 10000, 0.99)), 2)
     0.77
     """
-    half = 1.0 - (1.0 - confidence) / 2.0
-    p1, _ = clopper_pearson(k1, n1, half)
-    _, p0 = clopper_pearson(k0, n0, half)
+    p1, p0 = _event_bounds(k1, n1, k0, n0, confidence)
     p1 = np.asarray(p1)[..., None]
     p0 = np.asarray(p0)[..., None]
     div = bernoulli_renyi(p1, p0, RENYI_ORDERS) / RENYI_ORDERS

@@ -1,25 +1,45 @@
 """The audit suite's cases: every spatialdp release path, with worst-case neighbours.
 
 Each :class:`AuditCase` builds a small, realistic input of one release path,
-its worst-case neighbouring pairs under the library's privacy model, and the
-release as ``release(dataset, target)``; :func:`run_case` audits it at its
-claimed loss. Each case also has deliberately broken *variants*, built here
-and never in library code (a rewritten mechanism on the simulation tap, an
-unclipped or uncapped device report, a seeded release), which a sound audit
-must catch. ``tests/test_audit_*.py`` runs them all in CI;
-``benchmarks/audit_full.py`` runs them longer and writes the claimed-vs-measured
-table of ``docs/audit.md``.
+its worst-case neighbouring pairs under the relation the release claims
+(:attr:`AuditCase.neighbours`: ``"replace"``, one client's values replaced with
+participation fixed, or ``"add_remove"``, one client or device added or
+removed), and the release as ``release(dataset, target)`` returning what it
+publishes (the result object; for the file case, the written files);
+:func:`run_case` audits it at its claimed loss, on the published outputs by
+default (:func:`~spatialdp.audit.audit`'s ``"published"`` path).
+
+Each case also has deliberately broken *variants* (:data:`VARIANTS`), built
+here and never in library code, which a sound audit must catch. They break
+a release at every stage:
+
+- the input: a device that skips clipping or the mass cap (a report no correct
+  device sends, built by hand: the neighbour builders refuse it);
+- the noise: half the scale, a value without noise, a wrong epsilon split (a
+  rewritten mechanism) or noise from a fixed seed;
+- after the noise: a region published without its noise, an exact private
+  count in an output column, a warning whose text holds an exact private
+  count, a written file holding an exact value (the release function wrapped,
+  or its result object post-processed). Only the published path sees these:
+  the tap reads the noise before them.
+
+``tests/test_audit_*.py`` runs them all in CI; ``benchmarks/audit_full.py``
+runs them longer and writes the claimed-vs-measured table of ``docs/audit.md``.
 
 Examples
 --------
 >>> sorted(CASES)[:4]
 ['aggregate_histogram', 'aggregate_metric', 'aggregate_ratio', 'published_composition']
->>> CASES["release_flat"].variants
-('correct', 'half_scale', 'skip_cell')
+>>> CASES["release_flat"].variants, CASES["release_flat"].neighbours
+(('correct', 'half_scale', 'skip_cell'), 'add_remove')
+>>> VARIANTS["unnoised_region"].path, VARIANTS["half_scale"].path
+('published', 'tap')
 """
 
 from __future__ import annotations
 
+import tempfile
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
@@ -31,15 +51,18 @@ from numpy.typing import NDArray
 
 from spatialdp._random import RandomLike, as_generator
 from spatialdp._validation import fail
-from spatialdp.audit.auditor import AuditResult, audit, audit_sampler
+from spatialdp.audit.auditor import DEFAULT_DRAWS, AuditResult, audit, audit_sampler
 from spatialdp.audit.neighbours import drop_device, extreme_pairs, replace_client, status_pair
+from spatialdp.audit.published import Publication, emitted, publication, read_files
 from spatialdp.privacy.noise import LaplaceMechanism
 from spatialdp.privacy.target import Accounting, Simulation, Unaccounted
 
-__all__ = ["CASES", "AuditCase", "HalfScale", "SkipOne", "run_case"]
+__all__ = ["CASES", "VARIANTS", "AuditCase", "HalfScale", "SkipOne", "Variant", "run_case"]
 
 EPSILON = 1.0
 RHO = 0.5
+#: The region whose value the ``unnoised_region`` variant publishes without noise.
+BROKEN_REGION = "CO"
 
 
 class HalfScale:
@@ -82,8 +105,60 @@ class SkipOne:
 
 
 @dataclass(frozen=True)
+class Variant:
+    """A way a release can be broken, where, and the path that audits it by default.
+
+    Attributes
+    ----------
+    name : str
+    broken : str
+        What is broken, in words.
+    stage : {"none", "input", "noise", "after the noise"}
+        Where: the client's report, the noise, or what is done with the noisy values.
+    path : {"published", "tap", "release"}
+        The audit path run by default (the tap is faster and sharper for the
+        noise itself; only the published path sees what happens after the noise;
+        a seeded release needs the real release path).
+    true_loss : str
+        The variant's real privacy loss against the claim.
+    """
+
+    name: str
+    broken: str
+    stage: str
+    path: str
+    true_loss: str
+
+
+VARIANTS: dict[str, Variant] = {v.name: v for v in [
+    Variant("correct", "nothing", "none", "published", "at most the claim"),
+    Variant("half_scale", "noise at half the needed scale (for zCDP: 4x rho)", "noise", "tap",
+            "2x epsilon (4x rho)"),
+    Variant("skip_region", "no noise on one region's value", "noise", "tap", "unbounded"),
+    Variant("skip_cell", "no noise on one cell's count", "noise", "tap", "unbounded"),
+    Variant("split_wrong", "every hierarchy level (or both parts of a ratio) at the whole "
+            "epsilon", "noise", "tap", "3x (3 levels), 2x (ratio)"),
+    Variant("unclipped_device", "one device reports 4x the clip bound (or 4x the radius)",
+            "input", "tap", "4x"),
+    Variant("cap_ignored", "one device puts mass 1 in two buckets (cap 1)", "input", "tap",
+            "1.5x"),
+    Variant("seeded", "noise from a fixed seed", "noise", "release", "unbounded"),
+    Variant("outcome_unnoised", "composition counts who returned (private) instead of who "
+            "was selected", "after the noise", "published", "unbounded"),
+    Variant("unnoised_region", f"region {BROKEN_REGION} published without its noise (value "
+            "and interval)", "after the noise", "published", "unbounded"),
+    Variant("exact_count", "an exact count of the clients at the clip bound, per region, in "
+            "an output column", "after the noise", "published", "unbounded"),
+    Variant("private_warning", "a warning whose text holds the exact number of clients that "
+            "have the metric", "after the noise", "published", "unbounded"),
+    Variant("exact_in_file", "the written CSV holds each region's exact sum",
+            "after the noise", "published", "unbounded"),
+]}
+
+
+@dataclass(frozen=True)
 class AuditCase:
-    """One release path: what it claims, and how to audit it and its broken variants.
+    """One release path: what it claims, for which neighbours, and its broken variants.
 
     Attributes
     ----------
@@ -93,18 +168,24 @@ class AuditCase:
         Its noise, in words.
     loss : {"epsilon", "rho"}
     claimed : float
+    neighbours : {"replace", "add_remove"}
+        The neighbouring relation of the claim, and of the case's pairs.
     variants : tuple of str
-        ``"correct"`` first, then the broken variants.
+        ``"correct"`` first, then the broken variants (keys of :data:`VARIANTS`).
     run : callable
-        ``run(variant, draws, rng) -> AuditResult``.
+        ``run(variant, path, draws, rng) -> AuditResult``.
+    paths : tuple of str
+        The audit paths the case can run.
     """
 
     name: str
     mechanism: str
     loss: str
     claimed: float
+    neighbours: str
     variants: tuple[str, ...]
-    run: Callable[[str, int | None, RandomLike], AuditResult]
+    run: Callable[[str, str, int | None, RandomLike], AuditResult]
+    paths: tuple[str, ...] = ("published", "tap", "release")
 
 
 # --- inputs -----------------------------------------------------------------------------------
@@ -153,9 +234,19 @@ def _hist() -> Any:
     return HistogramSpec("err", edges=(1.0, 2.0))
 
 
-def _values(x: Any) -> NDArray[np.float64]:
-    return np.asarray(x, dtype=np.float64).ravel()
+def _broken_report(reports: pd.DataFrame, client: Any, **values: float) -> pd.DataFrame:
+    """Return a report no correct device sends (unclipped, uncapped): broken variants only.
 
+    :func:`~spatialdp.audit.neighbours.replace_client` refuses such values, as
+    it must; a broken device is modelled here, by hand.
+    """
+    out = reports.copy()
+    for column, value in values.items():
+        out.loc[client, column] = value
+    return out
+
+
+# --- variants ---------------------------------------------------------------------------------
 
 def _rewrite(variant: str, *, skip: int = 0, epsilon: float = EPSILON
              ) -> Callable[[Any, int], Any] | None:
@@ -174,39 +265,91 @@ def _seeded(release: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
     return lambda dataset, target: release(dataset, Simulation(rng=20240601))
 
 
-def _run(variant: str, release: Callable[[Any, Any], Any], pairs: Any, *, name: str,
-         draws: int | None, rng: RandomLike, skip: int = 0, **claim: Any) -> AuditResult:
+def _label(name: str, variant: str) -> str:
+    return name if variant == "correct" else f"{name} [{variant}]"
+
+
+def _audit(variant: str, path: str, release: Callable[[Any, Any], Any], pairs: Any, *,
+           case: str, draws: int | None, rng: RandomLike, skip: int = 0,
+           **claim: Any) -> AuditResult:
+    """Audit one variant of a case on ``path`` (the seeded variant: the release path)."""
+    relation = CASES[case].neighbours
     if variant == "seeded":  # the release path is slow: one pair is enough for a seed
         first = pairs if isinstance(pairs, tuple) else pairs[0]
         return audit(_seeded(release), first, path="release", draws=draws or 120,
-                     name=f"{name} [seeded]", **claim)
-    label = name if variant == "correct" else f"{name} [{variant}]"
-    return audit(release, pairs, rewrite=_rewrite(variant, skip=skip), draws=draws, rng=rng,
-                 name=label, **claim)
+                     name=_label(case, variant), neighbours=relation, **claim)
+    return audit(release, pairs, path=path, rewrite=None if path == "release" else
+                 _rewrite(variant, skip=skip), draws=draws, rng=rng,
+                 name=_label(case, variant), neighbours=relation, **claim)
+
+
+def _unnoised_region(release: Callable[[Any, Any], Any], spec: Any
+                     ) -> Callable[[Any, Any], Any]:
+    """Wrap a regional release: :data:`BROKEN_REGION` gets its exact mean, no noise."""
+    def broken(frame: pd.DataFrame, target: Accounting) -> Any:
+        report = release(frame, target)
+        exact = float(frame.loc[frame.region_id == BROKEN_REGION, spec.name].mean())
+        out = report[spec.name]
+        bar = float(out.loc[BROKEN_REGION, "error_bar"])
+        out.loc[BROKEN_REGION, ["value", "ci_low", "ci_high"]] = [exact, exact - bar,
+                                                                  exact + bar]
+        return report
+    return broken
+
+
+def _exact_count(release: Callable[[Any, Any], Any], spec: Any) -> Callable[[Any, Any], Any]:
+    """Wrap a regional release: a column with each region's exact count of clipped clients."""
+    def broken(frame: pd.DataFrame, target: Accounting) -> Any:
+        report = release(frame, target)
+        at_clip = (frame[spec.name] >= spec.clip_high).groupby(frame.region_id).sum()
+        out = report[spec.name]
+        out["clients_at_clip"] = at_clip.reindex(out.index, fill_value=0).to_numpy()
+        return report
+    return broken
+
+
+def _private_warning(release: Callable[[Any, Any], Any], spec: Any
+                     ) -> Callable[[Any, Any], Any]:
+    """Wrap a release: a warning, before it, naming the exact number of clients with the metric."""
+    from spatialdp.federated import UninformativeReleaseWarning
+
+    def broken(frame: pd.DataFrame, target: Accounting) -> Any:
+        present = int(frame[spec.present].sum())
+        warnings.warn(f"{spec.key}: only {present} clients have the metric; the release may "
+                      "be dominated by noise", UninformativeReleaseWarning, stacklevel=2)
+        return release(frame, target)
+    return broken
+
+
+def _values(x: Any) -> NDArray[np.float64]:
+    return np.asarray(x, dtype=np.float64).ravel()
 
 
 # --- the cases --------------------------------------------------------------------------------
 
-def _aggregate_metric(variant: str, draws: int | None, rng: RandomLike) -> AuditResult:
+def _aggregate_metric(variant: str, path: str, draws: int | None,
+                      rng: RandomLike) -> AuditResult:
     from spatialdp.federated import aggregate_metric
 
     spec, reports = _loss(), _reports()
 
-    def release(frame: pd.DataFrame, target: Accounting) -> NDArray[np.float64]:
-        return _values(aggregate_metric(frame, spec, epsilon=EPSILON, target=target).value)
+    def release(frame: pd.DataFrame, target: Accounting) -> Any:
+        return aggregate_metric(frame, spec, epsilon=EPSILON, target=target)
 
     pair = next(extreme_pairs(reports, spec, clients=[0]))
     if variant == "unclipped_device":  # the device reports its raw loss, 4x the clip
-        pair = (pair[0], replace_client(reports, 0, loss=4.0 * spec.clip_high))
-    return _run(variant, release, pair, name="aggregate_metric", draws=draws, rng=rng,
-                epsilon=EPSILON)
+        pair = (pair[0], _broken_report(reports, 0, loss=4.0 * spec.clip_high))
+    return _audit(variant, path, release, pair, case="aggregate_metric", draws=draws, rng=rng,
+                  epsilon=EPSILON)
 
 
-def _aggregate_ratio(variant: str, draws: int | None, rng: RandomLike) -> AuditResult:
+@cache
+def _ratio_reports() -> tuple[Any, pd.DataFrame]:
+    """240 clients along one road, every one with an along/across ratio."""
     import geopandas as gpd
     import shapely
 
-    from spatialdp.federated import aggregate_metric, device_report, track_ratio_spec
+    from spatialdp.federated import device_report, track_ratio_spec
 
     spec = track_ratio_spec(10.0, roads=True)
     n = 240
@@ -216,70 +359,114 @@ def _aggregate_ratio(variant: str, draws: int | None, rng: RandomLike) -> AuditR
                              "pred_lat": lat + 1e-5})
     road = gpd.GeoDataFrame(geometry=[shapely.LineString([(-105.01, 39.7), (-104.99, 39.7)])],
                             crs=4326)  # every client drives along it: all have the ratio
-    reports = device_report(examples, ratio_clip=10.0, roads=road, metric_crs="EPSG:32613")
+    return spec, device_report(examples, ratio_clip=10.0, roads=road, metric_crs="EPSG:32613")
 
-    def release(frame: pd.DataFrame, target: Accounting) -> NDArray[np.float64]:
-        return _values(aggregate_metric(frame, spec, epsilon=EPSILON, target=target).value)
 
+def _aggregate_ratio(variant: str, path: str, draws: int | None,
+                     rng: RandomLike) -> AuditResult:
+    from spatialdp.federated import aggregate_metric
+
+    spec, reports = _ratio_reports()
+
+    def correct(frame: pd.DataFrame, target: Accounting) -> Any:
+        return aggregate_metric(frame, spec, epsilon=EPSILON, target=target)
+
+    release = _private_warning(correct, spec) if variant == "private_warning" else correct
     # Client 0 has no ratio (absent: 0 and present 0), then the largest ratio: the value
     # sum moves by the clip width and the count of present clients by 1.
     pair = (replace_client(reports, 0, ratio=0.0, track_present=0),
             replace_client(reports, 0, ratio=10.0, track_present=1))
-    return _run(variant, release, pair, name="aggregate_metric (ratio)", draws=draws, rng=rng,
-                epsilon=EPSILON)
+    return _audit(variant, path, release, pair, case="aggregate_ratio", draws=draws, rng=rng,
+                  epsilon=EPSILON)
 
 
-def _aggregate_histogram(variant: str, draws: int | None, rng: RandomLike) -> AuditResult:
+def _aggregate_histogram(variant: str, path: str, draws: int | None,
+                         rng: RandomLike) -> AuditResult:
     from spatialdp.federated import aggregate_histogram
 
     spec, reports = _hist(), _reports()
 
-    def release(frame: pd.DataFrame, target: Accounting) -> NDArray[np.float64]:
-        return _values(aggregate_histogram(frame, spec, epsilon=EPSILON, target=target).values)
+    def release(frame: pd.DataFrame, target: Accounting) -> Any:
+        return aggregate_histogram(frame, spec, epsilon=EPSILON, target=target)
 
     pair = next(extreme_pairs(reports, spec, clients=[0]))
-    if variant == "cap_ignored":  # the device skips the L1 mass cap: 1 in every bucket
+    if variant == "cap_ignored":  # the device skips the L1 mass cap: 1 in two buckets
         cols = list(spec.columns)
-        pair = (pair[0], replace_client(reports, 0, **{cols[0]: 0.0, cols[1]: 1.0,
+        pair = (pair[0], _broken_report(reports, 0, **{cols[0]: 0.0, cols[1]: 1.0,
                                                        cols[2]: 1.0}))
-    return _run(variant, release, pair, name="aggregate_histogram", draws=draws, rng=rng,
-                epsilon=EPSILON)
+    return _audit(variant, path, release, pair, case="aggregate_histogram", draws=draws,
+                  rng=rng, epsilon=EPSILON)
 
 
-def _regional_report(variant: str, draws: int | None, rng: RandomLike) -> AuditResult:
+def _regional_release(spec: Any) -> Callable[[Any, Any], Any]:
     from spatialdp.federated import regional_report
 
-    spec, reports, states = _loss(), _reports(), _states()
+    states = _states()
 
-    def release(frame: pd.DataFrame, target: Accounting) -> NDArray[np.float64]:
-        report = regional_report(frame, states, [spec], epsilon=EPSILON, target=target,
-                                 min_cohort=50)
-        return _values(report["loss"]["value"].reindex(list(REGIONS)))
+    def release(frame: pd.DataFrame, target: Accounting) -> Any:
+        return regional_report(frame, states, [spec], epsilon=EPSILON, target=target,
+                               min_cohort=50)
+    return release
 
+
+def _regional_report(variant: str, path: str, draws: int | None,
+                     rng: RandomLike) -> AuditResult:
+    spec, reports = _loss(), _reports()
+    release = _regional_release(spec)
+    if variant == "unnoised_region":
+        release = _unnoised_region(release, spec)
+    elif variant == "exact_count":
+        release = _exact_count(release, spec)
     pairs = list(extreme_pairs(reports, spec))  # one per region
-    return _run(variant, release, pairs, name="regional_report", draws=draws, rng=rng,
-                skip=2, epsilon=EPSILON)
+    return _audit(variant, path, release, pairs, case="regional_report", draws=draws, rng=rng,
+                  skip=2, epsilon=EPSILON)
 
 
-def _round_health(variant: str, draws: int | None, rng: RandomLike) -> AuditResult:
+def _regional_files(variant: str, path: str, draws: int | None,
+                    rng: RandomLike) -> AuditResult:
+    """Audit the files a regional round writes: the report (GeoPackage, CSV, JSON), its card."""
+    from spatialdp.cards import ModelCard
+
+    spec, reports, states = _loss(), _reports(), _states()
+    report_of = _regional_release(spec)
+
+    def release(frame: pd.DataFrame, target: Accounting) -> Publication:
+        report = report_of(frame, target)
+        with tempfile.TemporaryDirectory() as folder:
+            paths = report.write(folder)
+            paths += ModelCard.build(partition=states, specs=[spec], report=report).write(folder)
+            if variant == "exact_in_file":  # a writer that leaves each region's exact sum in
+                csv = next(p for p in paths if p.suffix == ".csv")
+                table = pd.read_csv(csv, index_col=0)
+                sums = frame.groupby("region_id")[spec.name].sum()
+                table["loss_sum"] = sums.reindex(table.index).to_numpy()
+                table.to_csv(csv)
+            return read_files(paths, folder)
+
+    # One pair: the files of the region that moves (the regional case covers every region).
+    pair = next(extreme_pairs(reports, spec))
+    return _audit(variant, path, release, pair, case="regional_report.write", draws=draws,
+                  rng=rng, epsilon=EPSILON)
+
+
+def _round_health(variant: str, path: str, draws: int | None, rng: RandomLike) -> AuditResult:
     from spatialdp.federated import round_health
 
     states = _states()
     regions = np.repeat(REGIONS[:3], 40)
     status = np.array(["returned", "dropped", "rejected", "returned"] * 30, dtype=object)
 
-    def release(stat: NDArray[Any], target: Accounting) -> NDArray[np.float64]:
-        health = round_health(stat, regions, states, epsilon=EPSILON, target=target,
-                              granularity=1)
-        return _values(health.table.loc[list(REGIONS[:3]), ["returned", "dropped",
-                                                             "rejected"]])
+    def release(stat: NDArray[Any], target: Accounting) -> Any:
+        return round_health(stat, regions, states, epsilon=EPSILON, target=target,
+                            granularity=1)
 
     pair = status_pair(status, 0, first="returned", second="dropped")
-    return _run(variant, release, pair, name="round_health", draws=draws, rng=rng,
-                epsilon=EPSILON)
+    return _audit(variant, path, release, pair, case="round_health", draws=draws, rng=rng,
+                  epsilon=EPSILON)
 
 
-def _release_coverage(variant: str, draws: int | None, rng: RandomLike) -> AuditResult:
+def _release_coverage(variant: str, path: str, draws: int | None,
+                      rng: RandomLike) -> AuditResult:
     from spatialdp.datasets import load_us_states
     from spatialdp.federated import release_coverage
     from spatialdp.federated._coverage import coverage
@@ -297,12 +484,11 @@ def _release_coverage(variant: str, draws: int | None, rng: RandomLike) -> Audit
         ids = np.repeat(np.arange(40), 2)
         return coverage(lon[where.ravel()], lat[where.ravel()], ids, states, max_cells=2)
 
-    def release(cov: Any, target: Accounting) -> NDArray[np.float64]:
-        out = release_coverage(cov, states, epsilon=EPSILON, target=target)
-        return _values(out.frame["clients"].reindex(list(REGIONS)))
+    def release(cov: Any, target: Accounting) -> Any:
+        return release_coverage(cov, states, epsilon=EPSILON, target=target)
 
-    return _run(variant, release, (rows((0, 1)), rows((2, 3))), name="release_coverage",
-                draws=draws, rng=rng, skip=2, epsilon=EPSILON)
+    return _audit(variant, path, release, (rows((0, 1)), rows((2, 3))),
+                  case="release_coverage", draws=draws, rng=rng, skip=2, epsilon=EPSILON)
 
 
 @cache
@@ -335,37 +521,37 @@ def _grid_pair() -> tuple[Any, Any]:
     return _truth(frame), _truth(drop_device(frame, 0))
 
 
-def _release_flat(variant: str, draws: int | None, rng: RandomLike) -> AuditResult:
+def _release_flat(variant: str, path: str, draws: int | None, rng: RandomLike) -> AuditResult:
     from spatialdp.queries import release_flat
 
-    def release(truth: Any, target: Accounting) -> NDArray[np.float64]:
-        return _values(release_flat(truth, epsilon=EPSILON, target=target).values)
+    def release(truth: Any, target: Accounting) -> Any:
+        return release_flat(truth, epsilon=EPSILON, target=target)
 
     pair = _grid_pair()
     moved = np.flatnonzero(pair[0].counts != pair[1].counts)
-    return _run(variant, release, pair, name="release_flat", draws=draws, rng=rng,
-                skip=int(moved[0]), epsilon=EPSILON)
+    return _audit(variant, path, release, pair, case="release_flat", draws=draws, rng=rng,
+                  skip=int(moved[0]), epsilon=EPSILON)
 
 
-def _release_hierarchical(variant: str, draws: int | None, rng: RandomLike) -> AuditResult:
+def _release_hierarchical(variant: str, path: str, draws: int | None,
+                          rng: RandomLike) -> AuditResult:
     from spatialdp.queries import release_hierarchical
 
-    def release(truth: Any, target: Accounting) -> NDArray[np.float64]:
-        return _values(release_hierarchical(truth, epsilon=EPSILON, levels=3,
-                                            target=target).values)
+    def release(truth: Any, target: Accounting) -> Any:
+        return release_hierarchical(truth, epsilon=EPSILON, levels=3, target=target)
 
-    return _run(variant, release, _grid_pair(), name="release_hierarchical", draws=draws,
-                rng=rng, epsilon=EPSILON)
+    return _audit(variant, path, release, _grid_pair(), case="release_hierarchical",
+                  draws=draws, rng=rng, epsilon=EPSILON)
 
 
-def _composition(variant: str, draws: int | None, rng: RandomLike) -> AuditResult:
+def _composition(variant: str, path: str, draws: int | None, rng: RandomLike) -> AuditResult:
     from spatialdp.sampling import RoundCohort, published_composition
 
     groups = ("urban", "rural")
     selected = np.arange(60)
     group_of = np.repeat([0, 1], 30)
 
-    def release(status: NDArray[Any], target: Accounting) -> NDArray[np.float64]:
+    def release(status: NDArray[Any], target: Accounting) -> Any:
         if variant == "outcome_unnoised":  # broken: counts who RETURNED (private), exactly
             filled = np.bincount(group_of[status == "returned"], minlength=2)
         else:  # the seats filled by selection (public), whatever each client then did
@@ -374,26 +560,39 @@ def _composition(variant: str, draws: int | None, rng: RandomLike) -> AuditResul
                              {"filled": filled, "wanted": filled,
                               "shortfall": np.zeros(2, np.int64),
                               "population": np.array([500, 80])}, 1.0)
-        table = published_composition([cohort], current_round=4)
-        return _values(table.clients)
+        return published_composition([cohort], current_round=4)
 
     status = np.array(["returned"] * 15 + ["dropped"] * 15 + ["returned"] * 30, dtype=object)
     # 15 -> 14 returned clients in "urban": rounded to 10, that is 20 -> 10
     pair = status_pair(status, 14, first="returned", second="dropped")
-    label = "published_composition" + ("" if variant == "correct" else f" [{variant}]")
-    return audit(release, pair, path="release", draws=draws or 400, epsilon=0.0, name=label)
+    return audit(release, pair, path=path, draws=draws or 400, rng=rng, epsilon=0.0,
+                 name=_label("published_composition", variant),
+                 neighbours=CASES["published_composition"].neighbours)
 
 
-def _transform(variant: str, draws: int | None, rng: RandomLike) -> AuditResult:
+def _transform_rows(out: Any, side: Publication) -> list[Publication]:
+    """One publication per client row of a :class:`~spatialdp.regression.ClientReports`."""
+    shared = publication({"directions": out.directions, "modulation": out.modulation,
+                          "sigma": out.sigma, "label_sigma": out.label_sigma, "rho": out.rho,
+                          "metadata": out.metadata})
+    shared.merge(side)
+    rows = []
+    for features, label in zip(out.features, out.labels, strict=True):
+        pub = publication({"features": features, "labels": label})
+        pub.merge(shared)
+        rows.append(pub)
+    return rows
+
+
+def _transform(variant: str, path: str, draws: int | None, rng: RandomLike) -> AuditResult:
     from spatialdp.regression import transform_clients
     from spatialdp.regression.modulation import Modulation
 
     modulation = Modulation(alpha=0.5, lam=0.0, radius=1.0)
     directions = np.array([[1.0, 0.0, 0.0]])
     rho = RHO * (4.0 if variant == "half_scale" else 1.0)  # 4x rho: half the noise scale
-    gen = as_generator(rng)
 
-    def sampler(x: NDArray[np.float64], n: int, g: np.random.Generator) -> NDArray[np.float64]:
+    def sampler(x: NDArray[np.float64], n: int, g: np.random.Generator) -> Any:
         rows = np.tile(x, (n, 1))  # n copies of one client: n independent releases
         if variant == "unclipped_device":  # a device that skips clipping: 4x the radius
             from spatialdp.regression.lattice_gaussian import LatticeGaussianMechanism
@@ -403,51 +602,59 @@ def _transform(variant: str, draws: int | None, rng: RandomLike) -> AuditResult:
             raw = rows * np.where(np.linalg.norm(x) > 0.5, 4.0, 1.0)
             g_rows = modulate(raw, directions, modulation, np.zeros((n, 1)))
             return np.asarray(mech.simulate(g_rows, rng=g))
-        if variant == "release":
-            target: Any = Unaccounted("privacy audit")
-        else:
-            target = Simulation(rng=g)
-        out = transform_clients(rows, np.zeros(n), modulation=modulation, rho=rho,
-                                directions=directions, target=target)
-        return out.features
+        target: Accounting = (Unaccounted("privacy audit") if path == "release"
+                              else Simulation(rng=g))
+        out, side = emitted(lambda: transform_clients(rows, np.zeros(n), modulation=modulation,
+                                                      rho=rho, directions=directions,
+                                                      target=target))
+        return out.features if path == "tap" else _transform_rows(out, side)
 
     pair = (np.array([1.0, 0.0, 0.0]), np.array([-1.0, 0.0, 0.0]))
-    label = "transform_clients" + ("" if variant == "correct" else f" [{variant}]")
-    return audit_sampler(sampler, pair, rho=RHO, draws=draws or 200_000, rng=gen, name=label,
-                         path="release (rows)" if variant == "release"
-                         else "simulation (sampler)")
+    return audit_sampler(sampler, pair, rho=RHO, draws=draws or DEFAULT_DRAWS["tap"],
+                         rng=as_generator(rng), name=_label("transform_clients", variant),
+                         neighbours=CASES["transform_clients"].neighbours,
+                         path=f"{path} (rows)" if variant != "unclipped_device"
+                         else "tap (sampler)")
 
 
 CASES: dict[str, AuditCase] = {
     case.name: case for case in [
         AuditCase("aggregate_metric", "Laplace on the clipped sum (lattice)", "epsilon", EPSILON,
-                  ("correct", "half_scale", "unclipped_device", "seeded"), _aggregate_metric),
+                  "replace", ("correct", "half_scale", "unclipped_device", "seeded"),
+                  _aggregate_metric),
         AuditCase("aggregate_ratio", "Laplace on the value sum and the present count, "
-                  "epsilon split", "epsilon", EPSILON, ("correct", "split_wrong", "half_scale"),
-                  _aggregate_ratio),
+                  "epsilon split", "epsilon", EPSILON, "replace",
+                  ("correct", "split_wrong", "half_scale", "private_warning"), _aggregate_ratio),
         AuditCase("aggregate_histogram", "Laplace on the bucket sums, L1 cap", "epsilon",
-                  EPSILON, ("correct", "half_scale", "cap_ignored"), _aggregate_histogram),
+                  EPSILON, "replace", ("correct", "half_scale", "cap_ignored"),
+                  _aggregate_histogram),
         AuditCase("regional_report", "Laplace per region (disjoint)", "epsilon", EPSILON,
-                  ("correct", "half_scale", "skip_region", "seeded"), _regional_report),
+                  "replace", ("correct", "half_scale", "skip_region", "seeded",
+                              "unnoised_region", "exact_count"), _regional_report),
+        AuditCase("regional_report.write", "Laplace per region; the written report and card",
+                  "epsilon", EPSILON, "replace", ("correct", "exact_in_file"),
+                  _regional_files, paths=("published", "release")),
         AuditCase("round_health", "discrete Laplace on status counts", "epsilon", EPSILON,
-                  ("correct", "half_scale", "seeded"), _round_health),
+                  "replace", ("correct", "half_scale", "seeded"), _round_health),
         AuditCase("release_coverage", "discrete Laplace on covered-region counts", "epsilon",
-                  EPSILON, ("correct", "half_scale", "skip_region"), _release_coverage),
-        AuditCase("release_flat", "discrete Laplace per cell", "epsilon", EPSILON,
+                  EPSILON, "replace", ("correct", "half_scale", "skip_region"),
+                  _release_coverage),
+        AuditCase("release_flat", "discrete Laplace per cell", "epsilon", EPSILON, "add_remove",
                   ("correct", "half_scale", "skip_cell"), _release_flat),
         AuditCase("release_hierarchical", "discrete Laplace per level, epsilon split",
-                  "epsilon", EPSILON, ("correct", "split_wrong", "half_scale"),
+                  "epsilon", EPSILON, "add_remove", ("correct", "split_wrong", "half_scale"),
                   _release_hierarchical),
         AuditCase("published_composition", "none (public participation, coarsened)",
-                  "epsilon", 0.0, ("correct", "outcome_unnoised"), _composition),
-        AuditCase("transform_clients", "Gaussian per client (lattice), zCDP", "rho", RHO,
-                  ("correct", "release", "half_scale", "unclipped_device"), _transform),
+                  "epsilon", 0.0, "replace", ("correct", "outcome_unnoised"), _composition,
+                  paths=("published", "release")),
+        AuditCase("transform_clients", "Gaussian per client (lattice), zCDP, local", "rho", RHO,
+                  "replace", ("correct", "half_scale", "unclipped_device"), _transform),
     ]
 }
 
 
-def run_case(name: str, variant: str = "correct", *, draws: int | None = None,
-             rng: RandomLike = None) -> AuditResult:
+def run_case(name: str, variant: str = "correct", *, path: str | None = None,
+             draws: int | None = None, rng: RandomLike = None) -> AuditResult:
     """Audit one case of the suite (a release path, or one of its broken variants).
 
     Parameters
@@ -456,10 +663,14 @@ def run_case(name: str, variant: str = "correct", *, draws: int | None = None,
         A key of :data:`CASES`.
     variant : str
         ``"correct"`` or one of the case's broken variants.
+    path : {"published", "tap", "release"}, optional
+        The audit path (default: the variant's, :attr:`Variant.path`; the
+        correct release's is ``"published"``). The seeded variant always runs
+        the release path.
     draws : int, optional
         Draws per input (default: the path's default).
     rng : numpy Generator, int or None
-        Seed of the simulation path.
+        Seed of the published and tap paths.
     """
     case = CASES.get(name)
     if case is None:
@@ -467,7 +678,7 @@ def run_case(name: str, variant: str = "correct", *, draws: int | None = None,
     if variant not in case.variants:
         raise fail("variant", variant, f"is not a variant of {name}",
                    f"use one of {list(case.variants)}")
-    return case.run(variant, draws, rng)
-
-
-
+    chosen = VARIANTS[variant].path if path is None else path
+    if chosen not in case.paths:
+        raise fail("path", chosen, f"is not a path of {name}", f"use one of {list(case.paths)}")
+    return case.run(variant, chosen, draws, rng)

@@ -11,9 +11,15 @@ between the two inputs (at most ``max_columns``):
   estimated on the selection draws (the exact privacy loss of Laplace noise,
   so tail events of it reach the claimed epsilon when several values move);
 - ``linear``: the Gaussian log-likelihood ratio ``sum_j (m1_j - m0_j) x_j /
-  s_j^2`` (the exact privacy loss of Gaussian noise).
+  s_j^2`` (the exact privacy loss of Gaussian noise);
+- ``token``: a categorical event on a non-numeric output (the columns named by
+  ``categorical``, 0/1 indicators of an output token such as
+  ``reliability[CO]=high`` or a warning's text, see
+  :class:`~spatialdp.audit.published.PublicationSchema`): the token is seen, or
+  not seen. A token seen under one input and never under the other is the
+  categorical form of a deterministic difference.
 
-Each statistic is cut at thresholds spread over its pooled quantiles, both
+Each numeric statistic is cut at thresholds spread over its pooled quantiles, both
 ``{s > t}`` and ``{s <= t}``, and both ratio directions; the event with the
 best bound on the selection draws wins. Choosing on separate draws keeps the
 final bound honest (no multiple-comparison inflation).
@@ -26,17 +32,22 @@ Examples
 >>> event = select_event(x0, x1, bound=lambda *c: epsilon_lower_bound(*c, 0.99))
 >>> event.columns[0]
 1
+>>> seen = np.zeros((1000, 1)), np.ones((1000, 1))   # a token seen only under input 1
+>>> select_event(*seen, bound=lambda *c: epsilon_lower_bound(*c, 0.99), categorical=[0],
+...              labels=["token warning=only # clients"]).describe()
+"output token 'warning=only # clients' seen (ratio P1/P0)"
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from spatialdp._validation import fail
 from spatialdp.audit.bounds import epsilon_lower_bound  # noqa: F401 (doctest)
 
 __all__ = ["Event", "as_draws", "select_event"]
@@ -46,6 +57,7 @@ FloatArray = NDArray[np.float64]
 BoundFn = Callable[[Any, Any, Any, Any], Any]
 
 _SENTINEL = -1e300  # a missing (NaN) output value: below every real value
+_LARGE = 1e300  # the score of a column that moves while constant within each input
 _THRESHOLDS = 512
 
 
@@ -70,7 +82,7 @@ class Event:
 
     Attributes
     ----------
-    statistic : {"coordinate", "laplace", "linear", "none"}
+    statistic : {"coordinate", "laplace", "linear", "token", "none"}
     columns : tuple of int
         Output coordinates (flattened) the statistic reads.
     threshold : float
@@ -95,6 +107,8 @@ class Event:
     def values(self, x: FloatArray) -> FloatArray:
         """Return the statistic of each draw (rows of the flattened output)."""
         cols = x[:, list(self.columns)]
+        if self.statistic == "token":
+            return np.nan_to_num(cols[:, 0], nan=0.0)
         if self.statistic == "coordinate":
             return np.nan_to_num(cols[:, 0], nan=_SENTINEL)
         if self.statistic == "laplace":
@@ -123,6 +137,10 @@ class Event:
         if self.statistic == "none":
             return "no output value differs between the inputs"
         names = [self.labels[c] if c < len(self.labels) else f"x[{c}]" for c in self.columns]
+        ratio = "P1/P0" if self.first == 1 else "P0/P1"
+        if self.statistic == "token":
+            token = names[0].removeprefix("token ")
+            return f"output token {token!r} {'seen' if self.above else 'not seen'} (ratio {ratio})"
         if self.statistic == "coordinate":
             what = names[0]
         elif self.statistic == "laplace":
@@ -130,7 +148,6 @@ class Event:
         else:
             what = f"Gaussian LLR of ({', '.join(names)})"
         op = ">" if self.above else "<="
-        ratio = "P1/P0" if self.first == 1 else "P0/P1"
         return f"{what} {op} {self.threshold:.6g} (ratio {ratio})"
 
 
@@ -145,21 +162,54 @@ def _column_scores(x0: FloatArray, x1: FloatArray) -> tuple[Any, ...]:
         sd = np.sqrt(0.5 * (a.var(axis=0) + b.var(axis=0)))
         mean_gap = np.abs(a.mean(axis=0) - b.mean(axis=0))
         median_gap = np.abs(m1 - m0)
-        score = np.fmax(np.where(spread > 0, median_gap / spread, np.inf * (median_gap > 0)),
-                        np.where(sd > 0, mean_gap / sd, np.inf * (mean_gap > 0)))
-    nan_gap = np.isnan(x0).mean(axis=0) != np.isnan(x1).mean(axis=0)
-    score = np.where(nan_gap, np.inf, np.nan_to_num(score, nan=0.0))
+        location = np.fmax(np.where(spread > 0, median_gap / spread, _LARGE * (median_gap > 0)),
+                           np.where(sd > 0, mean_gap / sd, _LARGE * (mean_gap > 0)))
+        nan0, nan1 = np.isnan(x0).mean(axis=0), np.isnan(x1).mean(axis=0)
+        both = 0.5 * (nan0 + nan1)
+        missing = np.abs(nan0 - nan1) / np.sqrt(np.maximum(both * (1.0 - both), 1e-12))
+    score = np.fmax(np.nan_to_num(location, nan=0.0, posinf=_LARGE), missing)
+    # Ranges that do not overlap: a deterministic difference (an exact count, a value without
+    # noise, a NaN under one input only) separates every draw; it goes first.
+    apart = (a.max(axis=0) < b.min(axis=0)) | (b.max(axis=0) < a.min(axis=0))
+    score = np.where(apart, np.inf, score)
     return m0, m1, spread, score, finite
 
 
+def _distinct_top(x0: FloatArray, x1: FloatArray, score: FloatArray,
+                  finite: NDArray[np.bool_], max_columns: int) -> list[int]:
+    """Return the most-moved columns, skipping near-copies (|correlation| > 0.99) of one taken.
+
+    A published output repeats one noisy value in many places (the value, the
+    ends of its interval, its summary text, its estimate): read as separate
+    columns they would crowd out the values that move independently, and a
+    likelihood ratio over copies counts one noise several times.
+    """
+    pooled = np.concatenate([x0, x1])
+    top: list[int] = []
+    taken: list[FloatArray] = []
+    for c in np.argsort(-score, kind="stable"):
+        if score[c] <= 0 or len(top) == max_columns:
+            break
+        if finite[c]:
+            column = pooled[:, c]
+            sd = float(column.std())
+            if sd > 0:
+                z = (column - column.mean()) / sd
+                if any(abs(float(z @ t)) > 0.99 * z.size for t in taken):
+                    continue
+                taken.append(z)
+        top.append(int(c))
+    return top
+
+
 def _candidates(x0: FloatArray, x1: FloatArray, max_columns: int,
-                labels: tuple[str, ...]) -> list[Event]:
+                labels: tuple[str, ...], categorical: list[int]) -> list[Event]:
     m0, m1, spread, score, finite = _column_scores(x0, x1)
-    order = np.argsort(-score, kind="stable")
-    top = [int(c) for c in order[:max_columns] if score[c] > 0]
+    score[categorical] = 0.0  # token indicators get categorical events (_best_token)
+    top = _distinct_top(x0, x1, score, finite, max_columns)
     if not top:
         return []
-    events = [Event("coordinate", (c,), 0.0, True, 1, labels=labels) for c in top[:4]]
+    events = [Event("coordinate", (c,), 0.0, True, 1, labels=labels) for c in top]
     smooth = [c for c in top if finite[c] and spread[c] > 0]
     for size in sorted({2, 4, len(smooth)}):
         cols = tuple(smooth[:size])
@@ -199,8 +249,28 @@ def _best_cut(s0: FloatArray, s1: FloatArray, bound: BoundFn) -> tuple[float, fl
     return best
 
 
+def _best_token(x0: FloatArray, x1: FloatArray, columns: list[int], bound: BoundFn,
+                labels: tuple[str, ...]) -> tuple[float, Event] | None:
+    """Return the best categorical event over the token columns: token seen, or not seen."""
+    if not columns:
+        return None
+    k0 = (np.nan_to_num(x0[:, columns]) > 0.5).sum(axis=0)
+    k1 = (np.nan_to_num(x1[:, columns]) > 0.5).sum(axis=0)
+    n0, n1 = x0.shape[0], x1.shape[0]
+    best: tuple[float, Event] | None = None
+    for k_f, n_f, k_s, n_s, above, first in [
+            (k1, n1, k0, n0, True, 1), (k0, n0, k1, n1, True, 0),
+            (n1 - k1, n1, n0 - k0, n0, False, 1), (n0 - k0, n0, n1 - k1, n1, False, 0)]:
+        scores = np.asarray(bound(k_f, n_f, k_s, n_s), dtype=np.float64)
+        i = int(np.argmax(scores))
+        if best is None or scores[i] > best[0]:
+            best = (float(scores[i]), Event("token", (columns[i],), 0.5, above, first,
+                                            labels=labels))
+    return best
+
+
 def select_event(x0: Any, x1: Any, *, bound: BoundFn, max_columns: int = 8,
-                 labels: Sequence[str] = ()) -> Event:
+                 labels: Sequence[str] = (), categorical: Iterable[int] = ()) -> Event:
     """Return the event whose bound is largest on these (selection) draws.
 
     Parameters
@@ -212,9 +282,13 @@ def select_event(x0: Any, x1: Any, *, bound: BoundFn, max_columns: int = 8,
         an event's counts give (e.g. :func:`~spatialdp.audit.bounds.epsilon_lower_bound`
         at the audit's confidence).
     max_columns : int
-        How many of the most-moved output coordinates the statistics read.
+        How many of the most-moved output coordinates the statistics read
+        (near-copies of one already read are skipped).
     labels : sequence of str
         Names of the flattened output coordinates, for the event's description.
+    categorical : iterable of int
+        Columns that are 0/1 indicators of a non-numeric output token: they get
+        categorical events (token seen / not seen), never numeric statistics.
 
     Returns
     -------
@@ -223,8 +297,12 @@ def select_event(x0: Any, x1: Any, *, bound: BoundFn, max_columns: int = 8,
     """
     a, b = as_draws(x0), as_draws(x1)
     names = tuple(str(v) for v in labels)
-    best: tuple[float, Event] | None = None
-    for event in _candidates(a, b, max_columns, names):
+    tokens = sorted({int(c) for c in categorical})
+    if any(not 0 <= c < a.shape[1] for c in tokens):
+        raise fail("categorical", tokens, f"names columns outside the {a.shape[1]} output "
+                   "columns", "pass the positions of the token indicator columns")
+    best = _best_token(a, b, tokens, bound, names)
+    for event in _candidates(a, b, max_columns, names, tokens):
         score, cut, above, first = _best_cut(event.values(a), event.values(b), bound)
         if best is None or score > best[0]:
             best = (score, Event(event.statistic, event.columns, cut, above, first, event.m0,
