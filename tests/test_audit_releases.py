@@ -27,7 +27,10 @@ TAP_DRAWS = 60_000
 #: (the regional report runs 4 pairs; the file case writes a GeoPackage, a CSV, a JSON and
 #: a model card per draw).
 PUBLISHED_DRAWS = {"regional_report": 500, "regional_report.write": 150,
-                   "release_coverage": 1_000, "release_hierarchical": 1_000}
+                   "release_coverage": 1_000, "release_hierarchical": 1_000,
+                   "regional_report (add/remove)": 500, "release_coverage (add/remove)": 1_000,
+                   "round_health (add/remove)": 1_000, "aggregate_histogram (add/remove)": 1_000,
+                   "aggregate_ratio (add/remove)": 1_000}
 PUBLISHED_DEFAULT = 2_000
 #: A deterministic difference needs few draws: with 105 counted draws per input (of 150) it
 #: bounds epsilon by log(105 / ln(8e6)) = 1.9 over four pairs (by 1.5 with 70 of 100).
@@ -43,7 +46,7 @@ PUBLISHED_FLOOR = 0.15
 #: case: a few thousand draws bound them weakly, so their test asks only that the event
 #: reads a published value that moves.
 WEAK_ON_PUBLISHED = {"release_coverage", "release_hierarchical", "regional_report",
-                     "regional_report.write"}
+                     "regional_report.write", *(name for name in CASES if "add/remove" in name)}
 #: Where each post-noise variant must be caught: the published output it corrupts.
 CAUGHT_IN = {
     "unnoised_region": "result.frames.loss.",
@@ -51,6 +54,7 @@ CAUGHT_IN = {
     "private_warning": "warning UninformativeReleaseWarning#0",
     "exact_in_file": "result.file regional_report.SIMULATION.csv.loss_sum",
     "outcome_unnoised": "result.clients",
+    "exact_floor": "output token 'result.frames.loss.suppressed[CO]",
 }
 
 CORRECT = list(CASES)
@@ -132,8 +136,16 @@ def test_every_post_noise_variant_of_issue_21_is_in_the_suite() -> None:
 
 def test_every_case_declares_its_neighbouring_relation() -> None:
     assert all(case.neighbours in NEIGHBOURS for case in CASES.values())
-    grids = {name for name, case in CASES.items() if case.neighbours == "add_remove"}
-    assert grids == {"release_flat", "release_hierarchical"}  # devices added or removed
+    added = {name for name, case in CASES.items() if case.neighbours == "add_remove"}
+    # The grids (devices added or removed) and every release path that offers add/remove.
+    assert added == {"release_flat", "release_hierarchical", "regional_report (add/remove)",
+                     "aggregate_histogram (add/remove)", "aggregate_ratio (add/remove)",
+                     "round_health (add/remove)", "release_coverage (add/remove)"}
+
+
+def test_the_floor_on_exact_counts_under_add_remove_is_in_the_suite() -> None:
+    assert "exact_floor" in CASES["regional_report (add/remove)"].variants
+    assert VARIANTS["exact_floor"].stage == "after the noise"
 
 
 def test_every_release_path_has_a_broken_variant() -> None:
@@ -162,11 +174,6 @@ def test_run_case_refusals(kwargs: dict[str, str], match: str) -> None:
         run_case(**kwargs)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "issue 21 part 2, fixed on another branch: on the ratio path the text of "
-    "UninformativeReleaseWarning holds an error bar computed from the exact number of clients "
-    "that have the metric (spatialdp/federated/_estimate.py, _warn_uninformative). The "
-    "published audit measures 2.6 against a claim of 0.2. Remove this mark with the fix."))
 def test_the_ratio_warning_publishes_no_private_count() -> None:
     """The real leak of issue 21, found by the published path (the tap cannot see warnings):
     20 of 240 clients have the ratio and the warning fires; one client more or less moves

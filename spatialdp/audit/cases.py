@@ -29,7 +29,9 @@ runs them longer and writes the claimed-vs-measured table of ``docs/audit.md``.
 Examples
 --------
 >>> sorted(CASES)[:4]
-['aggregate_histogram', 'aggregate_metric', 'aggregate_ratio', 'published_composition']
+['aggregate_histogram', 'aggregate_histogram (add/remove)', 'aggregate_metric', 'aggregate_ratio']
+>>> CASES["regional_report (add/remove)"].neighbours
+'add_remove'
 >>> CASES["release_flat"].variants, CASES["release_flat"].neighbours
 (('correct', 'half_scale', 'skip_cell'), 'add_remove')
 >>> VARIANTS["unnoised_region"].path, VARIANTS["half_scale"].path
@@ -52,7 +54,13 @@ from numpy.typing import NDArray
 from spatialdp._random import RandomLike, as_generator
 from spatialdp._validation import fail
 from spatialdp.audit.auditor import DEFAULT_DRAWS, AuditResult, audit, audit_sampler
-from spatialdp.audit.neighbours import drop_device, extreme_pairs, replace_client, status_pair
+from spatialdp.audit.neighbours import (
+    drop_device,
+    extreme_pairs,
+    remove_client,
+    replace_client,
+    status_pair,
+)
 from spatialdp.audit.published import Publication, emitted, publication, read_files
 from spatialdp.privacy.noise import LaplaceMechanism
 from spatialdp.privacy.target import Accounting, Simulation, Unaccounted
@@ -152,6 +160,9 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in [
     Variant("private_warning", "a warning whose text holds the exact number of clients that "
             "have the metric", "after the noise", "published", "unbounded"),
     Variant("exact_in_file", "the written CSV holds each region's exact sum",
+            "after the noise", "published", "unbounded"),
+    Variant("exact_floor", "under add/remove, the cohort floor applied to the exact count "
+            "of clients (a region published or suppressed by who took part)",
             "after the noise", "published", "unbounded"),
 ]}
 
@@ -617,6 +628,117 @@ def _transform(variant: str, path: str, draws: int | None, rng: RandomLike) -> A
                          else "tap (sampler)")
 
 
+# --- add/remove neighbours: one client added or removed -------------------------------------
+
+#: The cohort floor of the add/remove regional case: region CO holds exactly this many
+#: clients with client 0 and one fewer without it.
+AR_FLOOR = 60
+
+
+def _regional_add_remove(variant: str, path: str, draws: int | None,
+                         rng: RandomLike) -> AuditResult:
+    """Audit the regional report under add/remove: client 0 of CO absent, then at the clip."""
+    from spatialdp.federated import regional_report
+
+    spec, reports, states = _loss(), _reports(), _states()
+
+    def release(frame: pd.DataFrame, target: Accounting) -> Any:
+        return regional_report(frame, states, [spec], epsilon=EPSILON, target=target,
+                               min_cohort=AR_FLOOR, neighbours="add_remove")
+
+    if variant == "exact_floor":  # broken: the floor decided on who took part, exactly
+        def broken(frame: pd.DataFrame, target: Accounting) -> Any:
+            report = regional_report(frame, states, [spec], epsilon=EPSILON, target=target,
+                                     min_cohort=1, neighbours="add_remove")
+            out = report[spec.name]
+            exact = frame.groupby("region_id", observed=True).size().reindex(out.index)
+            below = (exact < AR_FLOOR).to_numpy()
+            out.loc[below, ["value", "ci_low", "ci_high"]] = np.nan
+            out["suppressed"] = below
+            return report
+        chosen: Callable[[Any, Any], Any] = broken
+    else:
+        chosen = release
+    pair = next(extreme_pairs(reports, spec, clients=[0], neighbours="add_remove"))
+    return _audit(variant, path, chosen, pair, case="regional_report (add/remove)",
+                  draws=draws, rng=rng, epsilon=EPSILON)
+
+
+def _histogram_add_remove(variant: str, path: str, draws: int | None,
+                          rng: RandomLike) -> AuditResult:
+    from spatialdp.federated import aggregate_histogram
+
+    spec, reports = _hist(), _reports()
+
+    def release(frame: pd.DataFrame, target: Accounting) -> Any:
+        return aggregate_histogram(frame, spec, epsilon=EPSILON, target=target,
+                                   neighbours="add_remove")
+
+    pair = next(extreme_pairs(reports, spec, clients=[0], neighbours="add_remove"))
+    return _audit(variant, path, release, pair, case="aggregate_histogram (add/remove)",
+                  draws=draws, rng=rng, epsilon=EPSILON)
+
+
+def _ratio_add_remove(variant: str, path: str, draws: int | None,
+                      rng: RandomLike) -> AuditResult:
+    from spatialdp.federated import aggregate_metric
+
+    spec, reports = _ratio_reports()
+
+    def release(frame: pd.DataFrame, target: Accounting) -> Any:
+        return aggregate_metric(frame, spec, epsilon=EPSILON, target=target,
+                                neighbours="add_remove")
+
+    # Client 0 absent, then present with the largest ratio: sum +10, count of present +1.
+    pair = (remove_client(reports, 0), replace_client(reports, 0, ratio=10.0, track_present=1))
+    return _audit(variant, path, release, pair, case="aggregate_ratio (add/remove)",
+                  draws=draws, rng=rng, epsilon=EPSILON)
+
+
+def _health_add_remove(variant: str, path: str, draws: int | None,
+                       rng: RandomLike) -> AuditResult:
+    from spatialdp.federated import round_health
+
+    states = _states()
+    regions = np.repeat(REGIONS[:3], 40).astype(object)
+    status = np.array(["returned", "dropped", "rejected", "returned"] * 30, dtype=object)
+
+    def release(data: tuple[NDArray[Any], NDArray[Any]], target: Accounting) -> Any:
+        stat, where = data
+        return round_health(stat, where, states, epsilon=EPSILON, target=target,
+                            granularity=1, neighbours="add_remove")
+
+    pair = ((status[1:], regions[1:]), (status, regions))  # selected client 0 removed
+    return _audit(variant, path, release, pair, case="round_health (add/remove)",
+                  draws=draws, rng=rng, epsilon=EPSILON)
+
+
+def _coverage_add_remove(variant: str, path: str, draws: int | None,
+                         rng: RandomLike) -> AuditResult:
+    from spatialdp.datasets import load_us_states
+    from spatialdp.federated import release_coverage
+    from spatialdp.federated._coverage import coverage
+
+    states = _states()
+    frame = load_us_states().set_index("state").loc[list(REGIONS)]
+    spots = frame.geometry.representative_point()
+    lon, lat = spots.x.to_numpy(), spots.y.to_numpy()
+    home = np.array([[i % 4, (i + 1) % 4] for i in range(40)])
+
+    def rows(first: int) -> Any:  # clients first..39, each with samples in two states
+        where = home[first:]
+        ids = np.repeat(np.arange(first, 40), 2)
+        return coverage(lon[where.ravel()], lat[where.ravel()], ids, states, max_cells=2)
+
+    def release(cov: Any, target: Accounting) -> Any:
+        return release_coverage(cov, states, epsilon=EPSILON, target=target,
+                                neighbours="add_remove")
+
+    return _audit(variant, path, release, (rows(1), rows(0)),
+                  case="release_coverage (add/remove)", draws=draws, rng=rng, skip=0,
+                  epsilon=EPSILON)
+
+
 CASES: dict[str, AuditCase] = {
     case.name: case for case in [
         AuditCase("aggregate_metric", "Laplace on the clipped sum (lattice)", "epsilon", EPSILON,
@@ -649,6 +771,21 @@ CASES: dict[str, AuditCase] = {
                   paths=("published", "release")),
         AuditCase("transform_clients", "Gaussian per client (lattice), zCDP, local", "rho", RHO,
                   "replace", ("correct", "half_scale", "unclipped_device"), _transform),
+        AuditCase("regional_report (add/remove)", "Laplace on each region's sum and on the "
+                  "shared count, floor on the noised count", "epsilon", EPSILON, "add_remove",
+                  ("correct", "half_scale", "exact_floor"), _regional_add_remove),
+        AuditCase("aggregate_histogram (add/remove)", "Laplace on the bucket sums (L1 cap) "
+                  "and on the count", "epsilon", EPSILON, "add_remove",
+                  ("correct", "half_scale"), _histogram_add_remove),
+        AuditCase("aggregate_ratio (add/remove)", "Laplace on the value sum and the present "
+                  "count, epsilon split evenly", "epsilon", EPSILON, "add_remove",
+                  ("correct", "split_wrong"), _ratio_add_remove),
+        AuditCase("round_health (add/remove)", "discrete Laplace on status counts "
+                  "(sensitivity 1)", "epsilon", EPSILON, "add_remove",
+                  ("correct", "half_scale"), _health_add_remove),
+        AuditCase("release_coverage (add/remove)", "discrete Laplace on covered-region counts "
+                  "(sensitivity max_cells)", "epsilon", EPSILON, "add_remove",
+                  ("correct", "half_scale"), _coverage_add_remove),
     ]
 }
 
