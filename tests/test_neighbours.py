@@ -412,3 +412,27 @@ def test_the_dask_path_releases_under_add_remove_as_memory_does(clients, states)
                                    b.value.to_numpy(dtype=float), rtol=1e-9)
         np.testing.assert_array_equal(a.cohort.to_numpy(dtype=float, na_value=np.nan),
                                       b.cohort.to_numpy(dtype=float, na_value=np.nan))
+
+
+def test_significance_of_ratio_estimates_flags_equal_regions_at_alpha(states) -> None:
+    """Add/remove frames against an add/remove national value: equal regions flag at alpha."""
+    from spatialdp.viz import significance_table
+
+    fleet = synthetic_fleet(20_000, rng=3, partition=states)
+    made = device_report(pd.DataFrame({"client_id": fleet.device_id,
+                                       "region_id": fleet.region_id, "loss": 1.0}),
+                         loss_spec=LOSS, partition=states)
+    alpha, reps = 0.1, 10
+    sim = Simulation(rng=31)
+    flagged = tested = 0
+    for _ in range(reps):
+        frame = regional_report(made, states, [LOSS], epsilon=0.5, min_cohort=50, target=sim,
+                                neighbours="add_remove")["loss"]
+        national = aggregate_metric(made, LOSS, epsilon=0.5, target=sim,
+                                    neighbours="add_remove")
+        table = significance_table(frame, national, alpha=alpha)  # every cohort measures 1.0
+        shown = table.verdict != "suppressed"
+        flagged += int(table.verdict[shown].isin(["above", "below"]).sum())
+        tested += int(shown.sum())
+    se = math.sqrt(alpha * (1 - alpha) / tested)
+    assert abs(flagged / tested - alpha) < 4 * se, (flagged, tested)

@@ -15,7 +15,7 @@ import pytest
 import shapely
 
 from spatialdp.exceptions import InvalidInput
-from spatialdp.federated.monitor import difference_threshold
+from spatialdp.federated.monitor import difference_threshold, noise_sum_quantile
 from spatialdp.viz import plot_moe_companion, plot_significance, significance_table
 from tests.test_viz import make_report
 
@@ -76,15 +76,19 @@ def test_a_real_difference_is_found_and_bonferroni_is_stricter() -> None:
     assert (strict.verdict != "not different").sum() <= (table.verdict != "not different").sum()
 
 
-def test_suppressed_regions_are_not_tested_and_ratio_uses_the_interval() -> None:
+def test_suppressed_regions_are_not_tested_and_ratio_uses_its_linearised_noise() -> None:
     frame = _frame(np.array([1.5, 1.5, 1.01]), 0.05)
     frame.loc[1, ["value", "noise_std"]] = np.nan
     frame.loc[1, "suppressed"] = True
     frame.loc[2, "estimator"] = "ratio"
-    frame["ci_low"] = frame.value - 0.2
-    frame["ci_high"] = frame.value + 0.2
+    # a ratio estimate 1.01 over a noisy count of 400: scales 8/400 and 1.01 * 2/400
+    frame = frame.assign(noisy_count=400.0, sum_scale=8.0, count_scale=2.0)
     table = significance_table(frame, 1.0)
     assert list(table.verdict) == ["above", "suppressed", "not different"]
+    expected = noise_sum_quantile([8.0 / 400, 1.01 * 2.0 / 400], 0.0, 0.05)
+    assert table.threshold.iloc[2] == pytest.approx(expected)
+    with pytest.raises(InvalidInput, match="a ratio-estimate frame without"):
+        significance_table(frame.drop(columns="sum_scale"), 1.0)
 
 
 def test_significance_refusals() -> None:

@@ -48,11 +48,18 @@ def draw_choropleths(report: RegionalReport, folder: Path) -> list[Path]:
         fig, ax = plt.subplots(figsize=(11, 6.5))
         plot_uncertainty_choropleth(
             report[metric], ax=ax, robust=True,
-            title=f"{what} by region, round {report.round_index} (95% error bars; "
-                  f"faded = less reliable, hatched = suppressed)")
+            title=f"{what} by region, round {report.round_index}, "
+                  f"{_relation(report)} (95% error bars; faded = less reliable, "
+                  f"hatched = suppressed)")
         paths.append(save_figure(fig, folder / f"{stem}.png"))
         plt.close(fig)
     return paths
+
+
+def _relation(report: RegionalReport) -> str:
+    """Name the report's neighbouring relation for a title."""
+    return {"add_remove": "add/remove neighbours: noised cohorts",
+            "replace": "replace-one neighbours"}[report.neighbours]
 
 
 def draw_significance(report: RegionalReport, plan: EpochPlan, result: EpochResult,
@@ -70,9 +77,10 @@ def draw_significance(report: RegionalReport, plan: EpochPlan, result: EpochResu
     fig, ax = plt.subplots(figsize=(11, 6.5))
     plot_significance(frame, result.national, alpha=0.05, adjust="bonferroni",
                       sampling_sd=sampling, ax=ax,
-                      title=f"clipped mean loss, round {report.round_index}: regions "
-                            f"significantly above or below the national value "
-                            f"{result.national.value:.2f} m² (5% family-wise)")
+                      title=f"clipped mean loss, round {report.round_index} "
+                            f"({_relation(report)}): regions significantly above or below "
+                            f"the national value {result.national.value:.2f} m² (5% "
+                            f"family-wise)")
     path = save_figure(fig, folder / "loss_significance.png")
     plt.close(fig)
     return path
@@ -280,8 +288,9 @@ def draw_dashboard(world: World, result: EpochResult, folder: Path) -> Path:
     regions = dashboard_regions(world, result)
     fig = plot_region_timeseries(
         history, regions=regions, alert_rounds=alert_rounds(result),
-        title=f"across/along-track error ratio per round, 95% bands first; drift in "
-              f"{world.drifting} from round {world.drift_start}; red = alert")
+        title=f"across/along-track error ratio per round ({_relation(result.reports[-1])}), "
+              f"95% bands first; drift in {world.drifting} from round {world.drift_start}; "
+              f"red = alert")
     path = save_figure(fig, folder / "ratio_timeseries.png")
     plt.close(fig)
     return path

@@ -47,6 +47,7 @@ __all__ = [
     "drift",
     "latest_baseline",
     "noise_sum_quantile",
+    "ratio_noise_scales",
 ]
 
 
@@ -508,8 +509,20 @@ def _is_ratio(frame: pd.DataFrame) -> bool:
     return "estimator" in frame.columns and bool((frame.estimator == "ratio").any())
 
 
-def _ratio_scales(frame: pd.DataFrame) -> NDArray[np.float64]:
-    """Return the linearised Laplace scales ``(b_s / n, |R| b_n / n)`` of each ratio row."""
+def ratio_noise_scales(frame: pd.DataFrame) -> NDArray[np.float64]:
+    """Return the linearised Laplace scales ``(b_s / n, |R| b_n / n)`` of each ratio row.
+
+    A ratio estimate ``(S + L_s) / (n + L_n)`` has, to first order, the noise
+    ``(L_s - R L_n) / n``: two Laplace noises of these scales, read from the
+    frame's published ``noisy_count``, ``value``, ``sum_scale`` and ``count_scale``.
+
+    Examples
+    --------
+    >>> frame = pd.DataFrame({"noisy_count": [200.0], "value": [1.5], "sum_scale": [8.0],
+    ...                       "count_scale": [2.0]})
+    >>> ratio_noise_scales(frame).round(3).tolist()
+    [[0.04, 0.015]]
+    """
     n = frame.noisy_count.to_numpy(dtype=float)
     ratio = np.abs(frame.value.to_numpy(dtype=float))
     return np.column_stack([frame.sum_scale.to_numpy(dtype=float) / n,
@@ -519,7 +532,7 @@ def _ratio_scales(frame: pd.DataFrame) -> NDArray[np.float64]:
 def _ratio_threshold(current: pd.DataFrame, previous: pd.DataFrame, alpha: float,
                      spread: NDArray[np.float64]) -> NDArray[np.float64]:
     """Return the ``1 - alpha`` quantile of the noise on a difference of two ratio estimates."""
-    scales = np.hstack([_ratio_scales(current), _ratio_scales(previous)])
+    scales = np.hstack([ratio_noise_scales(current), ratio_noise_scales(previous)])
     return np.array([noise_sum_quantile(row, float(sd), alpha)
                      for row, sd in zip(scales, spread, strict=True)])
 
@@ -542,7 +555,7 @@ def _ratio_drift_threshold(data: pd.DataFrame, c: NDArray[np.float64],
                            blocks: NDArray[np.int64], sampling_var: NDArray[np.float64],
                            alpha: float) -> NDArray[np.float64]:
     """Return the exact quantile of a slope's linearised ratio noise, region by region."""
-    scales = _ratio_scales(data)
+    scales = ratio_noise_scales(data)
     return np.array([
         noise_sum_quantile((cr[:, None] * sr).ravel(), float(np.sqrt(np.sum(cr**2 * vr))),
                            alpha) if cr.size >= 3 else np.inf

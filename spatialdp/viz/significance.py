@@ -14,8 +14,11 @@ differently from the nation. Sampling variation of the cohorts is left out
 unless ``sampling_sd`` (per region, on the difference) is given. With 48 regions
 at ``alpha = 0.05`` about 2.4 regions are flagged by chance alone; pass
 ``adjust="bonferroni"`` to hold the chance of any false flag at ``alpha``.
-Ratio estimators (noise not one Laplace) are flagged when the national value
-lies outside their published interval, a conservative test.
+Ratio estimators (a ``present`` metric, every metric under add/remove) use
+the exact quantile of their linearised noise (two Laplace noises read from the
+published noisy sum, count and scales:
+:func:`~spatialdp.federated.monitor.ratio_noise_scales`) plus the national
+value's, as the monitor's alerts do.
 """
 
 from __future__ import annotations
@@ -29,7 +32,11 @@ from numpy.typing import NDArray
 
 from spatialdp._validation import check_alpha, check_flag, check_number, check_text, fail
 from spatialdp.exceptions import InvalidInput
-from spatialdp.federated.monitor import difference_threshold
+from spatialdp.federated.monitor import (
+    difference_threshold,
+    noise_sum_quantile,
+    ratio_noise_scales,
+)
 from spatialdp.viz._report import (
     _axes,
     _check_report,
@@ -53,22 +60,32 @@ SIGNIFICANCE_COLOURS = {"above": "#b2182b", "below": "#2166ac",
 
 
 def _national(national: Any, national_error_bar: float | None, alpha: float
-              ) -> tuple[float, float]:
-    """Return the national value and its Laplace noise scale (0: known exactly)."""
+              ) -> tuple[float, list[float]]:
+    """Return the national value and the Laplace scales of its noise (none: known exactly).
+
+    A mean's one scale; a ratio estimate's two linearised scales
+    (``b_s / n``, ``|R| b_n / n``, :func:`~spatialdp.federated.monitor.ratio_noise_scales`).
+    """
     from spatialdp.federated.release import MetricRelease
 
     if isinstance(national, MetricRelease):
         if national.suppressed or not math.isfinite(national.value):
             raise InvalidInput("the national release is suppressed; there is no national "
                                "value to compare with")
-        return float(national.value), float(national.noise_scale)
+        if national.estimator == "ratio":
+            state = national._state  # the release's own noisy count and scales
+            n = float(state["den"])
+            return float(national.value), [float(state["scale_num"]) / n,
+                                           abs(float(national.value)) * float(
+                                               state["scale_den"]) / n]
+        return float(national.value), [float(national.noise_scale)]
     value = check_number(national, "national", fix="pass the national value (a number) or its "
                          "MetricRelease from aggregate_metric")
     if national_error_bar is None:
-        return value, 0.0
+        return value, []
     bar = check_number(national_error_bar, "national_error_bar", low=0.0,
                        fix="pass the national value's (1 - alpha) error bar, or None")
-    return value, bar / math.log(1.0 / alpha)
+    return value, [bar / math.log(1.0 / alpha)]
 
 
 def significance_table(
@@ -120,7 +137,7 @@ def significance_table(
     mode = None if adjust is None else check_text(adjust, "adjust")
     if mode not in (None, "bonferroni"):
         raise fail("adjust", adjust, "is not a correction", "pass None or 'bonferroni'")
-    value, national_scale = _national(national, national_error_bar, level)
+    value, national_scales = _national(national, national_error_bar, level)
     values = _numeric_column(frame, "value", "the report")
     sd = _numeric_column(frame, "noise_std", "the report")
     published = ~_suppressed(frame) & np.isfinite(values) & np.isfinite(sd) & (sd > 0)
@@ -135,20 +152,28 @@ def significance_table(
     diff = values - value
     threshold = np.full(len(frame), np.nan)
     lap = published & ~ratio
+    spread_all = np.broadcast_to(np.asarray(sampling_sd, dtype=np.float64), (len(frame),))
     if lap.any():
         scale = sd[lap] / math.sqrt(2.0)
-        spread = np.broadcast_to(np.asarray(sampling_sd, dtype=np.float64),
-                                 (len(frame),))[lap]
-        if national_scale > 0:
-            threshold[lap] = difference_threshold(scale, np.full(scale.size, national_scale),
-                                                  test_level, spread)
+        spread = spread_all[lap]
+        if len(national_scales) == 1:
+            threshold[lap] = difference_threshold(
+                scale, np.full(scale.size, national_scales[0]), test_level, spread)
+        elif national_scales:  # a ratio national value: its two noises, exactly summed
+            threshold[lap] = [noise_sum_quantile([b, *national_scales], float(s_), test_level)
+                              for b, s_ in zip(scale, spread, strict=True)]
         else:
             threshold[lap] = _one_noise_threshold(scale, spread, test_level)
     rat = published & ratio
-    if rat.any():  # conservative: the national value outside the published interval
-        lo = _numeric_column(frame, "ci_low", "the report")[rat]
-        hi = _numeric_column(frame, "ci_high", "the report")[rat]
-        threshold[rat] = np.where(diff[rat] > 0, values[rat] - lo, hi - values[rat])
+    if rat.any():  # the linearised ratio noise, the national value's, and sampling
+        missing = [c for c in ("noisy_count", "sum_scale", "count_scale") if c not in frame]
+        if missing:
+            raise fail("report", f"a ratio-estimate frame without {missing}",
+                       "cannot be tested", "pass report[metric] of a RegionalReport, "
+                       "unmodified")
+        scales = ratio_noise_scales(frame[rat])
+        threshold[rat] = [noise_sum_quantile([*row, *national_scales], float(s_), test_level)
+                          for row, s_ in zip(scales, spread_all[rat], strict=True)]
     verdict = np.where(~published, "suppressed",
                        np.where(diff > threshold, "above",
                                 np.where(diff < -threshold, "below", "not different")))
