@@ -314,3 +314,27 @@ def test_demo_on_a_users_polygon_layer(tmp_path: Path, regions: Path,
     assert sorted(report.region_id) == sorted(WEST)
     assert (out / "model_card.json").exists()
     assert (out / "coverage_map.png").exists()
+
+
+def test_demo_under_replace_one_publishes_participation_but_no_cell_locations(
+        tmp_path: Path, regions: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    assert main(["demo", "--out", str(out), "--partition", str(regions), "--id-column",
+                 "state", "--devices", "10000", "--rounds", "2", "--quiet",
+                 "--neighbours", "replace"]) == 0
+    text = capsys.readouterr().out
+    assert "neighbouring relation: replace-one: participation public" in text
+    with PrivacyLedger(out / "ledger.sqlite", read_only=True) as ledger:
+        audit = ledger.audit()
+    grid = audit.what.str.startswith("flat count grid")
+    assert set(audit.neighbours[~grid]) == {"replace"}
+    assert set(audit.neighbours[grid]) == {"add_remove"}  # a device added or removed: k
+    card = json.loads((out / "model_card.json").read_text())
+    assert card["privacy"]["neighbours"] == ["replace", "add_remove"]
+    assert card["privacy"]["participation"].startswith("Mixed")
+    assert card["cohort_sizes"]["provenance"] == "bookkeeping"  # exact: public by the model
+    report = pd.read_csv(out / "regional_report.csv", index_col=0)
+    assert (report.loss_estimator == "mean").all()
+    # The H3 cells are below the region level: their coverage is a release in both modes.
+    assert card["coverage"]["provenance"] == "release"
+    assert card["coverage"]["neighbours"] == "replace"

@@ -33,12 +33,10 @@ from spatialdp.privacy.budget import Neighbours
 from spatialdp.privacy.ledger import PrivacyLedger
 from spatialdp.privacy.target import ReleaseTarget
 from spatialdp.sampling import (
-    Coverage,
     ParticipationPolicy,
     ReleasedCoverage,
     RoundCohort,
     StratifiedSampler,
-    epoch_coverage,
     release_epoch_coverage,
 )
 from spatialdp.simulation import positioning_predictions
@@ -63,8 +61,8 @@ TRAINING_EPSILON_PER_ROUND = 1.0
 DROP_SHARE = 0.06
 #: Epsilon of the national loss of the last round (line item evaluation.global).
 NATIONAL_EPSILON = 0.1
-#: Epsilon of the epoch's coverage release under add/remove neighbours (regions and H3
-#: cells; line item evaluation.regional).
+#: Epsilon of the epoch's coverage release (regions and H3 cells; line item
+#: evaluation.regional).
 COVERAGE_EPSILON = 0.3
 WHO = "spatialdp demo"
 
@@ -100,7 +98,7 @@ class EpochResult:
 
     reports: list[RegionalReport]
     cohorts: list[RoundCohort]
-    coverage: Coverage | ReleasedCoverage
+    coverage: ReleasedCoverage
     alerts: pd.DataFrame
     trend: pd.DataFrame
     history: dict[str, pd.DataFrame]
@@ -194,19 +192,14 @@ def run_epoch(world: World, plan: EpochPlan, ledger: PrivacyLedger, epoch: int, 
     trend = drift(pd.concat([r["ratio"] for r in reports]).drop(columns="geometry")
                   .reset_index(), window=min(plan.rounds, 8), alpha=plan.alpha,
                   sampling_sd=plan.ratio_sd) if plan.rounds >= 3 else pd.DataFrame()
-    coverage: Coverage | ReleasedCoverage
-    if plan.neighbours == "add_remove":  # who was sampled, and where, is private: released
-        coverage = release_epoch_coverage(
-            state, report=part, client_regions=world.client_regions, cells=world.cells,
-            client_cells=None if world.cells is None else world.client_cells,
-            epsilon=COVERAGE_EPSILON, neighbours="add_remove",
-            target=ReleaseTarget(ledger, epoch, who=who,
-                                 why="coverage of the epoch's cohorts"))
-    else:  # replace-one: participation is public, the server's records are published
-        n_cells = None if world.cells is None else world.cells.n_regions
-        coverage = epoch_coverage(sampler, state, client_cells=world.client_cells,
-                                  n_cells=n_cells, report=part,
-                                  client_regions=world.client_regions)
+    # Who was sampled, and where: a release in both modes. The fleet's locations below the
+    # report regions (the H3 cells) are private even when participation per region is
+    # public (replace-one), so the demo never publishes the server's exact records of them.
+    coverage = release_epoch_coverage(
+        state, report=part, client_regions=world.client_regions, cells=world.cells,
+        client_cells=None if world.cells is None else world.client_cells,
+        epsilon=COVERAGE_EPSILON, neighbours=plan.neighbours,
+        target=ReleaseTarget(ledger, epoch, who=who, why="coverage of the epoch's cohorts"))
     incidents = ratio_pinned_at_clip(reports[-1]["ratio"], RATIO_CLIP)
     return EpochResult(reports=reports, cohorts=cohorts, coverage=coverage, alerts=table,
                        trend=trend, history=history, incidents=incidents, sampler=sampler,

@@ -13,7 +13,6 @@ import numpy as np
 import pandas as pd
 
 from spatialdp.federated import RegionalReport
-from spatialdp.sampling import Coverage
 
 from .audit import QueryAudit
 from .epoch import EpochPlan, EpochResult
@@ -86,29 +85,9 @@ def draw_significance(report: RegionalReport, plan: EpochPlan, result: EpochResu
     return path
 
 
-def cell_coverage(world: World, result: EpochResult) -> pd.DataFrame:
-    """Return per H3 cell: devices in the fleet, devices sampled this epoch, blind spot."""
-    cells = world.cells
-    if cells is None or world.client_cells is None:
-        raise ValueError("the world has no coverage cells")
-    where = world.client_cells
-    located = where >= 0
-    sampled = np.asarray(result.state.used) > 0
-    n = cells.n_regions
-    clients = np.bincount(where[located], minlength=n)[:n]
-    reached = np.bincount(where[located & sampled], minlength=n)[:n]
-    return pd.DataFrame({"clients": clients, "clients_sampled": reached,
-                         "blind_spot": (clients > 0) & (reached == 0)},
-                        index=pd.Index(cells.region_ids, name="region_id"))
-
-
 def draw_coverage(world: World, result: EpochResult, folder: Path) -> Path:
-    """Draw the coverage map: released counts (add/remove) or the exact records (replace)."""
-    from spatialdp.sampling import ReleasedCoverage
-
-    if isinstance(result.coverage, ReleasedCoverage):
-        return _draw_released_coverage(world, result.coverage, folder)
-    return _draw_exact_coverage(world, result, folder)
+    """Draw the coverage map: released counts of clients sampled (regions, H3 cells)."""
+    return _draw_released_coverage(world, result.coverage, folder)
 
 
 def _draw_released_coverage(world: World, coverage: Any, folder: Path) -> Path:
@@ -161,69 +140,9 @@ def _draw_released_coverage(world: World, coverage: Any, folder: Path) -> Path:
     fig.colorbar(layer, ax=list(axes[0]), orientation="horizontal", shrink=0.5, pad=0.1,
                  label="clients sampled this epoch, noised (log scale; one scale for both "
                        "panels)")
+    relation = {"add_remove": "add/remove", "replace": "replace-one"}[coverage.neighbours]
     fig.suptitle(f"Coverage of epoch {coverage.epoch}'s cohorts: released counts "
-                 f"(epsilon {coverage.epsilon:g}, add/remove neighbours)", fontsize=13)
-    path = save_figure(fig, folder / "coverage_map.png")
-    plt.close(fig)
-    return path
-
-
-def _draw_exact_coverage(world: World, result: EpochResult, folder: Path) -> Path:
-    """Draw the exact records: regions with merges outlined, H3 cells with blind spots hatched."""
-    from matplotlib.collections import PolyCollection
-    from matplotlib.colors import LogNorm
-    from matplotlib.patches import Patch
-
-    from spatialdp.sampling import plot_coverage_map
-    from spatialdp.viz.maps import save_figure
-
-    plt = _pyplot()
-    coverage = result.coverage
-    assert isinstance(coverage, Coverage)
-    fig, axes = plt.subplots(1, 2, figsize=(19, 6.4), gridspec_kw={"wspace": 0.35})
-    plot_coverage_map(coverage, level="strata", ax=axes[0])
-    groups = {str(g) for g in coverage.table.group if "+" in str(g)}
-    axes[0].set_title(f"strata (the report regions): clients sampled in epoch "
-                      f"{coverage.epoch}; {len(coverage.merges)} merge(s) into {len(groups)} "
-                      f"group(s), outlined", fontsize=11)
-    table = cell_coverage(world, result)
-    assert world.cells is not None
-    # Thousands of hexagons: one PolyCollection per layer (GeoDataFrame.plot redraws the
-    # whole figure after every layer, which costs seconds per layer here).
-    rings = _rings(world.cells)
-    ax = axes[1]
-    sampled = table.clients_sampled.to_numpy()
-    blind = table.blind_spot.to_numpy()
-    empty = table.clients.to_numpy() == 0
-    reached = sampled > 0
-    norm = LogNorm(vmin=1, vmax=max(2, int(sampled.max())))
-    layer = PolyCollection([rings[i] for i in np.flatnonzero(reached)], cmap="viridis",
-                           norm=norm, linewidths=0)
-    layer.set_array(sampled[reached].astype(float))
-    ax.add_collection(layer)
-    ax.add_collection(PolyCollection([rings[i] for i in np.flatnonzero(empty)],
-                                     facecolor="#dddddd", edgecolor="white", linewidths=0.2))
-    ax.add_collection(PolyCollection([rings[i] for i in np.flatnonzero(blind)],
-                                     facecolor="white", edgecolor="red", hatch="xxxx",
-                                     linewidths=0.4))
-    ax.autoscale_view()
-    ax.set_aspect(1.0 / np.cos(np.radians(float(np.mean(ax.get_ylim())))))
-    fig.colorbar(layer, ax=ax, orientation="horizontal", shrink=0.6, pad=0.12,
-                 label="clients sampled this epoch (log scale)")
-    n_reached, n_blind, n_empty = int(reached.sum()), int(blind.sum()), int(empty.sum())
-    ax.set_xlabel("longitude")
-    ax.set_ylabel("latitude")
-    with_clients = int((table.clients > 0).sum())
-    ax.set_title(f"H3 cells (resolution {_resolution_of(world)}): {n_reached:,} of "
-                 f"{with_clients:,} cells with devices reached; {n_blind:,} blind spot(s)",
-                 fontsize=11)
-    ax.legend(handles=[
-        Patch(facecolor="white", edgecolor="red", hatch="xxxx",
-              label=f"blind spot: devices, none sampled ({n_blind:,} cells)"),
-        Patch(facecolor="#dddddd", label=f"no device in the fleet ({n_empty:,} cells)")],
-        loc="lower left", fontsize=9)
-    fig.suptitle("Coverage of the epoch's stratified cohorts (sqrt allocation, participation "
-                 "cap, merges of regions whose pool ran dry)", fontsize=13)
+                 f"(epsilon {coverage.epsilon:g}, {relation} neighbours)", fontsize=13)
     path = save_figure(fig, folder / "coverage_map.png")
     plt.close(fig)
     return path

@@ -22,7 +22,6 @@ from spatialdp.geo import Partition
 from spatialdp.privacy.budget import NEIGHBOURS, BudgetSplit, Neighbours, check_neighbours
 from spatialdp.privacy.ledger import PrivacyLedger
 from spatialdp.privacy.target import ReleaseTarget
-from spatialdp.sampling import ReleasedCoverage
 
 from .audit import QueryAudit, query_audit
 from .epoch import (
@@ -39,7 +38,6 @@ from .epoch import (
 )
 from .outputs import (
     alerts_table,
-    cell_coverage,
     cohort_sizes,
     draw_choropleths,
     draw_coverage,
@@ -236,7 +234,7 @@ def run_demo(
     relation = check_neighbours(neighbours)
     part = (partition if isinstance(partition, Partition) or partition is None
             else load_partition(partition, id_column))
-    _check_budget(SPLIT, eps, n_rounds, relation)
+    _check_budget(SPLIT, eps, n_rounds)
     run_id = secrets.token_hex(4)
     progress = Progress(quiet=quiet)
     folder = Path(out)
@@ -256,7 +254,7 @@ def run_demo(
         new_ledger = not path.exists()
         with PrivacyLedger(path, epoch_budget=EPOCH_BUDGET,
                            split=SPLIT if new_ledger else None) as ledger:
-            _check_budget(ledger.split, eps, n_rounds, relation, ledger=os.fspath(path))
+            _check_budget(ledger.split, eps, n_rounds, ledger=os.fspath(path))
             epoch = max(ledger.epochs(), default=-1) + 1
             done = set(runs.loc[runs.status == "complete", "epoch"].astype(int))
             interrupted = _interrupted(ledger, done)
@@ -308,12 +306,11 @@ def run_demo(
                       world=world, plan=plan, epoch_result=result, audit=audit)
 
 
-def _check_budget(split: BudgetSplit, epsilon: float, rounds: int, neighbours: str,
+def _check_budget(split: BudgetSplit, epsilon: float, rounds: int,
                   ledger: str | None = None) -> None:
     """Refuse, before anything runs or is charged, an epoch its ledger's caps cannot pay."""
     caps = split.allocate(EPOCH_BUDGET)
-    needs = {"evaluation.regional": rounds * epsilon + AUDIT_GRID_EPSILON
-             + (COVERAGE_EPSILON if neighbours == "add_remove" else 0.0),
+    needs = {"evaluation.regional": rounds * epsilon + AUDIT_GRID_EPSILON + COVERAGE_EPSILON,
              "evaluation.global": NATIONAL_EPSILON,
              "training": min(PARTICIPATION_CAP, rounds) * TRAINING_EPSILON_PER_ROUND}
     where = f" of the ledger {ledger}" if ledger else ""
@@ -330,28 +327,23 @@ def _check_budget(split: BudgetSplit, epsilon: float, rounds: int, neighbours: s
                        f"lower --epsilon to at most {room:.4g} or run fewer rounds")
 
 
-def _coverage_line(world: World, result: EpochResult) -> str:
-    """Return the summary's coverage: released counts (add/remove) or exact records."""
+def _coverage_line(plan: EpochPlan, result: EpochResult) -> str:
+    """Return the summary's coverage (released counts) and, under replace-one, the merges."""
     cov = result.coverage
-    if isinstance(cov, ReleasedCoverage):
-        cells = "" if cov.cells is None else (
-            f"; H3 cells confirmed reached: {int(cov.cells.frame.covered.sum()):,} of "
-            f"{len(cov.cells.frame):,}")
-        return (f"coverage (released, epsilon {cov.epsilon:g}): regions confirmed reached "
-                f"{int(cov.regions.frame.covered.sum())} of {len(cov.regions.frame)}{cells}; "
-                "merges decided on exact pools are not published")
+    cells = "" if cov.cells is None else (
+        f"; H3 cells confirmed reached: {int(cov.cells.frame.covered.sum()):,} of "
+        f"{len(cov.cells.frame):,}")
+    line = (f"coverage (released, epsilon {cov.epsilon:g}): regions confirmed reached "
+            f"{int(cov.regions.frame.covered.sum())} of {len(cov.regions.frame)}{cells}")
+    if plan.neighbours == "add_remove":
+        return line + "; merges decided on exact pools are not published"
+    merges = list(result.state.merges)
     shown = [f"{'+'.join(m.members)} into {'+'.join(m.into)} (round {m.round_index})"
-             for m in cov.merges[:MAX_MERGES_SHOWN] if len(m.members) + len(m.into) <= 6]
-    merges = "; ".join(shown) or "none"
-    if len(cov.merges) > len(shown):
-        merges += f"; {len(cov.merges) - len(shown)} more in strata.json"
-    cells = ""
-    if world.cells is not None:
-        table = cell_coverage(world, result)
-        with_devices = int((table.clients > 0).sum())
-        cells = (f"; H3 cells with devices reached: {with_devices - int(table.blind_spot.sum()):,}"
-                 f" of {with_devices:,} ({int(table.blind_spot.sum()):,} blind spots)")
-    return f"merges: {merges}; regions never sampled: {len(cov.blind_spots)}{cells}"
+             for m in merges[:MAX_MERGES_SHOWN] if len(m.members) + len(m.into) <= 6]
+    text = "; ".join(shown) or "none"
+    if len(merges) > len(shown):
+        text += f"; {len(merges) - len(shown)} more in strata.json"
+    return f"{line}; merges: {text}"
 
 
 def _interrupted(ledger: PrivacyLedger, done: set[int]) -> list[int]:
@@ -406,7 +398,7 @@ def _write_card(folder: Path, ledger: Path, world: World, plan: EpochPlan,
     }
     write_run_folder(
         folder, partition=world.partition, specs=plan.specs, strata=world.strata,
-        coverage=result.coverage, merges=[] if released else None,
+        coverage=result.coverage, merges=[] if released else list(result.state.merges),
         cohort_sizes=None if released else cohort_sizes(result), reports=result.reports,
         query_error=table, epsilon=plan.epsilons, rounds=plan.rounds,
         seeds={"fleet": seed, "model": seed}, epochs=[epoch], alpha=0.05,
@@ -440,7 +432,7 @@ def _summary(out: Path, world: World, plan: EpochPlan, result: EpochResult,
     fired = ", ".join(f"{r} (round {k})" for r, k in zip(rr.region_id, rr["round"],
                                                           strict=True)) or "none"
     trend = alerts[alerts.test != "round-to-round"]
-    coverage = _coverage_line(world, result)
+    coverage = _coverage_line(plan, result)
     last = result.reports[-1]
     flat = audit.reports["flat (clamped)"]
     big = flat.iloc[-1]
