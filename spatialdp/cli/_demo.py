@@ -36,8 +36,8 @@ def add_parser(sub: Any) -> None:
                       help="simulated fleet size (default 200,000)")
     demo.add_argument("--epsilon", type=float, default=0.4,
                       help="epsilon of each round's regional release, all metrics together "
-                           "(default 0.4; rounds x epsilon <= 2.2 with the coverage and "
-                           "query-error releases under add/remove)")
+                           "(default 0.4; rounds x epsilon <= 2.4 beside the coverage and "
+                           "query-error releases)")
     demo.add_argument("--rounds", type=int, default=6, help="rounds in the epoch (default 6)")
     demo.add_argument("--seed", type=int, default=0,
                       help="seed of the simulation (release noise never takes a seed)")
