@@ -476,18 +476,25 @@ def _round_health(variant: str, path: str, draws: int | None, rng: RandomLike) -
                   epsilon=EPSILON)
 
 
+@cache
+def _coverage_homes() -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.int64]]:
+    """Return a point in each state of :data:`REGIONS` and 40 clients' two states each."""
+    from spatialdp.datasets import load_us_states
+
+    frame = load_us_states().set_index("state").loc[list(REGIONS)]
+    spots = frame.geometry.representative_point()
+    home = np.array([[i % 4, (i + 1) % 4] for i in range(40)])
+    return spots.x.to_numpy(), spots.y.to_numpy(), home
+
+
 def _release_coverage(variant: str, path: str, draws: int | None,
                       rng: RandomLike) -> AuditResult:
-    from spatialdp.datasets import load_us_states
     from spatialdp.federated import release_coverage
     from spatialdp.federated._coverage import coverage
 
     states = _states()
-    frame = load_us_states().set_index("state").loc[list(REGIONS)]
-    spots = frame.geometry.representative_point()
-    lon, lat = spots.x.to_numpy(), spots.y.to_numpy()
-    # 40 clients, each with samples in two states; client 0 moves from (CO, UT) to (CA, TX).
-    home = np.array([[i % 4, (i + 1) % 4] for i in range(40)])
+    lon, lat, home = _coverage_homes()
+    # Client 0 moves from (CO, UT) to (CA, TX).
 
     def rows(first: tuple[int, int]) -> Any:
         where = home.copy()
@@ -715,15 +722,11 @@ def _health_add_remove(variant: str, path: str, draws: int | None,
 
 def _coverage_add_remove(variant: str, path: str, draws: int | None,
                          rng: RandomLike) -> AuditResult:
-    from spatialdp.datasets import load_us_states
     from spatialdp.federated import release_coverage
     from spatialdp.federated._coverage import coverage
 
     states = _states()
-    frame = load_us_states().set_index("state").loc[list(REGIONS)]
-    spots = frame.geometry.representative_point()
-    lon, lat = spots.x.to_numpy(), spots.y.to_numpy()
-    home = np.array([[i % 4, (i + 1) % 4] for i in range(40)])
+    lon, lat, home = _coverage_homes()
 
     def rows(first: int) -> Any:  # clients first..39, each with samples in two states
         where = home[first:]
