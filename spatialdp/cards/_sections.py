@@ -141,12 +141,14 @@ def spec_section(spec: Any) -> dict[str, Any]:
         return {**extra, "name": spec.name, "kind": "metric", "key": spec.key,
                 "version": spec.version, "fingerprint": spec.fingerprint, "clip_low": spec.clip_low,
                 "clip_high": spec.clip_high, "present": spec.present,
-                "sensitivity": spec.sensitivity}
+                "sensitivity": spec.sensitivity,
+                "sensitivity_add_remove": spec.sensitivity_under("add_remove")}
     if isinstance(spec, HistogramSpec):
         return {**extra, "name": spec.name, "kind": "histogram", "key": spec.key,
                 "version": spec.version, "fingerprint": spec.fingerprint,
                 "edges": [float(e) for e in spec.edges], "mass_cap": spec.mass_cap,
-                "labels": list(spec.labels), "sensitivity": spec.sensitivity}
+                "labels": list(spec.labels), "sensitivity": spec.sensitivity,
+                "sensitivity_add_remove": spec.sensitivity_under("add_remove")}
     if isinstance(spec, Mapping) and {"name", "kind", "key", "fingerprint"} <= set(spec):
         return dict(spec)
     raise fail("specs", spec, "holds something that is not a MetricSpec or HistogramSpec",

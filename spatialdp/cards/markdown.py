@@ -17,7 +17,7 @@ __all__ = ["render_markdown"]
 _TAG = {"release": "release: noised, charged to the ledger",
         "simulation": "SIMULATION: not a release",
         "unaccounted": "UNACCOUNTED: noised, charged to no ledger",
-        "bookkeeping": "bookkeeping: exact, no noise (replace-one: participation is public)"}
+        "bookkeeping": "bookkeeping: exact public parameters and records, no noise"}
 
 
 def _fmt(value: Any, digits: int = 4) -> str:
@@ -129,12 +129,13 @@ def _geography(c: Mapping[str, Any]) -> list[str]:
             if s.get("present"):
                 bounds += f" (ratio, present: {s['present']})"
         rows.append([_title(s), s["kind"], f"`{s['key']}`", s["version"],
-                     f"`{s['fingerprint']}`", bounds, s.get("sensitivity")])
+                     f"`{s['fingerprint']}`", bounds, s.get("sensitivity"),
+                     s.get("sensitivity_add_remove")])
     if rows:
         out += ["Histogram edge versions are the spec version plus the digest of the edges "
                 "in the key (`name@version:digest`).", ""]
         out += _table(["metric", "kind", "key", "version", "fingerprint", "clip range / edges",
-                       "sensitivity"], rows)
+                       "sensitivity (replace-one)", "sensitivity (add/remove)"], rows)
     return out
 
 
@@ -161,6 +162,11 @@ def _sampling(c: Mapping[str, Any]) -> list[str]:
     if st:
         out += [f"Strata `{st.get('key')}` (basis {st.get('basis')}, "
                 f"{_fmt(st.get('n_strata'))} strata, version `{st.get('version')}`).", ""]
+    relations = set((c.get("privacy") or {}).get("neighbours") or [])
+    relations |= {r["neighbours"] for r in c["quantitative_analysis"]["rounds"]}
+    if relations == {"add_remove"}:
+        return [*out, "Merges of strata are decided on exact pool sizes: under add/remove "
+                "neighbours they stay on the server and are not published.", ""]
     out += ["Every merge with its reason (exact: under replace-one neighbours participation "
             "is public; the floor is public):", ""]
     return out + _merges_table(s["merges"])
