@@ -148,17 +148,6 @@ def _draw_released_coverage(world: World, coverage: Any, folder: Path) -> Path:
     return path
 
 
-def _rings(cells: Any) -> list[np.ndarray]:
-    """Return the exterior ring (lon, lat) of every cell polygon, in region order."""
-    import shapely
-
-    geoms = cells.regions.geometry.to_numpy()
-    parts = shapely.get_parts(geoms, return_index=True)
-    first = np.unique(parts[1], return_index=True)[1]  # the first part of each cell
-    return [np.asarray(shapely.get_coordinates(shapely.get_exterior_ring(g)))
-            for g in parts[0][first]]
-
-
 def _all_rings(partition: Any) -> tuple[list[np.ndarray], np.ndarray]:
     """Return every part's exterior ring (lon, lat) and the region position it belongs to."""
     import shapely
