@@ -194,6 +194,13 @@ def replace_client(reports: pd.DataFrame, client_id: Any, *, spec: Specs = None,
         An unknown client or column, a participation/provenance column, or a
         value no correct device can report (outside its clip range, a
         histogram's mass above its cap, a column without a known range).
+
+    Examples
+    --------
+    >>> reports = pd.DataFrame({"loss": [1.0, 2.0], "region_id": ["a", "b"]},
+    ...                        index=pd.Index([7, 8], name="client_id"))
+    >>> replace_client(reports, 7, spec=MetricSpec("loss", 0.0, 4.0), loss=4.0).loss.tolist()
+    [4.0, 2.0]
     """
     _client(reports, client_id)
     if not values:
@@ -210,10 +217,23 @@ def replace_client(reports: pd.DataFrame, client_id: Any, *, spec: Specs = None,
 def remove_client(reports: pd.DataFrame, client_id: Any) -> pd.DataFrame:
     """Return ``reports`` without one client's row (the ``"add_remove"`` relation).
 
+    Parameters
+    ----------
+    reports : DataFrame
+        Client reports, indexed by ``client_id``.
+    client_id
+        The client that takes no part in the neighbouring dataset.
+
     Raises
     ------
     InvalidInput
         An unknown client, or the only client.
+
+    Examples
+    --------
+    >>> reports = pd.DataFrame({"loss": [1.0, 2.0]}, index=pd.Index([7, 8], name="client_id"))
+    >>> remove_client(reports, 7).index.tolist()
+    [8]
     """
     _client(reports, client_id)
     if len(reports) == 1:
@@ -248,6 +268,15 @@ def add_client(reports: pd.DataFrame, client_id: Any, *, spec: Specs = None,
     InvalidInput
         An id already present or of another kind, a missing or unknown value
         column, a missing region, or a value outside its range.
+
+    Examples
+    --------
+    >>> reports = pd.DataFrame({"loss": [1.0, 2.0], "region_id": ["a", "b"]},
+    ...                        index=pd.Index([7, 8], name="client_id"))
+    >>> bigger = add_client(reports, 9, spec=MetricSpec("loss", 0.0, 4.0), region_id="a",
+    ...                     loss=4.0)
+    >>> bigger.loss.tolist(), bigger.region_id.tolist()
+    ([1.0, 2.0, 4.0], ['a', 'b', 'a'])
     """
     check_instance(reports, "reports", pd.DataFrame, "pass the client-report frame")
     if client_id in reports.index:

@@ -280,6 +280,17 @@ def publication(value: Any, label: str = "result") -> Publication:
       ``to_dict()``: that, and the same methods; anything else: its type name;
     - a :class:`Publication` (e.g. :func:`read_files`' output): itself.
 
+    Parameters
+    ----------
+    value : object
+        What a release returned (or any part of it).
+    label : str, default "result"
+        The prefix of every number's and token's label.
+
+    Returns
+    -------
+    Publication
+
     Examples
     --------
     >>> pub = publication(pd.DataFrame({"value": [1.5], "reliability": ["high"]},

@@ -516,6 +516,16 @@ def ratio_noise_scales(frame: pd.DataFrame) -> NDArray[np.float64]:
     ``(L_s - R L_n) / n``: two Laplace noises of these scales, read from the
     frame's published ``noisy_count``, ``value``, ``sum_scale`` and ``count_scale``.
 
+    Parameters
+    ----------
+    frame : DataFrame
+        Rows of a report frame whose ``estimator`` is a ratio estimate.
+
+    Returns
+    -------
+    ndarray of shape (n_rows, 2)
+        The sum noise's and the count noise's linearised scales, per row.
+
     Examples
     --------
     >>> frame = pd.DataFrame({"noisy_count": [200.0], "value": [1.5], "sum_scale": [8.0],

@@ -466,6 +466,17 @@ def interval_at(frame: pd.DataFrame, alpha: float) -> tuple[NDArray[np.float64],
     their ``1 - alpha/2`` quantiles, clipped to ``[clip_low, clip_high]``. NaN
     where suppressed.
 
+    Parameters
+    ----------
+    frame : DataFrame
+        A report's frame (:attr:`RegionalReport.frame`, or one read back from its files).
+    alpha : float
+        One minus the intervals' coverage, in (0, 1).
+
+    Returns
+    -------
+    (low, high) : tuple of ndarray
+
     Examples
     --------
     >>> frame = pd.DataFrame({"value": [1.0], "estimator": ["mean"], "noise_scale": [0.1],

@@ -118,6 +118,22 @@ def check_draws(plans: Sequence[ReleasePlan[Any]]) -> None:
     A real-valued release puts its values on a fixed-point lattice whose step
     depends on the number of values; a release too large for the lattice is
     refused here, never after the charge.
+
+    Parameters
+    ----------
+    plans : sequence of ReleasePlan
+        The plans of one release.
+
+    Raises
+    ------
+    InvalidInput
+        A real-valued draw with more values than its lattice allows.
+
+    Examples
+    --------
+    >>> from spatialdp.privacy import LaplaceMechanism
+    >>> check_draws([ReleasePlan(1.0, [(LaplaceMechanism(1.0, 1.0), np.zeros(3))],
+    ...                          finish=list)])
     """
     for plan in plans:
         for mechanism, values in plan.draws:
@@ -186,6 +202,37 @@ def check_affordable(target: Accounting, *, default_line_item: str,
 
     For a protocol of several rounds, each charged before its own noise: it is
     never refused half-way. Simulations and unaccounted releases always pass.
+
+    Parameters
+    ----------
+    target : ReleaseTarget, Simulation or Unaccounted
+        Where the rounds will be charged.
+    default_line_item : str
+        The line item, unless the target names its own.
+    epsilon, rho : float, optional
+        One round's loss (exactly one of them).
+    charges : int, default 1
+        How many such charges the protocol will make.
+
+    Raises
+    ------
+    BudgetExceeded
+        The line item or the epoch cannot pay all ``charges``.
+
+    Examples
+    --------
+    >>> from spatialdp.privacy import PrivacyLedger, ReleaseTarget
+    >>> from spatialdp.exceptions import BudgetExceeded
+    >>> with PrivacyLedger(":memory:", epoch_budget=10.0) as ledger:   # global line: 0.6
+    ...     target = ReleaseTarget(ledger, epoch=0)
+    ...     check_affordable(target, default_line_item="evaluation.global", epsilon=0.2,
+    ...                      charges=3)
+    ...     try:
+    ...         check_affordable(target, default_line_item="evaluation.global", epsilon=0.2,
+    ...                          charges=4)
+    ...     except BudgetExceeded:
+    ...         print("refused; spent", ledger.spent(0))
+    refused; spent 0.0
     """
     check_target(target).check_affordable(default_line_item=default_line_item,
                                           epsilon=epsilon, rho=rho, charges=charges)

@@ -301,6 +301,10 @@ class ReleasedCoverage:
     epsilon : float
         The two releases' total loss.
     neighbours : {"replace", "add_remove"}
+
+    See Also
+    --------
+    release_epoch_coverage : releases it (with an example).
     """
 
     epoch: int
