@@ -136,9 +136,9 @@ def test_ledger_keeps_every_charge_and_marks_interrupted_epochs(
         assert epoch == max(epochs)
         # The complete run: the per-client training charge, one regional release per
         # round, the national loss of the last round, the coverage release (regions and
-        # H3 cells) and the query-error audit's grid; all under add/remove neighbours.
-        assert len(audit) == 7
-        assert sorted(audit.line_item) == ["evaluation.global", *["evaluation.regional"] * 5,
+        # H3 cells, one charge) and the query-error audit's grid; all under add/remove.
+        assert len(audit) == 6
+        assert sorted(audit.line_item) == ["evaluation.global", *["evaluation.regional"] * 4,
                                            "training"]
         assert set(audit.who) == {f"spatialdp demo run {run_id}"}
         assert set(audit.neighbours) == {"add_remove"}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 
 import matplotlib
 
@@ -13,7 +14,9 @@ import numpy as np
 import pytest
 
 from spatialdp.datasets import synthetic_fleet, us_states_partition
-from spatialdp.exceptions import InvalidInput
+from spatialdp.exceptions import BudgetExceeded, InvalidInput
+from spatialdp.geo import Partition
+from spatialdp.privacy import PrivacyLedger, ReleaseTarget
 from spatialdp.privacy.target import Simulation
 from spatialdp.sampling import (
     ParticipationPolicy,
@@ -22,6 +25,7 @@ from spatialdp.sampling import (
     allocate,
     coverage_score,
     density_strata,
+    release_epoch_coverage,
 )
 from spatialdp.sampling.composition import published_composition
 from spatialdp.sampling.coverage import Coverage, epoch_coverage
@@ -299,3 +303,50 @@ def test_interactive_map_flags_blind_spots_and_merged_groups(states_epoch: tuple
         assert f"merged: {group}" in html
     with pytest.raises(InvalidInput, match="not a Coverage"):
         explore_coverage(None)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def sampled_epoch() -> dict[str, object]:
+    states = us_states_partition()
+    fleet = synthetic_fleet(5_000, rng=0)
+    where = states.assign(fleet).positions
+    cells = Partition.from_h3_cover(states.regions, 2, containment="overlap", name="h3r2")
+    sampler = StratifiedSampler(Strata(states, basis="administrative"), cohort=1_000,
+                                policy=ParticipationPolicy(1, 0.1, 1))
+    state = sampler.new_state(where, target=Simulation(rng=0))
+    sampler.select(state, 1)
+    return {"state": state, "report": states, "client_regions": where, "cells": cells,
+            "client_cells": cells.assign(fleet).positions}
+
+
+def test_epoch_coverage_regions_and_cells_are_one_charge(sampled_epoch: dict) -> None:
+    with PrivacyLedger(":memory:", epoch_budget=10.0) as ledger:  # regional line: 2.4
+        out = release_epoch_coverage(**sampled_epoch, epsilon=2.0,
+                                     target=ReleaseTarget(ledger, epoch=0))
+        audit = ledger.audit(0)
+    assert len(audit) == 1
+    assert audit.charged.iloc[0] == 2.0 == out.epsilon
+    assert audit.what.iloc[0].startswith("epoch 0 coverage counts")
+    assert out.regions.epsilon + out.cells.epsilon == 2.0
+    assert out.regions.accounting == out.cells.accounting
+    assert out.regions.accounting["accounting"] == "ledger"
+
+
+def test_epoch_coverage_refused_whole_when_the_cells_do_not_fit(sampled_epoch: dict) -> None:
+    # The region map alone (1.5) would fit the regional line (2.4); both (3.0) do not.
+    with PrivacyLedger(":memory:", epoch_budget=10.0) as ledger:
+        with pytest.raises(BudgetExceeded, match="nothing was charged"):
+            release_epoch_coverage(**sampled_epoch, epsilon=3.0, cell_share=0.5,
+                                   target=ReleaseTarget(ledger, epoch=0))
+        assert ledger.spent(0) == 0.0
+        assert ledger.audit(0).empty
+
+
+def test_epoch_coverage_never_charges_more_than_its_epsilon(sampled_epoch: dict) -> None:
+    # A pair whose float split used to add up to one step above epsilon.
+    epsilon, share = 3.8137776114651305, 0.01206393228408848
+    out = release_epoch_coverage(**sampled_epoch, epsilon=epsilon, cell_share=share,
+                                 target=Simulation(rng=0))
+    assert out.epsilon <= epsilon
+    assert Decimal(repr(out.regions.epsilon)) + Decimal(repr(out.cells.epsilon)) <= Decimal(
+        repr(epsilon))

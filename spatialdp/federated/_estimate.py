@@ -34,7 +34,6 @@ import math
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -45,7 +44,7 @@ from spatialdp.federated.group_sums import Groups, SecureSum, check_clipping
 from spatialdp.federated.metrics import HistogramSpec, MetricSpec
 from spatialdp.privacy.budget import Neighbours, check_neighbours
 from spatialdp.privacy.noise import LaplaceMechanism
-from spatialdp.privacy.pipeline import ReleasePlan
+from spatialdp.privacy.pipeline import ReleasePlan, exact_total, split_exactly
 
 __all__ = ["Estimate", "EstimatePlan", "NoisyCohort", "UninformativeReleaseWarning",
            "plan_estimate", "ratio_interval", "split_epsilon"]
@@ -81,17 +80,7 @@ def split_epsilon(epsilon: float, spec: MetricSpec | HistogramSpec,
     else:
         largest = max(abs(spec.clip_low), abs(spec.clip_high))
     share = 1.0 / (1.0 + (spec.sensitivity_under(neighbours) / largest) ** (2.0 / 3.0))
-    return _split(epsilon, share)
-
-
-def _split(epsilon: float, count_share: float) -> tuple[float, float]:
-    """Return ``(value part, count part)`` of ``epsilon``, adding up to at most it exactly."""
-    total = Decimal(repr(float(epsilon)))
-    count_part = float(f"{float(total) * count_share:.6g}")
-    value_part = float(total - Decimal(repr(count_part)))
-    while Decimal(repr(value_part)) + Decimal(repr(count_part)) > total:
-        value_part = math.nextafter(value_part, 0.0)
-    return value_part, count_part
+    return split_exactly(epsilon, share)
 
 
 def ratio_interval(num: FloatArray, den: FloatArray, half_num: FloatArray | float,
@@ -214,10 +203,7 @@ class NoisyCohort:
     noisy: FloatArray | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        exact = sum((Decimal(repr(c)) for _, c in self.parts.values()), Decimal(0))
-        self.epsilon = float(exact)
-        while Decimal(repr(self.epsilon)) > exact:  # never more than was lent
-            self.epsilon = math.nextafter(self.epsilon, 0.0)
+        self.epsilon = exact_total([c for _, c in self.parts.values()], at_most=True)
         self.mechanism = _mechanism(self.epsilon, 1.0, discrete=True)
 
     @classmethod

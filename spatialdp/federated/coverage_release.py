@@ -31,8 +31,7 @@ Examples
 from __future__ import annotations
 
 import html
-import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import geopandas as gpd
@@ -49,7 +48,7 @@ from spatialdp.privacy.noise import LaplaceMechanism
 from spatialdp.privacy.pipeline import ReleasePlan, run_release
 from spatialdp.privacy.target import Accounting, check_target
 
-__all__ = ["CoverageRelease", "release_coverage"]
+__all__ = ["CoverageRelease", "plan_coverage", "release_coverage"]
 
 
 @dataclass(frozen=True)
@@ -121,6 +120,25 @@ def release_coverage(coverage: CellCoverage, partition: Partition, *, epsilon: f
     CoverageRelease
     """
     account = check_target(target)
+    relation = check_neighbours(neighbours)
+    plan = plan_coverage(coverage, partition, epsilon=epsilon, alpha=alpha, neighbours=relation)
+    (released,) = run_release([plan], target=account,
+                              structure=Single(f"coverage:{partition.key}"),
+                              what=f"coverage counts (max_cells {coverage.max_cells})",
+                              default_line_item="evaluation.regional", neighbours=relation)
+    return replace(released, accounting=account.metadata())
+
+
+def plan_coverage(coverage: CellCoverage, partition: Partition, *, epsilon: float,
+                  alpha: float = 0.05, neighbours: Neighbours = "replace"
+                  ) -> ReleasePlan[CoverageRelease]:
+    """Validate the rows and build the release plan of one coverage map (nothing charged).
+
+    The plan's result has empty ``accounting``: whoever runs the plan fills it
+    in. :func:`release_coverage` runs one plan; an epoch's region and cell maps
+    are two plans of one release (:func:`~spatialdp.sampling.release_epoch_coverage`).
+    Parameters as in :func:`release_coverage`.
+    """
     eps = check_epsilon(epsilon)
     level = check_alpha(alpha)
     relation = check_neighbours(neighbours)
@@ -142,18 +160,23 @@ def release_coverage(coverage: CellCoverage, partition: Partition, *, epsilon: f
     counts: NDArray[np.int64] = np.bincount(rows.indices, minlength=partition.n_regions
                                             ).astype(np.int64)
     mech = LaplaceMechanism(eps, coverage.sensitivity_under(relation), discrete=True)
-    bar = float(mech.error_bar(1, level))
+    finish = _Finish(partition, float(mech.error_bar(1, level)), eps, level, relation)
+    return ReleasePlan(eps, [(mech, counts)], finish)
 
-    def finish(noisy: list[NDArray[Any]]) -> gpd.GeoDataFrame:
-        table = pd.DataFrame({"clients": noisy[0].astype(np.int64), "error_bar": bar},
-                             index=partition.region_ids)
-        table["covered"] = table.clients > bar
-        return partition.join(table)
 
-    (frame,) = run_release([ReleasePlan(eps, [(mech, counts)], finish)], target=account,
-                           structure=Single(f"coverage:{partition.key}"),
-                           what=f"coverage counts (max_cells {coverage.max_cells})",
-                           default_line_item="evaluation.regional", neighbours=relation)
-    if not math.isfinite(bar):  # pragma: no cover - the mechanism refuses such scales
-        raise InvalidInput("the coverage error bar is not finite")
-    return CoverageRelease(frame, eps, level, partition.version, account.metadata(), relation)
+@dataclass(frozen=True)
+class _Finish:
+    """Turn a coverage map's noisy counts into its :class:`CoverageRelease`."""
+
+    partition: Partition
+    bar: float
+    epsilon: float
+    alpha: float
+    relation: Neighbours
+
+    def __call__(self, noisy: list[NDArray[Any]]) -> CoverageRelease:
+        table = pd.DataFrame({"clients": noisy[0].astype(np.int64), "error_bar": self.bar},
+                             index=self.partition.region_ids)
+        table["covered"] = table.clients > self.bar
+        return CoverageRelease(self.partition.join(table), self.epsilon, self.alpha,
+                               self.partition.version, {}, self.relation)

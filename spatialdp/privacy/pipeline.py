@@ -47,7 +47,7 @@ from spatialdp.privacy.budget import NEIGHBOURS, Neighbours, Structure, check_ne
 from spatialdp.privacy.target import Accounting, Mechanism, check_target
 
 __all__ = ["NEIGHBOURS", "ReleasePlan", "check_affordable", "check_draws", "check_neighbours",
-           "exact_total", "run_release"]
+           "exact_total", "run_release", "split_exactly"]
 
 T = TypeVar("T")
 
@@ -97,19 +97,61 @@ class ReleasePlan(Generic[T]):
         return [target.add_noise(mech, values) for mech, values in self.draws]
 
 
-def exact_total(amounts: Sequence[float]) -> float:
-    """Return the float to charge for several amounts: never below their exact decimal sum.
+def exact_total(amounts: Sequence[float], *, at_most: bool = False) -> float:
+    """Return the float nearest the exact decimal sum of ``amounts``, on the safe side.
+
+    Parameters
+    ----------
+    amounts : sequence of float
+        Losses, read as the decimals the ledger records (``repr``).
+    at_most : bool, default False
+        By default the float is never below the exact sum: what to charge for
+        several releases. ``True``: never above it: what one release may spend
+        of amounts it was lent.
 
     Examples
     --------
     >>> exact_total([0.1, 0.2])
     0.3
+    >>> exact_total([1.0, 1e-17]), exact_total([1.0, 1e-17], at_most=True)
+    (1.0000000000000002, 1.0)
     """
     exact = sum((Decimal(repr(float(e))) for e in amounts), Decimal(0))
     total = float(exact)
-    while Decimal(repr(total)) < exact:
-        total = math.nextafter(total, math.inf)
+    toward = 0.0 if at_most else math.inf
+    while (Decimal(repr(total)) > exact) if at_most else (Decimal(repr(total)) < exact):
+        total = math.nextafter(total, toward)
     return total
+
+
+def split_exactly(epsilon: float, share: float) -> tuple[float, float]:
+    """Split ``epsilon`` into ``(rest, part)`` with ``part`` about ``share`` of it.
+
+    ``part`` is rounded to 6 significant digits (readable in the ledger) and
+    ``rest`` is rounded down so that the two add up to at most ``epsilon``
+    exactly, in the decimal arithmetic the ledger charges.
+
+    Parameters
+    ----------
+    epsilon : float
+        The loss to split.
+    share : float
+        The share of ``part``, in (0, 1).
+
+    Examples
+    --------
+    >>> split_exactly(1.0, 0.3)
+    (0.7, 0.3)
+    >>> rest, part = split_exactly(3.8137776114651305, 0.01206393228408848)
+    >>> Decimal(repr(rest)) + Decimal(repr(part)) <= Decimal("3.8137776114651305")
+    True
+    """
+    total = Decimal(repr(float(epsilon)))
+    part = float(f"{float(total) * share:.6g}")
+    rest = float(total - Decimal(repr(part)))
+    while Decimal(repr(rest)) + Decimal(repr(part)) > total:
+        rest = math.nextafter(rest, 0.0)
+    return rest, part
 
 
 def check_draws(plans: Sequence[ReleasePlan[Any]]) -> None:

@@ -17,8 +17,7 @@ JSON-ready dict (:meth:`Coverage.to_dict`, :meth:`Coverage.to_json`).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
-from decimal import Decimal
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import geopandas as gpd
@@ -299,7 +298,7 @@ class ReleasedCoverage:
     cells : CoverageRelease or None
         The same per H3 cell.
     epsilon : float
-        The two releases' total loss.
+        The release's loss (the region and the cell maps together).
     neighbours : {"replace", "add_remove"}
 
     See Also
@@ -373,8 +372,9 @@ def release_epoch_coverage(state: ParticipationState, *, report: Partition,
     Each sampled client counts once, in its region (and its cell), whatever
     the number of rounds it took part in: one client moves each count vector
     by one (add/remove; two under replace-one). The region counts and the cell
-    counts are two releases of :func:`~spatialdp.federated.coverage_release.release_coverage`,
-    charged (line item ``evaluation.regional``) before their noise.
+    counts are two maps (:func:`~spatialdp.federated.coverage_release.plan_coverage`)
+    of one release, charged once (line item ``evaluation.regional``) before their
+    noise: a refusal publishes and charges neither.
 
     Parameters
     ----------
@@ -385,7 +385,7 @@ def release_epoch_coverage(state: ParticipationState, *, report: Partition,
     client_regions : array of int
         Each client's region position in ``report`` (-1: none).
     epsilon : float
-        Total loss of the release(s).
+        Loss of the release: split between the region and the cell maps.
     target : ReleaseTarget, Simulation or Unaccounted
     cells : Partition, optional
         An H3 cell partition, with ``client_cells`` (each client's cell position).
@@ -416,17 +416,18 @@ def release_epoch_coverage(state: ParticipationState, *, report: Partition,
     >>> "CA" in out.blind_regions, out.neighbours
     (False, 'add_remove')
     """
-    from spatialdp.federated.coverage_release import release_coverage
-    from spatialdp.privacy.pipeline import exact_total
+    from spatialdp.federated.coverage_release import plan_coverage
+    from spatialdp.privacy.budget import Single
+    from spatialdp.privacy.pipeline import exact_total, run_release, split_exactly
 
     check_instance(state, "state", ParticipationState,
                    "pass the epoch's state (StratifiedSampler.new_state)")
     check_instance(report, "report", Partition, "pass the report Partition")
     eps = check_epsilon(epsilon)
     relation = check_neighbours(neighbours)
-    check_target(target)
+    account = check_target(target)
     region_rows = _sampled_rows(state, client_regions, report, "client_regions")
-    cell_rows = None
+    eps_regions, maps, keys = eps, [], [report.key]
     if cells is not None or client_cells is not None:
         check_instance(cells, "cells", Partition, "pass the H3 cell Partition with "
                        "client_cells")
@@ -437,15 +438,19 @@ def release_epoch_coverage(state: ParticipationState, *, report: Partition,
         cell_rows = _sampled_rows(state, client_cells, cells, "client_cells")
         share = check_number(cell_share, "cell_share", low=0.0, high=1.0, low_open=True,
                              high_open=True, fix="pass a share in (0, 1), e.g. 0.5")
-        eps_cells = float(f"{eps * share:.6g}")
-        eps_regions = float(Decimal(repr(eps)) - Decimal(repr(eps_cells)))
-    else:
-        eps_cells, eps_regions = 0.0, eps
-    regions = release_coverage(region_rows, report, epsilon=eps_regions, target=target,
-                               alpha=alpha, neighbours=relation)
-    released_cells = None if cell_rows is None else release_coverage(
-        cell_rows, cells, epsilon=eps_cells, target=target,  # type: ignore[arg-type]
-        alpha=alpha, neighbours=relation)
-    total = exact_total([eps_regions, eps_cells] if released_cells is not None
-                        else [eps_regions])
-    return ReleasedCoverage(state.epoch, regions, released_cells, total, relation)
+        eps_regions, eps_cells = split_exactly(eps, share)
+        maps.append(plan_coverage(cell_rows, cells, epsilon=eps_cells, alpha=alpha,
+                                  neighbours=relation))
+        keys.append(cells.key)
+    plans = [plan_coverage(region_rows, report, epsilon=eps_regions, alpha=alpha,
+                           neighbours=relation), *maps]
+    # The region and cell maps are one release: charged once, so neither is
+    # published (nor charged) when the other would be refused.
+    released = run_release(plans, target=account, structure=Single("coverage:" + "+".join(keys)),
+                           what=f"epoch {state.epoch} coverage counts (max_cells "
+                                f"{region_rows.max_cells})",
+                           default_line_item="evaluation.regional", neighbours=relation)
+    regions, *cell_maps = [replace(r, accounting=account.metadata()) for r in released]
+    total = exact_total([plan.loss()[1] for plan in plans])
+    return ReleasedCoverage(state.epoch, regions, cell_maps[0] if cell_maps else None, total,
+                            relation)
