@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 import threading
 
 import numpy as np
@@ -309,3 +310,21 @@ def test_a_server_thread_charges_the_same_ledger(states, tmp_path, where):
             "evaluation.regional"] == pytest.approx(1.0)
         assert len(ledger.audit(0)) == 2  # two rounds, two charges, in this very ledger
 
+
+
+def test_an_add_remove_refusal_records_and_logs_no_exact_count(states, caplog):
+    clients, _ = make_clients(37, rng=2)
+    strategy = SpatialDPStrategy(_fedavg(), partition=states, metrics=[LOSS], epsilon=0.5,
+                                 target=Simulation(rng=0), neighbours="add_remove")
+    status = common.Status(code=common.Code.OK, message="")
+    # 37 replies without a spatialdp report, and 3 failures: both counts are private.
+    results = [(InProcessClientProxy(cid, client),
+                common.EvaluateRes(status=status, loss=0.0, num_examples=1, metrics={}))
+               for cid, client in clients.items()]
+    with caplog.at_level("WARNING"):
+        assert strategy.aggregate_evaluate(1, results, [RuntimeError()] * 3) == (None, {})
+    row = strategy.round_table().loc[1].dropna().to_dict()
+    assert "evaluate_failures" not in row
+    shown = " ".join([str(row), strategy.refusals[1], *caplog.messages])
+    assert "hold no usable bounded report" in shown
+    assert not re.search(r"\b(37|3)\b", shown), shown

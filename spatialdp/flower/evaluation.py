@@ -25,7 +25,7 @@ from spatialdp.federated.metrics import HistogramSpec, MetricSpec
 from spatialdp.federated.regional import RegionalReport, regional_report
 from spatialdp.flower.codec import _check_specs, decode_reports
 from spatialdp.geo.partition import Partition
-from spatialdp.privacy.budget import Neighbours
+from spatialdp.privacy.budget import Neighbours, check_neighbours
 from spatialdp.privacy.target import Accounting
 
 __all__ = ["EvaluationRelease", "published_metrics", "release_evaluation"]
@@ -201,14 +201,18 @@ def release_evaluation(
     (1000, 1.0, 5)
     """
     specs = _check_specs(metrics)
+    relation = check_neighbours(neighbours)
     loss_name = _loss_metric(specs, loss_metric)
     frame, dropped = decode_reports(replies, specs, partition, regions=regions)
     if len(frame) == 0:
-        raise fail("replies", f"{len(replies)} replies", "hold no usable bounded report "
-                   f"(dropped: {dropped})",
+        # Under add/remove how many clients answered, and why they were dropped, is
+        # private: the refusal names neither.
+        value, why = ((f"{len(replies)} replies", f" (dropped: {dropped})")
+                      if relation == "replace" else ("<count withheld: add/remove>", ""))
+        raise fail("replies", value, f"hold no usable bounded report{why}",
                    "have the clients answer with spatialdp.flower.client.bounded_report")
     report = regional_report(frame, partition, specs, epsilon=epsilon, target=target,
-                             min_cohort=min_cohort, alpha=alpha, neighbours=neighbours)
+                             min_cohort=min_cohort, alpha=alpha, neighbours=relation)
     published = published_metrics(report)
     loss = math.nan if loss_name is None else float(published[loss_name])
     return EvaluationRelease(report=report, loss=loss, metrics=published,

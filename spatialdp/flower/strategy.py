@@ -487,8 +487,9 @@ class SpatialDPStrategy(Strategy):
                 neighbours=self.neighbours)
         except SpatialDPError as err:
             self.refusals[server_round] = f"{type(err).__name__}: {err}"
-            self._record(server_round, {"evaluate_refused": str(err),
-                                        "evaluate_failures": len(failures)})
+            failed = ({"evaluate_failures": len(failures)} if self.neighbours == "replace"
+                      else {})  # add/remove: no exact counts
+            self._record(server_round, {"evaluate_refused": str(err), **failed})
             log(WARNING, "spatialdp: evaluation round %s refused, nothing charged: %s",
                 server_round, err)
             return None, {}
