@@ -583,3 +583,17 @@ def test_audit_sampler_takes_publications() -> None:
                            path="published (rows)")
     assert not result.passed
     assert result.path == "published (rows)"
+
+
+def test_a_tap_for_another_round_is_still_the_tap() -> None:
+    # A strategy asks its target for each round's target: a tap must keep tapping.
+    halve = lambda mech, i: LaplaceMechanism(mech.epsilon * 2, mech.sensitivity)  # noqa: E731
+    tap = NoiseTap(4, rng=0, rewrite=halve)
+    later = tap.for_round(3)
+    assert isinstance(later, NoiseTap)
+    assert later.round_index == 3
+    assert later.rewrite is halve
+    assert later.rng is tap.rng
+    later.add_noise(LaplaceMechanism(1.0, 1.0), np.zeros(2))
+    assert tap.draws().shape == (4, 2)  # the draws are the tap's
+    assert tap.round_index is None

@@ -29,6 +29,7 @@ True
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -268,9 +269,13 @@ class Simulation(_ChargedNowhere):
         self.round_index = _round_index(round_index)
 
     def for_round(self, round_index: int | None) -> Simulation:
-        """Return a simulation for ``round_index`` drawing from the same generator."""
-        sim = Simulation(round_index=round_index)
-        sim.rng = self.rng
+        """Return this simulation for ``round_index``, drawing from the same generator.
+
+        A shallow copy: a subclass keeps its own state too (an audit's
+        :class:`~spatialdp.audit.tap.NoiseTap` keeps its draws and its rewrite).
+        """
+        sim = copy.copy(self)
+        sim.round_index = _round_index(round_index)
         return sim
 
     def add_noise(self, mechanism: Mechanism, values: NDArray[Any]) -> NDArray[Any]:
