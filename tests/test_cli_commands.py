@@ -338,3 +338,48 @@ def test_demo_under_replace_one_publishes_participation_but_no_cell_locations(
     # The H3 cells are below the region level: their coverage is a release in both modes.
     assert card["coverage"]["provenance"] == "release"
     assert card["coverage"]["neighbours"] == "replace"
+
+
+@pytest.mark.parametrize(("extra", "match"), [
+    (["--draws", "0"], "draws=0 is below the limit"),
+    (["--method", "hierarchical", "--levels", "0"], "levels=0 is below the limit"),
+    (["--method", "hierarchical", "--levels", "9"], "levels=9 is above the limit <= 5"),
+])
+def test_query_error_refuses_its_settings_before_the_grid_is_charged(
+        tmp_path: Path, regions: Path, clients: tuple[Path, pd.DataFrame], extra: list[str],
+        match: str, capsys: pytest.CaptureFixture[str]) -> None:
+    path, _ = clients
+    ledger = tmp_path / "ledger.sqlite"
+    with PrivacyLedger(ledger, epoch_budget=10.0):
+        pass
+    assert main(["query-error", str(regions), "--grid", "4", "--points", str(path),
+                 "--ledger", str(ledger), "--out", str(tmp_path / "qe"), *extra]) == 2
+    assert match in capsys.readouterr().err
+    with PrivacyLedger(ledger, read_only=True) as book:
+        assert book.audit(0).empty  # 34d6ca8 charged the grid, then refused
+    assert not (tmp_path / "qe").exists()
+
+
+def test_query_error_refuses_an_unwritable_out_before_the_grid_is_charged(
+        tmp_path: Path, regions: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    ledger = tmp_path / "ledger.sqlite"
+    assert main(["query-error", str(regions), "--grid", "3", "--devices", "5000",
+                 "--ledger", str(ledger), "--out", str(blocker / "qe")]) == 2
+    assert "cannot be written" in capsys.readouterr().err
+    assert not ledger.exists()  # never opened: nothing charged
+
+
+def test_query_error_reopens_a_ledger_with_its_own_budget_and_refuses_ledger_flags(
+        tmp_path: Path, regions: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ledger = tmp_path / "ledger.sqlite"
+    with PrivacyLedger(ledger, epoch_budget=5.0):
+        pass
+    # 34d6ca8 sent its default budget of 10 to a ledger made with 5, and was refused.
+    assert main(["query-error", str(regions), "--grid", "3", "--devices", "5000",
+                 "--method", "flat", "--draws", "10", "--ledger", str(ledger)]) == 0
+    assert "evaluation.regional (0.2 left)" in capsys.readouterr().out
+    assert main(["query-error", str(regions), "--grid", "3", "--unaccounted", "synthetic",
+                 "--epoch-budget", "4"]) == 2
+    assert "is a ledger setting, but --unaccounted" in capsys.readouterr().err

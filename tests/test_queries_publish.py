@@ -175,3 +175,24 @@ def test_query_audit_refuses_bad_arguments_before_the_grid_is_charged(
             query_audit(partition, fleet, target=ReleaseTarget(ledger, 0), epsilon=3.0,
                         seed=3, draws=5)
         assert ledger.audit(0).empty  # nothing charged
+
+
+def test_the_audit_refuses_its_settings_before_the_grid_is_charged() -> None:
+    import geopandas as gpd
+    import shapely
+
+    # A continent-wide layer: 10,000 devices give a grid at resolution 2, too coarse
+    # for the audit's 4 hierarchy levels (at most 3).
+    wide = gpd.GeoDataFrame({"id": ["w", "e"]}, crs=4326, geometry=[
+        shapely.box(-170, -60, -110, 20), shapely.box(-110, -60, -50, 20)])
+    layer = Partition.from_geodataframe(wide, "id", name="wide")
+    rng = np.random.default_rng(0)
+    fleet = pd.DataFrame({"device_id": np.arange(DEVICES),
+                          "lon": rng.uniform(-169, -51, DEVICES),
+                          "lat": rng.uniform(-59, 19, DEVICES)})
+    with PrivacyLedger(":memory:", epoch_budget=10.0) as ledger:
+        with pytest.raises(InvalidInput, match="levels=4 is above the limit <= 3"):
+            query_audit(layer, fleet, target=ReleaseTarget(ledger, 0), epsilon=0.5, seed=0)
+        assert ledger.audit(0).empty  # 34d6ca8 charged 0.5, then refused
+    with pytest.raises(InvalidInput, match="draws=0 is below the limit"):
+        query_audit(layer, fleet, target=Simulation(rng=0), epsilon=0.5, seed=0, draws=0)

@@ -60,10 +60,11 @@ def add_parser(sub: Any) -> None:
                              "files and the plot), and measure against it")
     q.add_argument("--epoch", type=int, default=None,
                    help="ledger epoch (default: the ledger's last epoch, 0 when new)")
-    q.add_argument("--epoch-budget", type=float, default=10.0,
-                   help="epoch budget of a NEW ledger (default 10)")
-    q.add_argument("--why", default="query-error grid (spatialdp query-error)",
-                   help="reason recorded in the ledger")
+    q.add_argument("--epoch-budget", type=float, default=None,
+                   help="epoch budget of a NEW ledger (default 10; an existing ledger "
+                        "keeps its own)")
+    q.add_argument("--why", default=None,
+                   help="reason recorded in the ledger (default: query-error grid)")
     q.add_argument("--out", metavar="DIR",
                    help="also write query_error.csv, its settings query_error.json and the "
                         "sqrt(m) plot query_error.png here (needs --ledger or --unaccounted; "
@@ -80,37 +81,20 @@ def _check_out(args: argparse.Namespace) -> None:
                    "REASON) to release it and measure against it, or drop --out")
 
 
-def _release(truth: Any, args: argparse.Namespace) -> tuple[Any, str]:
-    """Release the flat grid to the chosen target; return it and a line saying where."""
-    from spatialdp._validation import check_count
-    from spatialdp.privacy.ledger import PrivacyLedger
-    from spatialdp.privacy.target import ReleaseTarget, Unaccounted
-    from spatialdp.queries import release_flat
-
-    if args.unaccounted is not None:
-        grid = release_flat(truth, epsilon=args.epsilon, target=Unaccounted(args.unaccounted))
-        return grid, f"not charged to any ledger: {args.unaccounted}"
-    with PrivacyLedger(args.ledger, epoch_budget=args.epoch_budget) as ledger:
-        epoch = (max(ledger.epochs(), default=0) if args.epoch is None
-                 else check_count(args.epoch, "--epoch"))
-        grid = release_flat(truth, epsilon=args.epsilon, target=ReleaseTarget(
-            ledger, epoch, who="spatialdp query-error", why=args.why))
-        left = ledger.remaining(epoch, "evaluation.regional")
-    return grid, (f"charged to {args.ledger}, epoch {epoch}, evaluation.regional "
-                  f"({left:g} left)")
-
-
 def run(args: argparse.Namespace) -> int:
     """Measure and print the error table (and write it when it may be published)."""
     import geopandas as gpd
     import pandas as pd
 
     from spatialdp._validation import check_resolution
-    from spatialdp.cli._common import lon_lat, read_table
+    from spatialdp.cli._common import check_out_folder, lon_lat, read_table, release_target
     from spatialdp.geo import Partition
-    from spatialdp.queries import measure_query_error, query_corpus, truth_grid
+    from spatialdp.queries import measure_query_error, query_corpus, release_flat, truth_grid
+    from spatialdp.queries.measure import check_measure_settings
 
     _check_out(args)
+    if args.out is not None:
+        check_out_folder(args.out)
     res = check_resolution(args.grid, "--grid")
     released = args.ledger is not None or args.unaccounted is not None
     polygons = read_table(args.polygons, "POLYGONS")
@@ -152,21 +136,28 @@ def run(args: argparse.Namespace) -> int:
         raise fail("--grid", res, "is too coarse: no polygon holds a cell centre",
                    "pass a finer resolution")
     corpus = query_corpus(grid, polygons[keep])
+    methods: list[Literal["flat", "hierarchical"]] = (
+        ["flat", "hierarchical"] if args.method == "both" else [args.method])
+    settings = {("flat (clamped)" if method == "flat" else
+                 f"hierarchical ({args.levels} levels)"):
+                {"method": method, "epsilon": args.epsilon, "draws": args.draws,
+                 **({} if method == "flat" else {"levels": args.levels,
+                                                  "clamp_negative": False})}
+                for method in methods}
+    for setting in settings.values():  # refused here, before the grid is charged
+        check_measure_settings(truth, corpus, **setting)
     reference: Any = truth
     where = ("INTERNAL: measured against the truth of your points, never publish "
              "(--ledger releases a grid to measure against)")
     if released:
-        reference, where = _release(truth, args)
+        with release_target(args, who="spatialdp query-error",
+                            why="query-error grid (spatialdp query-error)") as charged:
+            reference = release_flat(truth, epsilon=args.epsilon, target=charged.target)
+        where = charged.line
         del truth  # from here on only the released grid
-    methods: list[Literal["flat", "hierarchical"]] = (
-        ["flat", "hierarchical"] if args.method == "both" else [args.method])
     rng = np.random.default_rng(args.seed)
-    reports = {}
-    for method in methods:
-        label = "flat (clamped)" if method == "flat" else f"hierarchical ({args.levels} levels)"
-        extra = {} if method == "flat" else {"levels": args.levels, "clamp_negative": False}
-        reports[label] = measure_query_error(reference, corpus, epsilon=args.epsilon,
-                                             method=method, draws=args.draws, rng=rng, **extra)
+    reports = {label: measure_query_error(reference, corpus, rng=rng, **setting)
+               for label, setting in settings.items()}
     cols = ["bucket", "n_queries", "mean_cells", "rms", "expected_rms", "mean_abs_error",
             "p95_abs_error", "mean_rel_error"]
     table = pd.concat([r[[c for c in cols if c in r]].assign(method=k)

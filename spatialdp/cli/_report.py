@@ -143,46 +143,22 @@ def client_reports(table: pd.DataFrame, partition: Any, specs: list[Any]) -> pd.
 def run(args: argparse.Namespace) -> int:
     """Build and publish the report."""
     from spatialdp._validation import check_count
-    from spatialdp.cli._common import read_table
+    from spatialdp.cli._common import check_out_folder, read_table, release_target
     from spatialdp.demo import load_partition
     from spatialdp.federated import regional_report
-    from spatialdp.privacy.ledger import PrivacyLedger
-    from spatialdp.privacy.target import ReleaseTarget, Unaccounted
 
     specs = _specs(args.metric)
     partition = load_partition(args.partition, args.id_column)
     table = read_table(args.clients, "CLIENTS")
     clients = client_reports(table, partition, specs)
     min_cohort = check_count(args.min_cohort, "--min-cohort", low=1)
-    out = Path(args.out)
-    if args.unaccounted is not None:
-        given = [flag for flag, value in (("--epoch", args.epoch),
-                                          ("--epoch-budget", args.epoch_budget),
-                                          ("--why", args.why)) if value is not None]
-        if given:
-            raise fail(given[0], getattr(args, given[0][2:].replace("-", "_")),
-                       "is a ledger setting, but --unaccounted releases without a ledger",
-                       "drop it, or charge a ledger with --ledger")
+    out = check_out_folder(args.out)
+    with release_target(args, who="spatialdp report",
+                        why="regional report (spatialdp report)") as charged:
         report = regional_report(clients, partition, specs, epsilon=args.epsilon,
                                  min_cohort=min_cohort, alpha=args.alpha,
-                                 target=Unaccounted(args.unaccounted),
-                                 neighbours=args.neighbours)
-        ledger_line = f"not charged to any ledger: {args.unaccounted}"
-    else:
-        budget = args.epoch_budget
-        if budget is None and not Path(args.ledger).exists():
-            budget = 10.0  # a new ledger's default; an existing one keeps its own
-        with PrivacyLedger(args.ledger, epoch_budget=budget) as ledger:
-            epoch = (max(ledger.epochs(), default=0) if args.epoch is None
-                     else check_count(args.epoch, "--epoch"))
-            report = regional_report(
-                clients, partition, specs, epsilon=args.epsilon, min_cohort=min_cohort,
-                alpha=args.alpha, neighbours=args.neighbours,
-                target=ReleaseTarget(ledger, epoch, who="spatialdp report",
-                                     why=args.why or "regional report (spatialdp report)"))
-            left = ledger.remaining(epoch, "evaluation.regional")
-        ledger_line = (f"charged to {args.ledger}, epoch {epoch}, evaluation.regional "
-                       f"({left:g} left)")
+                                 target=charged.target, neighbours=args.neighbours)
+    ledger_line = charged.line
     files = report.write(out)
     if args.plot:
         files += _plots(report, out)

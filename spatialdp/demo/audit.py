@@ -17,6 +17,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import geopandas as gpd
 import numpy as np
@@ -34,11 +35,10 @@ from spatialdp.queries import (
     release_flat,
     truth_grid,
 )
+from spatialdp.queries.measure import check_measure_settings
 
-__all__ = ["AUDIT_EPSILON", "QueryAudit", "query_audit"]
+__all__ = ["QueryAudit", "query_audit"]
 
-#: Epsilon of the demo's audited grid release (charged to the demo's ledger).
-AUDIT_EPSILON = 1.0
 #: Bucket edges (cells per query).
 BUCKETS = (1, 4, 16, 64, 256, 1024, 4096)
 MAX_CITY_QUERIES = 400
@@ -152,13 +152,12 @@ def query_audit(partition: Partition, fleet: pd.DataFrame, *, target: Accounting
     Raises
     ------
     InvalidInput, BudgetExceeded
-        Bad draws or seed; from ``release_flat``, a bad epsilon or target, or a
-        ledger that cannot afford the grid (nothing charged, nothing measured).
+        Bad draws or seed, or a grid too coarse for the hierarchy's 4 levels (the
+        settings :func:`~spatialdp.queries.measure.check_measure_settings`
+        refuses); from ``release_flat``, a bad epsilon or target, or a ledger
+        that cannot afford the grid. All before the grid is charged.
     """
     step = tick if tick is not None else (lambda n: None)
-    # Everything that can be refused is refused before the grid is charged.
-    n_draws = check_integer(draws, "draws", low=1, high=100_000,
-                            fix="pass a number of simulated releases, e.g. 100")
     rng = np.random.default_rng([check_integer(seed, "seed", low=0, high=2**63 - 1,
                                                fix="pass a whole-number seed >= 0"), 7])
     res = _resolution(partition, len(fleet), epsilon)
@@ -172,15 +171,19 @@ def query_audit(partition: Partition, fleet: pd.DataFrame, *, target: Accounting
     # A small disc cut at a border may hold no cell centre: such a query cannot be asked.
     polygons = polygons[cells.polygons_to_cells(polygons).cells_per_query > 0]
     corpus = query_corpus(cells, gpd.GeoDataFrame(polygons, crs=4326))
+    settings: dict[str, dict[str, Any]] = {
+        "flat (clamped)": {"draws": draws, "buckets": BUCKETS},
+        "hierarchical (4 levels)": {"draws": draws, "buckets": BUCKETS, "method": "hierarchical",
+                                    "levels": 4, "clamp_negative": False}}
+    for setting in settings.values():  # refused here, before the grid is charged
+        check_measure_settings(truth, corpus, epsilon=epsilon, **setting)
     grid = release_flat(truth, epsilon=epsilon, target=target)
     del truth  # from here on only the released grid: the tables are its post-processing
     step(1)
-    reports = {"flat (clamped)": measure_query_error(grid, corpus, epsilon=grid.epsilon,
-                                                     draws=n_draws, buckets=BUCKETS, rng=rng)}
-    step(1)
-    reports["hierarchical (4 levels)"] = measure_query_error(
-        grid, corpus, epsilon=grid.epsilon, draws=n_draws, buckets=BUCKETS,
-        method="hierarchical", levels=4, clamp_negative=False, rng=rng)
-    step(1)
+    reports = {}
+    for label, setting in settings.items():
+        reports[label] = measure_query_error(grid, corpus, epsilon=grid.epsilon, rng=rng,
+                                             **setting)
+        step(1)
     return QueryAudit(reports=reports, resolution=res, n_cells=cells.n_regions,
-                      n_queries=len(polygons), epsilon=grid.epsilon, draws=n_draws, grid=grid)
+                      n_queries=len(polygons), epsilon=grid.epsilon, draws=int(draws), grid=grid)

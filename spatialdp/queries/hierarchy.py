@@ -64,7 +64,7 @@ from spatialdp.queries.grids import NOISE_KIND, NoisyGrid
 from spatialdp.queries.sampling import discrete_laplace_draws
 from spatialdp.queries.truth import TruthGrid
 
-__all__ = ["HierarchyModel", "Tree", "level_epsilons", "release_hierarchical"]
+__all__ = ["HierarchyModel", "Tree", "check_levels", "level_epsilons", "release_hierarchical"]
 
 #: Queries whose weights :meth:`Tree.query_variance` holds at once.
 QUERY_CHUNK = 256
@@ -312,6 +312,33 @@ def _resolutions(fine: int, levels: Any) -> tuple[int, ...]:
     return tuple(range(fine - n + 1, fine + 1))
 
 
+def check_levels(resolution: int, epsilon: float, *, levels: int = 4,
+                 split: Any = "geometric") -> tuple[tuple[int, ...], tuple[float, ...]]:
+    """Return the levels' resolutions and epsilons of a hierarchy over a grid at ``resolution``.
+
+    Parameters
+    ----------
+    resolution : int
+        The grid's (finest) H3 resolution.
+    epsilon, levels, split
+        As in :func:`release_hierarchical`.
+
+    Raises
+    ------
+    InvalidInput
+        More levels than resolutions from 0 to ``resolution``, and the
+        refusals of :func:`level_epsilons`.
+
+    Examples
+    --------
+    >>> resolutions, epsilons = check_levels(7, 1.0, levels=2, split="uniform")
+    >>> resolutions, [round(e, 6) for e in epsilons]
+    ((6, 7), [0.5, 0.5])
+    """
+    resolutions = _resolutions(resolution, levels)
+    return resolutions, level_epsilons(epsilon, len(resolutions), split)
+
+
 @dataclass(eq=False)
 class HierarchyModel:
     """The public side of a hierarchical release: tree, levels, epsilons and scales."""
@@ -330,8 +357,7 @@ class HierarchyModel:
         the truth, or a released grid measured against as a plug-in truth.
         ``sensitivity`` overrides the grid's (``2 k`` for replace-one neighbours).
         """
-        resolutions = _resolutions(truth.resolution, levels)
-        eps_l = level_epsilons(epsilon, len(resolutions), split)
+        resolutions, eps_l = check_levels(truth.resolution, epsilon, levels=levels, split=split)
         k = int(truth.sensitivity if sensitivity is None else sensitivity)
         mechs = [LaplaceMechanism(e, float(k), discrete=True) for e in eps_l]
         scales = tuple(m.scale for m in mechs)

@@ -57,7 +57,8 @@ from spatialdp.queries.grids import NoisyGrid
 from spatialdp.queries.sampling import flat_query_errors
 from spatialdp.queries.truth import TruthGrid
 
-__all__ = ["DEFAULT_CELL_BUCKETS", "RELEASED", "TRUTH", "measure_query_error", "plug_in_counts",
+__all__ = ["DEFAULT_CELL_BUCKETS", "RELEASED", "TRUTH", "check_measure_settings",
+           "measure_query_error", "plug_in_counts",
            "require_publishable"]
 
 #: ``attrs["reference"]`` of a table measured against the truth grid (internal only).
@@ -362,13 +363,71 @@ class _Setup:
     reference: dict[str, Any]
 
 
-def _setup(reference: Any, queries: Any, *, epsilon: float, method: str, levels: int,
-           split: Any, draws: int, report_floor: float, clamp_negative: bool,
-           buckets: ArrayLike, bucket_by: str) -> _Setup:
-    """Validate the arguments and compute what every draw shares.
+@dataclass(frozen=True)
+class _Settings:
+    """A measurement's validated settings (no counts read)."""
 
-    ``counts`` are the reference's: the truth's, or a released grid's plug-in counts.
+    grid: TruthGrid | NoisyGrid
+    corpus: QueryCorpus
+    eps: float
+    method: str
+    n_draws: int
+    floor: float
+    clamp: bool
+    by: str
+    m: NDArray[np.int64]
+    labels: pd.Categorical
+
+
+def check_measure_settings(reference: TruthGrid | NoisyGrid,
+                           queries: QueryCorpus | CellIncidence, *, epsilon: float,
+                           method: Literal["flat", "hierarchical"] = "flat", levels: int = 4,
+                           split: Any = "geometric", draws: int = 200,
+                           report_floor: float = 25.0, clamp_negative: bool = True,
+                           buckets: ArrayLike = DEFAULT_CELL_BUCKETS,
+                           bucket_by: Literal["cells", "area"] = "cells") -> None:
+    """Refuse what :func:`measure_query_error` would refuse, without reading any count.
+
+    Call it with the truth grid before releasing the grid a measurement will be
+    run against: the released grid has the truth's cells and partition, so
+    settings that pass here pass there, and a refusal comes before the charge.
+
+    Parameters
+    ----------
+    reference, queries, epsilon, method, levels, split, draws, report_floor, \
+clamp_negative, buckets, bucket_by
+        As in :func:`measure_query_error`.
+
+    Raises
+    ------
+    InvalidInput, PartitionMismatch
+        The refusals of :func:`measure_query_error`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from spatialdp.geo import Partition
+    >>> from spatialdp.queries import query_corpus, truth_grid
+    >>> import geopandas as gpd, shapely
+    >>> area = gpd.GeoDataFrame(geometry=[shapely.box(-105, 39, -104, 40)], crs=4326)
+    >>> cells = Partition.from_h3_cover(area, 5, containment="overlap", name="h3r5")
+    >>> truth = truth_grid(cells, lon=np.array([-104.5]), lat=np.array([39.5]),
+    ...                    device_ids=np.array([1]))
+    >>> corpus = query_corpus(cells, area)
+    >>> check_measure_settings(truth, corpus, epsilon=1.0, method="hierarchical", levels=9)
+    Traceback (most recent call last):
+    ...
+    spatialdp.exceptions.InvalidInput: levels=9 is above the limit <= 6; pass 1 to 6 levels \
+(the grid is at resolution 5)
     """
+    _settings(reference, queries, epsilon=epsilon, method=method, levels=levels, split=split,
+              draws=draws, report_floor=report_floor, clamp_negative=clamp_negative,
+              buckets=buckets, bucket_by=bucket_by)
+
+
+def _settings(reference: Any, queries: Any, *, epsilon: float, method: str, levels: int,
+              split: Any, draws: int, report_floor: float, clamp_negative: bool,
+              buckets: ArrayLike, bucket_by: str) -> _Settings:
     grid = _check_reference(reference)
     corpus = _corpus(grid, queries)
     eps = check_epsilon(epsilon)
@@ -387,17 +446,35 @@ def _setup(reference: Any, queries: Any, *, epsilon: float, method: str, levels:
     else:
         size = m.astype(np.float64)
     labels = _bucket_labels(size, buckets)
-    counts = grid.counts if isinstance(grid, TruthGrid) else plug_in_counts(grid)
-    reference_answer = np.asarray(corpus.incidence.matrix @ counts, dtype=np.float64)
-    scale = LaplaceMechanism(eps, float(grid.sensitivity), discrete=True).scale
-    model: Any = None
     if method == "hierarchical":
+        from spatialdp.queries.hierarchy import check_levels
+
+        check_levels(grid.resolution, eps, levels=levels, split=split)
+    return _Settings(grid, corpus, eps, method, n_draws, floor, clamp, by, m, labels)
+
+
+def _setup(reference: Any, queries: Any, *, epsilon: float, method: str, levels: int,
+           split: Any, draws: int, report_floor: float, clamp_negative: bool,
+           buckets: ArrayLike, bucket_by: str) -> _Setup:
+    """Validate the arguments and compute what every draw shares.
+
+    ``counts`` are the reference's: the truth's, or a released grid's plug-in counts.
+    """
+    s = _settings(reference, queries, epsilon=epsilon, method=method, levels=levels,
+                  split=split, draws=draws, report_floor=report_floor,
+                  clamp_negative=clamp_negative, buckets=buckets, bucket_by=bucket_by)
+    grid = s.grid
+    counts = grid.counts if isinstance(grid, TruthGrid) else plug_in_counts(grid)
+    reference_answer = np.asarray(s.corpus.incidence.matrix @ counts, dtype=np.float64)
+    scale = LaplaceMechanism(s.eps, float(grid.sensitivity), discrete=True).scale
+    model: Any = None
+    if s.method == "hierarchical":
         from spatialdp.queries.hierarchy import HierarchyModel
 
-        model = HierarchyModel.build(grid, eps, levels=levels, split=split)
-    return _Setup(corpus, eps, method, n_draws, floor, clamp, by, m, labels, counts,
-                  reference_answer, scale, grid.sensitivity, grid.partition_key, grid.n_cells,
-                  model, _reference_settings(grid))
+        model = HierarchyModel.build(grid, s.eps, levels=levels, split=split)
+    return _Setup(s.corpus, s.eps, s.method, s.n_draws, s.floor, s.clamp, s.by, s.m, s.labels,
+                  counts, reference_answer, scale, grid.sensitivity, grid.partition_key,
+                  grid.n_cells, model, _reference_settings(grid))
 
 
 def _simulate(setup: _Setup, n_draws: int, gen: np.random.Generator) -> NDArray[np.float64]:
