@@ -746,3 +746,13 @@ def test_figure_paths_link_from_the_card_folder(run: Run, tmp_path: Path,
                                                       "coverage_map": "coverage_map.png"}
     with pytest.raises(InvalidInput, match=r"figures\['x'\]=3 is not a path"):
         ModelCard.build(partition=run.partition, figures={"x": 3})
+
+
+def test_a_mixed_card_says_its_per_client_epsilon_bounds_neither_relation() -> None:
+    from spatialdp.cards._sections import participation_text
+
+    text = participation_text(["add_remove", "replace"])
+    assert text.startswith("Mixed: some releases hold for replace-one neighbours")
+    assert "bounds neither relation alone" in text
+    assert "an add/remove charge counts up to twice" in text
+    assert "bounds neither" not in participation_text(["replace"])

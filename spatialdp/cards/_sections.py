@@ -61,7 +61,11 @@ def participation_text(relations: Sequence[str]) -> str:
     if len(chosen) == 2:
         return ("Mixed: some releases hold for replace-one neighbours, others for add/remove. "
                 "Participation is protected only by the add/remove releases; the replace-one "
-                "ones reveal it. " + " ".join(PARTICIPATION[r] for r in chosen))
+                "ones reveal it. The per-client epsilon sums every charge at its own "
+                "relation, so it bounds neither relation alone: against replace-one "
+                "neighbours an add/remove charge counts up to twice (a replacement is a "
+                "removal and an addition), and against add/remove neighbours the replace-one "
+                "releases are not bounded at all. " + " ".join(PARTICIPATION[r] for r in chosen))
     return PARTICIPATION[chosen[0]]
 
 
