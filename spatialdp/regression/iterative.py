@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -153,11 +154,12 @@ def fit_iterative(X: Any, y: Any, *, modulation: Modulation, target: Accounting,
               else [np.arange(K)] * T)
     check_instance(modulation, "modulation", Modulation,
                    "pass a Modulation(alpha=..., lam=..., omega=..., radius=...)")
-    # Every check a round's transform makes, before anything is charged (its directions
-    # depend on the previous round, so the rounds' own are drawn later).
-    plan_transform(Xa[groups[0]], ya[groups[0]], modulation=modulation, acct=acct,
-                   directions=(np.eye(d)[:modulation.n_directions]
-                               if modulation.n_directions <= d else None), rho=rho_t)
+    # Every check a round's transform makes, once, before anything is charged (the
+    # first group is the largest); each round then swaps in its clients and its
+    # directions, which depend on the previous round.
+    base = plan_transform(Xa[groups[0]], ya[groups[0]], modulation=modulation, acct=acct,
+                          directions=(np.eye(d)[:modulation.n_directions]
+                                      if modulation.n_directions <= d else None), rho=rho_t)
     check_affordable(acct, rho=rho_t, charges=1 if how == "once" else T,
                      default_line_item=LINE_ITEM)
     state = _Descent(modulation, d, gen, ridge, norm_cap, eta, fit_intercept)
@@ -165,10 +167,10 @@ def fit_iterative(X: Any, y: Any, *, modulation: Modulation, target: Accounting,
     def rounds_of(chosen: range) -> Callable[[Accounting], list[Any]]:
         def run(draw_from: Accounting) -> list[Any]:  # called by the pipeline after the charge
             for t in chosen:
-                idx = groups[t]
-                transform = plan_transform(Xa[idx], ya[idx], modulation=modulation,
-                                           acct=draw_from, directions=state.directions(),
-                                           rho=rho_t)
+                features, labels = ((Xa[groups[t]], ya[groups[t]]) if how == "once"
+                                    else (Xa, ya))
+                transform = replace(base, features=features, labels=labels,
+                                    directions=state.directions())
                 state.step(transform.draw(draw_from))
             return []
         return run
