@@ -36,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 from spatialdp.exceptions import SpatialDPError
 from spatialdp.federated._tags import refuse_non_finite
@@ -81,6 +81,25 @@ def split_epsilon(epsilon: float, spec: MetricSpec | HistogramSpec,
         largest = max(abs(spec.clip_low), abs(spec.clip_high))
     share = 1.0 / (1.0 + (spec.sensitivity_under(neighbours) / largest) ** (2.0 / 3.0))
     return split_exactly(epsilon, share)
+
+
+def linearised_scales(value: ArrayLike, noisy_count: ArrayLike, sum_scale: ArrayLike,
+                      count_scale: ArrayLike) -> FloatArray:
+    """Return the Laplace scales ``(b_s / n, |R| b_n / n)`` of ratio estimates, one row each.
+
+    A ratio estimate ``R = (S + L_s) / (n + L_n)`` has, to first order, the
+    noise ``(L_s - R L_n) / n``: two Laplace noises of these scales, from the
+    published value, noisy count and scales alone.
+
+    Examples
+    --------
+    >>> linearised_scales([1.5], [200.0], [8.0], [2.0]).round(3).tolist()
+    [[0.04, 0.015]]
+    """
+    n = np.asarray(noisy_count, dtype=np.float64)
+    return np.column_stack([np.asarray(sum_scale, dtype=np.float64) / n,
+                            np.abs(np.asarray(value, dtype=np.float64))
+                            * np.asarray(count_scale, dtype=np.float64) / n])
 
 
 def ratio_interval(num: FloatArray, den: FloatArray, half_num: FloatArray | float,
@@ -303,7 +322,7 @@ def _plan_mean(spec: MetricSpec | HistogramSpec, total: SecureSum, *, epsilon: f
         spread = _scatter(scale, shown, n_groups)
         return Estimate(spec, out, lo, hi, half, spread, np.sqrt(2.0) * spread,
                         np.where(shown, cohort, 0), ~shown, epsilon, "mean",
-                        {"scale": _scatter(scale, shown, n_groups)})
+                        {})  # a mean's interval needs only its noise scale
 
     return ReleasePlan(epsilon, [(mech, total.sums[shown])], finish_mean)
 

@@ -37,6 +37,7 @@ from spatialdp._validation import (
     fail,
 )
 from spatialdp.exceptions import InvalidInput, PartitionMismatch
+from spatialdp.federated._estimate import linearised_scales
 from spatialdp.federated.release import MetricRelease
 
 __all__ = [
@@ -533,10 +534,7 @@ def ratio_noise_scales(frame: pd.DataFrame) -> NDArray[np.float64]:
     >>> ratio_noise_scales(frame).round(3).tolist()
     [[0.04, 0.015]]
     """
-    n = frame.noisy_count.to_numpy(dtype=float)
-    ratio = np.abs(frame.value.to_numpy(dtype=float))
-    return np.column_stack([frame.sum_scale.to_numpy(dtype=float) / n,
-                            ratio * frame.count_scale.to_numpy(dtype=float) / n])
+    return linearised_scales(frame.value, frame.noisy_count, frame.sum_scale, frame.count_scale)
 
 
 def _ratio_threshold(current: pd.DataFrame, previous: pd.DataFrame, alpha: float,
@@ -559,18 +557,6 @@ def latest_baseline(history: pd.DataFrame) -> pd.DataFrame:
     era = changed.groupby(data["region_id"]).cumsum()
     last = era.groupby(data["region_id"]).transform("max")
     return data[era == last]
-
-
-def _ratio_drift_threshold(data: pd.DataFrame, c: NDArray[np.float64],
-                           blocks: NDArray[np.int64], sampling_var: NDArray[np.float64],
-                           alpha: float) -> NDArray[np.float64]:
-    """Return the exact quantile of a slope's linearised ratio noise, region by region."""
-    scales = ratio_noise_scales(data)
-    return np.array([
-        noise_sum_quantile((cr[:, None] * sr).ravel(), float(np.sqrt(np.sum(cr**2 * vr))),
-                           alpha) if cr.size >= 3 else np.inf
-        for cr, sr, vr in zip(np.split(c, blocks), np.split(scales, blocks),
-                              np.split(sampling_var, blocks), strict=True)])
 
 
 def drift(history: pd.DataFrame, *, window: int = 8, alpha: float = 0.01,
@@ -677,15 +663,14 @@ def drift(history: pd.DataFrame, *, window: int = 8, alpha: float = 0.01,
         c = w * (x - xbar[codes]) / sxx[codes]
     # Rows are sorted by region, so each region's rows are one contiguous block.
     blocks = np.cumsum(rounds)[:-1]
-    if _is_ratio(data):
-        threshold = _ratio_drift_threshold(data, c, blocks, sampling_var, level)
-    else:
-        threshold = np.array([
-            noise_sum_quantile(cr * lr, float(np.sqrt(np.sum(cr**2 * vr))), level)
-            if cr.size >= 3 else np.inf
-            for cr, lr, vr in zip(np.split(c, blocks), np.split(laplace, blocks),
-                                  np.split(sampling_var, blocks), strict=True)
-        ])  # one exact quantile per region, cached by shape
+    # Each release's Laplace scales: a mean's one, a ratio estimate's two linearised ones.
+    scales = ratio_noise_scales(data) if _is_ratio(data) else laplace[:, None]
+    threshold = np.array([
+        noise_sum_quantile((cr[:, None] * sr).ravel(), float(np.sqrt(np.sum(cr**2 * vr))),
+                           level) if cr.size >= 3 else np.inf
+        for cr, sr, vr in zip(np.split(c, blocks), np.split(scales, blocks),
+                              np.split(sampling_var, blocks), strict=True)
+    ])  # one exact quantile per region, cached by shape
     with np.errstate(divide="ignore", invalid="ignore"):
         se = 1.0 / np.sqrt(sxx)
     out = pd.DataFrame({"slope": slope, "se": se, "rounds": rounds,

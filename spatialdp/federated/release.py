@@ -139,6 +139,20 @@ class MetricRelease:
         """Standard deviation of the Laplace noise on ``value`` (sqrt(2) x scale)."""
         return float(np.sqrt(2.0) * self.noise_scale)
 
+    @property
+    def noise_scales(self) -> list[float]:
+        """The Laplace scales of the noise on ``value``: a mean's one, a ratio estimate's two.
+
+        A ratio estimate's are linearised
+        (:func:`~spatialdp.federated._estimate.linearised_scales`).
+        """
+        if self.estimator != "ratio":
+            return [float(self.noise_scale)]
+        from spatialdp.federated._estimate import linearised_scales
+
+        return [float(s) for s in linearised_scales(
+            self.value, self._state["den"], self._state["scale_num"], self._state["scale_den"])[0]]
+
     def conf_int(self, alpha: float | None = None) -> tuple[float, float]:
         """Return the exact ``(1 - alpha)`` interval from the noise (default: the release's alpha).
 

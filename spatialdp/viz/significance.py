@@ -72,13 +72,7 @@ def _national(national: Any, national_error_bar: float | None, alpha: float
         if national.suppressed or not math.isfinite(national.value):
             raise InvalidInput("the national release is suppressed; there is no national "
                                "value to compare with")
-        if national.estimator == "ratio":
-            state = national._state  # the release's own noisy count and scales
-            n = float(state["den"])
-            return float(national.value), [float(state["scale_num"]) / n,
-                                           abs(float(national.value)) * float(
-                                               state["scale_den"]) / n]
-        return float(national.value), [float(national.noise_scale)]
+        return float(national.value), national.noise_scales
     value = check_number(national, "national", fix="pass the national value (a number) or its "
                          "MetricRelease from aggregate_metric")
     if national_error_bar is None:
