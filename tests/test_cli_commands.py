@@ -259,7 +259,7 @@ def test_query_error_internal_table_is_printed_labelled_and_never_written(
                                    rng=0)
     with pytest.raises(InvalidInput, match="query-error table 'flat'='INTERNAL: query error "
                                            "measured against the truth grid"):
-        _write(out, internal, {"flat": internal}, 1.0)
+        _write(out, internal, {"flat": internal})
     assert not out.exists()
 
 

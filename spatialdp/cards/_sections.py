@@ -69,6 +69,20 @@ def participation_text(relations: Sequence[str]) -> str:
     return PARTICIPATION[chosen[0]]
 
 
+def card_relations(rounds: Sequence[Mapping[str, Any]], privacy: Mapping[str, Any] | None
+                   ) -> list[str]:
+    """Return the neighbouring relations of a card's rounds and ledger charges, sorted.
+
+    Examples
+    --------
+    >>> card_relations([{"neighbours": "add_remove"}], {"neighbours": ["replace"]})
+    ['add_remove', 'replace']
+    """
+    relations = {str(r["neighbours"]) for r in rounds}
+    relations.update((privacy or {}).get("neighbours") or [])
+    return sorted(relations)
+
+
 def check_participation(relations: Sequence[str], *, sampling: Mapping[str, Any] | None,
                         coverage: Mapping[str, Any] | None,
                         cohort_sizes: Mapping[str, Any] | None) -> None:
@@ -285,12 +299,12 @@ def released_coverage_section(coverage: Any) -> dict[str, Any]:
     return {
         "epoch": int(coverage.epoch), "neighbours": str(coverage.neighbours),
         "epsilon": float(coverage.epsilon), "n_regions": len(regions),
-        "regions_confirmed": int(regions.covered.sum()),
-        "region_error_bar": float(regions.error_bar.iloc[0]) if len(regions) else 0.0,
+        "regions_confirmed": coverage.regions.n_confirmed,
+        "region_error_bar": coverage.regions.error_bar,
         "blind_regions": coverage.blind_regions, "regions_table": rows,
         "n_cells": None if cells is None else len(cells.frame),
-        "cells_confirmed": None if cells is None else int(cells.frame.covered.sum()),
-        "cell_error_bar": None if cells is None else float(cells.frame.error_bar.iloc[0]),
+        "cells_confirmed": None if cells is None else cells.n_confirmed,
+        "cell_error_bar": None if cells is None else cells.error_bar,
         "blind_cells": coverage.blind_cells, "provenance": "release",
     }
 
@@ -319,12 +333,12 @@ def history_rows(history: Any, epoch: int | None = None) -> list[dict[str, Any]]
             for e, r, s in zip(epochs, frame["round_index"], frame["score"], strict=True)]
 
 
-def cohort_section(cohort_sizes: Any, source: str, neighbours: str = "replace"
-                   ) -> dict[str, Any]:
-    """Return per-region cohort sizes (``None`` values: suppressed).
+def cohort_section(cohort_sizes: Any, source: str) -> dict[str, Any]:
+    """Return given per-region cohort sizes (``None`` values: suppressed).
 
-    Exact under replace-one neighbours (bookkeeping of public participation);
-    under add/remove they must be the reports' noised cohorts (a release).
+    Exact counts: the bookkeeping of public participation (replace-one
+    neighbours). Under add/remove the card takes the reports' noised cohorts
+    instead (:func:`cohorts_from_report`).
     """
     if isinstance(cohort_sizes, pd.Series):
         items = list(cohort_sizes.items())
@@ -338,8 +352,8 @@ def cohort_section(cohort_sizes: Any, source: str, neighbours: str = "replace"
         value = _number(n)
         rows.append({"region_id": str(region),
                      "cohort": "suppressed" if value is None or value < 1 else int(value)})
-    return {"source": source, "neighbours": neighbours, "regions": rows,
-            "provenance": "release" if neighbours == "add_remove" else "bookkeeping"}
+    return {"source": source, "neighbours": "replace", "regions": rows,
+            "provenance": "bookkeeping"}
 
 
 # ----------------------------------------------------------------------------- reports

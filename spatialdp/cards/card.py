@@ -394,10 +394,8 @@ class ModelCard:
                     f"reports: round {r['round_index']} was made on partition version "
                     f"{r['partition_version']!r}, not the card's {partition['key']!r}; pass "
                     "the partition the reports are keyed by")
-        relations = {r["neighbours"] for r in rounds}
-        if privacy is not None:
-            relations.update(privacy.get("neighbours", []))
-        sections.check_participation(sorted(relations), sampling=sampling, coverage=coverage,
+        sections.check_participation(sections.card_relations(rounds, privacy),
+                                     sampling=sampling, coverage=coverage,
                                      cohort_sizes=cohort_sizes)
         if coverage is not None:
             coverage = {**coverage, "map": figures.get("coverage_map")}

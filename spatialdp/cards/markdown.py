@@ -12,6 +12,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from spatialdp.cards._sections import card_relations
+
 __all__ = ["render_markdown"]
 
 _TAG = {"release": "release: noised, charged to the ledger",
@@ -162,9 +164,7 @@ def _sampling(c: Mapping[str, Any]) -> list[str]:
     if st:
         out += [f"Strata `{st.get('key')}` (basis {st.get('basis')}, "
                 f"{_fmt(st.get('n_strata'))} strata, version `{st.get('version')}`).", ""]
-    relations = set((c.get("privacy") or {}).get("neighbours") or [])
-    relations |= {r["neighbours"] for r in c["quantitative_analysis"]["rounds"]}
-    if relations == {"add_remove"}:
+    if card_relations(c["quantitative_analysis"]["rounds"], c.get("privacy")) == ["add_remove"]:
         return [*out, "Merges of strata are decided on exact pool sizes: under add/remove "
                 "neighbours they stay on the server and are not published.", ""]
     out += ["Every merge with its reason (exact: under replace-one neighbours participation "

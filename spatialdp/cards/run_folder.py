@@ -366,13 +366,10 @@ class RunFolder:
         coverage = None
         if (self.path / self.COVERAGE).exists():
             stored_cov = self._read_json(self.COVERAGE)
-            coverage = sections.coverage_section(
-                stored_cov, None if stored_cov.get("provenance") == "release"
-                else self._read_history())
+            coverage = sections.coverage_section(stored_cov, self._read_history())
         if (self.path / self.COHORT_SIZES).exists():
-            cohorts = dict(self._read_json(self.COHORT_SIZES))
-            cohorts["provenance"] = ("release" if cohorts.get("neighbours") == "add_remove"
-                                     else "bookkeeping")
+            # Written by cohort_section: given per-region sizes are bookkeeping.
+            cohorts = {"provenance": "bookkeeping", **self._read_json(self.COHORT_SIZES)}
         elif rounds:
             cohorts = sections.cohorts_from_report(rounds[-1])
         else:

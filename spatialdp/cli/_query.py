@@ -169,11 +169,11 @@ def run(args: argparse.Namespace) -> int:
     with pd.option_context("display.width", 160, "display.max_columns", 20):
         print(table.round(3).to_string(index=False))
     if args.out is not None:
-        _write(Path(args.out), table, reports, args.epsilon)
+        _write(Path(args.out), table, reports)
     return 0
 
 
-def _write(out: Path, table: Any, reports: dict[str, Any], epsilon: float) -> None:
+def _write(out: Path, table: Any, reports: dict[str, Any]) -> None:
     """Write the table, its settings and the plot; refuse internal reports (nothing written).
 
     An unaccounted grid's files are named ``query_error.UNACCOUNTED.*``.
@@ -185,9 +185,8 @@ def _write(out: Path, table: Any, reports: dict[str, Any], epsilon: float) -> No
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from spatialdp.privacy.accuracy import noise_std
     from spatialdp.queries import require_publishable
-    from spatialdp.queries.figures import plot_error_vs_cells
+    from spatialdp.queries.figures import flat_cell_sd, plot_error_vs_cells
     from spatialdp.viz.maps import save_figure
 
     settings = {label: require_publishable(report, f"query-error table {label!r}")
@@ -204,8 +203,7 @@ def _write(out: Path, table: Any, reports: dict[str, Any], epsilon: float) -> No
     (out / f"{stem}.json").write_text(json.dumps(settings, indent=2, default=str) + "\n",
                                       encoding="utf-8")
     fig, ax = plt.subplots(figsize=(7.5, 5.2))
-    plot_error_vs_cells(reports, ax=ax, publishable=True,
-                        cell_sd=float(noise_std("discrete_laplace", 1.0 / epsilon)))
+    plot_error_vs_cells(reports, ax=ax, publishable=True, cell_sd=flat_cell_sd(reports))
     path = save_figure(fig, out / f"{stem}.png")
     plt.close(fig)
     print(f"wrote:\n  {out / f'{stem}.csv'}\n  {out / f'{stem}.json'}\n  {path}")

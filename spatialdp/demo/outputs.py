@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from spatialdp.federated import RegionalReport
+from spatialdp.federated.schema import NEIGHBOUR_NAME
 
 from .audit import QueryAudit
 from .epoch import EpochPlan, EpochResult
@@ -57,8 +58,8 @@ def draw_choropleths(report: RegionalReport, folder: Path) -> list[Path]:
 
 def _relation(report: RegionalReport) -> str:
     """Name the report's neighbouring relation for a title."""
-    return {"add_remove": "add/remove neighbours: noised cohorts",
-            "replace": "replace-one neighbours"}[report.neighbours]
+    cohorts = ": noised cohorts" if report.neighbours == "add_remove" else ""
+    return f"{NEIGHBOUR_NAME[report.neighbours]} neighbours{cohorts}"
 
 
 def draw_significance(report: RegionalReport, plan: EpochPlan, result: EpochResult,
@@ -86,12 +87,7 @@ def draw_significance(report: RegionalReport, plan: EpochPlan, result: EpochResu
 
 
 def draw_coverage(world: World, result: EpochResult, folder: Path) -> Path:
-    """Draw the coverage map: released counts of clients sampled (regions, H3 cells)."""
-    return _draw_released_coverage(world, result.coverage, folder)
-
-
-def _draw_released_coverage(world: World, coverage: Any, folder: Path) -> Path:
-    """Two panels of noised counts of clients sampled (regions, H3 cells), one colour scale.
+    """Draw the coverage map: noised counts of clients sampled (regions, H3 cells), one scale.
 
     Only released values are drawn: a region or cell whose noised count does not
     clear its error bar is hatched "not confirmed reached" (few clients and none
@@ -104,6 +100,7 @@ def _draw_released_coverage(world: World, coverage: Any, folder: Path) -> Path:
     from spatialdp.viz.maps import save_figure
 
     plt = _pyplot()
+    coverage = result.coverage
     panels = [("report regions", world.partition, coverage.regions)]
     if coverage.cells is not None and world.cells is not None:
         panels.append((f"H3 cells (resolution {_resolution_of(world)})", world.cells,
@@ -125,14 +122,12 @@ def _draw_released_coverage(world: World, coverage: Any, folder: Path) -> Path:
         ax.add_collection(PolyCollection([rings[i] for i in np.flatnonzero(~covered)],
                                          facecolor="#f0f0f0", edgecolor="#c0392b",
                                          hatch="xxxx", linewidths=0.3))
-        covered = frame.covered.to_numpy(dtype=bool)
         ax.autoscale_view()
         ax.set_aspect(1.0 / np.cos(np.radians(float(np.mean(ax.get_ylim())))))
         ax.set_xlabel("longitude")
         ax.set_ylabel("latitude")
-        bar = float(frame.error_bar.iloc[0])
-        ax.set_title(f"{name}: {int(covered.sum()):,} of {len(frame):,} confirmed reached "
-                     f"(counts ± {bar:.0f})", fontsize=11)
+        ax.set_title(f"{name}: {release.n_confirmed:,} of {len(frame):,} confirmed reached "
+                     f"(counts ± {release.error_bar:.0f})", fontsize=11)
         ax.legend(handles=[Patch(facecolor="#f0f0f0", edgecolor="#c0392b", hatch="xxxx",
                                  label="not confirmed reached: noised count within its "
                                        "error bar")], loc="lower left", fontsize=9)
@@ -140,9 +135,9 @@ def _draw_released_coverage(world: World, coverage: Any, folder: Path) -> Path:
     fig.colorbar(layer, ax=list(axes[0]), orientation="horizontal", shrink=0.5, pad=0.1,
                  label="clients sampled this epoch, noised (log scale; one scale for both "
                        "panels)")
-    relation = {"add_remove": "add/remove", "replace": "replace-one"}[coverage.neighbours]
     fig.suptitle(f"Coverage of epoch {coverage.epoch}'s cohorts: released counts "
-                 f"(epsilon {coverage.epsilon:g}, {relation} neighbours)", fontsize=13)
+                 f"(epsilon {coverage.epsilon:g}, {NEIGHBOUR_NAME[coverage.neighbours]} "
+                 "neighbours)", fontsize=13)
     path = save_figure(fig, folder / "coverage_map.png")
     plt.close(fig)
     return path
@@ -206,15 +201,14 @@ def draw_dashboard(world: World, result: EpochResult, folder: Path) -> Path:
 
 def draw_query_error(audit: QueryAudit, folder: Path) -> Path:
     """Draw the sqrt(m) plot of the query-error audit (refuses internal tables)."""
-    from spatialdp.privacy.accuracy import noise_std
-    from spatialdp.queries.figures import plot_error_vs_cells
+    from spatialdp.queries.figures import flat_cell_sd, plot_error_vs_cells
     from spatialdp.viz.maps import save_figure
 
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 5.2))
     try:
         plot_error_vs_cells(audit.reports, ax=ax, publishable=True,
-                            cell_sd=float(noise_std("discrete_laplace", 1.0 / audit.epsilon)))
+                            cell_sd=flat_cell_sd(audit.reports))
     except Exception:
         plt.close(fig)
         raise

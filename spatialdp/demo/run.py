@@ -19,7 +19,7 @@ from spatialdp._random import as_generator
 from spatialdp._validation import check_epsilon, check_integer, check_text, fail
 from spatialdp.federated.schema import NEIGHBOUR_TEXT
 from spatialdp.geo import Partition
-from spatialdp.privacy.budget import NEIGHBOURS, BudgetSplit, Neighbours, check_neighbours
+from spatialdp.privacy.budget import BudgetSplit, Neighbours, check_neighbours
 from spatialdp.privacy.ledger import PrivacyLedger
 from spatialdp.privacy.target import ReleaseTarget
 
@@ -49,7 +49,7 @@ from .outputs import (
 from .progress import Progress
 from .world import World, build_world
 
-__all__ = ["EPOCH_BUDGET", "MARKERS", "NEIGHBOURS", "RUNS_FILE", "SPLIT", "DemoResult",
+__all__ = ["EPOCH_BUDGET", "MARKERS", "RUNS_FILE", "SPLIT", "DemoResult",
            "load_partition", "run_demo", "runs_table"]
 
 #: The ledger's epoch budget (pure epsilon) and its split for a new ledger: training 6,
@@ -199,7 +199,8 @@ def run_demo(
     epsilon : float
         Privacy loss of each round's regional evaluation release (all metrics
         together); ``rounds x epsilon`` must fit the ledger's regional
-        evaluation budget of an epoch (3.6) less the query-error grid's 1.0 (2.6).
+        evaluation budget of an epoch (3.2) less the coverage release's 0.3 and
+        the query-error grid's 0.5 (2.4).
     rounds : int
         Rounds in the epoch (the drift starts at round ``rounds // 2 + 1``).
     seed : int
@@ -331,10 +332,9 @@ def _coverage_line(plan: EpochPlan, result: EpochResult) -> str:
     """Return the summary's coverage (released counts) and, under replace-one, the merges."""
     cov = result.coverage
     cells = "" if cov.cells is None else (
-        f"; H3 cells confirmed reached: {int(cov.cells.frame.covered.sum()):,} of "
-        f"{len(cov.cells.frame):,}")
+        f"; H3 cells confirmed reached: {cov.cells.n_confirmed:,} of {len(cov.cells.frame):,}")
     line = (f"coverage (released, epsilon {cov.epsilon:g}): regions confirmed reached "
-            f"{int(cov.regions.frame.covered.sum())} of {len(cov.regions.frame)}{cells}")
+            f"{cov.regions.n_confirmed} of {len(cov.regions.frame)}{cells}")
     if plan.neighbours == "add_remove":
         return line + "; merges decided on exact pools are not published"
     merges = list(result.state.merges)

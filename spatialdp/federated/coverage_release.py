@@ -82,13 +82,22 @@ class CoverageRelease:
         """Return the share of regions whose noised count clears its error bar."""
         return float(self.frame.covered.mean())
 
+    @property
+    def n_confirmed(self) -> int:
+        """Return how many regions' noised counts clear their error bar."""
+        return int(self.frame.covered.sum())
+
+    @property
+    def error_bar(self) -> float:
+        """Return the ``1 - alpha`` half-width of every region's count (one mechanism)."""
+        return float(self.frame.error_bar.iloc[0])
+
     def summary(self) -> str:
         """Return one line: regions confidently covered, the bar, the cost."""
         label = " [SIMULATION]" if self.accounting.get("simulated") else ""
-        return (f"coverage{label}: {int(self.frame.covered.sum())} of {len(self.frame)} regions "
+        return (f"coverage{label}: {self.n_confirmed} of {len(self.frame)} regions "
                 f"confidently covered ({self.covered_share:.0%}), counts +/- "
-                f"{float(self.frame.error_bar.iloc[0]):g} ({1 - self.alpha:.0%}), "
-                f"epsilon {self.epsilon:g}")
+                f"{self.error_bar:g} ({1 - self.alpha:.0%}), epsilon {self.epsilon:g}")
 
     def _repr_html_(self) -> str:
         return f"<pre>{html.escape(self.summary())}</pre>"

@@ -39,13 +39,16 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-__all__ = ["MAP_COLUMNS", "NEIGHBOUR_TEXT", "RELIABILITY_CLASSES", "REPORT_COLUMNS",
-           "reliability_class"]
+__all__ = ["MAP_COLUMNS", "NEIGHBOUR_NAME", "NEIGHBOUR_TEXT", "RELIABILITY_CLASSES",
+           "REPORT_COLUMNS", "reliability_class"]
 
-#: How titles, summaries and cards name each neighbouring relation.
+#: The short name of each neighbouring relation (legends, titles).
+NEIGHBOUR_NAME: dict[str, str] = {"replace": "replace-one", "add_remove": "add/remove"}
+
+#: How summaries and cards name each neighbouring relation, with what it protects.
 NEIGHBOUR_TEXT: dict[str, str] = {
-    "replace": "replace-one: participation public",
-    "add_remove": "add/remove: participation protected",
+    "replace": f"{NEIGHBOUR_NAME['replace']}: participation public",
+    "add_remove": f"{NEIGHBOUR_NAME['add_remove']}: participation protected",
 }
 
 #: Columns every regional report frame has (besides ``geometry``).

@@ -17,7 +17,29 @@ from spatialdp._validation import check_flag, fail
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-__all__ = ["plot_error_vs_cells"]
+__all__ = ["flat_cell_sd", "plot_error_vs_cells"]
+
+
+def flat_cell_sd(reports: dict[str, pd.DataFrame]) -> float:
+    """Return the noise sd of one flat cell of the grid the reports were measured on.
+
+    Read from the tables' own settings (the flat scale ``sensitivity / epsilon``
+    every method records), for the ``sqrt(m)`` reference line.
+
+    Examples
+    --------
+    >>> table = pd.DataFrame()
+    >>> table.attrs["scale"] = 1.0        # discrete Laplace of scale 1
+    >>> round(flat_cell_sd({"flat": table}), 3)
+    1.357
+    """
+    from spatialdp.privacy.accuracy import noise_std
+
+    scales = {float(r.attrs["scale"]) for r in reports.values()}
+    if len(scales) != 1:
+        raise fail("reports", sorted(scales), "were measured at different flat scales",
+                   "plot tables of one grid and one epsilon together")
+    return float(noise_std("discrete_laplace", scales.pop()))
 
 
 def plot_error_vs_cells(reports: dict[str, pd.DataFrame], *, ax: Axes | None = None,

@@ -330,13 +330,11 @@ class ReleasedCoverage:
         """Describe the released coverage in a few lines."""
         lines = [f"Coverage of epoch {self.epoch} (released, epsilon {self.epsilon:g}, "
                  f"{self.neighbours})",
-                 f"  regions confirmed reached: {int(self.regions.frame.covered.sum())} of "
-                 f"{len(self.regions.frame)} (counts +/- "
-                 f"{float(self.regions.frame.error_bar.iloc[0]):g})"]
+                 f"  regions confirmed reached: {self.regions.n_confirmed} of "
+                 f"{len(self.regions.frame)} (counts +/- {self.regions.error_bar:g})"]
         if self.cells is not None:
-            lines.append(f"  cells confirmed reached: {int(self.cells.frame.covered.sum()):,} "
-                         f"of {len(self.cells.frame):,} (counts +/- "
-                         f"{float(self.cells.frame.error_bar.iloc[0]):g})")
+            lines.append(f"  cells confirmed reached: {self.cells.n_confirmed:,} "
+                         f"of {len(self.cells.frame):,} (counts +/- {self.cells.error_bar:g})")
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:

@@ -16,7 +16,7 @@ from numpy.typing import NDArray
 
 from spatialdp._validation import check_flag, check_number, check_text, fail
 from spatialdp.exceptions import InvalidInput
-from spatialdp.federated.schema import MAP_COLUMNS
+from spatialdp.federated.schema import MAP_COLUMNS, NEIGHBOUR_NAME
 from spatialdp.federated.schema import RELIABILITY_CLASSES as _RELIABILITY_CLASSES
 
 if TYPE_CHECKING:
@@ -178,19 +178,24 @@ def _epsilon_text(meta: Mapping[str, Any]) -> str:
             if metric in eps:
                 eps = eps[metric]
             else:
+                relation = _relation_name(meta)
                 return (f"ε = {float(sum(eps.values())):g} (all metrics"
-                        f"{_relation_text(meta).replace(' (', ', ').rstrip(')')})"
-                        if eps else "")
+                        f"{f', {relation}' if relation else ''})" if eps else "")
         except (TypeError, ValueError, OverflowError):
             return ""
     number = _meta_number({"epsilon": eps}, "epsilon")
     return f"ε = {number:g}{_relation_text(meta)}" if number is not None else ""
 
 
+def _relation_name(meta: Mapping[str, Any]) -> str:
+    """``add/remove`` or ``replace-one``: the relation epsilon holds for ("" if unknown)."""
+    return NEIGHBOUR_NAME.get(str(meta.get("neighbours")), "")
+
+
 def _relation_text(meta: Mapping[str, Any]) -> str:
-    """`` (add/remove)`` or `` (replace-one)``: the neighbouring relation epsilon holds for."""
-    relation = meta.get("neighbours")
-    return {"add_remove": " (add/remove)", "replace": " (replace-one)"}.get(str(relation), "")
+    """`` (add/remove)`` or `` (replace-one)`` after an epsilon ("" if unknown)."""
+    relation = _relation_name(meta)
+    return f" ({relation})" if relation else ""
 
 
 def _cohort_text(cohort: Any, suppressed: bool, meta: Mapping[str, Any]) -> str | None:
