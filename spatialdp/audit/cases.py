@@ -332,10 +332,6 @@ def _private_warning(release: Callable[[Any, Any], Any], spec: Any
     return broken
 
 
-def _values(x: Any) -> NDArray[np.float64]:
-    return np.asarray(x, dtype=np.float64).ravel()
-
-
 # --- the cases --------------------------------------------------------------------------------
 
 def _aggregate_metric(variant: str, path: str, draws: int | None,

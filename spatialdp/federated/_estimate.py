@@ -286,18 +286,16 @@ def plan_estimate(
     if not np.isfinite(total.sums).all():
         refuse_non_finite(values, spec.key)
     check_clipping(spec, total.sums, total.counts, absent_allowed=presence is not None)
-    if check_neighbours(neighbours) == "add_remove":
-        ratio = isinstance(spec, MetricSpec) and presence is not None
-        if not ratio and cohort is None:
-            raise SpatialDPError("an add/remove mean needs the release's NoisyCohort")
-        return _plan_add_remove(spec, total.sums,
-                                groups.sum(presence) if ratio else None,  # type: ignore[arg-type]
-                                epsilon=epsilon, min_cohort=min_cohort, alpha=alpha,
-                                cohort=None if ratio else cohort)
-    if presence is None or not isinstance(spec, MetricSpec):
+    relation = check_neighbours(neighbours)
+    if isinstance(spec, MetricSpec) and presence is not None:
+        return _plan_ratio(spec, total, groups.sum(presence), epsilon=epsilon,
+                           min_cohort=min_cohort, alpha=alpha, neighbours=relation)
+    if relation == "replace":
         return _plan_mean(spec, total, epsilon=epsilon, min_cohort=min_cohort, alpha=alpha)
-    return _plan_ratio(spec, total, groups.sum(presence), epsilon=epsilon,
-                       min_cohort=min_cohort, alpha=alpha)
+    if cohort is None:
+        raise SpatialDPError("an add/remove mean needs the release's NoisyCohort")
+    return _plan_shared_mean(spec, total.sums, epsilon=epsilon, min_cohort=min_cohort,
+                             alpha=alpha, cohort=cohort)
 
 
 def _plan_mean(spec: MetricSpec | HistogramSpec, total: SecureSum, *, epsilon: float,
@@ -328,60 +326,51 @@ def _plan_mean(spec: MetricSpec | HistogramSpec, total: SecureSum, *, epsilon: f
 
 
 def _plan_ratio(spec: MetricSpec, total: SecureSum, present: FloatArray, *, epsilon: float,
-                min_cohort: int, alpha: float) -> EstimatePlan:
-    """Replace-one ratio: the groups to noise come from the public cohort, the rest from noise."""
-    shown = total.counts >= min_cohort
-    eps_value, eps_count = split_epsilon(epsilon, spec)
-    mech_value = _mechanism(eps_value, spec.sensitivity)
+                min_cohort: int, alpha: float, neighbours: Neighbours) -> EstimatePlan:
+    """Plan a metric's own ratio estimate: noised value sum over its noised present count.
+
+    Replace-one: the groups to noise come from the public cohort, and the
+    uninformative warning from its best case before the charge. Add/remove:
+    every group is noised, and the warning comes from the published intervals.
+    """
+    replace = neighbours == "replace"
+    shown = total.counts >= min_cohort if replace else np.ones(total.counts.size, dtype=bool)
+    eps_value, eps_count = split_epsilon(epsilon, spec, neighbours)
+    mech_value = _mechanism(eps_value, spec.sensitivity_under(neighbours))
     mech_count = _mechanism(eps_count, 1.0)
-    half_num, _ = _ratio_halves(mech_value, mech_count, alpha)
-    # The best case over what the (private) count of clients with the metric could be:
-    # every client of the cohort has it. The cohort is public under replace-one.
-    best = half_num / np.maximum(total.counts[shown], 1.0)
-    _warn_uninformative(spec, np.atleast_1d(best))
+    if replace:
+        half_num, _ = _ratio_halves(mech_value, mech_count, alpha)
+        # The best case over what the (private) count of clients with the metric could
+        # be: every client of the cohort has it. The cohort is public under replace-one.
+        best = half_num / np.maximum(total.counts[shown], 1.0)
+        _warn_uninformative(spec, np.atleast_1d(best))
 
     def finish(noisy: list[FloatArray]) -> Estimate:
-        return _ratio_estimate(spec, noisy[0], noisy[1], shown, mech_value, mech_count,
-                               epsilon, min_cohort, alpha)
+        est = _ratio_estimate(spec, noisy[0], noisy[1], shown, mech_value, mech_count,
+                              epsilon, min_cohort, alpha)
+        if not replace:
+            _warn_spans_range(est)
+        return est
 
     return ReleasePlan(epsilon, [(mech_value, total.sums[shown]),
                                  (mech_count, present[shown])], finish)
 
 
-def _plan_add_remove(spec: MetricSpec | HistogramSpec, sums: FloatArray,
-                     present: FloatArray | None, *, epsilon: float, min_cohort: int,
-                     alpha: float, cohort: NoisyCohort | None) -> EstimatePlan:
-    """Add/remove: every group noised; value sums over a noised count (shared or own)."""
-    every = np.ones(sums.shape[0], dtype=bool)
-    sensitivity = spec.sensitivity_under("add_remove")
-    if cohort is None:  # a ratio metric: its own count of clients with the metric
-        assert present is not None
-        assert isinstance(spec, MetricSpec)
-        eps_value, eps_count = split_epsilon(epsilon, spec, "add_remove")
-        mech_value = _mechanism(eps_value, sensitivity)
-        mech_count = _mechanism(eps_count, 1.0)
-
-        def finish_own(noisy: list[FloatArray]) -> Estimate:
-            est = _ratio_estimate(spec, noisy[0], noisy[1], every, mech_value, mech_count,
-                                  epsilon, min_cohort, alpha)
-            _warn_spans_range(est)
-            return est
-
-        return ReleasePlan(epsilon, [(mech_value, sums), (mech_count, present)], finish_own)
-
+def _plan_shared_mean(spec: MetricSpec | HistogramSpec, sums: FloatArray, *, epsilon: float,
+                      min_cohort: int, alpha: float, cohort: NoisyCohort) -> EstimatePlan:
+    """Add/remove mean: every group's value sum noised, over the release's shared noised count."""
     value_part, _ = cohort.parts[spec.name]
-    mech = _mechanism(value_part, sensitivity)
-    shared = cohort
+    mech = _mechanism(value_part, spec.sensitivity_under("add_remove"))
 
-    def finish_shared(noisy: list[FloatArray]) -> Estimate:
-        den = shared.released()
+    def finish(noisy: list[FloatArray]) -> Estimate:
+        den = cohort.released()
         shown = np.round(den) >= min_cohort  # post-processing of the noisy cohort
         est = _ratio_estimate(spec, noisy[0][shown], den[shown], shown, mech,
-                              shared.mechanism, epsilon, min_cohort, alpha)
+                              cohort.mechanism, epsilon, min_cohort, alpha)
         _warn_spans_range(est)
         return est
 
-    return ReleasePlan(value_part, [(mech, sums)], finish_shared)
+    return ReleasePlan(value_part, [(mech, sums)], finish)
 
 
 def _ratio_halves(mech_num: LaplaceMechanism, mech_den: LaplaceMechanism,

@@ -334,8 +334,7 @@ def check_contents(conn: sqlite3.Connection, path: str,
     """
     sums: dict[tuple[int, LineItem], tuple[Decimal, int]] = {}
     n_charges = 0
-    columns = {str(r[1]) for r in conn.execute("PRAGMA table_info(charges)")}
-    relation = "neighbours" if "neighbours" in columns else "'replace'"  # a version-1 file
+    relation = schema.column_or_default(conn, "charges", "neighbours")
     for seq, ep, it, charged, loss, neighbours in conn.execute(
             f"SELECT seq, epoch, line_item, charged, loss, {relation} FROM charges ORDER BY seq"):
         where = f"charge #{seq}"

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
+from spatialdp.privacy import _ledger_schema as schema
 from spatialdp.privacy._ledger_files import ledger_error
 from spatialdp.privacy.budget import BudgetSplit, LineItem
 
@@ -47,8 +48,7 @@ def audit_frame(conn: sqlite3.Connection, unit: str, epoch: int | None) -> pd.Da
     """Return the ``charges`` table, oldest first, amounts as floats, times as UTC datetimes."""
     import pandas as pd
 
-    columns = {str(r[1]) for r in conn.execute("PRAGMA table_info(charges)")}
-    relation = "neighbours" if "neighbours" in columns else "'replace' AS neighbours"  # v1
+    relation = schema.column_or_default(conn, "charges", "neighbours")
     sql = f"SELECT {_AUDIT_COLUMNS}, {relation} FROM charges"
     args: tuple[int, ...] = ()
     if epoch is not None:

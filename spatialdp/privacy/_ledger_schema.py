@@ -112,6 +112,27 @@ def columns_of_version(version: int) -> dict[str, tuple[str, ...]]:
     return {t: tuple(c for c in cols if c not in later) for t, cols in table_columns().items()}
 
 
+def column_or_default(conn: sqlite3.Connection, table: str, column: str) -> str:
+    """Return ``column`` as an SQL expression: itself, or its default in an older file.
+
+    An older file, opened read-only, lacks the columns later versions added
+    (:data:`ADDED_COLUMNS`); it reads as if it had them with their defaults.
+
+    Examples
+    --------
+    >>> conn = sqlite3.connect(":memory:")
+    >>> _ = conn.execute("CREATE TABLE charges (seq INTEGER)")
+    >>> column_or_default(conn, "charges", "neighbours")
+    "'replace' AS neighbours"
+    """
+    present = {str(r[1]) for r in conn.execute(f"PRAGMA table_info({table})")}
+    if column in present:
+        return column
+    default = next(cols[column] for tables in ADDED_COLUMNS.values()
+                   for name, cols in tables.items() if name == table and column in cols)
+    return f"{default} AS {column}"
+
+
 def ledger_id_from(created_at: str) -> str:
     """Return the identifier of a ledger created at ``created_at`` (version-1 files).
 
