@@ -340,29 +340,6 @@ def measure_query_error(
     return _summarise(setup, _simulate(setup, setup.n_draws, gen), expected)
 
 
-@dataclass
-class _Setup:
-    """Everything a measurement needs before its draws (validated; no randomness)."""
-
-    corpus: QueryCorpus
-    eps: float
-    method: str
-    n_draws: int
-    floor: float
-    clamp: bool
-    by: str
-    m: NDArray[np.int64]
-    labels: pd.Categorical
-    counts: NDArray[np.int64]
-    reference_answer: NDArray[np.float64]
-    scale: float
-    sensitivity: int
-    partition_key: str
-    n_cells: int
-    model: Any
-    reference: dict[str, Any]
-
-
 @dataclass(frozen=True)
 class _Settings:
     """A measurement's validated settings (no counts read)."""
@@ -377,6 +354,20 @@ class _Settings:
     by: str
     m: NDArray[np.int64]
     labels: pd.Categorical
+
+
+@dataclass(frozen=True)
+class _Setup(_Settings):
+    """Everything a measurement needs before its draws (validated; no randomness)."""
+
+    counts: NDArray[np.int64]
+    reference_answer: NDArray[np.float64]
+    scale: float
+    sensitivity: int
+    partition_key: str
+    n_cells: int
+    model: Any
+    reference: dict[str, Any]
 
 
 def check_measure_settings(reference: TruthGrid | NoisyGrid,
@@ -472,9 +463,9 @@ def _setup(reference: Any, queries: Any, *, epsilon: float, method: str, levels:
         from spatialdp.queries.hierarchy import HierarchyModel
 
         model = HierarchyModel.build(grid, s.eps, levels=levels, split=split)
-    return _Setup(s.corpus, s.eps, s.method, s.n_draws, s.floor, s.clamp, s.by, s.m, s.labels,
-                  counts, reference_answer, scale, grid.sensitivity, grid.partition_key,
-                  grid.n_cells, model, _reference_settings(grid))
+    return _Setup(**vars(s), counts=counts, reference_answer=reference_answer, scale=scale,
+                  sensitivity=grid.sensitivity, partition_key=grid.partition_key,
+                  n_cells=grid.n_cells, model=model, reference=_reference_settings(grid))
 
 
 def _simulate(setup: _Setup, n_draws: int, gen: np.random.Generator) -> NDArray[np.float64]:
