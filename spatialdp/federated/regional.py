@@ -5,7 +5,7 @@ evaluation epsilon (parallel composition) and the whole partition is one
 release per metric. Regions whose cohort is below the floor are suppressed
 (never noised, never published) and the number of suppressed regions is itself
 published only coarsened. The result is a GeoDataFrame per metric, joined
-onto the region geometries (schema: :mod:`spatialdp.federated.schema`), ready for
+onto the region geometries (schema: :mod:`spatialdp.schema`), ready for
 :func:`spatialdp.viz.plot_uncertainty_choropleth` or ``.explore()``.
 """
 
@@ -36,15 +36,16 @@ from spatialdp._validation import (
     fail,
 )
 from spatialdp.exceptions import InvalidInput
-from spatialdp.federated._estimate import Estimate, NoisyCohort, plan_estimate, ratio_interval
+from spatialdp.federated._estimate import Estimate, NoisyCohort, plan_estimate
 from spatialdp.federated._tags import read_reports
 from spatialdp.federated.group_sums import Groups
 from spatialdp.federated.metrics import HistogramSpec, MetricSpec
-from spatialdp.federated.schema import NEIGHBOUR_TEXT, reliability_class
 from spatialdp.geo.partition import Partition
 from spatialdp.privacy.budget import Disjoint, Neighbours, check_neighbours
+from spatialdp.privacy.combined_noise import ratio_interval
 from spatialdp.privacy.pipeline import ReleasePlan, run_release
 from spatialdp.privacy.target import Accounting, check_target
+from spatialdp.schema import NEIGHBOUR_TEXT, reliability_class
 
 __all__ = ["RegionalReport", "interval_at", "regional_report"]
 
@@ -59,7 +60,7 @@ class RegionalReport:
     ----------
     frames : dict of str -> GeoDataFrame
         Per metric, indexed by region id, with the columns of
-        :mod:`spatialdp.federated.schema` and ``geometry`` (histograms add one
+        :mod:`spatialdp.schema` and ``geometry`` (histograms add one
         column per bucket; their ``value`` is the mass in the top bucket, the tail).
     partition_version : str
         The partition the report is keyed by.
@@ -809,7 +810,7 @@ def _noise_columns(est: Estimate) -> dict[str, NDArray[np.float64]]:
 
 def _metric_frame(est: Estimate, partition: Partition, round_index: pd.api.extensions.ExtensionArray
                   ) -> gpd.GeoDataFrame:
-    """Return the published frame of one metric (schema: :mod:`spatialdp.federated.schema`)."""
+    """Return the published frame of one metric (schema: :mod:`spatialdp.schema`)."""
     columns: dict[str, object] = {}
     if isinstance(est.spec, HistogramSpec):
         columns.update({label: est.values[:, i] for i, label in enumerate(est.spec.labels)})

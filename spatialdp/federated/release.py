@@ -19,6 +19,7 @@ from numpy.typing import NDArray
 
 from spatialdp._validation import check_alpha, check_epsilon
 from spatialdp.exceptions import InvalidInput
+from spatialdp.privacy.combined_noise import linearised_scales, ratio_interval
 
 __all__ = ["HistogramRelease", "MetricRelease", "predicted_error_bar"]
 
@@ -144,12 +145,10 @@ class MetricRelease:
         """The Laplace scales of the noise on ``value``: a mean's one, a ratio estimate's two.
 
         A ratio estimate's are linearised
-        (:func:`~spatialdp.federated._estimate.linearised_scales`).
+        (:func:`~spatialdp.privacy.combined_noise.linearised_scales`).
         """
         if self.estimator != "ratio":
             return [float(self.noise_scale)]
-        from spatialdp.federated._estimate import linearised_scales
-
         return [float(s) for s in linearised_scales(
             self.value, self._state["den"], self._state["scale_num"], self._state["scale_den"])[0]]
 
@@ -158,14 +157,12 @@ class MetricRelease:
 
         A mean's interval is ``value +/- noise_scale * ln(1 / alpha)``; a ratio
         estimate's is the conservative interval of
-        :func:`~spatialdp.federated._estimate.ratio_interval`.
+        :func:`~spatialdp.privacy.combined_noise.ratio_interval`.
         """
         level = self.alpha if alpha is None else check_alpha(alpha)
         if self.suppressed:
             return (math.nan, math.nan)
         if self.estimator == "ratio":
-            from spatialdp.federated._estimate import ratio_interval
-
             q = math.log(2.0) - math.log(level)
             lo, hi = ratio_interval(np.array([self._state["num"]]), np.array([self._state["den"]]),
                                     self._state["scale_num"] * q, self._state["scale_den"] * q,
@@ -260,8 +257,6 @@ class HistogramRelease:
             nan = np.full(self.values.shape, np.nan)
             return nan, nan.copy()
         if self.estimator == "ratio":
-            from spatialdp.federated._estimate import ratio_interval
-
             q = math.log(2.0) - math.log(level)
             den = self._state["den"]
             return ratio_interval(self.values * den, np.full(self.values.shape, den),

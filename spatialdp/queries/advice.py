@@ -5,7 +5,7 @@ epsilon, ``k``, the number of devices), never from the data.
 
 **Flat or hierarchical?** A flat answer over ``m`` cells has noise variance
 ``m sigma**2``; a hierarchical answer's variance is computed exactly from the
-least-squares consistency (:meth:`~spatialdp.queries.hierarchy.Tree.query_variance`).
+least-squares consistency (:meth:`~spatialdp.queries.grids.Tree.query_variance`).
 Small polygons are answered better by the flat grid (all of epsilon on the
 fine cells); polygons of tens of thousands of cells by the hierarchy (a few
 hundred coarse nodes instead of ``m`` fine ones).

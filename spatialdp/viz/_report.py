@@ -16,8 +16,8 @@ from numpy.typing import NDArray
 
 from spatialdp._validation import check_flag, check_number, check_text, fail
 from spatialdp.exceptions import InvalidInput
-from spatialdp.federated.schema import MAP_COLUMNS, NEIGHBOUR_NAME
-from spatialdp.federated.schema import RELIABILITY_CLASSES as _RELIABILITY_CLASSES
+from spatialdp.schema import MAP_COLUMNS, NEIGHBOUR_NAME
+from spatialdp.schema import RELIABILITY_CLASSES as _RELIABILITY_CLASSES
 
 if TYPE_CHECKING:
     import geopandas as gpd
