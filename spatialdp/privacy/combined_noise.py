@@ -99,7 +99,7 @@ def _sum_tail(t: float, laplace_scales: NDArray[np.float64], normal_sd: float) -
                           limit=200)[0]
     rest = integrate.quad(lambda u: phi(u) / u, u0, np.inf, weight="sin", wvar=t,
                           limlst=200)[0]
-    return 1.0 - 2.0 / np.pi * (head + rest)
+    return float(1.0 - 2.0 / np.pi * (head + rest))
 
 
 @lru_cache(maxsize=4096)
@@ -187,7 +187,7 @@ def difference_threshold(scale_a: ArrayLike, scale_b: ArrayLike, alpha: float = 
         above = _difference_tail(mid, a, b, s) > alpha
         low = np.where(above, mid, low)
         high = np.where(above, high, mid)
-    return 0.5 * (low + high)
+    return np.asarray(0.5 * (low + high), dtype=np.float64)
 
 
 # Probabilists' Gauss-Hermite rule (expectations over a standard normal) and
@@ -220,7 +220,7 @@ def _normal_two_sided(t: NDArray[np.float64], d: NDArray[np.float64], s: NDArray
     """P(|d + s Z| > t) for a standard normal Z."""
     from scipy.special import ndtr
 
-    return ndtr((d - t) / s) + ndtr((-t - d) / s)
+    return np.asarray(ndtr((d - t) / s) + ndtr((-t - d) / s), dtype=np.float64)
 
 
 def _difference_tail(t: NDArray[np.float64], a: NDArray[np.float64], b: NDArray[np.float64],
@@ -244,7 +244,8 @@ def _difference_tail(t: NDArray[np.float64], a: NDArray[np.float64], b: NDArray[
 def _tail_over_normal(t: NDArray[np.float64], hi: NDArray[np.float64], lo: NDArray[np.float64],
                       s: NDArray[np.float64]) -> NDArray[np.float64]:
     x = t[:, None] - s[:, None] * _GH_NODES
-    return 2.0 * (laplace_difference_sf(x, hi[:, None], lo[:, None]) * _GH_WEIGHTS).sum(axis=-1)
+    weighted = laplace_difference_sf(x, hi[:, None], lo[:, None]) * _GH_WEIGHTS
+    return np.asarray(2.0 * weighted.sum(axis=-1), dtype=np.float64)
 
 
 def _mean_over_exponential(t: NDArray[np.float64], scale: NDArray[np.float64],
@@ -254,7 +255,7 @@ def _mean_over_exponential(t: NDArray[np.float64], scale: NDArray[np.float64],
     both = _normal_two_sided(t[:, None], d, s[:, None]) + _normal_two_sided(t[:, None], -d,
                                                                             s[:, None])
     weights = _GL_WEIGHTS * _GL_NODES if gamma2 else _GL_WEIGHTS
-    return (both * weights).sum(axis=-1) / 2.0
+    return np.asarray((both * weights).sum(axis=-1) / 2.0, dtype=np.float64)
 
 
 def _tail_over_laplace(t: NDArray[np.float64], hi: NDArray[np.float64], lo: NDArray[np.float64],
