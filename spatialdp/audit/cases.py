@@ -486,7 +486,7 @@ def _coverage_homes() -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray
 def _release_coverage(variant: str, path: str, draws: int | None,
                       rng: RandomLike) -> AuditResult:
     from spatialdp.federated import release_coverage
-    from spatialdp.federated._coverage import coverage
+    from spatialdp.federated.coverage import coverage
 
     states = _states()
     lon, lat, home = _coverage_homes()
@@ -719,7 +719,7 @@ def _health_add_remove(variant: str, path: str, draws: int | None,
 def _coverage_add_remove(variant: str, path: str, draws: int | None,
                          rng: RandomLike) -> AuditResult:
     from spatialdp.federated import release_coverage
-    from spatialdp.federated._coverage import coverage
+    from spatialdp.federated.coverage import coverage
 
     states = _states()
     lon, lat, home = _coverage_homes()

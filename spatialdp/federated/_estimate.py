@@ -39,7 +39,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from spatialdp.exceptions import SpatialDPError
-from spatialdp.federated._tags import refuse_non_finite
+from spatialdp.federated.client_reports import refuse_non_finite
 from spatialdp.federated.group_sums import Groups, SecureSum, check_clipping
 from spatialdp.federated.metrics import HistogramSpec, MetricSpec
 from spatialdp.privacy.budget import Neighbours, check_neighbours

@@ -30,16 +30,15 @@ from spatialdp._atomic import make_folder, write_atomically
 from spatialdp._validation import (
     check_alpha,
     check_cohort_floor,
-    check_epsilon,
     check_output,
     check_text,
     fail,
 )
 from spatialdp.exceptions import InvalidInput
 from spatialdp.federated._estimate import Estimate, NoisyCohort, plan_estimate
-from spatialdp.federated._tags import read_reports
+from spatialdp.federated.client_reports import read_reports
 from spatialdp.federated.group_sums import Groups
-from spatialdp.federated.metrics import HistogramSpec, MetricSpec
+from spatialdp.federated.metrics import HistogramSpec, MetricSpec, check_specs, resolve_epsilons
 from spatialdp.geo.partition import Partition
 from spatialdp.privacy.budget import Disjoint, Neighbours, check_neighbours
 from spatialdp.privacy.combined_noise import ratio_interval
@@ -555,35 +554,6 @@ def _sql_name(text: str) -> str:
     return out if out and not out[0].isdigit() else f"m_{out}"
 
 
-def _resolve_epsilons(specs: Sequence[MetricSpec | HistogramSpec],
-                      epsilon: float | Mapping[str, float]) -> dict[str, float]:
-    """Return the per-metric epsilon from one number (each metric) or a mapping by name."""
-    if isinstance(epsilon, Mapping):
-        missing = [s.name for s in specs if s.name not in epsilon]
-        extra = sorted(set(epsilon) - {s.name for s in specs})
-        if missing or extra:
-            raise InvalidInput(
-                f"epsilon has no value for metrics {missing} and values for unknown metrics "
-                f"{extra}; give one epsilon per released metric")
-        return {s.name: check_epsilon(epsilon[s.name], f"epsilon[{s.name!r}]") for s in specs}
-    eps = check_epsilon(epsilon)
-    return {s.name: eps for s in specs}
-
-
-def _check_specs(metrics: Sequence[MetricSpec | HistogramSpec]) -> None:
-    if not isinstance(metrics, (list, tuple)) or len(metrics) == 0:
-        raise fail("metrics", metrics, "must be a non-empty list of specs",
-                   "pass e.g. [MetricSpec('loss', 0, 19)]")
-    bad = [m for m in metrics if not isinstance(m, (MetricSpec, HistogramSpec))]
-    if bad:
-        raise InvalidInput(f"metrics has {bad[:2]!r}, not MetricSpec or HistogramSpec")
-    names = [m.name for m in metrics]
-    repeated = sorted({n for n in names if names.count(n) > 1})
-    if repeated:
-        raise InvalidInput(
-            f"metrics repeat the names {repeated}; each metric is released once per round")
-
-
 def regional_report(
     client_reports: pd.DataFrame,
     partition: Partition,
@@ -714,10 +684,10 @@ class RegionalRequest:
               alpha: float, neighbours: Neighbours = "replace") -> RegionalRequest:
         """Validate every argument that does not need the client reports."""
         account = check_target(target)
-        _check_specs(metrics)
+        check_specs(metrics)
         if not isinstance(partition, Partition):
             raise InvalidInput(f"partition must be a Partition, got {type(partition).__name__}")
-        return cls(partition, list(metrics), _resolve_epsilons(metrics, epsilon),
+        return cls(partition, list(metrics), resolve_epsilons(metrics, epsilon),
                    check_cohort_floor(min_cohort), check_alpha(alpha), account,
                    check_neighbours(neighbours))
 

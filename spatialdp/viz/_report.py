@@ -94,16 +94,6 @@ def _suppressed(report: pd.DataFrame) -> NDArray[np.bool_]:
                       dtype=bool)
 
 
-def _axes(ax: Any, name: str = "ax") -> Any:
-    """Return ``ax`` if it is a matplotlib Axes (or None)."""
-    from matplotlib.axes import Axes
-
-    if ax is None or isinstance(ax, Axes):
-        return ax
-    raise fail(name, ax, f"is a {type(ax).__name__}, not a matplotlib Axes",
-               "pass an Axes (fig, ax = plt.subplots()) or None for a new figure")
-
-
 def _size(value: Any, name: str) -> tuple[float, float]:
     """Return a (width, height) in inches: two positive finite numbers, at most MAX_INCHES."""
     fix = f"pass (width, height) in inches, each in (0, {MAX_INCHES:g}]"

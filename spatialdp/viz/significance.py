@@ -30,7 +30,14 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from spatialdp._validation import check_alpha, check_flag, check_number, check_text, fail
+from spatialdp._validation import (
+    check_alpha,
+    check_axes,
+    check_flag,
+    check_number,
+    check_text,
+    fail,
+)
 from spatialdp.exceptions import InvalidInput
 from spatialdp.privacy.combined_noise import (
     difference_threshold,
@@ -38,7 +45,6 @@ from spatialdp.privacy.combined_noise import (
     ratio_noise_scales,
 )
 from spatialdp.viz._report import (
-    _axes,
     _check_report,
     _column_name,
     _level_text,
@@ -229,7 +235,7 @@ def plot_significance(
     table = significance_table(frame, national, alpha=alpha,
                                national_error_bar=national_error_bar,
                                sampling_sd=sampling_sd, adjust=adjust)
-    _axes(ax)
+    check_axes(ax)
     crs = _resolve_crs(frame, projection)
     drawn = _project(frame, crs)
     if ax is None:
