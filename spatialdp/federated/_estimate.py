@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
-from spatialdp.exceptions import SpatialDPError
+from spatialdp.exceptions import SpatialDPError, UninformativeReleaseWarning
 from spatialdp.federated.client_reports import refuse_non_finite
 from spatialdp.federated.group_sums import Groups, SecureSum, check_clipping
 from spatialdp.federated.metrics import HistogramSpec, MetricSpec
@@ -53,8 +53,6 @@ __all__ = ["Estimate", "EstimatePlan", "NoisyCohort", "UninformativeReleaseWarni
 FloatArray = NDArray[np.float64]
 
 
-class UninformativeReleaseWarning(UserWarning):
-    """The predicted error bar is wider than the metric's whole clip range."""
 
 
 def split_epsilon(epsilon: float, spec: MetricSpec | HistogramSpec,

@@ -28,7 +28,7 @@ from typing import Any, Literal
 import numpy as np
 
 from spatialdp._validation import MAX_EPSILON, check_choice, check_count, check_number, fail
-from spatialdp.exceptions import InvalidInput
+from spatialdp.exceptions import BudgetSplitWarning, InvalidInput
 
 __all__ = [
     "NEIGHBOURS",
@@ -75,8 +75,6 @@ def check_neighbours(neighbours: Any) -> Neighbours:
 EVALUATION_SHARE_RANGE = (0.10, 0.40)
 
 
-class BudgetSplitWarning(UserWarning):
-    """The training/evaluation split is outside the range that usually works (10%-40%)."""
 
 
 class LineItem(StrEnum):
