@@ -588,7 +588,7 @@ def _transform_rows(out: Any, side: Publication) -> list[Publication]:
     """One publication per client row of a :class:`~spatialdp.regression.ClientReports`."""
     shared = publication({"directions": out.directions, "modulation": out.modulation,
                           "sigma": out.sigma, "label_sigma": out.label_sigma, "rho": out.rho,
-                          "metadata": out.metadata})
+                          "accounting": out.accounting})
     shared.merge(side)
     rows = []
     for features, label in zip(out.features, out.labels, strict=True):

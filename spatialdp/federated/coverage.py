@@ -29,7 +29,6 @@ Examples
 
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -39,6 +38,7 @@ import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 from scipy import sparse
 
+from spatialdp._results import Result
 from spatialdp._validation import check_alpha, check_epsilon, check_instance
 from spatialdp.exceptions import InvalidInput, PartitionMismatch
 from spatialdp.federated._checks import MAX_COVERAGE_CELLS, _positive_int
@@ -139,7 +139,7 @@ def _coverage(codes: IntArray, clients: pd.Index, position: IntArray, partition:
 
 
 @dataclass(frozen=True)
-class CoverageRelease:
+class CoverageRelease(Result):
     """Noised per-region client counts and the regions confidently covered.
 
     Attributes
@@ -181,13 +181,11 @@ class CoverageRelease:
 
     def summary(self) -> str:
         """Return one line: regions confidently covered, the bar, the cost."""
-        label = " [SIMULATION]" if self.accounting.get("simulated") else ""
+        label = " [SIMULATION]" if self.simulated else ""
         return (f"coverage{label}: {self.n_confirmed} of {len(self.frame)} regions "
                 f"confidently covered ({self.covered_share:.0%}), counts +/- "
                 f"{self.error_bar:g} ({1 - self.alpha:.0%}), epsilon {self.epsilon:g}")
 
-    def _repr_html_(self) -> str:
-        return f"<pre>{html.escape(self.summary())}</pre>"
 
 
 def release_coverage(coverage: CellCoverage, partition: Partition, *, epsilon: float,

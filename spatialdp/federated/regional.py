@@ -11,7 +11,6 @@ onto the region geometries (schema: :mod:`spatialdp.schema`), ready for
 
 from __future__ import annotations
 
-import html
 import json
 import math
 import os
@@ -27,6 +26,7 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from spatialdp._atomic import make_folder, write_atomically
+from spatialdp._results import Result
 from spatialdp._validation import (
     check_alpha,
     check_cohort_floor,
@@ -51,8 +51,8 @@ __all__ = ["RegionalReport", "interval_at", "regional_report"]
 REGIONAL_LINE_ITEM = "evaluation.regional"
 
 
-@dataclass
-class RegionalReport:
+@dataclass(repr=False)
+class RegionalReport(Result):
     """A regional evaluation round: one GeoDataFrame per metric, plus its bookkeeping.
 
     Attributes
@@ -127,10 +127,6 @@ class RegionalReport:
                 f"no metric {metric!r} in this report; it has {sorted(self.frames)}"
             ) from None
 
-    @property
-    def simulated(self) -> bool:
-        """True for a simulation's output (seeded noise): never publish it."""
-        return bool(self.accounting.get("simulated", False))
 
     @property
     def epsilon_total(self) -> float:
@@ -453,8 +449,6 @@ class RegionalReport:
             )
         return "\n".join(lines)
 
-    def _repr_html_(self) -> str:
-        return f"<pre>{html.escape(self.summary())}</pre>"
 
 
 def interval_at(frame: pd.DataFrame, alpha: float) -> tuple[NDArray[np.float64],
@@ -675,7 +669,7 @@ class RegionalRequest:
     epsilons: dict[str, float]
     floor: int
     level: float
-    account: Accounting
+    target: Accounting
     neighbours: Neighbours = "replace"
 
     @classmethod
@@ -683,12 +677,12 @@ class RegionalRequest:
               epsilon: float | Mapping[str, float], target: Accounting, min_cohort: int,
               alpha: float, neighbours: Neighbours = "replace") -> RegionalRequest:
         """Validate every argument that does not need the client reports."""
-        account = check_target(target)
+        target = check_target(target)
         check_specs(metrics)
         if not isinstance(partition, Partition):
             raise InvalidInput(f"partition must be a Partition, got {type(partition).__name__}")
         return cls(partition, list(metrics), resolve_epsilons(metrics, epsilon),
-                   check_cohort_floor(min_cohort), check_alpha(alpha), account,
+                   check_cohort_floor(min_cohort), check_alpha(alpha), target,
                    check_neighbours(neighbours))
 
     def publish(self, groups: Groups,
@@ -720,25 +714,25 @@ class RegionalRequest:
                                 alpha=self.level, neighbours=self.neighbours, cohort=cohort)
                   for spec in metrics]
         released = run_release(
-            plans, target=self.account, structure=Disjoint(partition.key, parts=parts),
+            plans, target=self.target, structure=Disjoint(partition.key, parts=parts),
             what="regional report: " + ", ".join(
                 f"{s.key} (epsilon {epsilons[s.name]:g})" for s in metrics),
             default_line_item=REGIONAL_LINE_ITEM, neighbours=self.neighbours)
         estimates: list[Estimate] = released[len(plans) - len(metrics):]
-        round_index = pd.array([self.account.round_index] * partition.n_regions,
+        round_index = pd.array([self.target.round_index] * partition.n_regions,
                                dtype="Int64")
         every = np.logical_and.reduce([est.suppressed for est in estimates])
         report = RegionalReport(
             frames={est.spec.name: _metric_frame(est, partition, round_index)
                     for est in estimates},
             partition_version=partition.version,
-            round_index=self.account.round_index,
+            round_index=self.target.round_index,
             epsilon=epsilons,
             alpha=self.level,
             min_cohort=floor,
             suppressed_regions=int(every.sum()),
             metrics={s.name: s.key for s in metrics},
-            accounting=self.account.metadata(),
+            accounting=self.target.metadata(),
             estimates={est.spec.name: est for est in estimates},
             neighbours=self.neighbours,
         )

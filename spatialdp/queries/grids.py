@@ -18,6 +18,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import sparse
 
+from spatialdp._results import Result
 from spatialdp._validation import fail
 from spatialdp.exceptions import PartitionMismatch
 from spatialdp.geo import h3cells
@@ -211,7 +212,7 @@ class Tree:
 
 
 @dataclass(frozen=True, eq=False)
-class NoisyGrid:
+class NoisyGrid(Result):
     """A published noisy count grid (flat or hierarchical), keyed by its partition version.
 
     Attributes
@@ -259,10 +260,12 @@ class NoisyGrid:
     tree: Tree | None = field(default=None, repr=False)
     neighbours: str = "add_remove"
 
-    @property
-    def simulated(self) -> bool:
-        """Whether the noise came from a seeded simulation (never publish it)."""
-        return bool(self.accounting.get("simulated", False))
+
+    def summary(self) -> str:
+        """Return one line: the release's method, cells, epsilon and partition."""
+        return (f"{self.method} noisy grid: {self.n_cells} cells at resolution "
+                f"{self.resolution}, epsilon {self.epsilon:g} ({self.neighbours}), partition "
+                f"{self.partition_version}{self.accounting_note}")
 
     @property
     def n_cells(self) -> int:

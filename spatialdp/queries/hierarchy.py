@@ -87,7 +87,7 @@ def level_epsilons(epsilon: float, levels: int, split: Any = "geometric") -> tup
     InvalidInput
         Bad epsilon or levels; a split that is neither a named split nor one
         positive finite weight per level; an epsilon too small for every level
-        to get a normal float (release_hierarchical, compare_releases and
+        to get a normal float (release_hierarchical, flat_or_hierarchical and
         measure_query_error inherit these refusals, before anything is charged).
 
     Examples

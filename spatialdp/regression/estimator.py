@@ -222,7 +222,7 @@ class ModulatedRegression(RegressorMixin, BaseEstimator):
         self.fit_ = fit
         self.coef_ = fit.coef
         self.intercept_ = fit.intercept
-        self.privacy_spent_ = {**self._spent(rho), **fit.metadata}
+        self.privacy_spent_ = {**self._spent(rho), **fit.accounting}
         return self
 
     def predict(self, X: Any) -> NDArray[np.float64]:

@@ -148,7 +148,7 @@ class Coverage:
         ])
 
     def _repr_html_(self) -> str:
-        from spatialdp._html import summary_html
+        from spatialdp._results import summary_html
 
         return summary_html("Coverage", self.summary(), self.merges_table() if self.merges
                             else None, caption="merged strata and why")
@@ -337,7 +337,7 @@ class ReleasedCoverage:
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        from spatialdp._html import summary_html
+        from spatialdp._results import summary_html
 
         return summary_html("ReleasedCoverage", self.summary())
 
