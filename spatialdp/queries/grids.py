@@ -297,7 +297,8 @@ class NoisyGrid(Result):
     def __repr__(self) -> str:
         label = {True: ", SIMULATION"}.get(self.simulated, "")
         return (f"NoisyGrid({self.method}, cells={self.n_cells:,}, epsilon={self.epsilon:g}, "
-                f"k={self.sensitivity}, levels={list(self.resolutions)}, "
+                f"sensitivity={self.sensitivity} ({self.neighbours}), "
+                f"levels={list(self.resolutions)}, "
                 f"partition={self.partition_key!r}{label})")
 
 
