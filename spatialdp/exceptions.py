@@ -19,6 +19,7 @@ __all__ = [
     "LedgerError",
     "PartitionMismatch",
     "SpatialDPError",
+    "UnassignedPointsWarning",
 ]
 
 
@@ -60,3 +61,12 @@ class ClippingFailure(SpatialDPError, RuntimeError):
 
 class LedgerError(SpatialDPError, RuntimeError):
     """The privacy ledger is misused (unknown epoch, second borrow, bad split...)."""
+
+
+class UnassignedPointsWarning(UserWarning):
+    """Most points of a batch fell outside every region of the partition.
+
+    Usually lon and lat are swapped, or the points are in another CRS than the
+    one they are labelled with. Silence it, when points far from the partition
+    are expected, with ``warnings.simplefilter("ignore", UnassignedPointsWarning)``.
+    """
