@@ -88,12 +88,26 @@ def fail(name: str, value: Any, problem: str, fix: str) -> InvalidInput:
     return InvalidInput(f"{name}={short_repr(value)} {problem}; {fix}")
 
 
-def short_repr(value: Any, limit: int = 80) -> str:
-    """Return a repr of ``value`` of at most ``limit`` characters, for a message.
+class _ShortRepr(reprlib.Repr):
+    """:mod:`reprlib` for lists and tuples (their first items), the plain repr for the rest."""
 
-    Containers show their first items and long text its two ends (as
-    :mod:`reprlib` does), so a frame or a list of a million cells costs no more
-    than a short one and cannot flood a message; anything still longer is cut.
+    def repr1(self, x: Any, level: int) -> str:
+        if type(x) in (list, tuple):  # reprlib would sort dicts and sets: keep their order
+            return super().repr1(x, level)
+        if isinstance(x, (str, bytes)):
+            x = x[: self.maxstring + 1]  # cut below like any long repr; never copy a huge text
+        try:
+            return repr(x)
+        except Exception:  # a broken __repr__ must not hide the refusal
+            return f"<{type(x).__name__} object>"
+
+
+def short_repr(value: Any, limit: int = 80) -> str:
+    """Return ``repr(value)`` cut to ``limit`` characters, for a message.
+
+    Lists and tuples are read only as far as their first items (as :mod:`reprlib`
+    does), so a list of a million cells costs no more than a short one; the text
+    is then cut at ``limit``.
 
     Examples
     --------
@@ -101,14 +115,12 @@ def short_repr(value: Any, limit: int = 80) -> str:
     '[1, 2, 3]'
     >>> short_repr(list(range(100)), limit=20)
     '[0, 1, 2, 3, 4, 5...'
-    >>> short_repr("x" * 100, limit=11)
-    "'xxx...xxx'"
+    >>> short_repr("x" * 100, limit=8)
+    "'xxxx..."
     """
-    short = reprlib.Repr()
-    short.maxlevel = 3
-    short.maxlist = short.maxtuple = short.maxset = short.maxfrozenset = short.maxdeque = \
-        short.maxdict = short.maxarray = max(limit // 2, 1)
-    short.maxstring = short.maxother = short.maxlong = limit
+    short = _ShortRepr()
+    short.maxlist = short.maxtuple = max(limit // 2, 1)  # each item takes 3 characters or more
+    short.maxstring = limit
     text = short.repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 

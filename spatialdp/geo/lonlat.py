@@ -172,12 +172,8 @@ def points_lonlat(
     (array([10.]), array([45.]))
     """
     geoms = geometry_array(points, "points", what)
-    missing = shapely.is_missing(geoms)
-    if missing.any():
-        raise InvalidInput(
-            f"{what}: {int(missing.sum())} geometries are missing (None) (first at row "
-            f"{int(np.flatnonzero(missing)[0])}); drop those rows before assigning them"
-        )
+    fix = "drop those rows before assigning them"
+    _refuse_rows(shapely.is_missing(geoms), what, "geometries are missing (None)", fix)
     types = shapely.get_type_id(geoms)
     if (types != shapely.GeometryType.POINT).any():
         found = sorted(set(types[types != shapely.GeometryType.POINT].tolist()))
@@ -186,12 +182,7 @@ def points_lonlat(
             f"{what} must hold Point geometries only; found {names}. "
             "Use .centroid or .representative_point() for other shapes"
         )
-    empty = shapely.is_empty(geoms)
-    if empty.any():
-        raise InvalidInput(
-            f"{what}: {int(empty.sum())} points are empty (first at row "
-            f"{int(np.flatnonzero(empty)[0])}); drop those rows before assigning them"
-        )
+    _refuse_rows(shapely.is_empty(geoms), what, "points are empty", fix)
     return check_lonlat(shapely.get_x(geoms), shapely.get_y(geoms))
 
 
@@ -245,18 +236,9 @@ def check_polygons(geoms: NDArray[np.object_], what: str) -> None:
             f"{what}: row {first} holds {short_repr(geoms[first])}, not a shapely geometry; "
             "give (Multi)Polygons"
         )
-    missing = shapely.is_missing(geoms)
-    if missing.any():
-        raise InvalidInput(
-            f"{what}: {int(missing.sum())} geometries are missing (None) "
-            f"(first at row {int(np.flatnonzero(missing)[0])}); drop those rows"
-        )
-    empty = shapely.is_empty(geoms)
-    if empty.any():
-        raise InvalidInput(
-            f"{what}: {int(empty.sum())} geometries are empty (first at row "
-            f"{int(np.flatnonzero(empty)[0])}); drop those rows"
-        )
+    _refuse_rows(shapely.is_missing(geoms), what, "geometries are missing (None)",
+                 "drop those rows")
+    _refuse_rows(shapely.is_empty(geoms), what, "geometries are empty", "drop those rows")
     types = shapely.get_type_id(geoms)
     collection = types == shapely.GeometryType.GEOMETRYCOLLECTION
     if collection.any():
@@ -281,6 +263,13 @@ def check_polygons(geoms: NDArray[np.object_], what: str) -> None:
         )
     _check_degrees(geoms, what)
     _check_edges(geoms, what)
+
+
+def _refuse_rows(bad: NDArray[np.bool_], what: str, problem: str, fix: str) -> None:
+    """Refuse the rows marked ``bad``, counting them and naming the first."""
+    if bad.any():
+        raise InvalidInput(f"{what}: {int(bad.sum())} {problem} (first at row "
+                           f"{int(np.flatnonzero(bad)[0])}); {fix}")
 
 
 def _check_degrees(geoms: NDArray[np.object_], what: str) -> None:
