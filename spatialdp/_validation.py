@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 import numbers
 import os
+import reprlib
 from collections.abc import Collection, Iterable
 from decimal import Decimal
 from pathlib import Path
@@ -41,6 +42,7 @@ from spatialdp.exceptions import InvalidInput
 __all__ = [
     "MAX_EPSILON",
     "MIN_ALPHA",
+    "as_array",
     "check_alpha",
     "check_choice",
     "check_cohort_floor",
@@ -53,12 +55,14 @@ __all__ = [
     "check_integer",
     "check_number",
     "check_output",
+    "check_path",
     "check_positive",
     "check_probability",
     "check_real",
     "check_resolution",
     "check_text",
     "fail",
+    "kind_name",
     "short_repr",
 ]
 
@@ -84,16 +88,92 @@ def fail(name: str, value: Any, problem: str, fix: str) -> InvalidInput:
     return InvalidInput(f"{name}={short_repr(value)} {problem}; {fix}")
 
 
+class _ShortRepr(reprlib.Repr):
+    """:mod:`reprlib` for lists and tuples (their first items), the plain repr for the rest."""
+
+    def repr1(self, x: Any, level: int) -> str:
+        if type(x) in (list, tuple):  # reprlib would sort dicts and sets: keep their order
+            return super().repr1(x, level)
+        if isinstance(x, (str, bytes)):
+            x = x[: self.maxstring + 1]  # cut below like any long repr; never copy a huge text
+        try:
+            return repr(x)
+        except Exception:  # a broken __repr__ must not hide the refusal
+            return f"<{type(x).__name__} object>"
+
+
 def short_repr(value: Any, limit: int = 80) -> str:
-    """Return ``repr(value)`` cut to ``limit`` characters (a frame must not flood a message).
+    """Return ``repr(value)`` cut to ``limit`` characters, for a message.
+
+    Lists and tuples are read only as far as their first items (as :mod:`reprlib`
+    does), so a list of a million cells costs no more than a short one; the text
+    is then cut at ``limit``.
 
     Examples
     --------
+    >>> short_repr([1, 2, 3])
+    '[1, 2, 3]'
     >>> short_repr(list(range(100)), limit=20)
     '[0, 1, 2, 3, 4, 5...'
+    >>> short_repr("x" * 100, limit=8)
+    "'xxxx..."
     """
-    text = repr(value)
+    short = _ShortRepr()
+    short.maxlist = short.maxtuple = max(limit // 2, 1)  # each item takes 3 characters or more
+    short.maxstring = limit
+    text = short.repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def as_array(values: Any, name: str, fix: str) -> np.ndarray:
+    """Return ``np.asarray(values)``, refusing what numpy cannot hold as one array.
+
+    Examples
+    --------
+    >>> as_array([1, 2], "x", "pass numbers").tolist()
+    [1, 2]
+    >>> as_array([[1], [1, 2]], "x", "pass rows of one length")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    spatialdp.exceptions.InvalidInput: x=[[1], [1, 2]] cannot be read as one array; ...
+    """
+    try:
+        return np.asarray(values)
+    except (TypeError, ValueError, UnicodeError):  # ragged lists, undecodable bytes...
+        raise fail(name, values, "cannot be read as one array", fix) from None
+
+
+_KIND_NAMES = {"U": "string", "S": "bytes", "b": "bool", "c": "complex", "M": "datetime",
+               "m": "timedelta", "V": "raw", "O": "object", "f": "float", "i": "integer",
+               "u": "integer"}
+
+
+def kind_name(dtype: np.dtype[Any]) -> str:
+    """Return a plain name for the kind of values a numpy dtype holds, for a message.
+
+    Examples
+    --------
+    >>> kind_name(np.dtype("<U3")), kind_name(np.dtype(bool))
+    ('string', 'bool')
+    """
+    return _KIND_NAMES.get(dtype.kind, str(dtype))
+
+
+def check_path(value: Any, name: str, fix: str, *, kind: str = "path") -> Path:
+    """Return a ``str`` or ``os.PathLike`` as a :class:`~pathlib.Path`; refuse anything else.
+
+    Examples
+    --------
+    >>> check_path("out", "folder", "pass a folder")
+    PosixPath('out')
+    >>> check_path(3, "path", "pass a str or pathlib.Path", kind="file path")
+    Traceback (most recent call last):
+    ...
+    spatialdp.exceptions.InvalidInput: path=3 is a int, not a file path; pass a str or pathlib.Path
+    """
+    if not isinstance(value, (str, os.PathLike)):
+        raise fail(name, value, f"is a {type(value).__name__}, not a {kind}", fix)
+    return Path(value)
 
 
 def check_number(
@@ -476,11 +556,9 @@ def check_output(folder: Any, stem: Any, example: str) -> tuple[Path, str]:
     ...
     spatialdp.exceptions.InvalidInput: stem='../x' is not a plain file name; ...
     """
-    if not isinstance(folder, (str, os.PathLike)):
-        raise fail("folder", folder, f"is a {type(folder).__name__}, not a path",
-                   "pass the output folder as a str or pathlib.Path")
+    path = check_path(folder, "folder", "pass the output folder as a str or pathlib.Path")
     name = check_text(stem, "stem")
     if Path(name).name != name or name.startswith("."):
         raise fail("stem", stem, "is not a plain file name",
                    f"pass a name without folders or a leading dot, e.g. {example!r}")
-    return Path(folder), name
+    return path, name

@@ -18,10 +18,8 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from spatialdp._random import RandomLike, as_generator
-from spatialdp._validation import check_flag, check_integer, check_probability
+from spatialdp._validation import check_flag, check_instance, check_integer, check_probability
 from spatialdp.exceptions import InvalidInput
-from spatialdp.geo._assign import positions_of
-from spatialdp.geo._checks import short_repr
 from spatialdp.geo.partition import Partition
 
 __all__ = [
@@ -167,10 +165,9 @@ def synthetic_fleet(
     n = check_integer(n, "n", low=1, high=10**9,
                       fix="give a positive whole number of devices, at most 1e9")
     rural_share = check_probability(rural_share, "rural_share")
-    if partition is not None and not isinstance(partition, Partition):
-        raise InvalidInput(f"partition={short_repr(partition)} is a "
-                           f"{type(partition).__name__}, not a Partition; pass one built "
-                           "with Partition.from_geodataframe or from_h3_cover, or None")
+    if partition is not None:
+        check_instance(partition, "partition", Partition, "pass one built with "
+                       "Partition.from_geodataframe or from_h3_cover, or None")
     # True: always; None: large fleets on a terminal (tqdm's own check); False: never.
     if progress is None:
         disable: bool | None = None if n >= PROGRESS_FROM else True
@@ -179,7 +176,7 @@ def synthetic_fleet(
     gen = as_generator(rng)
     part = partition if partition is not None else _fleet_partition()
     cities = pd.read_csv(data_dir() / "us_cities.csv")
-    inside = positions_of(part, cities.longitude.to_numpy(), cities.latitude.to_numpy()) >= 0
+    inside = _positions(part, cities.longitude.to_numpy(), cities.latitude.to_numpy()) >= 0
     population = cities.population.to_numpy(dtype=float)
     held = float(population[inside].sum() / population.sum())
     local = held < _NATIONAL_SHARE  # a partition of part of the US (or none of it)
@@ -288,7 +285,7 @@ class _Sampler:
             lat[u_idx] = self.lat[pick] + dlat
             lon[u_idx] = self.lon[pick] + dlon
             if self.local:
-                region[u_idx] = positions_of(self.part, lon[u_idx], lat[u_idx])
+                region[u_idx] = _positions(self.part, lon[u_idx], lat[u_idx])
         if not self.local:
             # Uniform on the sphere within the bounding box (area-true), then rejected
             # outside the land by the assignment below (the national path, unchanged).
@@ -296,7 +293,7 @@ class _Sampler:
                                   r_idx.size)
             lat[r_idx] = np.degrees(np.arcsin(sin_lat))
             lon[r_idx] = gen.uniform(west, east, r_idx.size)
-            region[pending] = positions_of(self.part, lon[pending], lat[pending])
+            region[pending] = _positions(self.part, lon[pending], lat[pending])
             return pending[region[pending] < 0]
         if r_idx.size:
             # Draw enough candidates that about all rural devices land this round, and
@@ -305,7 +302,7 @@ class _Sampler:
             sin_lat = gen.uniform(np.sin(np.radians(south)), np.sin(np.radians(north)), m)
             c_lat = np.degrees(np.arcsin(sin_lat))
             c_lon = gen.uniform(west, east, m)
-            c_region = positions_of(self.part, c_lon, c_lat)
+            c_region = _positions(self.part, c_lon, c_lat)
             landed = np.flatnonzero(c_region >= 0)
             self.accept = max(landed.size / m, 1e-4)
             take = landed[: r_idx.size]
@@ -328,3 +325,9 @@ def _tqdm_class() -> Any:
     else:
         from tqdm import tqdm
     return tqdm
+
+
+def _positions(part: Partition, lon: NDArray[np.float64], lat: NDArray[np.float64]
+               ) -> NDArray[np.int64]:
+    """Return the region position of each point, -1 outside (no warning: rejection sampling)."""
+    return part.assign(lon=lon, lat=lat, warn=False).positions

@@ -37,6 +37,7 @@ __all__ = [
     "PartitionMismatch",
     "SpatialDPError",
     "StateFileError",
+    "UnassignedPointsWarning",
     "UninformativeReleaseWarning",
 ]
 
@@ -99,6 +100,15 @@ class BudgetSplitWarning(UserWarning):
 
 class StateFileError(InvalidInput):
     """A participation state file is truncated, edited, or not a state file."""
+
+
+class UnassignedPointsWarning(UserWarning):
+    """Most points of a batch fell outside every region of the partition.
+
+    Usually lon and lat are swapped, or the points are in another CRS than the
+    one they are labelled with. Silence it, when points far from the partition
+    are expected, with ``warnings.simplefilter("ignore", UnassignedPointsWarning)``.
+    """
 
 
 @cache

@@ -11,7 +11,7 @@ import shapely
 
 from spatialdp.exceptions import CRSError, InvalidInput
 from spatialdp.geo import MAX_PARTITION_CELLS, Partition, h3cells
-from spatialdp.geo._cover import estimate_cells
+from spatialdp.geo.h3cells import _estimate_cells as estimate_cells
 
 MODES = ("center", "overlap", "full")
 

@@ -8,11 +8,12 @@ import geopandas as gpd
 import h3
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 import shapely
 
 from spatialdp.exceptions import CRSError, InvalidCells, InvalidInput, PartitionMismatch
-from spatialdp.geo import UnassignedPointsWarning, _io
+from spatialdp.geo import UnassignedPointsWarning
 from spatialdp.geo._grid import GridIndex
 from spatialdp.geo.partition import Partition
 
@@ -189,6 +190,21 @@ def test_a_few_unassigned_points_do_not_warn(europe: Partition,
         europe.assign(lon=lon, lat=lat)
 
 
+def test_warn_false_keeps_quiet_and_assigns_the_same(europe: Partition) -> None:
+    """Rejection sampling (synthetic_fleet) expects most draws outside: warn=False."""
+    rng = np.random.default_rng(10)
+    lon, lat = rng.uniform(-10, 30, 2000), rng.uniform(30, 70, 2000)
+    with pytest.warns(UnassignedPointsWarning):
+        loud = europe.assign(lon=lon, lat=lat)
+    assert loud.n_unassigned > 1000  # more than half outside: the default warns
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        quiet = europe.assign(lon=lon, lat=lat, warn=False)
+    np.testing.assert_array_equal(quiet.positions, loud.positions)
+    with pytest.raises(InvalidInput, match="warn=1 is a int, not a bool"):
+        europe.assign(lon=lon, lat=lat, warn=1)  # type: ignore[arg-type]
+
+
 # --------------------------------------------------------------------------- polygons -> cells
 
 
@@ -315,7 +331,7 @@ def test_failed_write_leaves_old_file_and_no_temporary(
     if had_old_file:
         Partition.from_h3_cells(colorado_h3.region_ids[:5]).to_file(str(path))
     before = path.read_bytes() if had_old_file else None
-    real_write = _io.pq.write_table
+    real_write = pq.write_table
     temporaries: list[Path] = []
 
     def write_then_fail(table: object, where: object, *args: object, **kwargs: object) -> None:
@@ -327,7 +343,7 @@ def test_failed_write_leaves_old_file_and_no_temporary(
         Path(str(where)).write_bytes(b"PAR1 half a file")  # a crash midway
         raise OSError("disk full")
 
-    monkeypatch.setattr(_io.pq, "write_table", write_then_fail)
+    monkeypatch.setattr(pq, "write_table", write_then_fail)
     with pytest.raises(OSError, match="disk full"):
         colorado_h3.to_file(str(path))
     assert len(temporaries) == failing_call

@@ -14,7 +14,7 @@ replace-one neighbours and noised releases under add/remove (:data:`PARTICIPATIO
 It is written as Markdown for people (:mod:`spatialdp.cards.markdown`, with
 the coverage map embedded) and JSON for machines (:mod:`spatialdp.cards.json_card`),
 validated against ``model_card.schema.json`` shipped in this package. A run
-folder (:mod:`spatialdp.cards.run_folder`) keeps the artefacts;
+folder (:class:`RunFolder`, layout in :mod:`spatialdp.cards.card`) keeps the artefacts;
 :meth:`ModelCard.from_run` rebuilds the card from that folder alone.
 Names resolve on first use (:mod:`spatialdp._lazy`).
 """
@@ -26,7 +26,14 @@ from typing import TYPE_CHECKING
 from spatialdp._lazy import attach
 
 if TYPE_CHECKING:  # the public names, imported on first use (spatialdp._lazy)
-    from spatialdp.cards.card import PARTICIPATION, PROVENANCE, ModelCard
+    from spatialdp.cards.card import (
+        PARTICIPATION,
+        PROVENANCE,
+        RUN_FORMAT,
+        ModelCard,
+        RunFolder,
+        write_run_folder,
+    )
     from spatialdp.cards.json_card import (
         SCHEMA_VERSION,
         InvalidCard,
@@ -34,7 +41,6 @@ if TYPE_CHECKING:  # the public names, imported on first use (spatialdp._lazy)
         validate_card,
     )
     from spatialdp.cards.markdown import render_markdown
-    from spatialdp.cards.run_folder import RUN_FORMAT, RunFolder, write_run_folder
 
 __getattr__, __dir__ = attach(__name__, __file__)
 

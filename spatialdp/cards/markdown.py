@@ -206,9 +206,8 @@ def _coverage(c: Mapping[str, Any]) -> list[str]:
     if cov.get("epsilon_per_client") is not None:
         out.append(f"- Per-client epsilon of the epoch's selection policy: "
                    f"{_fmt(cov['epsilon_per_client'])}")
-    out += ["", "**Blind spots** (strata with no sampled client this epoch):", ""]
-    out += _bullets(cov["blind_spots"])
-    out += _blind_cells(cov.get("blind_cells") or [], "devices, none sampled")
+    out += _blind_spots("**Blind spots** (strata with no sampled client this epoch):",
+                        cov["blind_spots"], cov, "devices, none sampled")
     if cov.get("regions_table") is not None:
         out += ["**Blind regions** (report regions with clients but none sampled):", ""]
         out += _bullets(cov.get("blind_regions", []))
@@ -230,6 +229,12 @@ def _coverage(c: Mapping[str, Any]) -> list[str]:
                       [[r["stratum"], r.get("group", r["stratum"]), r["clients_sampled"],
                         "yes" if r["blind_spot"] else "no"] for r in cov["strata_table"]])
     return out
+
+
+def _blind_spots(title: str, blind: Sequence[str], cov: Mapping[str, Any], what: str
+                 ) -> list[str]:
+    """Return the blind strata or regions under ``title``, then the section's blind cells."""
+    return ["", title, "", *_bullets(blind), *_blind_cells(cov.get("blind_cells") or [], what)]
 
 
 def _blind_cells(cells: Sequence[str], what: str) -> list[str]:
@@ -256,9 +261,8 @@ def _released_coverage(cov: Mapping[str, Any]) -> list[str]:
     if cov.get("n_cells") is not None:
         out.append(f"- H3 cells confirmed reached: **{_fmt(cov.get('cells_confirmed'))}** of "
                    f"{_fmt(cov['n_cells'])} (each count ± {_fmt(cov.get('cell_error_bar'))})")
-    out += ["", "**Regions not confirmed reached:**", ""]
-    out += _bullets(cov["blind_regions"])
-    out += _blind_cells(cov.get("blind_cells") or [], "not confirmed reached")
+    out += _blind_spots("**Regions not confirmed reached:**", cov["blind_regions"], cov,
+                        "not confirmed reached")
     out += ["**Per region** (noised count of clients sampled this epoch):", ""]
     out += _table(["region", "clients sampled (noised)", "confirmed reached"],
                   [[r["region_id"], r["clients_sampled"], "yes" if r["covered"] else "no"]

@@ -7,7 +7,7 @@ from typing import Any
 
 DESCRIPTION = """\
 Rebuild the model card of a run from its folder alone (the layout of
-spatialdp.cards.run_folder: run.json and the artefacts it lists, e.g. the output
+spatialdp.cards.RunFolder: run.json and the artefacts it lists, e.g. the output
 folder of `spatialdp demo`) and write model_card.md (for people, the coverage
 map embedded) and model_card.json (for machines, validated against the shipped
 JSON schema) into --out (default: the run folder)."""

@@ -101,7 +101,7 @@ def _resolution(partition: Partition, n_devices: int, epsilon: float) -> int:
 
 def _city_discs(partition: Partition) -> gpd.GeoDataFrame:
     """Return a disc around every shipped city in the partition (radius grows with size)."""
-    from spatialdp.geo._assign import UnassignedPointsWarning
+    from spatialdp.exceptions import UnassignedPointsWarning
 
     cities = load_us_cities()
     with warnings.catch_warnings():  # most cities lie outside a small partition: expected

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from spatialdp._lazy import attach
 
 if TYPE_CHECKING:  # the public names, imported on first use (spatialdp._lazy)
-    from spatialdp.geo._assign import UnassignedPointsWarning
+    from spatialdp.exceptions import UnassignedPointsWarning
     from spatialdp.geo.h3cells import (
         cell_parents,
         cell_polygons,

@@ -7,6 +7,29 @@ Public functions check their cells (:func:`parse_cells`) and arguments with
 :mod:`spatialdp._validation`: bad input raises an
 :class:`~spatialdp.exceptions.InvalidInput` (or its subclass
 :class:`~spatialdp.exceptions.InvalidCells`), never an error from h3ronpy.
+
+Polygons to cells. :func:`_cell_lists` is the one place spatialdp asks H3 for
+the cells of polygons. Before it asks, :func:`_check_size` estimates how many
+cells the answer holds (area over the mean cell area, plus one cell per edge
+length of boundary) and refuses an answer too large to hold in memory.
+
+Shapes that span the antimeridian or a pole. spatialdp reads every polygon the
+way GeoPandas and shapely draw it: on the flat lon/lat plane, with coordinates
+inside ``[-180, 180] x [-90, 90]``. H3 reads a polygon edge that spans more
+than 180 degrees of longitude as crossing the antimeridian instead. The two
+readings agree once no edge spans 180 degrees, so
+
+* an edge that jumps more than 180 degrees between two longitudes that are not
+  both on the antimeridian is refused as ambiguous
+  (:func:`spatialdp.geo.lonlat.check_polygons`): it is either a shape meant to
+  cross the antimeridian (give it split at +-180) or a very wide shape (give it
+  with intermediate vertices);
+* a polygon 180 degrees wide or more (a polar cap, a band around the globe, a
+  shape split at the antimeridian) is cut into overlapping 90-degree strips
+  before H3 sees it (:func:`_cut_into_strips`);
+* H3 cells that straddle the antimeridian or hold a pole come back from h3ronpy
+  as rings that jump across the map; :func:`_repair_cell_polygons` redraws them
+  as the (Multi)Polygons GeoPandas expects.
 """
 
 from __future__ import annotations
@@ -14,6 +37,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Literal
 
+import h3
 import h3ronpy
 import numpy as np
 import pandas as pd
@@ -22,17 +46,16 @@ import shapely
 from h3ronpy import vector as h3vector
 from numpy.typing import ArrayLike, NDArray
 
-from spatialdp._validation import check_integer, check_resolution
-from spatialdp.exceptions import InvalidCells, InvalidInput
-from spatialdp.geo import _cover
-from spatialdp.geo._checks import (
+from spatialdp._validation import (
     as_array,
-    check_lonlat,
-    check_polygons,
+    check_choice,
+    check_integer,
+    check_resolution,
     kind_name,
     short_repr,
 )
-from spatialdp.geo._cover import CONTAINMENT_MODES, MAX_LIST_CELLS
+from spatialdp.exceptions import InvalidCells, InvalidInput
+from spatialdp.geo.lonlat import check_lonlat, check_polygons
 
 __all__ = [
     "CONTAINMENT_MODES",
@@ -51,6 +74,22 @@ __all__ = [
 ]
 
 Containment = Literal["center", "overlap", "full"]
+
+#: The containment modes, named as in h3-py's ``h3shape_to_cells_experimental``:
+#: a cell belongs to a polygon when its centre lies inside (``center``), when it
+#: intersects the polygon at all (``overlap``), or when it lies wholly inside (``full``).
+CONTAINMENT_MODES: dict[str, Any] = {
+    "center": h3ronpy.ContainmentMode.ContainsCentroid,
+    "overlap": h3ronpy.ContainmentMode.IntersectsBoundary,
+    "full": h3ronpy.ContainmentMode.ContainsBoundary,
+}
+
+#: Most cells one call may list (estimated before H3 builds them). A cell list
+#: costs about 30 bytes a cell at its peak, so this caps a call near 0.6 GB.
+MAX_LIST_CELLS = 20_000_000
+
+_EARTH_RADIUS_KM = 6371.0088
+_KM_PER_DEGREE = np.pi * _EARTH_RADIUS_KM / 180.0
 
 _FIX = "give hexadecimal cell ids such as '8a2a1072b59ffff' or uint64 integers"
 
@@ -362,7 +401,7 @@ def cell_polygons(cells: ArrayLike) -> NDArray[np.object_]:
     parsed = parse_cells(cells)
     if parsed.size == 0:
         return np.empty(0, dtype=object)
-    return _cover.cell_polygons_of(parsed)
+    return _cell_polygons(parsed)
 
 
 def polygons_to_cell_lists(
@@ -375,7 +414,7 @@ def polygons_to_cell_lists(
     """Return the cells of each polygon, as CSR-style ``(offsets, cells)``.
 
     The cells of polygon ``i`` are ``cells[offsets[i]:offsets[i + 1]]``.
-    Polygons are read as GeoPandas draws them (see :mod:`spatialdp.geo._antimeridian`):
+    Polygons are read as GeoPandas draws them (see the module docstring):
     polar caps and bands round the globe work; a shape that crosses the
     antimeridian must be given split at +-180.
 
@@ -398,14 +437,14 @@ def polygons_to_cell_lists(
         Coordinates outside lon/lat degrees.
     """
     resolution = check_resolution(resolution)
-    mode = _cover.check_containment(containment)
+    mode = _check_containment(containment)
     limit = check_integer(max_cells, "max_cells", low=1, fix="pass a positive whole number")
     if isinstance(geometries, shapely.Geometry):
         geometries = [geometries]
     geoms = np.asarray(geometries, dtype=object).ravel()
     check_polygons(geoms, "the polygons")
-    _cover.check_size(geoms, resolution, limit, "for these polygons")
-    return _cover.cell_lists(geoms, resolution, mode)
+    _check_size(geoms, resolution, limit, "for these polygons")
+    return _cell_lists(geoms, resolution, mode)
 
 
 def grid_disk_lists(cells: ArrayLike, k: int = 1
@@ -428,3 +467,203 @@ def _grid_disk(cells: NDArray[np.uint64], k: int) -> tuple[NDArray[np.int64], ND
     lists = pa.array(h3ronpy.grid_disk(cells, k))
     offsets = lists.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
     return offsets, lists.values.to_numpy(zero_copy_only=False).astype(np.uint64)
+
+
+# ------------------------------------------------------------------ polygons -> cells
+def _estimate_cells(geoms: NDArray[np.object_], resolution: int) -> float:
+    """Estimate how many H3 cells at ``resolution`` the polygons touch, in all.
+
+    The area on the sphere (through an equal-area cylindrical projection of the
+    lon/lat shape, edges densified to 1 degree) over the mean cell area, plus the
+    boundary length over the mean edge length: thin shapes have little area but
+    still touch one cell per edge length along their border.
+    """
+    if geoms.size == 0:
+        return 0.0
+    dense = shapely.segmentize(geoms, 1.0)
+    equal_area = shapely.transform(dense, lambda xy: np.column_stack(
+        [np.radians(xy[:, 0]), np.sin(np.radians(np.clip(xy[:, 1], -90.0, 90.0)))]))
+    area_km2 = float(shapely.area(equal_area).sum()) * _EARTH_RADIUS_KM**2
+    local_km = shapely.transform(dense, lambda xy: np.column_stack(
+        [xy[:, 0] * np.cos(np.radians(xy[:, 1])), xy[:, 1]]) * _KM_PER_DEGREE)
+    boundary_km = float(shapely.length(shapely.boundary(local_km)).sum())
+    return float(area_km2 / h3.average_hexagon_area(resolution, "km^2")
+                 + boundary_km / h3.average_hexagon_edge_length(resolution, "km"))
+
+
+def _check_size(geoms: NDArray[np.object_], resolution: int, max_cells: int, what: str) -> None:
+    """Refuse a cover estimated to hold more than ``max_cells`` cells.
+
+    Raises
+    ------
+    InvalidInput
+        Naming the estimate, the limit and the finest resolution that fits.
+    """
+    estimate = _estimate_cells(geoms, resolution)
+    if estimate <= max_cells:
+        return
+    fits = [r for r in range(resolution) if _estimate_cells(geoms, r) <= max_cells]
+    advice = (f"use resolution={fits[-1]} or coarser" if fits
+              else "cover a smaller area")
+    raise InvalidInput(
+        f"resolution={resolution} {what} would take about {estimate:,.0f} H3 cells, above "
+        f"the limit of {max_cells:,} (about {estimate * 8 / 1e9:,.1f} GB for the ids "
+        f"alone); {advice}, or split the area into parts"
+    )
+
+
+def _cell_polygons(cells: NDArray[np.uint64]) -> NDArray[np.object_]:
+    """Return the polygons of valid cells, redrawn where they span +-180 or a pole."""
+    wkb = pa.array(h3vector.cells_to_wkb_polygons(np.asarray(cells, dtype=np.uint64)))
+    polys = np.asarray(shapely.from_wkb(wkb.to_numpy(zero_copy_only=False)), dtype=object)
+    return _repair_cell_polygons(polys)
+
+
+def _h3_lists(geoms: NDArray[np.object_], resolution: int, containment: str
+              ) -> tuple[NDArray[np.int64], NDArray[np.uint64]]:
+    wkb = pa.array(shapely.to_wkb(geoms), type=pa.binary())
+    lists = pa.array(h3vector.wkb_to_cells(wkb, resolution,
+                                           containment_mode=CONTAINMENT_MODES[containment]))
+    offsets = lists.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
+    cells = lists.values.to_numpy(zero_copy_only=False).astype(np.uint64)
+    # Sliced arrow lists may not start at 0.
+    return offsets - offsets[0], cells[offsets[0]:offsets[-1]]
+
+
+def _owned(offsets: NDArray[np.int64], owner: NDArray[np.int64]) -> NDArray[np.int64]:
+    return np.repeat(owner, np.diff(offsets))
+
+
+def _cell_lists(geoms: NDArray[np.object_], resolution: int, containment: str
+               ) -> tuple[NDArray[np.int64], NDArray[np.uint64]]:
+    """Cells of each (checked) polygon as CSR-style ``(offsets, cells)``.
+
+    Polygons narrower than 180 degrees go to H3 as they are. Wider ones are cut
+    into strips; their cells are the union of the strips' cells, sorted. In
+    ``full`` mode a cell that straddles a cut is in no strip wholly, so the
+    strips' overlapping cells are also tested against the whole polygon.
+    """
+    if geoms.size == 0:
+        return np.zeros(1, dtype=np.int64), np.empty(0, dtype=np.uint64)
+    wide = _is_wide(geoms)
+    if not wide.any():
+        return _h3_lists(geoms, resolution, containment)
+    narrow = np.flatnonzero(~wide)
+    strips, strip_owner = _cut_into_strips(geoms[wide])
+    strip_owner = np.flatnonzero(wide)[strip_owner]
+    pieces = np.concatenate([geoms[narrow], strips])
+    piece_owner = np.concatenate([narrow, strip_owner])
+    offsets, cells = _h3_lists(pieces, resolution, containment)
+    owner = _owned(offsets, piece_owner)
+    if containment == "full" and strips.size:
+        over_offsets, over_cells = _h3_lists(strips, resolution, "overlap")
+        over_owner = _owned(over_offsets, strip_owner)
+        known = pd.MultiIndex.from_arrays([over_owner, over_cells]).isin(
+            pd.MultiIndex.from_arrays([owner, cells]))  # already wholly in a strip
+        test_cells, test_owner = over_cells[~known], over_owner[~known]
+        covered = shapely.covers(geoms[test_owner], _cell_polygons(test_cells))
+        cells = np.concatenate([cells, test_cells[covered]])
+        owner = np.concatenate([owner, test_owner[covered]])
+    order = np.lexsort((cells, owner))
+    cells, owner = cells[order], owner[order]
+    first = np.ones(cells.size, dtype=bool)
+    first[1:] = (cells[1:] != cells[:-1]) | (owner[1:] != owner[:-1])
+    cells, owner = cells[first], owner[first]
+    return np.searchsorted(owner, np.arange(geoms.size + 1)).astype(np.int64), cells
+
+
+def _check_containment(containment: Any) -> str:
+    """Return a containment mode, refusing anything else."""
+    return check_choice(containment, "containment", tuple(CONTAINMENT_MODES))
+
+
+# ------------------------------------------------------------------ antimeridian and poles
+#: Strips overlap by this many degrees, so a cell centre on a cut is in a strip.
+_STRIP_OVERLAP = 1e-6
+_STRIP_WEST = np.array([-180.0, -90.0, 0.0, 90.0])
+_STRIP_WIDTH = 90.0
+
+
+def _is_wide(geoms: NDArray[np.object_]) -> NDArray[np.bool_]:
+    """Mark the geometries 180 degrees of longitude wide or more (cut before H3)."""
+    bounds = shapely.bounds(geoms)
+    return np.asarray((bounds[:, 2] - bounds[:, 0]) >= 180.0)
+
+
+def _cut_into_strips(geoms: NDArray[np.object_]
+                    ) -> tuple[NDArray[np.object_], NDArray[np.int64]]:
+    """Cut polygons into overlapping 90-degree strips of longitude.
+
+    Every piece is narrower than 180 degrees, so H3 reads it as GeoPandas does.
+    The strips overlap by a hair, so a point inside a polygon is inside the
+    interior of one of its pieces.
+
+    Returns
+    -------
+    pieces : numpy.ndarray of Polygons
+    owner : numpy.ndarray of int64
+        Position in ``geoms`` of the polygon each piece was cut from.
+    """
+    n = geoms.size
+    strips = shapely.box(_STRIP_WEST - _STRIP_OVERLAP, -90.0,
+                         _STRIP_WEST + _STRIP_WIDTH + _STRIP_OVERLAP, 90.0)
+    owner = np.repeat(np.arange(n), strips.size)
+    cut = shapely.intersection(geoms[owner], np.tile(strips, n))
+    parts, part_index = shapely.get_parts(cut, return_index=True)
+    polygonal = shapely.get_type_id(parts) == shapely.GeometryType.POLYGON
+    keep = polygonal & ~shapely.is_empty(parts)
+    return (np.asarray(parts[keep], dtype=object),
+            owner[part_index[keep]].astype(np.int64))
+
+
+def _repair_cell_polygons(polys: NDArray[np.object_]) -> NDArray[np.object_]:
+    """Redraw cell polygons that straddle the antimeridian or hold a pole.
+
+    h3ronpy writes such a cell as one ring whose longitudes jump from about 180
+    to about -180, which GeoPandas reads as a band across the whole map. The
+    ring is unwrapped (longitudes made continuous), closed over the pole when it
+    goes once round the globe, and split at +-180 into a MultiPolygon.
+    Other polygons are returned unchanged.
+    """
+    out = np.asarray(polys, dtype=object).copy()
+    bounds = shapely.bounds(out)
+    bad = np.flatnonzero((bounds[:, 2] - bounds[:, 0]) > 180.0)
+    if bad.size == 0:
+        return out
+    coords, vertex_ring = shapely.get_coordinates(
+        shapely.get_exterior_ring(out[bad]), return_index=True)
+    lon = coords[:, 0]
+    step = np.zeros(lon.size)
+    same_ring = vertex_ring[1:] == vertex_ring[:-1]
+    diff = np.diff(lon)
+    step[1:] = np.where(same_ring & (np.abs(diff) > 180.0), -360.0 * np.sign(diff), 0.0)
+    shift = np.cumsum(step)
+    ring_start = np.searchsorted(vertex_ring, np.arange(bad.size))
+    shift -= np.repeat(shift[ring_start], np.diff(np.append(ring_start, lon.size)))
+    unwrapped = np.column_stack([lon + shift, coords[:, 1]])
+    ring_end = np.append(ring_start[1:], lon.size) - 1
+    net = unwrapped[ring_end, 0] - unwrapped[ring_start, 0]
+    redrawn = np.empty(bad.size, dtype=object)
+    closed = np.abs(net) < 1.0
+    if closed.any():
+        keep = np.isin(vertex_ring, np.flatnonzero(closed))
+        redrawn[closed] = shapely.polygons(
+            shapely.linearrings(unwrapped[keep],
+                                indices=np.unique(vertex_ring[keep], return_inverse=True)[1]))
+    for i in np.flatnonzero(~closed):  # a cell around a pole: one per pole and resolution
+        ring = unwrapped[ring_start[i]:ring_end[i] + 1]
+        pole = 90.0 if ring[:, 1].mean() > 0 else -90.0
+        redrawn[i] = shapely.Polygon(np.vstack(
+            [ring, [[ring[-1, 0], pole], [ring[0, 0], pole]]]))
+    world = shapely.box(-180.0, -90.0, 180.0, 90.0)
+    middle = shapely.intersection(redrawn, world)
+    west_part = shapely.intersection(_translate(redrawn, 360.0), world)
+    east_part = shapely.intersection(_translate(redrawn, -360.0), world)
+    joined = shapely.union(shapely.union(middle, west_part), east_part)
+    out[bad] = shapely.make_valid(joined, method="structure", keep_collapsed=False)
+    return out
+
+
+def _translate(geoms: NDArray[np.object_], dlon: float) -> NDArray[np.object_]:
+    return np.asarray(shapely.transform(geoms, lambda xy: xy + np.array([dlon, 0.0])),
+                      dtype=object)

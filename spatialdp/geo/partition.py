@@ -6,40 +6,69 @@ with a stable id and a fixed position ``0..n_regions-1``. Its
 :attr:`~Partition.version` is a content hash of the ids and the cells or
 geometries: results carry it, and results of two versions are never mixed
 (:class:`~spatialdp.exceptions.PartitionMismatch`).
+
+Points to regions (:meth:`Partition.assign`). H3 partitions index all points at
+once (h3ronpy) and find the cells in a hash table of the partition's cells;
+after :data:`spatialdp.geo._h3grid.MIN_POINTS` points they build, once, a
+raster of pure pixels (:mod:`spatialdp.geo._h3grid`) that answers most points
+by arithmetic and sends only the others to H3. Polygon partitions test small
+batches exactly (STRtree bounding boxes, then prepared geometries); once a
+partition has seen :data:`GRID_MIN_POINTS` points (more for intricate polygons)
+it builds, once, a grid index (:mod:`spatialdp.geo._grid`) that labels most
+points by arithmetic and sends only points near a border to the exact test. A
+batch in which most points fall outside every region is almost always a
+mistake (lon and lat swapped, points in another CRS or another country), so it
+raises :class:`~spatialdp.exceptions.UnassignedPointsWarning`.
+
+A partition is saved as GeoParquet with its kind, name, resolution and version
+in the file's metadata (:meth:`Partition.to_file`), and read back only if its
+content still hashes to that version (:meth:`Partition.read_file`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import os
+import warnings
+from pathlib import Path
 from typing import Any, Literal
 
 import geopandas as gpd
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import shapely
 from numpy.typing import ArrayLike, NDArray
 from scipy import sparse
 
-from spatialdp._validation import check_integer, check_resolution, check_text
-from spatialdp.exceptions import InvalidInput, PartitionMismatch
-from spatialdp.geo import _assign, _cover, h3cells
-from spatialdp.geo._assign import UnassignedPointsWarning
-from spatialdp.geo._checks import (
-    LONLAT_EPSG,
-    check_polygons,
-    geometry_array,
-    region_ids_of,
+from spatialdp._atomic import write_atomically
+from spatialdp._validation import (
+    as_array,
+    check_flag,
+    check_ids,
+    check_instance,
+    check_integer,
+    check_path,
+    check_resolution,
+    check_text,
     short_repr,
 )
-from spatialdp.geo._grid import GridIndex
-from spatialdp.geo._h3_methods import H3Methods
+from spatialdp.exceptions import (
+    InvalidInput,
+    PartitionMismatch,
+    SpatialDPError,
+    UnassignedPointsWarning,
+)
+from spatialdp.geo import h3cells
+from spatialdp.geo._grid import GridIndex, exact_positions
 from spatialdp.geo._h3grid import MIN_POINTS as H3_GRID_MIN_POINTS
-from spatialdp.geo._h3grid import H3PixelIndex
-from spatialdp.geo._neighbours import adjacency
-from spatialdp.geo._tables import join_values
+from spatialdp.geo._h3grid import UNKNOWN, H3PixelIndex
+from spatialdp.geo.lonlat import LONLAT_EPSG, check_polygons, geometry_array, read_points
 from spatialdp.geo.results import Assignment, CellIncidence
 
-__all__ = [  # results re-exported from here
+__all__ = [  # results and the warning re-exported from here
     "MAX_PARTITION_CELLS",
     "Assignment",
     "CellIncidence",
@@ -51,11 +80,31 @@ __all__ = [  # results re-exported from here
 #: partition holds a hexagon polygon per cell, measured at about 0.9 KB a cell,
 #: so two million cells take about 1.8 GB.
 MAX_PARTITION_CELLS = 2_000_000
+#: Warn when more than this share of a batch falls in no region...
+UNASSIGNED_WARN_SHARE = 0.5
+#: ...and the batch holds at least this many points (a few strays prove nothing).
+UNASSIGNED_WARN_MIN_POINTS = 100
+#: A polygon partition builds its grid index once it has been asked about this many
+#: points in all, plus GRID_POINTS_PER_VERTEX per vertex of its polygons: the exact
+#: test costs about 2 us a point, building the grid about 0.1 s plus 3 us a vertex
+#: (0.1 s for the 48 states, 1.5 s for 30,000 hexagons), and the grid then labels a
+#: million points in under 0.1 s. Building only once the exact test has cost about
+#: as much as the build never costs more than twice the better choice.
+GRID_MIN_POINTS = 50_000
+GRID_POINTS_PER_VERTEX = 2
+_SWAP_SAMPLE = 10_000
+#: Digitised borders of neighbouring regions rarely coincide: within this many
+#: degrees they count as shared...
+_BORDER_TOLERANCE = 1e-6
+#: ...when the shared stretch is longer than this (a corner point is not a border).
+_MIN_SHARED_LENGTH = 1e-4
+#: The key of a partition file's metadata.
+_META_KEY = b"spatialdp.partition"
 
 PartitionKind = Literal["h3", "polygons"]
 
 
-class Partition(H3Methods):
+class Partition:
     """A fixed, versioned set of regions: H3 cells at one resolution or polygons.
 
     Build one with :meth:`from_h3_cells`, :meth:`from_h3_cover` or
@@ -151,7 +200,7 @@ class Partition(H3Methods):
         return cls(
             "h3",
             h3cells._to_str(unique).astype(object),
-            _cover.cell_polygons_of(unique),
+            h3cells._cell_polygons(unique),
             name=name,
             resolution=resolution,
             cells=unique,
@@ -207,14 +256,14 @@ class Partition(H3Methods):
             above ``max_cells``, or a cover with no cell.
         """
         resolution = check_resolution(resolution)
-        mode = _cover.check_containment(containment)
+        mode = h3cells._check_containment(containment)
         limit = check_integer(max_cells, "max_cells", low=1, fix="pass a positive whole number")
         geoms = geometry_array(area, "area", "the area to cover")
         if geoms.size == 0:
             raise InvalidInput("the area to cover has no rows; give at least one polygon")
         check_polygons(geoms, "the area to cover")
-        _cover.check_size(geoms, resolution, limit, "for the area to cover")
-        _, cells = _cover.cell_lists(geoms, resolution, mode)
+        h3cells._check_size(geoms, resolution, limit, "for the area to cover")
+        _, cells = h3cells._cell_lists(geoms, resolution, mode)
         if cells.size == 0:
             advice = ("use a finer resolution" if mode == "overlap"
                       else "use a finer resolution or containment='overlap'")
@@ -252,14 +301,13 @@ class Partition(H3Methods):
             non-polygonal geometry.
         """
         name = check_text(name, "name", allow_empty=True)
-        if not isinstance(frame, gpd.GeoDataFrame):
-            raise InvalidInput(f"frame={short_repr(frame)} is a {type(frame).__name__}, not "
-                               "a GeoDataFrame; pass a geopandas.GeoDataFrame in EPSG:4326")
+        check_instance(frame, "frame", gpd.GeoDataFrame,
+                       "pass a geopandas.GeoDataFrame in EPSG:4326")
         geoms = geometry_array(frame, "frame", "the region GeoDataFrame")
         if geoms.size == 0:
             raise InvalidInput("the region GeoDataFrame has no rows; a partition needs "
                                "at least one region")
-        ids = region_ids_of(frame, id_column)
+        ids = _region_ids(frame, id_column)
         check_polygons(geoms, "the region GeoDataFrame")
         order = np.argsort(ids, kind="stable")
         return cls("polygons", ids[order], geoms[order], name=name)
@@ -353,6 +401,7 @@ class Partition(H3Methods):
         *,
         lon: ArrayLike | None = None,
         lat: ArrayLike | None = None,
+        warn: bool = True,
     ) -> Assignment:
         """Find the region of every point, vectorised; points in no region are reported.
 
@@ -374,6 +423,10 @@ class Partition(H3Methods):
         points : GeoDataFrame or GeoSeries of Points in EPSG:4326, optional
         lon, lat : array-like of float, optional
             Longitudes (x) and latitudes (y) in degrees, instead of ``points``.
+        warn : bool, default True
+            Warn (:class:`~spatialdp.exceptions.UnassignedPointsWarning`) when most
+            points of the batch fall in no region; ``False`` for callers that expect
+            it, such as rejection sampling over a bounding box.
 
         Returns
         -------
@@ -390,13 +443,63 @@ class Partition(H3Methods):
             When a batch of 100 points or more has more than half of them in no
             region: lon and lat are probably swapped, or the points in another CRS.
         """
-        lon_arr, lat_arr = _assign.read_points(points, lon, lat)
-        positions = _assign.positions_of(self, lon_arr, lat_arr)
-        _assign.warn_if_mostly_unassigned(self, positions, lon_arr, lat_arr)
+        warn = check_flag(warn, "warn")
+        lon_arr, lat_arr = read_points(points, lon, lat)
+        positions = self._positions(lon_arr, lat_arr)
+        if warn:
+            self._warn_if_mostly_unassigned(positions, lon_arr, lat_arr)
         return Assignment(positions, self.region_ids, self.version)
 
-    def _lookup_cells(self, cells: NDArray[np.uint64]) -> NDArray[np.int64]:
-        return _assign.lookup_cells(self.cells, cells)
+    def _positions(self, lon: NDArray[np.float64], lat: NDArray[np.float64]
+                   ) -> NDArray[np.int64]:
+        """Return the region position of each (checked) point, -1 outside every region."""
+        self._points_seen += lon.size
+        grid = self._grid
+        if grid is None and self._points_seen >= self._grid_min_points():
+            grid = self._grid_index()
+        if self._cells is not None:
+            return self._h3_positions(grid if isinstance(grid, H3PixelIndex) else None,
+                                      lon, lat)
+        if isinstance(grid, GridIndex):
+            return grid.lookup(lon, lat)
+        return exact_positions(self._prepared_geometries(), self.tree, lon, lat)
+
+    def _h3_positions(self, grid: H3PixelIndex | None, lon: NDArray[np.float64],
+                      lat: NDArray[np.float64]) -> NDArray[np.int64]:
+        """Positions in an H3 partition: pure pixels by arithmetic, the other points by H3."""
+        resolution = int(self.resolution or 0)
+        if grid is None:
+            return self._cell_positions(h3cells._latlng_to_cells(lat, lon, resolution))
+        positions = grid.lookup(lon, lat)
+        ask = np.flatnonzero(positions == UNKNOWN)
+        if ask.size:
+            cells = h3cells._latlng_to_cells(lat[ask], lon[ask], resolution)
+            positions[ask] = self._cell_positions(cells)
+        return positions
+
+    def _warn_if_mostly_unassigned(self, positions: NDArray[np.int64],
+                                   lon: NDArray[np.float64], lat: NDArray[np.float64]) -> None:
+        """Warn when more than half of a batch of 100+ points fell in no region."""
+        n = positions.size
+        if n < UNASSIGNED_WARN_MIN_POINTS or (
+                np.count_nonzero(positions < 0) <= UNASSIGNED_WARN_SHARE * n):
+            return
+        outside = np.flatnonzero(positions < 0)
+        hint = "are lon and lat swapped (lon is x, lat is y), or the points in another CRS?"
+        sample = outside[np.abs(lon[outside]) <= 90.0][:_SWAP_SAMPLE]
+        if sample.size:
+            placed = int((self._positions(lat[sample], lon[sample]) >= 0).sum())
+            if placed > sample.size / 2:
+                hint = (f"lon and lat look swapped: swapped, {placed:,} of the {sample.size:,} "
+                        "checked fall in a region; pass lon=x (east-west), lat=y (north-south)")
+        west, south, east, north = self.regions.total_bounds
+        warnings.warn(
+            f"{outside.size:,} of {n:,} points ({outside.size / n:.0%}) fall in no region of "
+            f"{self.key!r}, whose regions span lon [{west:.2f}, {east:.2f}] and lat "
+            f"[{south:.2f}, {north:.2f}]; {hint}",
+            UnassignedPointsWarning,
+            stacklevel=3,
+        )
 
     def _cell_positions(self, cells: NDArray[np.uint64]) -> NDArray[np.int64]:
         """Return the position of each cell among the partition's cells, -1 if absent."""
@@ -438,7 +541,7 @@ class Partition(H3Methods):
         if self._cells is not None:
             return H3_GRID_MIN_POINTS
         vertices = int(shapely.get_num_coordinates(self._prepared_geometries()).sum())
-        return _assign.GRID_MIN_POINTS + _assign.GRID_POINTS_PER_VERTEX * vertices
+        return GRID_MIN_POINTS + GRID_POINTS_PER_VERTEX * vertices
 
     # ------------------------------------------------------------------ neighbours
     def adjacency(self) -> sparse.csr_array:
@@ -447,7 +550,19 @@ class Partition(H3Methods):
         H3 cells are neighbours when they share an edge (``grid_disk`` with k=1);
         polygons when they share a stretch of border (not just a corner point).
         """
-        return adjacency(self)
+        if self._cells is not None:
+            own = self._cells
+            offsets, disk = h3cells._grid_disk(own, 1)
+            row = np.repeat(np.arange(own.size), np.diff(offsets))
+            col = _lookup_cells(own, disk)
+        else:
+            row, col = _shared_borders(self.regions.geometry.values, self.tree)
+        keep = (col >= 0) & (row != col)
+        n = self.n_regions
+        adj = sparse.csr_array(
+            (np.ones(int(keep.sum()), dtype=bool), (row[keep], col[keep])), shape=(n, n)
+        )
+        return ((adj + adj.T) > 0).astype(bool)
 
     def neighbours(self, region_id: Any) -> list[str]:
         """Return the ids of the regions adjacent to ``region_id``.
@@ -492,7 +607,143 @@ class Partition(H3Methods):
         InvalidInput
             Another type, ids that are not regions, repeated ids, or a ``geometry`` column.
         """
-        return join_values(self, values)
+        if isinstance(values, dict):
+            values = pd.Series(values, name="value", dtype=None if values else object)
+        if isinstance(values, pd.Series):
+            values = values.to_frame(values.name if values.name is not None else "value")
+        if not isinstance(values, pd.DataFrame):
+            raise InvalidInput(
+                f"values={short_repr(values)} is a {type(values).__name__}; pass a DataFrame "
+                "or Series indexed by region id, or a dict {region_id: value}")
+        if "region_id" in values.columns:
+            values = values.set_index("region_id")
+        if isinstance(values.index, pd.MultiIndex):
+            raise InvalidInput("values has a MultiIndex; index it by region id alone")
+        if "geometry" in values.columns:
+            raise InvalidInput("values has a 'geometry' column, which would hide the region "
+                               "geometries; rename or drop it")
+        index = values.index.astype(str)
+        unknown = ~index.isin(self.region_ids)
+        if unknown.any():
+            raise InvalidInput(
+                f"{int(unknown.sum())} ids are not regions of {self.key!r} (first: "
+                f"{list(index[unknown][:3])}); was the table made on another partition?"
+            )
+        if index.duplicated().any():
+            raise InvalidInput(
+                f"duplicate region ids {list(index[index.duplicated()][:3])} in the table"
+            )
+        table = values.set_axis(index, axis=0)
+        joined = self.regions.join(table, how="left")
+        joined.attrs["partition_version"] = self.version
+        return joined
+
+    # ------------------------------------------------------------------ H3 only
+    @property
+    def cells(self) -> NDArray[np.uint64]:
+        """Return the partition's H3 cells as sorted uint64 (H3 partitions only)."""
+        return self._require_h3("cells")
+
+    def _require_h3(self, what: str) -> NDArray[np.uint64]:
+        if self._cells is None:
+            raise InvalidInput(
+                f"{what} needs an H3 partition, but {self.name}@{self.version} is a polygon "
+                "partition; build one with Partition.from_h3_cover(...)"
+            )
+        return self._cells
+
+    # ------------------------------------------------------------------ polygons -> cells
+    def polygons_to_cells(
+        self,
+        queries: gpd.GeoDataFrame | gpd.GeoSeries,
+        containment: h3cells.Containment = "center",
+        *,
+        max_cells: int = h3cells.MAX_LIST_CELLS,
+    ) -> CellIncidence:
+        """Turn polygon queries into cell index arrays of this H3 partition.
+
+        Parameters
+        ----------
+        queries : GeoDataFrame or GeoSeries of (Multi)Polygons in EPSG:4326
+            Read as in :meth:`from_h3_cover` (polar caps work; antimeridian shapes split).
+        containment : {"center", "overlap", "full"}
+            Which cells a polygon covers: centre inside (default), any overlap, or
+            wholly inside.
+        max_cells : int
+            Refuse queries estimated to cover more cells than this, in all.
+
+        Returns
+        -------
+        CellIncidence
+            A CSR matrix with one row per query (in input order) and one column per
+            partition cell; queries that cover no cell are listed in ``.uncovered``.
+
+        Raises
+        ------
+        CRSError, InvalidInput
+            As :meth:`from_h3_cover`; also for a polygon partition.
+        """
+        own = self._require_h3("polygons_to_cells")
+        mode = h3cells._check_containment(containment)
+        limit = check_integer(max_cells, "max_cells", low=1, fix="pass a positive whole number")
+        geoms = geometry_array(queries, "queries", "the query polygons")
+        check_polygons(geoms, "the query polygons")
+        resolution = int(self.resolution or 0)
+        h3cells._check_size(geoms, resolution, limit, "for the query polygons")
+        offsets, cells = h3cells._cell_lists(geoms, resolution, mode)
+        matrix, outside = _incidence(offsets, _lookup_cells(own, cells), own.size)
+        return CellIncidence(matrix, outside, mode, self.version)
+
+    # ------------------------------------------------------------------ hierarchy
+    def rollup(self, values: ArrayLike, resolution: int) -> pd.Series:
+        """Sum per-cell values into parent cells at a coarser ``resolution``.
+
+        Parameters
+        ----------
+        values : array-like
+            One finite number per partition cell, in partition order.
+        resolution : int
+            Coarser than (or equal to) the partition's.
+
+        Returns
+        -------
+        pandas.Series
+            Indexed by parent cell id (hex string).
+
+        Raises
+        ------
+        InvalidInput
+            Values of the wrong length or not finite numbers; a polygon partition.
+        InvalidCells
+            A resolution finer than the partition's.
+        """
+        own = self._require_h3("rollup")
+        resolution = check_resolution(resolution)
+        array = as_array(values, "values", "give one number per cell")
+        shape = array.shape if not isinstance(values, (str, bytes)) else ()
+        if shape != own.shape:
+            raise InvalidInput(
+                f"values has shape {shape}; the partition has {own.size} cells, give one "
+                "value per cell in partition order"
+            )
+        checked = h3cells.check_cell_values(array, own.size, "values")
+        parents, sums = h3cells._rollup(own, checked, resolution)
+        return pd.Series(sums, index=pd.Index(h3cells._to_str(parents), name="region_id"))
+
+    def coarsen(self, resolution: int) -> tuple[Partition, NDArray[np.int64]]:
+        """Return the partition of parent cells, and each cell's parent position in it.
+
+        Raises
+        ------
+        InvalidInput, InvalidCells
+            A bad resolution, one finer than the partition's, or a polygon partition.
+        """
+        own = self._require_h3("coarsen")
+        resolution = check_resolution(resolution)
+        parents = h3cells._parents(own, resolution)
+        unique, inverse = np.unique(parents, return_inverse=True)
+        coarse = Partition.from_h3_cells(unique, name=f"{self.name}:r{resolution}")
+        return coarse, inverse.astype(np.int64)
 
     # ------------------------------------------------------------------ persistence
     def to_file(self, path: str) -> None:
@@ -501,9 +752,24 @@ class Partition(H3Methods):
         The file is written to a temporary name and moved into place, so a crash
         never leaves a half-written partition.
         """
-        from spatialdp.geo._io import write_partition
+        target = _check_path(path)
+        if target.is_dir():
+            raise InvalidInput(f"path={str(path)!r} is a folder; name the partition file to "
+                               "write, e.g. folder / 'partition.parquet'")
+        if not target.parent.is_dir():
+            raise InvalidInput(f"path={str(path)!r} is in a folder that does not exist; create "
+                               f"{str(target.parent)!r} first")
+        frame = self.regions.reset_index()
+        meta = {"kind": self.kind, "name": self.name, "resolution": self.resolution,
+                "version": self.version, "format": 1}
 
-        write_partition(self, path)
+        def write(tmp: str) -> None:
+            frame.to_parquet(tmp, index=False)
+            table = pq.read_table(tmp)
+            merged = {**(table.schema.metadata or {}), _META_KEY: json.dumps(meta).encode()}
+            pq.write_table(table.replace_schema_metadata(merged), tmp)
+
+        write_atomically(target, write)
 
     @classmethod
     def read_file(cls, path: str, *, expected_version: str | None = None) -> Partition:
@@ -517,10 +783,137 @@ class Partition(H3Methods):
             If the stored version does not match the content, or ``expected_version``
             is given and differs.
         """
-        from spatialdp.geo._io import read_partition
-
-        part = read_partition(path)
+        part = _read_partition(path)
         if expected_version is not None:
             part.require_version(expected_version, what=f"the caller (expected {path})")
         return part
 
+
+def _lookup_cells(own: NDArray[np.uint64], cells: NDArray[np.uint64]) -> NDArray[np.int64]:
+    """Return the position of each cell in the sorted ``own`` cells, -1 if absent."""
+    if own.size == 0:
+        return np.full(cells.size, -1, dtype=np.int64)
+    positions = np.searchsorted(own, cells)
+    clipped = np.minimum(positions, own.size - 1)
+    found = own[clipped] == cells
+    return np.where(found, clipped, -1).astype(np.int64)
+
+
+def _incidence(offsets: NDArray[np.int64], columns: NDArray[np.int64], n_cells: int
+              ) -> tuple[sparse.csr_array, NDArray[np.int64]]:
+    """Return the 0/1 query-by-cell matrix and, per query, its cells outside the partition.
+
+    ``columns`` holds the partition position of each listed cell (-1 when absent).
+    """
+    n_queries = offsets.size - 1
+    row = np.repeat(np.arange(n_queries), np.diff(offsets))
+    inside = columns >= 0
+    outside = np.bincount(row[~inside], minlength=n_queries).astype(np.int64)
+    matrix = sparse.csr_array(
+        (np.ones(int(inside.sum()), dtype=np.int8), (row[inside], columns[inside])),
+        shape=(n_queries, n_cells),
+    )
+    matrix.sum_duplicates()
+    matrix.data[:] = 1  # incidence, not multiplicity
+    return matrix, outside
+
+
+def _shared_borders(geoms: NDArray[np.object_], tree: shapely.STRtree
+                    ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Return the pairs (left < right) of regions that share a stretch of border."""
+    left, right = tree.query(geoms, predicate="dwithin", distance=_BORDER_TOLERANCE)
+    pairs = left < right
+    left, right = left[pairs], right[pairs]
+    shared = shapely.intersection(
+        shapely.buffer(shapely.boundary(geoms[left]), _BORDER_TOLERANCE),
+        shapely.boundary(geoms[right]),
+    )
+    long_enough = shapely.length(shared) > _MIN_SHARED_LENGTH
+    return left[long_enough].astype(np.int64), right[long_enough].astype(np.int64)
+
+
+def _region_ids(frame: gpd.GeoDataFrame, id_column: Any) -> NDArray[np.object_]:
+    """Return the region ids of ``frame[id_column]`` as strings: present and unique.
+
+    Raises
+    ------
+    InvalidInput
+        A column that is missing or repeated, missing ids, or ids repeated once
+        turned into strings.
+    """
+    try:
+        present = id_column in frame.columns
+    except TypeError:
+        present = False
+    if not present:
+        raise InvalidInput(
+            f"id_column {short_repr(id_column)} is not a column; columns are "
+            f"{list(frame.columns)}"
+        )
+    column = frame[id_column]
+    if isinstance(column, pd.DataFrame):
+        raise InvalidInput(f"id_column {id_column!r} names {column.shape[1]} columns; "
+                           "rename the repeats so that it names one")
+    check_ids(column, f"id_column {id_column!r}", unique=False)  # no missing ids
+    ids = column.astype(str).to_numpy(dtype=object)
+    duplicated = pd.Index(ids).duplicated()
+    if duplicated.any():
+        raise InvalidInput(
+            f"duplicate region ids {sorted(set(ids[duplicated]))[:5]} in column "
+            f"{id_column!r}; each region needs a unique id (dissolve the duplicates "
+            "with frame.dissolve(by=id_column))"
+        )
+    return np.asarray(ids, dtype=object)
+
+
+def _check_path(path: Any) -> Path:
+    target = check_path(path, "path", "pass a str or pathlib.Path", kind="file path")
+    if not os.fspath(path):
+        raise InvalidInput("path='' is empty; pass the name of a .parquet file")
+    return target
+
+
+def _read_partition(path: str | os.PathLike[str]) -> Partition:
+    """Read a partition file and check that its content still hashes to its version."""
+    source = _check_path(path)
+    fix = "build one with Partition.from_geodataframe(...) and save it with .to_file()"
+    if not source.is_file():
+        raise InvalidInput(f"path={str(path)!r} is not a file (missing or a folder); {fix}")
+    try:
+        schema_meta = pq.read_schema(path).metadata or {}
+    except (pa.ArrowException, OSError, ValueError) as err:  # not Parquet, a damaged footer
+        raise InvalidInput(f"{path} is not a Parquet file or is damaged ({err}); {fix}"
+                           ) from None
+    if _META_KEY not in schema_meta:
+        raise InvalidInput(
+            f"{path} is not a spatialdp partition file (no {_META_KEY.decode()!r} metadata); "
+            f"{fix}"
+        )
+    try:
+        meta = json.loads(schema_meta[_META_KEY])
+        kind, name, version = meta["kind"], meta["name"], meta["version"]
+    except (ValueError, TypeError, KeyError):
+        raise InvalidInput(f"{path} has unreadable spatialdp metadata; rebuild the file from "
+                           "source and save it with .to_file()") from None
+    try:
+        frame = gpd.read_parquet(path)
+        if "region_id" not in frame.columns or kind not in ("h3", "polygons"):
+            raise InvalidInput(f"{path} has no region_id column or an unknown kind {kind!r}; "
+                               "rebuild the file from source and save it with .to_file()")
+        if kind == "h3":
+            part = Partition.from_h3_cells(frame["region_id"].to_numpy(), name=name)
+        else:
+            part = Partition.from_geodataframe(frame, "region_id", name=name)
+    except SpatialDPError:
+        raise
+    except Exception as err:  # Arrow, Parquet (OSError), GEOS and H3 errors of a damaged file
+        raise InvalidInput(
+            f"{path} is damaged and cannot be decoded ({type(err).__name__}: "
+            f"{short_repr(str(err))}); the file was truncated, edited or corrupted: restore it "
+            "or rebuild it from source and save it with .to_file()") from err
+    if part.version != version:
+        raise PartitionMismatch(
+            f"{path} claims partition version {version!r} but its content hashes "
+            f"to {part.version!r}; the file was edited or corrupted: rebuild it from source"
+        )
+    return part

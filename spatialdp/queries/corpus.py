@@ -21,7 +21,7 @@ from scipy import sparse
 
 from spatialdp.exceptions import InvalidInput
 from spatialdp.geo import CellIncidence, Partition, h3cells
-from spatialdp.geo._checks import geometry_array
+from spatialdp.geo.lonlat import geometry_array
 
 __all__ = ["QueryCorpus", "incidence_from_cell_lists", "query_corpus"]
 

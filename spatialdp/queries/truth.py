@@ -30,7 +30,7 @@ from spatialdp._validation import check_integer, fail
 from spatialdp.exceptions import ClippingFailure, InvalidInput
 from spatialdp.federated._clients import id_kind
 from spatialdp.geo import Partition, h3cells
-from spatialdp.geo._checks import check_lonlat, points_lonlat
+from spatialdp.geo.lonlat import check_lonlat, points_lonlat
 from spatialdp.scale.frames import is_dask
 
 __all__ = ["TruthGrid", "grid_version", "truth_grid"]

@@ -1,16 +1,20 @@
-"""Input checks shared by the geography layer: CRS, coordinates, geometries.
+"""Lon/lat input, checked: CRS, coordinates, points and polygons.
 
 Coordinates are lon/lat degrees (EPSG:4326 or OGC:CRS84) inside
 ``[-180, 180] x [-90, 90]``. A layer labelled EPSG:4326 whose coordinates are
 far outside that range is really projected (metres): it is refused with
 :class:`~spatialdp.exceptions.CRSError` rather than turned into a partition of
-area zero. Polygons are read as GeoPandas draws them; see
-:mod:`spatialdp.geo._antimeridian` for shapes that cross the antimeridian.
+area zero. Polygons are read as GeoPandas draws them, on the flat lon/lat
+plane; an edge that jumps more than 180 degrees of longitude, which GeoPandas
+reads the long way round and H3 as crossing the antimeridian, is refused as
+ambiguous (see :mod:`spatialdp.geo.h3cells` for how wide shapes are covered).
+
+Every check returns the checked values or raises a
+:class:`~spatialdp.exceptions.SpatialDPError` naming the value and the fix.
 """
 
 from __future__ import annotations
 
-import reprlib
 from typing import Any
 
 import geopandas as gpd
@@ -19,47 +23,25 @@ import pandas as pd
 import shapely
 from numpy.typing import ArrayLike, NDArray
 
-from spatialdp._validation import check_ids
+from spatialdp._validation import as_array, kind_name, short_repr
 from spatialdp.exceptions import CRSError, InvalidInput
-from spatialdp.geo._antimeridian import check_edges
 
 __all__ = [
     "LONLAT_EPSG",
-    "as_array",
     "check_lonlat",
     "check_polygons",
     "geometry_array",
-    "kind_name",
     "points_lonlat",
-    "region_ids_of",
-    "require_lonlat_crs",
-    "short_repr",
+    "read_points",
 ]
 
+#: The EPSG code of lon/lat degrees (WGS 84), the one CRS the geography works in.
 LONLAT_EPSG = 4326
 
 _NUMERIC_KINDS = ("floating", "integer", "mixed-integer-float", "decimal", "empty")
 
 
-_KIND_NAMES = {"U": "string", "S": "bytes", "b": "bool", "c": "complex", "M": "datetime",
-               "m": "timedelta", "V": "raw", "O": "object", "f": "float", "i": "integer",
-               "u": "integer"}
-
-
-def kind_name(dtype: np.dtype[Any]) -> str:
-    """Return a plain name for the kind of values a numpy dtype holds ("string", "bool"...)."""
-    return _KIND_NAMES.get(dtype.kind, str(dtype))
-
-
-def short_repr(value: Any) -> str:
-    """Return a repr short enough for an error message."""
-    short = reprlib.Repr()
-    short.maxstring = short.maxother = 60
-    short.maxlist = short.maxtuple = 4
-    return short.repr(value)
-
-
-def require_lonlat_crs(frame: gpd.GeoDataFrame | gpd.GeoSeries, what: str) -> None:
+def _require_lonlat_crs(frame: gpd.GeoDataFrame | gpd.GeoSeries, what: str) -> None:
     """Refuse a GeoDataFrame whose CRS is missing or is not lon/lat EPSG:4326."""
     crs = frame.crs
     if crs is None:
@@ -85,6 +67,12 @@ def geometry_array(frame: Any, name: str, what: str) -> NDArray[np.object_]:
         If ``frame`` is neither (a bare shapely geometry, a list, a DataFrame...).
     CRSError
         If its CRS is missing or not lon/lat.
+
+    Examples
+    --------
+    >>> frame = gpd.GeoSeries([shapely.box(0, 0, 1, 1)], crs=4326)
+    >>> geometry_array(frame, "area", "the area").tolist()
+    [<POLYGON ((1 0, 1 1, 0 1, 0 0, 1 0))>]
     """
     if not isinstance(frame, (gpd.GeoDataFrame, gpd.GeoSeries)):
         hint = ("wrap it: geopandas.GeoSeries([geom], crs=4326)"
@@ -97,17 +85,8 @@ def geometry_array(frame: Any, name: str, what: str) -> NDArray[np.object_]:
     except AttributeError:
         raise InvalidInput(f"{name} has no active geometry column; set one with "
                            ".set_geometry(column)") from None
-    require_lonlat_crs(geometry, what)
+    _require_lonlat_crs(geometry, what)
     return np.asarray(geometry.values, dtype=object)
-
-
-def as_array(values: Any, name: str, fix: str) -> NDArray[Any]:
-    """Return ``np.asarray(values)``, refusing what numpy cannot hold as one array."""
-    try:
-        return np.asarray(values)
-    except (TypeError, ValueError, UnicodeError):  # ragged lists, undecodable bytes...
-        raise InvalidInput(f"{name}={short_repr(values)} cannot be read as one array; "
-                           f"{fix}") from None
 
 
 def _coordinates(values: Any, name: str) -> NDArray[np.float64]:
@@ -140,6 +119,11 @@ def check_lonlat(lon: ArrayLike, lat: ArrayLike) -> tuple[NDArray[np.float64], N
         Non-numeric values, different lengths, NaN or infinities.
     CRSError
         Values outside ``[-180, 180] x [-90, 90]`` (projected data, swapped axes).
+
+    Examples
+    --------
+    >>> check_lonlat([10, 11.5], [45, 46])
+    (array([10. , 11.5]), array([45., 46.]))
     """
     lon_arr = _coordinates(lon, "lon")
     lat_arr = _coordinates(lat, "lat")
@@ -175,14 +159,21 @@ def check_lonlat(lon: ArrayLike, lat: ArrayLike) -> tuple[NDArray[np.float64], N
 def points_lonlat(
     points: Any, what: str = "points"
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """Return lon/lat arrays of a point GeoDataFrame/GeoSeries (checked CRS and types)."""
+    """Return lon/lat arrays of a point GeoDataFrame/GeoSeries (checked CRS and types).
+
+    Raises
+    ------
+    InvalidInput, CRSError
+        Not a lon/lat frame, missing, empty or non-point geometries, bad coordinates.
+
+    Examples
+    --------
+    >>> points_lonlat(gpd.GeoSeries(gpd.points_from_xy([10.0], [45.0]), crs=4326))
+    (array([10.]), array([45.]))
+    """
     geoms = geometry_array(points, "points", what)
-    missing = shapely.is_missing(geoms)
-    if missing.any():
-        raise InvalidInput(
-            f"{what}: {int(missing.sum())} geometries are missing (None) (first at row "
-            f"{int(np.flatnonzero(missing)[0])}); drop those rows before assigning them"
-        )
+    fix = "drop those rows before assigning them"
+    _refuse_rows(shapely.is_missing(geoms), what, "geometries are missing (None)", fix)
     types = shapely.get_type_id(geoms)
     if (types != shapely.GeometryType.POINT).any():
         found = sorted(set(types[types != shapely.GeometryType.POINT].tolist()))
@@ -191,13 +182,32 @@ def points_lonlat(
             f"{what} must hold Point geometries only; found {names}. "
             "Use .centroid or .representative_point() for other shapes"
         )
-    empty = shapely.is_empty(geoms)
-    if empty.any():
-        raise InvalidInput(
-            f"{what}: {int(empty.sum())} points are empty (first at row "
-            f"{int(np.flatnonzero(empty)[0])}); drop those rows before assigning them"
-        )
+    _refuse_rows(shapely.is_empty(geoms), what, "points are empty", fix)
     return check_lonlat(shapely.get_x(geoms), shapely.get_y(geoms))
+
+
+def read_points(points: Any, lon: Any, lat: Any
+                ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Return checked lon/lat arrays from either a point frame or ``lon=``/``lat=``.
+
+    Raises
+    ------
+    InvalidInput, CRSError
+        Both or neither given, or what :func:`points_lonlat` and
+        :func:`check_lonlat` refuse.
+
+    Examples
+    --------
+    >>> read_points(None, [10.0], [45.0])
+    (array([10.]), array([45.]))
+    """
+    if points is not None:
+        if lon is not None or lat is not None:
+            raise InvalidInput("give either a point GeoDataFrame or lon= and lat=, not both")
+        return points_lonlat(points)
+    if lon is None or lat is None:
+        raise InvalidInput("give a point GeoDataFrame, or both lon= and lat=")
+    return check_lonlat(lon, lat)
 
 
 def check_polygons(geoms: NDArray[np.object_], what: str) -> None:
@@ -210,6 +220,14 @@ def check_polygons(geoms: NDArray[np.object_], what: str) -> None:
         geometries, and edges that jump across the antimeridian.
     CRSError
         Coordinates outside lon/lat degrees (a projected layer labelled EPSG:4326).
+
+    Examples
+    --------
+    >>> check_polygons(np.array([shapely.box(0, 0, 1, 1)]), "the regions")
+    >>> check_polygons(np.array([shapely.Point(0, 0)]), "the regions")
+    Traceback (most recent call last):
+    ...
+    spatialdp.exceptions.InvalidInput: the regions: geometry at row 0 is not a (Multi)Polygon; ...
     """
     not_geometry = ~shapely.is_valid_input(geoms)
     if not_geometry.any():
@@ -218,18 +236,9 @@ def check_polygons(geoms: NDArray[np.object_], what: str) -> None:
             f"{what}: row {first} holds {short_repr(geoms[first])}, not a shapely geometry; "
             "give (Multi)Polygons"
         )
-    missing = shapely.is_missing(geoms)
-    if missing.any():
-        raise InvalidInput(
-            f"{what}: {int(missing.sum())} geometries are missing (None) "
-            f"(first at row {int(np.flatnonzero(missing)[0])}); drop those rows"
-        )
-    empty = shapely.is_empty(geoms)
-    if empty.any():
-        raise InvalidInput(
-            f"{what}: {int(empty.sum())} geometries are empty (first at row "
-            f"{int(np.flatnonzero(empty)[0])}); drop those rows"
-        )
+    _refuse_rows(shapely.is_missing(geoms), what, "geometries are missing (None)",
+                 "drop those rows")
+    _refuse_rows(shapely.is_empty(geoms), what, "geometries are empty", "drop those rows")
     types = shapely.get_type_id(geoms)
     collection = types == shapely.GeometryType.GEOMETRYCOLLECTION
     if collection.any():
@@ -252,11 +261,18 @@ def check_polygons(geoms: NDArray[np.object_], what: str) -> None:
             f"{what}: {int(invalid.sum())} geometries are invalid (first at row {first}: "
             f"{shapely.is_valid_reason(geoms[first])}); repair them with .make_valid()"
         )
-    check_degrees(geoms, what)
-    check_edges(geoms, what)
+    _check_degrees(geoms, what)
+    _check_edges(geoms, what)
 
 
-def check_degrees(geoms: NDArray[np.object_], what: str) -> None:
+def _refuse_rows(bad: NDArray[np.bool_], what: str, problem: str, fix: str) -> None:
+    """Refuse the rows marked ``bad``, counting them and naming the first."""
+    if bad.any():
+        raise InvalidInput(f"{what}: {int(bad.sum())} {problem} (first at row "
+                           f"{int(np.flatnonzero(bad)[0])}); {fix}")
+
+
+def _check_degrees(geoms: NDArray[np.object_], what: str) -> None:
     """Refuse geometries with coordinates outside ``[-180, 180] x [-90, 90]``.
 
     Raises
@@ -280,55 +296,64 @@ def check_degrees(geoms: NDArray[np.object_], what: str) -> None:
             "really in with .set_crs(<its EPSG code>, allow_override=True), then convert "
             "it with .to_crs(4326)"
         )
-    bad_lat = (np.abs(lat) > 90).any(axis=1)
-    if bad_lat.any():
-        row = int(np.flatnonzero(bad_lat)[0])
-        value = float(lat[row][np.argmax(np.abs(lat[row]))])
-        raise CRSError(
-            f"{what}: latitude={value!r} at row {row} is outside [-90, 90]; are lon and "
-            "lat swapped? shapely and GeoPandas take (x, y) = (lon, lat)"
-        )
-    bad_lon = (np.abs(lon) > 180).any(axis=1)
-    if bad_lon.any():
-        row = int(np.flatnonzero(bad_lon)[0])
-        value = float(lon[row][np.argmax(np.abs(lon[row]))])
-        raise CRSError(
-            f"{what}: longitude={value!r} at row {row} is outside [-180, 180]; wrap "
-            "longitudes into that range, and give a shape that crosses the antimeridian "
-            "split into parts on either side of +-180 (a MultiPolygon, as GeoJSON RFC 7946 "
-            "asks; e.g. the antimeridian package's fix_polygon)"
-        )
+    _refuse_beyond(lat, 90.0, "latitude", what,
+                   "are lon and lat swapped? shapely and GeoPandas take (x, y) = (lon, lat)")
+    _refuse_beyond(lon, 180.0, "longitude", what,
+                   "wrap longitudes into that range, and give a shape that crosses the "
+                   "antimeridian split into parts on either side of +-180 (a MultiPolygon, as "
+                   "GeoJSON RFC 7946 asks; e.g. the antimeridian package's fix_polygon)")
 
 
-def region_ids_of(frame: gpd.GeoDataFrame, id_column: Any) -> NDArray[np.object_]:
-    """Return the region ids of ``frame[id_column]`` as strings: present and unique.
+def _refuse_beyond(bounds: NDArray[np.float64], limit: float, axis: str, what: str,
+                   advice: str) -> None:
+    """Refuse the first row of ``bounds`` (min and max of one axis) beyond +-``limit``."""
+    beyond = (np.abs(bounds) > limit).any(axis=1)
+    if beyond.any():
+        row = int(np.flatnonzero(beyond)[0])
+        value = float(bounds[row][np.argmax(np.abs(bounds[row]))])
+        raise CRSError(f"{what}: {axis}={value!r} at row {row} is outside "
+                       f"[-{limit:g}, {limit:g}]; {advice}")
+
+
+def _ring_coordinates(geoms: NDArray[np.object_]
+                      ) -> tuple[NDArray[np.float64], NDArray[np.int64], NDArray[np.int64]]:
+    """Return the vertices of every ring, the ring of each vertex and its geometry."""
+    parts, part_owner = shapely.get_parts(geoms, return_index=True)
+    rings, ring_part = shapely.get_rings(parts, return_index=True)
+    coords, vertex_ring = shapely.get_coordinates(rings, return_index=True)
+    return coords, vertex_ring.astype(np.int64), part_owner[ring_part].astype(np.int64)
+
+
+def _check_edges(geoms: NDArray[np.object_], what: str) -> None:
+    """Refuse edges that jump more than 180 degrees of longitude (ambiguous shapes).
+
+    An edge between two points of the antimeridian (``-180`` to ``180``, as in
+    ``box(-180, 80, 180, 90)``) is not ambiguous and is accepted.
 
     Raises
     ------
     InvalidInput
-        A column that is missing or repeated, missing ids, or ids repeated once
-        turned into strings.
+        Naming the first ambiguous edge, its geometry, and both ways to fix it.
     """
-    try:
-        present = id_column in frame.columns
-    except TypeError:
-        present = False
-    if not present:
+    if geoms.size == 0:
+        return
+    coords, vertex_ring, ring_owner = _ring_coordinates(geoms)
+    if coords.shape[0] < 2:
+        return
+    same_ring = vertex_ring[1:] == vertex_ring[:-1]
+    lon = coords[:, 0]
+    jump = np.abs(np.diff(lon)) > 180.0
+    on_antimeridian = (np.abs(lon[1:]) == 180.0) & (np.abs(lon[:-1]) == 180.0)
+    bad = np.flatnonzero(same_ring & jump & ~on_antimeridian)
+    if bad.size:
+        first = int(bad[0])
+        row = int(ring_owner[vertex_ring[first]])
+        start, stop = coords[first].tolist(), coords[first + 1].tolist()
         raise InvalidInput(
-            f"id_column {short_repr(id_column)} is not a column; columns are "
-            f"{list(frame.columns)}"
+            f"{what}: geometry at row {row} has an edge from {start} to {stop}, which "
+            "spans more than 180 degrees of longitude; GeoPandas reads it the long way "
+            "round and H3 as crossing the antimeridian. If the shape crosses the "
+            "antimeridian, split it into parts on either side of +-180 (a MultiPolygon, "
+            "as GeoJSON RFC 7946 asks; e.g. the antimeridian package's fix_polygon); if "
+            "it really is that wide, add vertices with shapely.segmentize(geom, 90)"
         )
-    column = frame[id_column]
-    if isinstance(column, pd.DataFrame):
-        raise InvalidInput(f"id_column {id_column!r} names {column.shape[1]} columns; "
-                           "rename the repeats so that it names one")
-    check_ids(column, f"id_column {id_column!r}", unique=False)  # no missing ids
-    ids = column.astype(str).to_numpy(dtype=object)
-    duplicated = pd.Index(ids).duplicated()
-    if duplicated.any():
-        raise InvalidInput(
-            f"duplicate region ids {sorted(set(ids[duplicated]))[:5]} in column "
-            f"{id_column!r}; each region needs a unique id (dissolve the duplicates "
-            "with frame.dissolve(by=id_column))"
-        )
-    return np.asarray(ids, dtype=object)
