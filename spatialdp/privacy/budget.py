@@ -25,9 +25,15 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Literal
 
-import numpy as np
-
-from spatialdp._validation import MAX_EPSILON, check_choice, check_count, check_number, fail
+from spatialdp._validation import (
+    MAX_EPSILON,
+    check_choice,
+    check_count,
+    check_delta,
+    check_flag,
+    check_number,
+    fail,
+)
 from spatialdp.exceptions import InvalidInput
 
 __all__ = [
@@ -320,10 +326,7 @@ class Overlapping:
     def __post_init__(self) -> None:
         _check_name(self, self.name)
         _check_parts(self, "parts", "max_parts_per_client")
-        if not isinstance(self.calibrated, bool | np.bool_):
-            raise fail("calibrated", self.calibrated,
-                       f"is a {type(self.calibrated).__name__}, not a bool", "pass True or False")
-        object.__setattr__(self, "calibrated", bool(self.calibrated))
+        object.__setattr__(self, "calibrated", check_flag(self.calibrated, "calibrated"))
         if self.max_parts_per_client > self.parts:
             raise fail("max_parts_per_client", self.max_parts_per_client,
                        f"exceeds parts={self.parts}: a client cannot touch more parts than "
@@ -353,12 +356,6 @@ Structure = Single | Disjoint | Overlapping
 
 def _check_nonneg(name: str, value: Any) -> float:
     return check_number(value, name, low=0.0, fix="privacy losses are finite and >= 0")
-
-
-def _check_delta(delta: Any) -> float:
-    return check_number(delta, "delta", low=0.0, high=1.0, low_open=True, high_open=True,
-                        fix="pass a small failure probability such as 1e-6 (well below "
-                        "1/population)")
 
 
 def epsilon_to_rho(epsilon: float) -> float:
@@ -406,7 +403,7 @@ def rho_to_epsilon_classic(rho: float, delta: float) -> float:
     5.7565
     """
     r = _check_nonneg("rho", rho)
-    d = _check_delta(delta)
+    d = check_delta(delta)
     return r + 2.0 * math.sqrt(r * math.log(1.0 / d))
 
 
@@ -438,7 +435,7 @@ def rho_to_epsilon(rho: float, delta: float) -> float:
     """
     r = check_number(rho, "rho", low=0.0, high=MAX_EPSILON,
                      fix="privacy losses are finite, >= 0 and at most 1e6")
-    d = _check_delta(delta)
+    d = check_delta(delta)
     if r == 0.0:
         return 0.0
     if r < 1e-300:  # below OpenDP's float range for the map; the bound is monotone in rho
