@@ -16,7 +16,7 @@ from scipy import stats
 import spatialdp.privacy
 from spatialdp.exceptions import InvalidInput
 from spatialdp.privacy import accuracy as acc
-from spatialdp.privacy import calibration, exact, noise, release, simulate
+from spatialdp.privacy import calibration, noise, release, simulate
 from spatialdp.privacy.exact import random_bits, uniform_below
 from spatialdp.privacy.noise import (
     GaussianMechanism,
@@ -386,7 +386,7 @@ def test_laplace_scale_never_rounds_down(eps: float, sens: float) -> None:
     assert counts.scale == calibration.laplace_scale(sens, eps)
     real = LaplaceMechanism(eps, sens)  # headroom 2**-24 for the lattice rounding
     assert Decimal(real.scale) * Decimal(repr(eps)) >= Decimal(sens) * (1 + Decimal(2) ** -24)
-    assert real.scale == exact.headroom_scale(sens, eps)
+    assert real.scale == calibration.headroom_scale(sens, eps)
     assert 0 < real.scale / counts.scale - 1 <= 2.0**-24 + 2.0**-51
 
 

@@ -42,12 +42,18 @@ from typing import Any
 from spatialdp._validation import MAX_SCALE, check_epsilon, check_positive, fail
 
 __all__ = [
+    "LATTICE_HEADROOM",
     "MAX_SCALE",
     "decimal_value",
     "gaussian_sigma",
+    "headroom_scale",
     "laplace_scale",
     "smallest_float_at_least",
 ]
+
+#: Relative headroom of the real-valued Laplace scale that pays for the lattice rounding
+#: of :func:`spatialdp.privacy.exact.lattice_laplace`.
+LATTICE_HEADROOM = Fraction(1, 2**24)
 
 _SQRT_BITS = 72  # the integer square root keeps at least this many significant bits
 
@@ -149,12 +155,33 @@ def laplace_scale(sensitivity: Any, epsilon: Any) -> float:
     ...
     spatialdp.exceptions.InvalidInput: sensitivity / epsilon=1e+20 exceeds the largest ...
     """
+    return _laplace_scale(sensitivity, epsilon, Fraction(1))
+
+
+def headroom_scale(sensitivity: Any, epsilon: Any) -> float:
+    """Return the smallest float ``b`` with ``b * epsilon >= sensitivity * (1 + 2**-24)``.
+
+    The scale of a real-valued :class:`~spatialdp.privacy.noise.LaplaceMechanism`:
+    :func:`laplace_scale` with :data:`LATTICE_HEADROOM`, which pays for rounding
+    the values to the release lattice (:mod:`spatialdp.privacy.exact`).
+
+    Examples
+    --------
+    >>> b = headroom_scale(1.0, 0.5)
+    >>> b > 2.0, (b - 2.0) / 2.0 <= 2**-24 + 2**-52
+    (True, True)
+    """
+    return _laplace_scale(sensitivity, epsilon, 1 + LATTICE_HEADROOM)
+
+
+def _laplace_scale(sensitivity: Any, epsilon: Any, factor: Fraction) -> float:
+    """Return the smallest float ``b`` with ``b * epsilon >= sensitivity * factor``, exactly."""
     sens = check_positive(sensitivity, "sensitivity",
                           fix="pass the L1 bound of one client's influence, e.g. 1.0")
     eps = check_epsilon(epsilon)
-    exact = Fraction(sens) / decimal_value(eps)
+    exact = Fraction(sens) * factor / decimal_value(eps)
     return smallest_float_at_least(exact, "sensitivity / epsilon",
-                                    "raise epsilon or rescale the values to a smaller sensitivity")
+                                   "raise epsilon or rescale the values to a smaller sensitivity")
 
 
 def _ceil_sqrt(q: Fraction) -> Fraction:

@@ -104,10 +104,11 @@ their floating-point representation.
 
 Calibration (:class:`~spatialdp.privacy.noise.LaplaceMechanism`, real values):
 the mechanism's scale is computed with a relative headroom ``h =``
-:data:`LATTICE_HEADROOM` ``= 2**-24``: ``b`` is the smallest float with
-``b * epsilon >= Delta * (1 + h)``, exactly, against the decimal epsilon the
-ledger charges (:func:`headroom_scale`). At release time, when ``d`` is known,
-the step is the largest power of two with
+:data:`~spatialdp.privacy.calibration.LATTICE_HEADROOM` ``= 2**-24``: ``b`` is
+the smallest float with ``b * epsilon >= Delta * (1 + h)``, exactly, against
+the decimal epsilon the ledger charges
+(:func:`~spatialdp.privacy.calibration.headroom_scale`). At release time, when
+``d`` is known, the step is the largest power of two with
 
     ``d * step <= b * epsilon - Delta``  (exact rational arithmetic; the slack is ``>= h Delta``)
 
@@ -138,23 +139,20 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 from math import exp, expm1, floor, log2
-from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from spatialdp._validation import MAX_SCALE, check_epsilon, check_positive
+from spatialdp._validation import MAX_SCALE
 from spatialdp.exceptions import InvalidInput, SpatialDPError
-from spatialdp.privacy.calibration import decimal_value, smallest_float_at_least
+from spatialdp.privacy.calibration import LATTICE_HEADROOM, decimal_value
 
 __all__ = [
-    "LATTICE_HEADROOM",
     "MAX_DISCRETE_SCALE",
     "MAX_ROUNDS",
     "MAX_SAMPLER_SCALE",
     "check_units",
     "discrete_laplace_noise",
-    "headroom_scale",
     "lattice_exponent",
     "lattice_laplace",
     "mechanism_exponent",
@@ -649,31 +647,7 @@ def discrete_laplace_noise(count: int, scale: Fraction) -> NDArray[np.int64]:
 # the lattice release (real values)
 # ---------------------------------------------------------------------------
 
-#: Relative headroom of the real-valued Laplace scale that pays for the lattice rounding.
-LATTICE_HEADROOM = Fraction(1, 2**24)
-
 _FAST_LIMIT = 2.0**62  # lattice integers below this (in magnitude) stay in int64
-
-
-def headroom_scale(sensitivity: Any, epsilon: Any) -> float:
-    """Return the smallest float ``b`` with ``b * epsilon >= sensitivity * (1 + 2**-24)``.
-
-    Exact rational arithmetic against the decimal value of ``epsilon`` (what
-    the ledger charges), as :func:`~spatialdp.privacy.calibration.laplace_scale`
-    does without the headroom.
-
-    Examples
-    --------
-    >>> b = headroom_scale(1.0, 0.5)
-    >>> b > 2.0, (b - 2.0) / 2.0 <= 2**-24 + 2**-52
-    (True, True)
-    """
-    sens = check_positive(sensitivity, "sensitivity",
-                          fix="pass the L1 bound of one client's influence, e.g. 1.0")
-    eps = check_epsilon(epsilon)
-    exact = Fraction(sens) * (1 + LATTICE_HEADROOM) / decimal_value(eps)
-    return smallest_float_at_least(exact, "sensitivity / epsilon",
-                                    "raise epsilon or rescale the values to a smaller sensitivity")
 
 
 def lattice_exponent(slack: Fraction, size: int) -> int:
@@ -720,10 +694,12 @@ def mechanism_exponent(scale: float, sensitivity: float, epsilon: float, size: i
 
     ``step = 2**e`` is the largest power of two with ``size * step <= scale *
     epsilon - sensitivity`` (exact; ``epsilon`` as the decimal the ledger
-    charges). ``scale`` must come from :func:`headroom_scale`.
+    charges). ``scale`` must come from
+    :func:`~spatialdp.privacy.calibration.headroom_scale`.
 
     Examples
     --------
+    >>> from spatialdp.privacy.calibration import headroom_scale
     >>> b = headroom_scale(1.0, 0.5)
     >>> e = mechanism_exponent(b, 1.0, 0.5, 1000)
     >>> (1 + 1000 * Fraction(2) ** e) / Fraction(b) <= Fraction(1, 2)

@@ -156,7 +156,7 @@ class PrivacyLedger:
         self._read_only = _check_read_only(read_only, self._path)
         budget, acc, sp = _check_configuration(epoch_budget, accounting, split)
         self._conn, stored = store.open_ledger(self._path, self._timeout, self._read_only,
-                                                 budget, acc, sp)
+                                               budget, acc, sp)
         if self._path != store.MEMORY:
             # A damaged index can hide charges from the budget checks (an edited byte in
             # the spend table's index made spent() read 0): SQLite's full check on open.
@@ -333,8 +333,8 @@ class PrivacyLedger:
         when = store.now()
         with self._transaction("charging", "IMMEDIATE") as conn:
             cap, new_total = store.fit(conn, self._base, epoch=ep, item=item, charged=charged,
-                                      unit=self.unit, release_id=rid,
-                                      label=f"{what!r} ({structure.describe()})")
+                                       unit=self.unit, release_id=rid,
+                                       label=f"{what!r} ({structure.describe()})")
             store.insert_charge(
                 conn,
                 release_id=rid, epoch=ep, line_item=item.value, charged=store.fmt(charged),
@@ -456,7 +456,7 @@ class PrivacyLedger:
         self._writable("borrowing")
         with self._transaction("borrowing", "IMMEDIATE") as conn:
             store.borrow(conn, self._base, epoch=ep, item=item, amount=value, unit=self.unit,
-                        audit=(approver, who, why))
+                         audit=(approver, who, why))
         self._checkpoint()
 
     # -- reading ----------------------------------------------------------------------

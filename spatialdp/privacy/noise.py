@@ -58,13 +58,8 @@ from spatialdp._validation import check_alpha, check_count, check_flag, check_nu
 from spatialdp.exceptions import InvalidInput
 from spatialdp.privacy import accuracy as _acc
 from spatialdp.privacy._noise_input import as_values, float_out
-from spatialdp.privacy.calibration import gaussian_sigma, laplace_scale
-from spatialdp.privacy.exact import (
-    headroom_scale,
-    lattice_laplace,
-    mechanism_exponent,
-    rational_scale,
-)
+from spatialdp.privacy.calibration import gaussian_sigma, headroom_scale, laplace_scale
+from spatialdp.privacy.exact import lattice_laplace, mechanism_exponent, rational_scale
 from spatialdp.privacy.release import (
     RELEASE_BY_KIND,
     release_discrete_gaussian,
