@@ -290,7 +290,8 @@ def check_delta(value: Any, name: str = "delta") -> float:
                             "1/population)")
 
 
-def check_probability(value: Any, name: str) -> float:
+def check_probability(value: Any, name: str, *,
+                      fix: str = "pass a probability in [0, 1]") -> float:
     """Return a probability in ``[0, 1]``.
 
     Examples
@@ -298,7 +299,7 @@ def check_probability(value: Any, name: str) -> float:
     >>> check_probability(1, "p")
     1.0
     """
-    return check_number(value, name, low=0.0, high=1.0, fix="pass a probability in [0, 1]")
+    return check_number(value, name, low=0.0, high=1.0, fix=fix)
 
 
 def check_integer(value: Any, name: str, *, low: int | None = None, high: int | None = None,

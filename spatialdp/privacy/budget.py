@@ -32,6 +32,7 @@ from spatialdp._validation import (
     check_delta,
     check_flag,
     check_number,
+    check_probability,
     fail,
 )
 from spatialdp.exceptions import InvalidInput
@@ -119,8 +120,7 @@ class LineItem(StrEnum):
         return self is not LineItem.TRAINING
 
 
-def _check_fraction(name: str, value: Any) -> float:
-    return check_number(value, name, low=0.0, high=1.0, fix="pass a share such as 0.3 (=30%)")
+_SHARE_FIX = "pass a share such as 0.3 (=30%)"
 
 
 @dataclass(frozen=True)
@@ -149,10 +149,9 @@ class BudgetSplit:
     global_share: float = 0.2
 
     def __post_init__(self) -> None:
-        object.__setattr__(
-            self, "evaluation_share", _check_fraction("evaluation_share", self.evaluation_share)
-        )
-        object.__setattr__(self, "global_share", _check_fraction("global_share", self.global_share))
+        for share in ("evaluation_share", "global_share"):
+            value = check_probability(getattr(self, share), share, fix=_SHARE_FIX)
+            object.__setattr__(self, share, value)
         lo, hi = EVALUATION_SHARE_RANGE
         if self.evaluation_share < lo:
             warnings.warn(

@@ -40,6 +40,7 @@ from spatialdp._validation import (
     check_delta,
     check_epsilon,
     check_flag,
+    check_instance,
     check_number,
     check_text,
     fail,
@@ -755,7 +756,9 @@ def _check_configuration(epoch_budget: Any, accounting: Any, split: Any
     budget = None if epoch_budget is None else _check_amount(epoch_budget, "epoch_budget")
     kind = None if accounting is None else check_choice(accounting, "accounting",
                                                         store.ACCOUNTING)
-    return budget, kind, None if split is None else _check_split(split)
+    fix = "pass e.g. BudgetSplit(evaluation_share=0.3, global_share=0.2)"
+    shares = None if split is None else check_instance(split, "split", BudgetSplit, fix)
+    return budget, kind, shares
 
 
 def _check_structure(value: Any) -> Structure:
@@ -764,14 +767,6 @@ def _check_structure(value: Any) -> Structure:
         raise fail("structure", value, f"is a {type(value).__name__}, not a release structure",
                    "pass Single(name), Disjoint(name, parts) or "
                    "Overlapping(name, parts, max_parts_per_client)")
-    return value
-
-
-def _check_split(value: Any) -> BudgetSplit:
-    """Return a :class:`BudgetSplit`."""
-    if not isinstance(value, BudgetSplit):
-        raise fail("split", value, f"is a {type(value).__name__}, not a BudgetSplit",
-                   "pass e.g. BudgetSplit(evaluation_share=0.3, global_share=0.2)")
     return value
 
 
