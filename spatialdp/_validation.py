@@ -407,6 +407,43 @@ def check_text(value: Any, name: str, *, allow_empty: bool = False) -> str:
     return value
 
 
+def check_cmap(cmap: Any, name: str = "cmap") -> Any:
+    """Return a matplotlib colour map from its name or a Colormap (matplotlib loads lazily).
+
+    Examples
+    --------
+    >>> check_cmap("viridis").name
+    'viridis'
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import Colormap
+
+    if isinstance(cmap, Colormap):
+        return cmap
+    text = check_text(cmap, name)
+    try:
+        return plt.get_cmap(text)
+    except ValueError:
+        raise fail(name, cmap, "is not a matplotlib colour map",
+                   "pass a name such as 'viridis' or 'cividis', or a Colormap") from None
+
+
+def check_axes(ax: Any, name: str = "ax") -> Any:
+    """Return ``ax`` if it is a matplotlib Axes or None (matplotlib loads lazily).
+
+    Examples
+    --------
+    >>> check_axes(None) is None
+    True
+    """
+    from matplotlib.axes import Axes
+
+    if ax is None or isinstance(ax, Axes):
+        return ax
+    raise fail(name, ax, f"is a {type(ax).__name__}, not a matplotlib Axes",
+               "pass an Axes (fig, ax = plt.subplots()) or None for a new figure")
+
+
 def check_finite_array(values: Any, name: str, *, ndim: Iterable[int] = (1,),
                        allow_empty: bool = False, finite: bool = True) -> np.ndarray:
     """Return a float64 array with no NaN or infinity, of an accepted dimension.

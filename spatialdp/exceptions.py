@@ -1,24 +1,43 @@
-"""The spatialdp exception hierarchy.
+"""Every error and warning class spatialdp raises.
 
 Every refusal in spatialdp raises a subclass of :class:`SpatialDPError` whose
 message names the offending value, the limit it broke and what to do about it.
 The classes also derive from the matching builtin (``ValueError``,
-``RuntimeError``) so generic handlers keep working.
+``RuntimeError``, ``TypeError``) so generic handlers keep working. Warnings
+derive from ``UserWarning``.
+
+:class:`NotFitted` also derives from scikit-learn's ``NotFittedError``; it is
+built on first use, so that importing this module never imports scikit-learn.
+
+Examples
+--------
+>>> from spatialdp.exceptions import InvalidInput
+>>> issubclass(InvalidInput, ValueError)
+True
 """
 
 from __future__ import annotations
 
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
 __all__ = [
     "BudgetExceeded",
+    "BudgetSplitWarning",
     "CRSError",
     "ClippingFailure",
     "CohortTooSmall",
+    "FeasibilityWarning",
     "InvalidCells",
     "InvalidInput",
     "InvalidSpec",
     "LedgerError",
+    "NotFitted",
+    "NotNumeric",
     "PartitionMismatch",
     "SpatialDPError",
+    "StateFileError",
+    "UninformativeReleaseWarning",
 ]
 
 
@@ -60,3 +79,45 @@ class ClippingFailure(SpatialDPError, RuntimeError):
 
 class LedgerError(SpatialDPError, RuntimeError):
     """The privacy ledger is misused (unknown epoch, second borrow, bad split...)."""
+
+
+class UninformativeReleaseWarning(UserWarning):
+    """The predicted error bar is wider than the metric's whole clip range."""
+
+
+class NotNumeric(InvalidInput, TypeError):
+    """An object array holds entries that are not numbers (a TypeError, as for numpy)."""
+
+
+class FeasibilityWarning(UserWarning):
+    """No private estimator is predicted to beat predicting zero."""
+
+
+class BudgetSplitWarning(UserWarning):
+    """The training/evaluation split is outside the range that usually works (10%-40%)."""
+
+
+class StateFileError(InvalidInput):
+    """A participation state file is truncated, edited, or not a state file."""
+
+
+@cache
+def _not_fitted() -> type:
+    from sklearn.exceptions import NotFittedError
+
+    class NotFitted(InvalidInput, NotFittedError):
+        """``predict``/``score`` before ``fit``: spatialdp's refusal and scikit-learn's error."""
+
+    NotFitted.__module__ = __name__
+    NotFitted.__qualname__ = "NotFitted"
+    return NotFitted
+
+
+if TYPE_CHECKING:
+    class NotFitted(InvalidInput):
+        """``predict``/``score`` before ``fit``: spatialdp's refusal and scikit-learn's error."""
+else:
+    def __getattr__(name: str) -> Any:
+        if name == "NotFitted":
+            return _not_fitted()
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

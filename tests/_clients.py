@@ -2,7 +2,7 @@
 
 Tests of the server side need reports with given per-client values (a Dirichlet
 histogram, a lognormal ratio) that no example frame produces directly; they get
-the same provenance columns ``device_report`` writes (see spatialdp.federated._tags).
+the same provenance columns ``device_report`` writes (see spatialdp.federated.client_reports).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from spatialdp.federated._tags import DEVICE_SPECS, PARTITION_VERSION, REGION_ID, spec_tag
+from spatialdp.federated.client_reports import DEVICE_SPECS, PARTITION_VERSION, REGION_ID, spec_tag
 from spatialdp.federated.metrics import HistogramSpec, MetricSpec
 from spatialdp.geo.partition import Partition
 

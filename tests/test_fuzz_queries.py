@@ -46,7 +46,7 @@ from spatialdp.queries import (
     TruthGrid,
     answer_fresh,
     answer_polygons,
-    compare_releases,
+    flat_or_hierarchical,
     grid_version,
     level_epsilons,
     measure_query_error,
@@ -332,7 +332,7 @@ def compare_releases_calls(draw: st.DrawFn) -> Call:
                            .to_numpy(dtype=float)).all()
         assert set(out.better) <= {"flat", "hierarchical"}
 
-    return call("compare_releases", compare_releases, draw(truths()), given_queries,
+    return call("flat_or_hierarchical", flat_or_hierarchical, draw(truths()), given_queries,
                 epsilon=draw(epsilons), levels=draw(levels_), split=draw(splits), check=check)
 
 
@@ -452,7 +452,7 @@ FUZZ: dict[str, tuple[Callable[[], st.SearchStrategy[Call]], int]] = {
     "answer_fresh": (answer_fresh_calls, 25),
     "answer_polygons": (answer_polygons_calls, 20),
     "NoisyGrid.query_variance": (query_variance_calls, 15),
-    "compare_releases": (compare_releases_calls, 20),
+    "flat_or_hierarchical": (compare_releases_calls, 20),
     "grid_version": (grid_version_calls, 20),
     "level_epsilons": (level_epsilons_calls, 30),
     "measure_query_error": (measure_calls, 30),

@@ -12,11 +12,11 @@ from spatialdp.federated.metrics import MetricSpec
 from spatialdp.federated.monitor import (
     compare_releases,
     compare_reports,
-    difference_threshold,
     drift,
     latest_baseline,
 )
 from spatialdp.federated.release import MetricRelease
+from spatialdp.privacy.combined_noise import difference_threshold
 from spatialdp.privacy.target import Simulation
 from tests._clients import tagged
 
@@ -198,7 +198,7 @@ def test_drift_with_fresh_cohorts() -> None:
 
 def test_vectorised_threshold_matches_exact_inversion() -> None:
     """The per-region bisection (closed form + quadrature) equals the Gil-Pelaez quantile."""
-    from spatialdp.federated.monitor import noise_sum_quantile
+    from spatialdp.privacy.combined_noise import noise_sum_quantile
 
     cases = [(1.0, 1.0, 0.0), (1.0, 3.0, 0.0), (0.2, 5.0, 0.5), (0.01, 0.02, 0.3),
              (2.0, 0.5, 3.0), (1.0, 1.0, 2.0), (0.3, 0.3, 0.1)]

@@ -28,7 +28,7 @@ from spatialdp.federated import (
     regional_report,
     round_health,
 )
-from spatialdp.federated.coverage_release import release_coverage
+from spatialdp.federated.coverage import release_coverage
 from spatialdp.federated.device import coverage
 from spatialdp.privacy import PrivacyLedger, ReleaseTarget, Simulation
 
@@ -97,7 +97,7 @@ def _ratio_clients(n_present: int, cohort: int = 200) -> pd.DataFrame:
     examples = pd.DataFrame({"client_id": np.arange(cohort)})
     frame = device_report(examples.assign(loss=0.5), loss_spec=LOSS)
     frame = frame.drop(columns="loss").assign(ratio=present * 2.0, has_ratio=present)
-    from spatialdp.federated._tags import DEVICE_SPECS, spec_tag
+    from spatialdp.federated.client_reports import DEVICE_SPECS, spec_tag
 
     frame[DEVICE_SPECS] = spec_tag([RATIO])
     return frame

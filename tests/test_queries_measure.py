@@ -23,7 +23,7 @@ from spatialdp.queries import (
     release_flat,
     truth_grid,
 )
-from spatialdp.queries.advice import compare_releases
+from spatialdp.queries.advice import flat_or_hierarchical
 from spatialdp.queries.corpus import incidence_from_cell_lists
 from spatialdp.queries.expectations import (
     clamped_moments,
@@ -207,8 +207,8 @@ def test_hierarchical_beats_flat_for_large_queries_flat_for_small() -> None:
     inc_small = CellIncidence(small, np.zeros(3, np.int64), "center", version)
     assert inc_big.cells_per_query[0] == 30_301
     assert inc_big.cells_per_query[1] > 40_000
-    cmp_big = compare_releases(truth, inc_big, epsilon=1.0)
-    cmp_small = compare_releases(truth, inc_small, epsilon=1.0)
+    cmp_big = flat_or_hierarchical(truth, inc_big, epsilon=1.0)
+    cmp_small = flat_or_hierarchical(truth, inc_small, epsilon=1.0)
     assert (cmp_big.better == "hierarchical").all()
     assert (cmp_big.std_ratio < 0.5).all()  # the margin: less than half the flat error
     assert (cmp_small.better == "flat").all()
@@ -263,9 +263,9 @@ def test_compare_releases_refusals(grid2401) -> None:  # type: ignore[no-untyped
     good = CellIncidence(disks(cells, version, cells[:3], 1), np.zeros(3, np.int64), "center",
                          version)
     with pytest.raises(InvalidInput, match=r"truth=-1 is a int, not a TruthGrid; build it"):
-        compare_releases(-1, good, epsilon=1.0)  # type: ignore[arg-type]
+        flat_or_hierarchical(-1, good, epsilon=1.0)  # type: ignore[arg-type]
     with pytest.raises(InvalidInput, match=r"split=b'x' is not one of the accepted values"):
-        compare_releases(truth, good, epsilon=1.0, levels=3, split=b"x")
+        flat_or_hierarchical(truth, good, epsilon=1.0, levels=3, split=b"x")
 
 
 def test_truth_grid_from_points_feeds_measurement(grid2401) -> None:  # type: ignore[no-untyped-def]

@@ -20,7 +20,7 @@ from spatialdp.queries import (
     truth_grid,
 )
 from spatialdp.queries.corpus import incidence_from_cell_lists
-from spatialdp.queries.hierarchy import Tree
+from spatialdp.queries.grids import Tree
 
 
 def children(cell: str, res: int) -> np.ndarray:

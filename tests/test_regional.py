@@ -353,7 +353,7 @@ def test_flower_replies_keyed_by_7_and_str_7_are_one_repeated_client(
         states_partition: Partition) -> None:
     # the codec reads every reply's client id as text: 7 and "7" are one id, repeated, and
     # both replies are dropped (never counted as two clients)
-    from spatialdp.federated._tags import spec_tag
+    from spatialdp.federated.client_reports import spec_tag
     from spatialdp.flower.codec import (
         KEY_DEVICE_SPECS,
         KEY_PARTITION,

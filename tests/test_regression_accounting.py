@@ -222,4 +222,4 @@ def test_tuning_refuses_a_charged_target_before_any_charge() -> None:
                              target_factory=lambda: Unaccounted("tuning on synthetic data"),
                              clips=(1.0,), steps=(0.3,), rounds=(3,))
     assert params == {"clip": 1.0, "step": 0.3, "rounds": 3}
-    assert fit.metadata["accounting"] == "unaccounted"
+    assert fit.accounting["accounting"] == "unaccounted"

@@ -108,7 +108,7 @@ def test_release_charges_the_ledger_once_with_labels_added():
                                 label_bound=2.0, label_rho=0.05,
                                 target=ReleaseTarget(ledger, epoch=0, why="test"))
         assert before - ledger.remaining(0, "training") == pytest.approx(0.15)
-    assert rep.metadata["accounting"] == "ledger"
+    assert rep.accounting["accounting"] == "ledger"
     assert rep.label_sigma > 0
     assert not np.array_equal(rep.labels, np.clip(y, -2, 2))
 
@@ -117,7 +117,7 @@ def test_unaccounted_release_uses_the_lattice_and_says_so():
     X, y = _data()
     rep = transform_clients(X, y, modulation=Modulation(), rho=0.5,
                             target=Unaccounted("synthetic test data"))
-    assert rep.metadata["accounting"] == "unaccounted"
+    assert rep.accounting["accounting"] == "unaccounted"
     mech = LatticeGaussianMechanism(0.5, Modulation().sensitivity, 3)
     units = rep.features / mech.lattice_step()
     assert np.all(units == np.round(units))

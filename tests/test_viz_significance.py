@@ -15,7 +15,7 @@ import pytest
 import shapely
 
 from spatialdp.exceptions import InvalidInput
-from spatialdp.federated.monitor import difference_threshold, noise_sum_quantile
+from spatialdp.privacy.combined_noise import difference_threshold, noise_sum_quantile
 from spatialdp.viz import plot_moe_companion, plot_significance, significance_table
 from tests.test_viz import make_report
 

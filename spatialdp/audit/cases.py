@@ -486,7 +486,7 @@ def _coverage_homes() -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray
 def _release_coverage(variant: str, path: str, draws: int | None,
                       rng: RandomLike) -> AuditResult:
     from spatialdp.federated import release_coverage
-    from spatialdp.federated._coverage import coverage
+    from spatialdp.federated.coverage import coverage
 
     states = _states()
     lon, lat, home = _coverage_homes()
@@ -588,7 +588,7 @@ def _transform_rows(out: Any, side: Publication) -> list[Publication]:
     """One publication per client row of a :class:`~spatialdp.regression.ClientReports`."""
     shared = publication({"directions": out.directions, "modulation": out.modulation,
                           "sigma": out.sigma, "label_sigma": out.label_sigma, "rho": out.rho,
-                          "metadata": out.metadata})
+                          "accounting": out.accounting})
     shared.merge(side)
     rows = []
     for features, label in zip(out.features, out.labels, strict=True):
@@ -719,7 +719,7 @@ def _health_add_remove(variant: str, path: str, draws: int | None,
 def _coverage_add_remove(variant: str, path: str, draws: int | None,
                          rng: RandomLike) -> AuditResult:
     from spatialdp.federated import release_coverage
-    from spatialdp.federated._coverage import coverage
+    from spatialdp.federated.coverage import coverage
 
     states = _states()
     lon, lat, home = _coverage_homes()

@@ -600,7 +600,7 @@ class ModelCard:
     def _repr_html_(self) -> str:
         import pandas as pd
 
-        from spatialdp._html import summary_html
+        from spatialdp._results import summary_html
 
         rounds = self._content["quantitative_analysis"]["rounds"]
         table = None

@@ -98,7 +98,7 @@ def _specs(metrics: list[str]) -> list[Any]:
 def client_reports(table: pd.DataFrame, partition: Any, specs: list[Any]) -> pd.DataFrame:
     """Turn a user's client table into clipped, tagged client reports (one row per client)."""
     from spatialdp.cli._common import lon_lat
-    from spatialdp.federated._tags import spec_tag
+    from spatialdp.federated.client_reports import spec_tag
 
     if "client_id" not in table.columns:
         raise fail("CLIENTS", sorted(map(str, table.columns))[:12], "has no client_id column",

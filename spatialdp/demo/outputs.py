@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from spatialdp.federated import RegionalReport
-from spatialdp.federated.schema import NEIGHBOUR_NAME
+from spatialdp.schema import NEIGHBOUR_NAME
 
 from .audit import QueryAudit
 from .epoch import EpochPlan, EpochResult

@@ -17,11 +17,11 @@ import pandas as pd
 from spatialdp._atomic import StagedFolder
 from spatialdp._random import as_generator
 from spatialdp._validation import check_epsilon, check_integer, check_text, fail
-from spatialdp.federated.schema import NEIGHBOUR_TEXT
 from spatialdp.geo import Partition
 from spatialdp.privacy.budget import BudgetSplit, Neighbours, check_neighbours
 from spatialdp.privacy.ledger import PrivacyLedger
 from spatialdp.privacy.target import ReleaseTarget
+from spatialdp.schema import NEIGHBOUR_TEXT
 
 from .audit import QueryAudit, query_audit
 from .epoch import (

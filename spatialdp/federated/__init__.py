@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 from spatialdp._lazy import attach
 
 if TYPE_CHECKING:  # the public names, imported on first use (spatialdp._lazy)
-    from spatialdp.federated._estimate import UninformativeReleaseWarning
+    from spatialdp.exceptions import UninformativeReleaseWarning
     from spatialdp.federated.aggregate import aggregate_histogram, aggregate_metric
-    from spatialdp.federated.coverage_release import CoverageRelease, release_coverage
+    from spatialdp.federated.coverage import CoverageRelease, release_coverage
     from spatialdp.federated.device import (
         DEVICE_MODULE_VERSION,
         calibration_specs,

@@ -36,24 +36,23 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import NDArray
 
-from spatialdp.exceptions import SpatialDPError
-from spatialdp.federated._tags import refuse_non_finite
+from spatialdp.exceptions import SpatialDPError, UninformativeReleaseWarning
+from spatialdp.federated.client_reports import refuse_non_finite
 from spatialdp.federated.group_sums import Groups, SecureSum, check_clipping
 from spatialdp.federated.metrics import HistogramSpec, MetricSpec
 from spatialdp.privacy.budget import Neighbours, check_neighbours
+from spatialdp.privacy.combined_noise import ratio_interval
 from spatialdp.privacy.noise import LaplaceMechanism
 from spatialdp.privacy.pipeline import ReleasePlan, exact_total, split_exactly
 
 __all__ = ["Estimate", "EstimatePlan", "NoisyCohort", "UninformativeReleaseWarning",
-           "plan_estimate", "ratio_interval", "split_epsilon"]
+           "plan_estimate", "split_epsilon"]
 
 FloatArray = NDArray[np.float64]
 
 
-class UninformativeReleaseWarning(UserWarning):
-    """The predicted error bar is wider than the metric's whole clip range."""
 
 
 def split_epsilon(epsilon: float, spec: MetricSpec | HistogramSpec,
@@ -81,51 +80,6 @@ def split_epsilon(epsilon: float, spec: MetricSpec | HistogramSpec,
         largest = max(abs(spec.clip_low), abs(spec.clip_high))
     share = 1.0 / (1.0 + (spec.sensitivity_under(neighbours) / largest) ** (2.0 / 3.0))
     return split_exactly(epsilon, share)
-
-
-def linearised_scales(value: ArrayLike, noisy_count: ArrayLike, sum_scale: ArrayLike,
-                      count_scale: ArrayLike) -> FloatArray:
-    """Return the Laplace scales ``(b_s / n, |R| b_n / n)`` of ratio estimates, one row each.
-
-    A ratio estimate ``R = (S + L_s) / (n + L_n)`` has, to first order, the
-    noise ``(L_s - R L_n) / n``: two Laplace noises of these scales, from the
-    published value, noisy count and scales alone.
-
-    Examples
-    --------
-    >>> linearised_scales([1.5], [200.0], [8.0], [2.0]).round(3).tolist()
-    [[0.04, 0.015]]
-    """
-    n = np.asarray(noisy_count, dtype=np.float64)
-    return np.column_stack([np.asarray(sum_scale, dtype=np.float64) / n,
-                            np.abs(np.asarray(value, dtype=np.float64))
-                            * np.asarray(count_scale, dtype=np.float64) / n])
-
-
-def ratio_interval(num: FloatArray, den: FloatArray, half_num: FloatArray | float,
-                   half_den: FloatArray | float, low: FloatArray | float,
-                   high: FloatArray | float) -> tuple[FloatArray, FloatArray]:
-    """Conservative interval of ``S / C`` from noisy ``num``, ``den`` and noise half-widths.
-
-    ``S`` lies in ``num +/- half_num`` and ``C`` in ``den +/- half_den``; the ratio
-    then lies between the extreme quotients (when ``C``'s range stays above 0),
-    intersected with ``[low, high]``. Where ``den - half_den <= 0`` the interval is
-    the whole clip range.
-
-    Examples
-    --------
-    >>> lo, hi = ratio_interval(np.array([50.0]), np.array([100.0]), 5.0, 10.0, 0.0, 1.0)
-    >>> round(float(lo[0]), 4), round(float(hi[0]), 4)
-    (0.4091, 0.6111)
-    """
-    s_lo, s_hi = num - half_num, num + half_num
-    c_lo, c_hi = den - half_den, den + half_den
-    positive = c_lo > 0
-    safe_lo = np.where(positive, c_lo, 1.0)
-    quotients = np.stack([s_lo / safe_lo, s_lo / c_hi, s_hi / safe_lo, s_hi / c_hi])
-    lower = np.where(positive, quotients.min(axis=0), low)
-    upper = np.where(positive, quotients.max(axis=0), high)
-    return np.clip(lower, low, high), np.clip(upper, low, high)
 
 
 @dataclass(frozen=True)

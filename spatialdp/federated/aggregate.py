@@ -33,7 +33,7 @@ import pandas as pd
 from spatialdp._validation import check_alpha, check_cohort_floor, check_epsilon
 from spatialdp.exceptions import CohortTooSmall, InvalidInput
 from spatialdp.federated._estimate import Estimate, NoisyCohort, plan_estimate
-from spatialdp.federated._tags import read_reports
+from spatialdp.federated.client_reports import read_reports
 from spatialdp.federated.group_sums import Groups
 from spatialdp.federated.metrics import HistogramSpec, MetricSpec
 from spatialdp.federated.release import HistogramRelease, MetricRelease

@@ -51,7 +51,6 @@ from spatialdp.federated._clients import (
     _frame_columns,
     _same_length,
 )
-from spatialdp.federated._coverage import CellCoverage, _coverage, coverage
 from spatialdp.federated._geometry import (
     clipped_ratio,
     decompose_errors,
@@ -61,7 +60,7 @@ from spatialdp.federated._geometry import (
     positive_number,
     track_errors,
 )
-from spatialdp.federated._tags import (
+from spatialdp.federated.client_reports import (
     DEVICE_SPECS,
     PARTITION_VERSION,
     REGION_ID,
@@ -69,6 +68,7 @@ from spatialdp.federated._tags import (
     constant_tag,
     spec_tag,
 )
+from spatialdp.federated.coverage import CellCoverage, _coverage, coverage
 from spatialdp.federated.device_specs import (
     DEFAULT_COUNT_EDGES,
     _count_edges,
@@ -384,7 +384,7 @@ def device_report(
 
     Runs each metric whose inputs are present; a spec given without its input
     column is refused. The provenance travels in columns, so it survives
-    ``pd.concat`` and files (see :mod:`spatialdp.federated._tags`): the index is
+    ``pd.concat`` and files (see :mod:`spatialdp.federated.client_reports`): the index is
     ``client_id``; ``device_specs`` names the fingerprint of every spec the
     device clipped under (the server refuses to release a metric under another
     spec); with ``partition``, ``region_id`` (from the examples' ``region_id``

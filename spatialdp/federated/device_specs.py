@@ -2,7 +2,7 @@
 
 :func:`~spatialdp.federated.device.device_report` tags every report with the
 fingerprints of these specs; the server must release each metric under the very
-same spec (see :mod:`spatialdp.federated._tags`).
+same spec (see :mod:`spatialdp.federated.client_reports`).
 """
 
 from __future__ import annotations

@@ -11,7 +11,6 @@ exact non-returners of a region.
 
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +18,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
+from spatialdp._results import Result
 from spatialdp._validation import check_alpha, check_epsilon, check_integer
 from spatialdp.exceptions import InvalidInput
 from spatialdp.geo.partition import Partition
@@ -39,7 +39,7 @@ _MAX_GRANULARITY = 10**6
 
 
 @dataclass(frozen=True)
-class RoundHealth:
+class RoundHealth(Result):
     """Published round-health counters of one round: every count noised and coarsened.
 
     Attributes
@@ -67,10 +67,6 @@ class RoundHealth:
     accounting: dict[str, Any] = field(default_factory=dict)
     neighbours: str = "replace"
 
-    @property
-    def simulated(self) -> bool:
-        """True for a simulation's output."""
-        return bool(self.accounting.get("simulated", False))
 
     def no_contact(self) -> pd.Index:
         """Return regions whose noised selection is within its error bar of zero."""
@@ -85,8 +81,6 @@ class RoundHealth:
                 f"dropped, ~{int(total.rejected):,} rejected (noised, epsilon {self.epsilon:g} "
                 f"{self.neighbours}, coarsened to {self.granularity})")
 
-    def _repr_html_(self) -> str:
-        return f"<pre>{html.escape(self.summary())}</pre>"
 
 
 def _counts(status: ArrayLike, region_id: ArrayLike, partition: Partition) -> NDArray[np.int64]:

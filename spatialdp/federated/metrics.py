@@ -39,9 +39,12 @@ __all__ = [
     "HistogramSpec",
     "MetricRegistry",
     "MetricSpec",
+    "Spec",
     "calibrate_clip",
+    "check_specs",
     "clip_tradeoff",
     "min_cohort_for",
+    "resolve_epsilons",
 ]
 
 
@@ -586,3 +589,59 @@ def min_cohort_for(
                    "accept a wider error bar, raise epsilon or narrow the clip range")
     return max(1, math.ceil(cohort - 1e-12))
 
+
+#: A released metric's spec: a scalar metric or a histogram.
+Spec = MetricSpec | HistogramSpec
+
+
+def check_specs(metrics: object) -> list[Spec]:
+    """Return the specs of one release as a list: non-empty, all specs, no name twice.
+
+    Raises
+    ------
+    InvalidInput
+        Not a non-empty list or tuple, an item that is not a spec, or a repeated name.
+
+    Examples
+    --------
+    >>> [s.name for s in check_specs((MetricSpec("loss", 0, 4),))]
+    ['loss']
+    """
+    if not isinstance(metrics, (list, tuple)) or len(metrics) == 0:
+        raise fail("metrics", metrics, "must be a non-empty list of specs",
+                   "pass e.g. [MetricSpec('loss', 0, 19)]")
+    bad = [m for m in metrics if not isinstance(m, (MetricSpec, HistogramSpec))]
+    if bad:
+        raise InvalidInput(f"metrics has {bad[:2]!r}, not MetricSpec or HistogramSpec")
+    names = [m.name for m in metrics]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise InvalidInput(
+            f"metrics repeat the names {repeated}; each metric is released once per round")
+    return list(metrics)
+
+
+def resolve_epsilons(specs: Sequence[Spec], epsilon: float | Mapping[str, float]
+                     ) -> dict[str, float]:
+    """Return the per-metric epsilon from one number (each metric) or a mapping by name.
+
+    Raises
+    ------
+    InvalidInput
+        A mapping that misses a metric or names an unknown one, or a bad epsilon.
+
+    Examples
+    --------
+    >>> resolve_epsilons([MetricSpec("loss", 0, 4)], {"loss": 0.5})
+    {'loss': 0.5}
+    """
+    if isinstance(epsilon, Mapping):
+        missing = [s.name for s in specs if s.name not in epsilon]
+        extra = sorted(set(epsilon) - {s.name for s in specs})
+        if missing or extra:
+            raise InvalidInput(
+                f"epsilon has no value for metrics {missing} and values for unknown metrics "
+                f"{extra}; give one epsilon per released metric")
+        return {s.name: check_epsilon(epsilon[s.name], f"epsilon[{s.name!r}]") for s in specs}
+    eps = check_epsilon(epsilon)
+    return {s.name: eps for s in specs}

@@ -20,9 +20,7 @@ at the floor in the tests.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 import pandas as pd
@@ -37,207 +35,20 @@ from spatialdp._validation import (
     fail,
 )
 from spatialdp.exceptions import InvalidInput, PartitionMismatch
-from spatialdp.federated._estimate import linearised_scales
 from spatialdp.federated.release import MetricRelease
+from spatialdp.privacy.combined_noise import (
+    difference_threshold,
+    noise_sum_quantile,
+    ratio_noise_scales,
+)
 
 __all__ = [
     "Comparison",
     "compare_releases",
     "compare_reports",
-    "difference_threshold",
     "drift",
     "latest_baseline",
-    "noise_sum_quantile",
-    "ratio_noise_scales",
 ]
-
-
-def _sum_tail(t: float, laplace_scales: NDArray[np.float64], normal_sd: float) -> float:
-    """P(|S| > t) for S = sum of independent Laplace(c_i) plus N(0, normal_sd^2).
-
-    Gil-Pelaez inversion of the characteristic function
-    ``prod_i 1 / (1 + c_i^2 u^2) * exp(-normal_sd^2 u^2 / 2)``; the oscillating
-    tail of the integral goes to QUADPACK's Fourier routine.
-    """
-    squares = [float(x) ** 2 for x in laplace_scales]  # scalar math: quad calls phi ~1e4 times
-    half_var = 0.5 * normal_sd**2
-
-    def phi(u: float) -> float:
-        uu = u * u
-        return math.exp(-half_var * uu - sum([math.log1p(c2 * uu) for c2 in squares]))
-
-    u0 = 1.0 / max(math.sqrt(max(squares, default=0.0)), normal_sd)
-    from scipy import integrate  # lazy: scipy is slow to import
-
-    head = integrate.quad(lambda u: (np.sin(u * t) / u if u > 0 else t) * phi(u), 0.0, u0,
-                          limit=200)[0]
-    rest = integrate.quad(lambda u: phi(u) / u, u0, np.inf, weight="sin", wvar=t,
-                          limlst=200)[0]
-    return 1.0 - 2.0 / np.pi * (head + rest)
-
-
-@lru_cache(maxsize=4096)
-def _unit_quantile(relative_scales: tuple[float, ...], relative_normal: float, alpha: float
-                   ) -> float:
-    c = np.asarray(relative_scales)
-    upper = 10.0 * (c.sum() + relative_normal) * np.log(2.0 / alpha) + 1.0
-    from scipy import optimize
-
-    return float(optimize.brentq(lambda t: _sum_tail(t, c, relative_normal) - alpha,
-                                 0.0, upper, xtol=1e-10))
-
-
-def noise_sum_quantile(laplace_scales: ArrayLike, normal_sd: float = 0.0, alpha: float = 0.01
-                       ) -> float:
-    """Exact ``1 - alpha`` quantile of ``|sum_i c_i L_i + normal_sd Z|``.
-
-    The ``L_i`` are independent standard Laplace noises (scale 1, times ``c_i``)
-    and ``Z`` standard normal: the DP noise of a difference or a trend of
-    releases, plus, when cohorts change between rounds, their sampling error.
-    Computed by characteristic-function inversion (not a normal approximation:
-    Laplace sums have heavier tails) and cached by shape.
-
-    Examples
-    --------
-    >>> round(noise_sum_quantile([1.0], alpha=0.01), 4)   # ln(100)
-    4.6052
-    >>> round(noise_sum_quantile([1.0, 1.0], alpha=0.01), 4)
-    5.9902
-    """
-    alpha = check_alpha(alpha)
-    normal_sd = check_real(normal_sd, "normal_sd")
-    try:
-        c = np.abs(np.atleast_1d(np.asarray(laplace_scales, dtype=np.float64)))
-    except (TypeError, ValueError):
-        raise InvalidInput("laplace_scales are not numbers; give the noise scales") from None
-    if normal_sd < 0 or not np.isfinite(normal_sd) or not np.isfinite(c).all():
-        raise InvalidInput("noise scales must be finite and non-negative")
-    c = c[c > 0]
-    unit = float(c.sum() + normal_sd)
-    if unit == 0:
-        raise InvalidInput("noise scales must be positive")
-    # Normalise and round (6 significant digits) so that regions of one shape share a cache.
-    rel = tuple(sorted(float(f"{x / unit:.6g}") for x in c))
-    return unit * _unit_quantile(rel, float(f"{normal_sd / unit:.6g}"), float(alpha))
-
-
-def difference_threshold(scale_a: ArrayLike, scale_b: ArrayLike, alpha: float = 0.01,
-                         sampling_sd: ArrayLike = 0.0) -> NDArray[np.float64]:
-    """Exact ``1 - alpha`` quantile of the noise on a difference of two releases.
-
-    ``scale_a``, ``scale_b``: Laplace scales of the two releases' noise;
-    ``sampling_sd``: standard deviation of the difference's sampling error (0
-    when both releases measure the same clients). Vectorised over regions: the
-    Laplace difference has a closed-form tail, the sampling error is averaged
-    with a 96-node Gauss-Hermite rule, and one bisection runs for all regions.
-
-    Examples
-    --------
-    >>> t = difference_threshold(1.0, 1.0, 0.01)
-    >>> round(float(t), 4)
-    5.9902
-    """
-    try:
-        a, b, s = np.broadcast_arrays(np.asarray(scale_a, dtype=np.float64),
-                                      np.asarray(scale_b, dtype=np.float64),
-                                      np.asarray(sampling_sd, dtype=np.float64))
-    except (TypeError, ValueError):
-        raise InvalidInput("the noise scales and sampling_sd must be numbers of one shape "
-                           "(one per region)") from None
-    if not (np.isfinite(a).all() and np.isfinite(b).all() and (a > 0).all()
-            and (b > 0).all()):
-        raise InvalidInput("noise scales must be positive and finite")
-    if not (np.isfinite(s).all() and (s >= 0).all()):
-        raise InvalidInput("the sampling error's sd must be finite and non-negative (cohorts "
-                           "of at least one client)")
-    alpha = check_alpha(alpha)
-    if a.size == 1:  # one comparison: the exact inversion, cached by shape
-        return np.full(a.shape, noise_sum_quantile([float(a.flat[0]), float(b.flat[0])],
-                                                   float(s.flat[0]), alpha))
-    low = np.zeros(a.shape)
-    high = (a + b + 4.0 * s) * (np.log(2.0 / alpha) + 2.0) * 2.0
-    for _ in range(64):  # vectorised bisection over all regions at once
-        mid = 0.5 * (low + high)
-        above = _difference_tail(mid, a, b, s) > alpha
-        low = np.where(above, mid, low)
-        high = np.where(above, high, mid)
-    return 0.5 * (low + high)
-
-
-# Probabilists' Gauss-Hermite rule (expectations over a standard normal) and
-# Gauss-Laguerre rules (expectations over Exp(1), and over Gamma(2) via the x factor).
-_GH_NODES, _GH_WEIGHTS = np.polynomial.hermite_e.hermegauss(96)
-_GH_WEIGHTS = _GH_WEIGHTS / np.sqrt(2.0 * np.pi)
-_GL_NODES, _GL_WEIGHTS = np.polynomial.laguerre.laggauss(96)
-
-
-def _laplace_difference_sf(x: NDArray[np.float64], a: NDArray[np.float64],
-                           b: NDArray[np.float64]) -> NDArray[np.float64]:
-    """P(X - Y > x) for independent Laplace X, Y of scales a, b (closed form, any x)."""
-    t = np.abs(x)
-    hi, lo = np.maximum(a, b), np.minimum(a, b)
-    equal = np.isclose(hi, lo, rtol=1e-6)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        distinct = (hi**2 * np.exp(-t / hi) - lo**2 * np.exp(-t / lo)) / (hi**2 - lo**2)
-    two_sided = np.where(equal, np.exp(-t / hi) * (1.0 + t / (2.0 * hi)), distinct)
-    return np.where(x >= 0, two_sided / 2.0, 1.0 - two_sided / 2.0)
-
-
-def _normal_two_sided(t: NDArray[np.float64], d: NDArray[np.float64], s: NDArray[np.float64]
-                      ) -> NDArray[np.float64]:
-    """P(|d + s Z| > t) for a standard normal Z."""
-    from scipy.special import ndtr
-
-    return ndtr((d - t) / s) + ndtr((-t - d) / s)
-
-
-def _difference_tail(t: NDArray[np.float64], a: NDArray[np.float64], b: NDArray[np.float64],
-                     s: NDArray[np.float64]) -> NDArray[np.float64]:
-    """P(|X - Y + s Z| > t), X, Y Laplace of scales a, b and Z standard normal.
-
-    Whichever part is smoother is integrated numerically: over the normal (the
-    Laplace difference has a closed-form tail) when it is the narrower one, and
-    over the Laplace difference (its density is a mix of exponentials, so
-    Gauss-Laguerre rules fit it) when the normal dominates.
-    """
-    a, b, s, t = np.broadcast_arrays(a, b, s, t)
-    hi, lo = np.maximum(a, b), np.minimum(a, b)
-    out = np.empty(t.shape)
-    narrow = s <= hi
-    out[narrow] = _tail_over_normal(t[narrow], hi[narrow], lo[narrow], s[narrow])
-    out[~narrow] = _tail_over_laplace(t[~narrow], hi[~narrow], lo[~narrow], s[~narrow])
-    return out
-
-
-def _tail_over_normal(t: NDArray[np.float64], hi: NDArray[np.float64], lo: NDArray[np.float64],
-                      s: NDArray[np.float64]) -> NDArray[np.float64]:
-    x = t[:, None] - s[:, None] * _GH_NODES
-    return 2.0 * (_laplace_difference_sf(x, hi[:, None], lo[:, None]) * _GH_WEIGHTS).sum(axis=-1)
-
-
-def _mean_over_exponential(t: NDArray[np.float64], scale: NDArray[np.float64],
-                           s: NDArray[np.float64], gamma2: bool = False) -> NDArray[np.float64]:
-    """E[P(|D + s Z| > t)] for D = +/- scale * E, E ~ Exp(1) (or Gamma(2)), sign fair."""
-    d = scale[:, None] * _GL_NODES
-    both = _normal_two_sided(t[:, None], d, s[:, None]) + _normal_two_sided(t[:, None], -d,
-                                                                            s[:, None])
-    weights = _GL_WEIGHTS * _GL_NODES if gamma2 else _GL_WEIGHTS
-    return (both * weights).sum(axis=-1) / 2.0
-
-
-def _tail_over_laplace(t: NDArray[np.float64], hi: NDArray[np.float64], lo: NDArray[np.float64],
-                       s: NDArray[np.float64]) -> NDArray[np.float64]:
-    # The density of X - Y is hi^2/(hi^2-lo^2) Laplace(hi) - lo^2/(hi^2-lo^2) Laplace(lo);
-    # for equal scales, half Laplace(hi) and half a two-sided Gamma(2, hi).
-    out = np.empty(t.shape)
-    e = np.isclose(hi, lo, rtol=1e-6)
-    out[e] = 0.5 * (_mean_over_exponential(t[e], hi[e], s[e])
-                    + _mean_over_exponential(t[e], hi[e], s[e], gamma2=True))
-    d = ~e
-    w = hi[d] ** 2 / (hi[d] ** 2 - lo[d] ** 2)
-    out[d] = (w * _mean_over_exponential(t[d], hi[d], s[d])
-              + (1.0 - w) * _mean_over_exponential(t[d], lo[d], s[d]))
-    return out
 
 
 @dataclass(frozen=True)
@@ -508,33 +319,6 @@ def compare_reports(current: pd.DataFrame, previous: pd.DataFrame, *, alpha: flo
 
 def _is_ratio(frame: pd.DataFrame) -> bool:
     return "estimator" in frame.columns and bool((frame.estimator == "ratio").any())
-
-
-def ratio_noise_scales(frame: pd.DataFrame) -> NDArray[np.float64]:
-    """Return the linearised Laplace scales ``(b_s / n, |R| b_n / n)`` of each ratio row.
-
-    A ratio estimate ``(S + L_s) / (n + L_n)`` has, to first order, the noise
-    ``(L_s - R L_n) / n``: two Laplace noises of these scales, read from the
-    frame's published ``noisy_count``, ``value``, ``sum_scale`` and ``count_scale``.
-
-    Parameters
-    ----------
-    frame : DataFrame
-        Rows of a report frame whose ``estimator`` is a ratio estimate.
-
-    Returns
-    -------
-    ndarray of shape (n_rows, 2)
-        The sum noise's and the count noise's linearised scales, per row.
-
-    Examples
-    --------
-    >>> frame = pd.DataFrame({"noisy_count": [200.0], "value": [1.5], "sum_scale": [8.0],
-    ...                       "count_scale": [2.0]})
-    >>> ratio_noise_scales(frame).round(3).tolist()
-    [[0.04, 0.015]]
-    """
-    return linearised_scales(frame.value, frame.noisy_count, frame.sum_scale, frame.count_scale)
 
 
 def _ratio_threshold(current: pd.DataFrame, previous: pd.DataFrame, alpha: float,

@@ -5,13 +5,12 @@ evaluation epsilon (parallel composition) and the whole partition is one
 release per metric. Regions whose cohort is below the floor are suppressed
 (never noised, never published) and the number of suppressed regions is itself
 published only coarsened. The result is a GeoDataFrame per metric, joined
-onto the region geometries (schema: :mod:`spatialdp.federated.schema`), ready for
+onto the region geometries (schema: :mod:`spatialdp.schema`), ready for
 :func:`spatialdp.viz.plot_uncertainty_choropleth` or ``.explore()``.
 """
 
 from __future__ import annotations
 
-import html
 import json
 import math
 import os
@@ -27,39 +26,40 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from spatialdp._atomic import make_folder, write_atomically
+from spatialdp._results import Result
 from spatialdp._validation import (
     check_alpha,
     check_cohort_floor,
-    check_epsilon,
     check_output,
     check_text,
     fail,
 )
 from spatialdp.exceptions import InvalidInput
-from spatialdp.federated._estimate import Estimate, NoisyCohort, plan_estimate, ratio_interval
-from spatialdp.federated._tags import read_reports
+from spatialdp.federated._estimate import Estimate, NoisyCohort, plan_estimate
+from spatialdp.federated.client_reports import read_reports
 from spatialdp.federated.group_sums import Groups
-from spatialdp.federated.metrics import HistogramSpec, MetricSpec
-from spatialdp.federated.schema import NEIGHBOUR_TEXT, reliability_class
+from spatialdp.federated.metrics import HistogramSpec, MetricSpec, check_specs, resolve_epsilons
 from spatialdp.geo.partition import Partition
 from spatialdp.privacy.budget import Disjoint, Neighbours, check_neighbours
+from spatialdp.privacy.combined_noise import ratio_interval
 from spatialdp.privacy.pipeline import ReleasePlan, run_release
 from spatialdp.privacy.target import Accounting, check_target
+from spatialdp.schema import NEIGHBOUR_TEXT, reliability_class
 
 __all__ = ["RegionalReport", "interval_at", "regional_report"]
 
 REGIONAL_LINE_ITEM = "evaluation.regional"
 
 
-@dataclass
-class RegionalReport:
+@dataclass(repr=False)
+class RegionalReport(Result):
     """A regional evaluation round: one GeoDataFrame per metric, plus its bookkeeping.
 
     Attributes
     ----------
     frames : dict of str -> GeoDataFrame
         Per metric, indexed by region id, with the columns of
-        :mod:`spatialdp.federated.schema` and ``geometry`` (histograms add one
+        :mod:`spatialdp.schema` and ``geometry`` (histograms add one
         column per bucket; their ``value`` is the mass in the top bucket, the tail).
     partition_version : str
         The partition the report is keyed by.
@@ -127,10 +127,6 @@ class RegionalReport:
                 f"no metric {metric!r} in this report; it has {sorted(self.frames)}"
             ) from None
 
-    @property
-    def simulated(self) -> bool:
-        """True for a simulation's output (seeded noise): never publish it."""
-        return bool(self.accounting.get("simulated", False))
 
     @property
     def epsilon_total(self) -> float:
@@ -453,8 +449,6 @@ class RegionalReport:
             )
         return "\n".join(lines)
 
-    def _repr_html_(self) -> str:
-        return f"<pre>{html.escape(self.summary())}</pre>"
 
 
 def interval_at(frame: pd.DataFrame, alpha: float) -> tuple[NDArray[np.float64],
@@ -552,35 +546,6 @@ def _sql_name(text: str) -> str:
     """Return ``text`` as a column name SQL and QGIS take unquoted (``[A-Za-z0-9_]``)."""
     out = re.sub(r"\W+", "_", text, flags=re.ASCII).strip("_")
     return out if out and not out[0].isdigit() else f"m_{out}"
-
-
-def _resolve_epsilons(specs: Sequence[MetricSpec | HistogramSpec],
-                      epsilon: float | Mapping[str, float]) -> dict[str, float]:
-    """Return the per-metric epsilon from one number (each metric) or a mapping by name."""
-    if isinstance(epsilon, Mapping):
-        missing = [s.name for s in specs if s.name not in epsilon]
-        extra = sorted(set(epsilon) - {s.name for s in specs})
-        if missing or extra:
-            raise InvalidInput(
-                f"epsilon has no value for metrics {missing} and values for unknown metrics "
-                f"{extra}; give one epsilon per released metric")
-        return {s.name: check_epsilon(epsilon[s.name], f"epsilon[{s.name!r}]") for s in specs}
-    eps = check_epsilon(epsilon)
-    return {s.name: eps for s in specs}
-
-
-def _check_specs(metrics: Sequence[MetricSpec | HistogramSpec]) -> None:
-    if not isinstance(metrics, (list, tuple)) or len(metrics) == 0:
-        raise fail("metrics", metrics, "must be a non-empty list of specs",
-                   "pass e.g. [MetricSpec('loss', 0, 19)]")
-    bad = [m for m in metrics if not isinstance(m, (MetricSpec, HistogramSpec))]
-    if bad:
-        raise InvalidInput(f"metrics has {bad[:2]!r}, not MetricSpec or HistogramSpec")
-    names = [m.name for m in metrics]
-    repeated = sorted({n for n in names if names.count(n) > 1})
-    if repeated:
-        raise InvalidInput(
-            f"metrics repeat the names {repeated}; each metric is released once per round")
 
 
 def regional_report(
@@ -704,7 +669,7 @@ class RegionalRequest:
     epsilons: dict[str, float]
     floor: int
     level: float
-    account: Accounting
+    target: Accounting
     neighbours: Neighbours = "replace"
 
     @classmethod
@@ -712,12 +677,12 @@ class RegionalRequest:
               epsilon: float | Mapping[str, float], target: Accounting, min_cohort: int,
               alpha: float, neighbours: Neighbours = "replace") -> RegionalRequest:
         """Validate every argument that does not need the client reports."""
-        account = check_target(target)
-        _check_specs(metrics)
+        target = check_target(target)
+        check_specs(metrics)
         if not isinstance(partition, Partition):
             raise InvalidInput(f"partition must be a Partition, got {type(partition).__name__}")
-        return cls(partition, list(metrics), _resolve_epsilons(metrics, epsilon),
-                   check_cohort_floor(min_cohort), check_alpha(alpha), account,
+        return cls(partition, list(metrics), resolve_epsilons(metrics, epsilon),
+                   check_cohort_floor(min_cohort), check_alpha(alpha), target,
                    check_neighbours(neighbours))
 
     def publish(self, groups: Groups,
@@ -749,25 +714,25 @@ class RegionalRequest:
                                 alpha=self.level, neighbours=self.neighbours, cohort=cohort)
                   for spec in metrics]
         released = run_release(
-            plans, target=self.account, structure=Disjoint(partition.key, parts=parts),
+            plans, target=self.target, structure=Disjoint(partition.key, parts=parts),
             what="regional report: " + ", ".join(
                 f"{s.key} (epsilon {epsilons[s.name]:g})" for s in metrics),
             default_line_item=REGIONAL_LINE_ITEM, neighbours=self.neighbours)
         estimates: list[Estimate] = released[len(plans) - len(metrics):]
-        round_index = pd.array([self.account.round_index] * partition.n_regions,
+        round_index = pd.array([self.target.round_index] * partition.n_regions,
                                dtype="Int64")
         every = np.logical_and.reduce([est.suppressed for est in estimates])
         report = RegionalReport(
             frames={est.spec.name: _metric_frame(est, partition, round_index)
                     for est in estimates},
             partition_version=partition.version,
-            round_index=self.account.round_index,
+            round_index=self.target.round_index,
             epsilon=epsilons,
             alpha=self.level,
             min_cohort=floor,
             suppressed_regions=int(every.sum()),
             metrics={s.name: s.key for s in metrics},
-            accounting=self.account.metadata(),
+            accounting=self.target.metadata(),
             estimates={est.spec.name: est for est in estimates},
             neighbours=self.neighbours,
         )
@@ -809,7 +774,7 @@ def _noise_columns(est: Estimate) -> dict[str, NDArray[np.float64]]:
 
 def _metric_frame(est: Estimate, partition: Partition, round_index: pd.api.extensions.ExtensionArray
                   ) -> gpd.GeoDataFrame:
-    """Return the published frame of one metric (schema: :mod:`spatialdp.federated.schema`)."""
+    """Return the published frame of one metric (schema: :mod:`spatialdp.schema`)."""
     columns: dict[str, object] = {}
     if isinstance(est.spec, HistogramSpec):
         columns.update({label: est.values[:, i] for i, label in enumerate(est.spec.labels)})

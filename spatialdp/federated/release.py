@@ -9,7 +9,6 @@ bar is fixed before the round from the clip bound, epsilon and the cohort size
 
 from __future__ import annotations
 
-import html
 import math
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -17,8 +16,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from spatialdp._results import Result
 from spatialdp._validation import check_alpha, check_epsilon
 from spatialdp.exceptions import InvalidInput
+from spatialdp.privacy.combined_noise import linearised_scales, ratio_interval
 
 __all__ = ["HistogramRelease", "MetricRelease", "predicted_error_bar"]
 
@@ -46,17 +47,8 @@ def predicted_error_bar(sensitivity: float, epsilon: float, cohort: int, alpha: 
     return bar
 
 
-def _accounting_text(accounting: dict[str, Any]) -> str:
-    kind = accounting.get("accounting")
-    if kind == "simulation":
-        return " [SIMULATION: not a release]"
-    if kind == "unaccounted":
-        return f" [UNACCOUNTED: {accounting.get('reason')}]"
-    return ""
-
-
 @dataclass(frozen=True)
-class MetricRelease:
+class MetricRelease(Result):
     """One published scalar metric (a cohort mean, or a ratio estimate), with its uncertainty.
 
     Attributes
@@ -129,10 +121,6 @@ class MetricRelease:
     neighbours: str = "replace"
     _state: dict[str, float] = field(default_factory=dict, repr=False, compare=False)
 
-    @property
-    def simulated(self) -> bool:
-        """True for a simulation's output (seeded noise): never publish it."""
-        return bool(self.accounting.get("simulated", False))
 
     @property
     def noise_std(self) -> float:
@@ -144,12 +132,10 @@ class MetricRelease:
         """The Laplace scales of the noise on ``value``: a mean's one, a ratio estimate's two.
 
         A ratio estimate's are linearised
-        (:func:`~spatialdp.federated._estimate.linearised_scales`).
+        (:func:`~spatialdp.privacy.combined_noise.linearised_scales`).
         """
         if self.estimator != "ratio":
             return [float(self.noise_scale)]
-        from spatialdp.federated._estimate import linearised_scales
-
         return [float(s) for s in linearised_scales(
             self.value, self._state["den"], self._state["scale_num"], self._state["scale_den"])[0]]
 
@@ -158,14 +144,12 @@ class MetricRelease:
 
         A mean's interval is ``value +/- noise_scale * ln(1 / alpha)``; a ratio
         estimate's is the conservative interval of
-        :func:`~spatialdp.federated._estimate.ratio_interval`.
+        :func:`~spatialdp.privacy.combined_noise.ratio_interval`.
         """
         level = self.alpha if alpha is None else check_alpha(alpha)
         if self.suppressed:
             return (math.nan, math.nan)
         if self.estimator == "ratio":
-            from spatialdp.federated._estimate import ratio_interval
-
             q = math.log(2.0) - math.log(level)
             lo, hi = ratio_interval(np.array([self._state["num"]]), np.array([self._state["den"]]),
                                     self._state["scale_num"] * q, self._state["scale_den"] * q,
@@ -190,23 +174,21 @@ class MetricRelease:
         if self.suppressed:
             return (f"{self.metric}{where}: suppressed (noised count of clients with the "
                     f"metric below the floor; charged), epsilon={self.epsilon:g}"
-                    f"{_accounting_text(self.accounting)}")
+                    f"{self.accounting_note}")
         return (
             f"{self.metric}{where}: {self.value:.4g} +/- {self.error_bar:.3g} "
             f"({100 * (1 - self.alpha):.0f}%){clamp}, cohort={self.cohort}"
             f"{' (noised)' if self.neighbours == 'add_remove' else ''}, "
-            f"epsilon={self.epsilon:g} ({self.neighbours}){_accounting_text(self.accounting)}"
+            f"epsilon={self.epsilon:g} ({self.neighbours}){self.accounting_note}"
         )
 
-    def _repr_html_(self) -> str:
-        return f"<code>{html.escape(self.summary())}</code>"
 
     def __repr__(self) -> str:
         return f"MetricRelease({self.summary()})"
 
 
 @dataclass(frozen=True)
-class HistogramRelease:
+class HistogramRelease(Result):
     """One published histogram: mean mass per client in each fixed bucket.
 
     The buckets are one release (one client's mass is bounded in L1 across all
@@ -243,10 +225,6 @@ class HistogramRelease:
     mass_cap: float = math.inf
     _state: dict[str, float] = field(default_factory=dict, repr=False, compare=False)
 
-    @property
-    def simulated(self) -> bool:
-        """True for a simulation's output (seeded noise): never publish it."""
-        return bool(self.accounting.get("simulated", False))
 
     def conf_int(self, alpha: float | None = None
                  ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
@@ -260,8 +238,6 @@ class HistogramRelease:
             nan = np.full(self.values.shape, np.nan)
             return nan, nan.copy()
         if self.estimator == "ratio":
-            from spatialdp.federated._estimate import ratio_interval
-
             q = math.log(2.0) - math.log(level)
             den = self._state["den"]
             return ratio_interval(self.values * den, np.full(self.values.shape, den),
@@ -275,14 +251,12 @@ class HistogramRelease:
         if self.suppressed:
             return (f"{self.metric}: suppressed (noised count below the floor; charged), "
                     f"epsilon={self.epsilon:g} ({self.neighbours})"
-                    f"{_accounting_text(self.accounting)}")
+                    f"{self.accounting_note}")
         head = (f"{self.metric}: cohort={self.cohort}, epsilon={self.epsilon:g} "
                 f"({self.neighbours}), +/- {self.error_bar:.3g} "
                 f"{'in the top bucket' if self.estimator == 'ratio' else 'per bucket'}"
-                f"{_accounting_text(self.accounting)}")
+                f"{self.accounting_note}")
         rows = [f"  {label:>12}  {v:.4f}" for label, v in
                 zip(self.labels, self.values, strict=True)]
         return "\n".join([head, *rows])
 
-    def _repr_html_(self) -> str:
-        return f"<pre>{html.escape(self.summary())}</pre>"

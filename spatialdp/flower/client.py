@@ -21,7 +21,7 @@ import pandas as pd
 
 from spatialdp._validation import check_instance, check_text, fail
 from spatialdp.exceptions import InvalidInput
-from spatialdp.federated._tags import REGION_ID
+from spatialdp.federated.client_reports import REGION_ID
 from spatialdp.federated.device import device_report
 from spatialdp.federated.metrics import HistogramSpec, MetricSpec
 from spatialdp.flower.codec import (

@@ -29,8 +29,13 @@ from numpy.typing import NDArray
 
 from spatialdp._validation import check_instance, fail
 from spatialdp.exceptions import InvalidInput, InvalidSpec
-from spatialdp.federated._tags import DEVICE_SPECS, PARTITION_VERSION, REGION_ID, constant_tag
-from spatialdp.federated.metrics import HistogramSpec, MetricSpec
+from spatialdp.federated.client_reports import (
+    DEVICE_SPECS,
+    PARTITION_VERSION,
+    REGION_ID,
+    constant_tag,
+)
+from spatialdp.federated.metrics import HistogramSpec, MetricSpec, Spec, check_specs
 from spatialdp.geo.partition import Partition
 
 __all__ = [
@@ -48,7 +53,6 @@ __all__ = [
     "specs_to_config",
 ]
 
-Spec = MetricSpec | HistogramSpec
 
 #: Config key of the released specs (JSON), sent in every EvaluateIns.
 KEY_SPECS = "spatialdp/specs"
@@ -82,19 +86,6 @@ def _spec_dict(spec: Spec) -> dict[str, Any]:
             "fingerprint": spec.fingerprint}
 
 
-def _check_specs(specs: Sequence[Spec]) -> list[Spec]:
-    if not isinstance(specs, (list, tuple)) or not specs:
-        raise fail("metrics", specs, "is not a non-empty list of specs",
-                   "pass e.g. [MetricSpec('loss', 0, 4)]")
-    for spec in specs:
-        check_instance(spec, "metrics[]", (MetricSpec, HistogramSpec),
-                       "pass MetricSpec or HistogramSpec objects")
-    names = [s.name for s in specs]
-    if len(set(names)) != len(names):
-        raise fail("metrics", names, "repeat a name", "release each metric once per round")
-    return list(specs)
-
-
 def specs_to_config(specs: Sequence[Spec]) -> str:
     """Return the specs as the JSON text sent under :data:`KEY_SPECS`.
 
@@ -104,7 +95,7 @@ def specs_to_config(specs: Sequence[Spec]) -> str:
     >>> specs_from_config({KEY_SPECS: text})[0] == MetricSpec("loss", 0.0, 4.0)
     True
     """
-    return json.dumps([_spec_dict(s) for s in _check_specs(specs)], sort_keys=True)
+    return json.dumps([_spec_dict(s) for s in check_specs(specs)], sort_keys=True)
 
 
 def specs_from_config(config: Mapping[str, Any]) -> list[Spec]:
@@ -149,7 +140,7 @@ def specs_from_config(config: Mapping[str, Any]) -> list[Spec]:
     except (ValueError, KeyError, TypeError) as err:
         raise InvalidInput(f"config[{KEY_SPECS!r}] does not parse ({err}); the instructions "
                            "must come from specs_to_config") from None
-    return _check_specs(specs)
+    return check_specs(specs)
 
 
 def report_columns(specs: Sequence[Spec]) -> list[str]:
@@ -205,7 +196,7 @@ def encode_report(report: pd.DataFrame, specs: Sequence[Spec]) -> dict[str, bool
         KEY_DEVICE_SPECS: str(row[DEVICE_SPECS]),
         KEY_DEVICE_MODULE: str(report.attrs.get("device_module_version", "")),
     }
-    for column in report_columns(_check_specs(specs)):
+    for column in report_columns(check_specs(specs)):
         if column not in report.columns:
             raise InvalidInput(f"the report lacks column {column!r} that the server asked for; "
                                "give the device the inputs of that metric")
@@ -272,7 +263,7 @@ def decode_reports(
     Examples
     --------
     >>> from spatialdp.datasets import us_states_partition
-    >>> from spatialdp.federated._tags import spec_tag
+    >>> from spatialdp.federated.client_reports import spec_tag
     >>> states, spec = us_states_partition(), MetricSpec("loss", 0.0, 4.0)
     >>> good = {KEY_REGION: "CA", KEY_PARTITION: states.version,
     ...         KEY_DEVICE_SPECS: spec_tag([spec]), METRIC_PREFIX + "loss": 1.5}
@@ -281,7 +272,7 @@ def decode_reports(
     >>> frame.loss.to_dict(), dropped
     ({'a': 1.5}, {'out of bounds': 1})
     """
-    specs = _check_specs(specs)
+    specs = check_specs(specs)
     check_instance(partition, "partition", Partition, "pass the release's Partition")
     if not isinstance(replies, Mapping):
         raise fail("replies", replies, "is not a mapping", "pass {client_id: metrics dict}")

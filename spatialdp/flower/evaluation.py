@@ -21,16 +21,15 @@ from typing import Any
 import numpy as np
 
 from spatialdp._validation import check_text, fail
-from spatialdp.federated.metrics import HistogramSpec, MetricSpec
+from spatialdp.federated.metrics import HistogramSpec, MetricSpec, Spec, check_specs
 from spatialdp.federated.regional import RegionalReport, regional_report
-from spatialdp.flower.codec import _check_specs, decode_reports
+from spatialdp.flower.codec import decode_reports
 from spatialdp.geo.partition import Partition
 from spatialdp.privacy.budget import Neighbours, check_neighbours
 from spatialdp.privacy.target import Accounting
 
 __all__ = ["EvaluationRelease", "published_metrics", "release_evaluation"]
 
-Spec = MetricSpec | HistogramSpec
 
 
 @dataclass(frozen=True)
@@ -200,7 +199,7 @@ def release_evaluation(
     >>> out.used, round(out.loss, 1), out.metrics["regions_published"]
     (1000, 1.0, 5)
     """
-    specs = _check_specs(metrics)
+    specs = check_specs(metrics)
     relation = check_neighbours(neighbours)
     loss_name = _loss_metric(specs, loss_metric)
     frame, dropped = decode_reports(replies, specs, partition, regions=regions)

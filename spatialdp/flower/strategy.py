@@ -49,16 +49,19 @@ from spatialdp._validation import (
     fail,
 )
 from spatialdp.exceptions import InvalidInput, SpatialDPError
-from spatialdp.federated.metrics import HistogramSpec, MetricSpec
+from spatialdp.federated.metrics import (
+    Spec,
+    check_specs,
+    resolve_epsilons,
+)
 from spatialdp.federated.monitor import compare_reports, drift
-from spatialdp.federated.regional import REGIONAL_LINE_ITEM, RegionalReport, _resolve_epsilons
+from spatialdp.federated.regional import REGIONAL_LINE_ITEM, RegionalReport
 from spatialdp.flower._flwr import flwr_modules
 from spatialdp.flower.codec import (
     KEY_PARTITION,
     KEY_REGION,
     KEY_ROUND,
     KEY_SPECS,
-    _check_specs,
     specs_to_config,
 )
 from spatialdp.flower.evaluation import EvaluationRelease, _loss_metric, release_evaluation
@@ -94,7 +97,6 @@ from flwr.server.strategy import Strategy  # noqa: E402
 
 __all__ = ["SpatialDPStrategy"]
 
-Spec = MetricSpec | HistogramSpec
 KINDS = ("fit", "evaluate")
 
 
@@ -178,6 +180,7 @@ class SpatialDPStrategy(Strategy):
     --------
     >>> from flwr.server.strategy import FedAvg
     >>> from spatialdp.datasets import us_states_partition
+    >>> from spatialdp.federated import MetricSpec
     >>> from spatialdp.privacy import Simulation
     >>> wrapped = SpatialDPStrategy(FedAvg(), partition=us_states_partition(),
     ...                             metrics=[MetricSpec("loss", 0.0, 4.0)], epsilon=0.5,
@@ -213,8 +216,8 @@ class SpatialDPStrategy(Strategy):
                                        "pass a Flower strategy, e.g. flwr.server.strategy.FedAvg()")
         self.partition = check_instance(partition, "partition", Partition,
                                         "pass a spatialdp Partition, e.g. us_states_partition()")
-        self.metrics = _check_specs(metrics)
-        self.epsilon = _resolve_epsilons(self.metrics, epsilon)
+        self.metrics = check_specs(metrics)
+        self.epsilon = resolve_epsilons(self.metrics, epsilon)
         self.target = check_target(target)
         self.neighbours = check_neighbours(neighbours)
         self.min_cohort = check_cohort_floor(min_cohort)

@@ -336,7 +336,7 @@ class Partition(H3Methods):
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        from spatialdp._html import summary_html
+        from spatialdp._results import summary_html
 
         ids = self.region_ids
         shown = ", ".join(map(str, ids[:8])) + (", ..." if len(ids) > 8 else "")

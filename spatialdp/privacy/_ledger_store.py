@@ -75,8 +75,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from spatialdp._validation import check_epsilon, check_probability
-from spatialdp.exceptions import BudgetExceeded, LedgerError, SpatialDPError
-from spatialdp.privacy.budget import NEIGHBOURS, BudgetSplit, BudgetSplitWarning, LineItem
+from spatialdp.exceptions import BudgetExceeded, BudgetSplitWarning, LedgerError, SpatialDPError
+from spatialdp.privacy.budget import NEIGHBOURS, BudgetSplit, LineItem
 
 #: Largest epoch or round index: ``epoch + 1`` must fit SQLite's 64-bit integers.
 MAX_INDEX = 2**62

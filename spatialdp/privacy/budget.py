@@ -35,7 +35,7 @@ from spatialdp._validation import (
     check_probability,
     fail,
 )
-from spatialdp.exceptions import InvalidInput
+from spatialdp.exceptions import BudgetSplitWarning, InvalidInput
 
 __all__ = [
     "NEIGHBOURS",
@@ -82,8 +82,6 @@ def check_neighbours(neighbours: Any) -> Neighbours:
 EVALUATION_SHARE_RANGE = (0.10, 0.40)
 
 
-class BudgetSplitWarning(UserWarning):
-    """The training/evaluation split is outside the range that usually works (10%-40%)."""
 
 
 class LineItem(StrEnum):

@@ -624,7 +624,7 @@ class PrivacyLedger:
                 conn.close()
 
     def _repr_html_(self) -> str:
-        from spatialdp._html import summary_html
+        from spatialdp._results import summary_html
 
         epochs = self.epochs() if self._conn is not None else []
         if not epochs:

@@ -13,7 +13,7 @@ planning, and the publishing helpers refuse it (:func:`require_publishable`).
 
 from __future__ import annotations
 
-from spatialdp.queries.advice import compare_releases, recommend_resolution
+from spatialdp.queries.advice import flat_or_hierarchical, recommend_resolution
 from spatialdp.queries.answers import answer_polygons
 from spatialdp.queries.corpus import QueryCorpus, query_corpus
 from spatialdp.queries.flat import release_flat
@@ -29,7 +29,7 @@ __all__ = [
     "TruthGrid",
     "answer_fresh",
     "answer_polygons",
-    "compare_releases",
+    "flat_or_hierarchical",
     "grid_version",
     "level_epsilons",
     "measure_query_error",

@@ -5,7 +5,7 @@ epsilon, ``k``, the number of devices), never from the data.
 
 **Flat or hierarchical?** A flat answer over ``m`` cells has noise variance
 ``m sigma**2``; a hierarchical answer's variance is computed exactly from the
-least-squares consistency (:meth:`~spatialdp.queries.hierarchy.Tree.query_variance`).
+least-squares consistency (:meth:`~spatialdp.queries.grids.Tree.query_variance`).
 Small polygons are answered better by the flat grid (all of epsilon on the
 fine cells); polygons of tens of thousands of cells by the hierarchy (a few
 hundred coarse nodes instead of ``m`` fine ones).
@@ -45,7 +45,7 @@ from spatialdp.queries.grids import NOISE_KIND, check_incidence
 from spatialdp.queries.hierarchy import HierarchyModel
 from spatialdp.queries.truth import TruthGrid
 
-__all__ = ["QARDAJI_C", "ResolutionAdvice", "compare_releases", "recommend_resolution"]
+__all__ = ["QARDAJI_C", "ResolutionAdvice", "flat_or_hierarchical", "recommend_resolution"]
 
 #: Qardaji et al.'s constant: about ``N epsilon / QARDAJI_C`` cells over the study area.
 QARDAJI_C = 10.0
@@ -61,7 +61,7 @@ MIN_AREA_KM2 = 1e-6
 EARTH_AREA_KM2 = 5.101e8
 
 
-def compare_releases(truth: TruthGrid, queries: CellIncidence, *, epsilon: float,
+def flat_or_hierarchical(truth: TruthGrid, queries: CellIncidence, *, epsilon: float,
                      levels: int = 4, split: Any = "geometric") -> pd.DataFrame:
     """Return, per query, the noise sd of the flat and the hierarchical answer, and the better.
 

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -53,21 +53,17 @@ from spatialdp._validation import (
     fail,
 )
 from spatialdp.exceptions import InvalidInput
-from spatialdp.geo import h3cells
 from spatialdp.privacy import LaplaceMechanism
 from spatialdp.privacy.accuracy import noise_std
 from spatialdp.privacy.budget import Neighbours, check_neighbours
 from spatialdp.privacy.pipeline import ReleasePlan, exact_total, run_release
 from spatialdp.privacy.target import Accounting, check_target
 from spatialdp.queries.flat import DEFAULT_LINE_ITEM, grid_structure, neighbour_sensitivity
-from spatialdp.queries.grids import NOISE_KIND, NoisyGrid
+from spatialdp.queries.grids import NOISE_KIND, NoisyGrid, Tree
 from spatialdp.queries.sampling import discrete_laplace_draws
 from spatialdp.queries.truth import TruthGrid
 
-__all__ = ["HierarchyModel", "Tree", "check_levels", "level_epsilons", "release_hierarchical"]
-
-#: Queries whose weights :meth:`Tree.query_variance` holds at once.
-QUERY_CHUNK = 256
+__all__ = ["HierarchyModel", "check_levels", "level_epsilons", "release_hierarchical"]
 
 #: Ratio of a level's epsilon to the next coarser level's in the default split.
 GEOMETRIC_RATIO = 7.0 ** (1.0 / 6.0)
@@ -91,7 +87,7 @@ def level_epsilons(epsilon: float, levels: int, split: Any = "geometric") -> tup
     InvalidInput
         Bad epsilon or levels; a split that is neither a named split nor one
         positive finite weight per level; an epsilon too small for every level
-        to get a normal float (release_hierarchical, compare_releases and
+        to get a normal float (release_hierarchical, flat_or_hierarchical and
         measure_query_error inherit these refusals, before anything is charged).
 
     Examples
@@ -128,182 +124,6 @@ def level_epsilons(epsilon: float, levels: int, split: Any = "geometric") -> tup
     while math.fsum(out) > eps:
         out = [math.nextafter(e, 0.0) for e in out]
     return tuple(out)
-
-
-@dataclass(eq=False)
-class Tree:
-    """The H3 parent relation of a grid's fine cells, and the consistency's coefficients.
-
-    Attributes
-    ----------
-    resolutions : tuple of int
-        Coarsest first; the last is the grid's.
-    nodes : list of numpy.ndarray of uint64
-        The cells of each level (sorted).
-    up : list of scipy.sparse.csr_array
-        ``up[l]`` sums level ``l + 1`` into level ``l`` (shape ``n_l x n_(l+1)``).
-    variances : tuple of float
-        Noise variance of one node per level.
-    alpha, share : list of numpy.ndarray
-        Weight of a node's own measurement (per level; 1 at the leaves), and
-        each node's share of its parent's correction (per level; unused at the roots).
-    estimates : list of numpy.ndarray or None
-        Consistent node estimates, per level (after a release).
-    """
-
-    resolutions: tuple[int, ...]
-    nodes: list[NDArray[np.uint64]]
-    up: list[sparse.csr_array]
-    variances: tuple[float, ...]
-    alpha: list[NDArray[np.float64]] = field(default_factory=list)
-    share: list[NDArray[np.float64]] = field(default_factory=list)
-    estimates: list[NDArray[np.float64]] | None = None
-
-    @classmethod
-    def build(cls, cells: NDArray[np.uint64], resolutions: tuple[int, ...],
-              variances: tuple[float, ...]) -> Tree:
-        """Build the tree of ``cells`` (sorted, at ``resolutions[-1]``) and its coefficients."""
-        nodes = [cells]
-        up: list[sparse.csr_array] = []
-        for res in resolutions[-2::-1]:
-            child = nodes[0]
-            parents, inverse = np.unique(h3cells._parents(child, res), return_inverse=True)
-            up.insert(0, sparse.csr_array(
-                (np.ones(child.size), (inverse.ravel(), np.arange(child.size))),
-                shape=(parents.size, child.size)))
-            nodes.insert(0, parents)
-        tree = cls(resolutions, nodes, up, variances)
-        tree._coefficients()
-        return tree
-
-    @property
-    def levels(self) -> int:
-        """Number of levels."""
-        return len(self.nodes)
-
-    @property
-    def n_nodes(self) -> int:
-        """Nodes in all levels."""
-        return int(sum(n.size for n in self.nodes))
-
-    def _coefficients(self) -> None:
-        n_lev = self.levels
-        var_z: list[NDArray[np.float64]] = [np.empty(0)] * n_lev
-        alpha: list[NDArray[np.float64]] = [np.empty(0)] * n_lev
-        var_s: list[NDArray[np.float64]] = [np.empty(0)] * n_lev
-        var_z[-1] = np.full(self.nodes[-1].size, self.variances[-1])
-        alpha[-1] = np.ones(self.nodes[-1].size)
-        for lev in range(n_lev - 2, -1, -1):
-            vs = self.up[lev] @ var_z[lev + 1]
-            own = 1.0 / self.variances[lev]
-            var_s[lev] = vs
-            alpha[lev] = own / (own + 1.0 / vs)
-            var_z[lev] = 1.0 / (own + 1.0 / vs)
-        share = [np.zeros(self.nodes[0].size)]
-        for lev in range(1, n_lev):
-            parent_vs = self.up[lev - 1].T @ var_s[lev - 1]
-            share.append(var_z[lev] / parent_vs)
-        self.alpha, self.share = alpha, share
-
-    def consistent(self, measured: list[NDArray[Any]]) -> list[NDArray[np.float64]]:
-        """Return the least-squares consistent estimates of noisy per-level measurements.
-
-        ``measured[l]`` has one row per node of level ``l`` (1-D, or 2-D with one
-        column per simulated draw).
-        """
-        n_lev = self.levels
-        z: list[Any] = [None] * n_lev
-        s: list[Any] = [None] * n_lev
-        z[-1] = np.asarray(measured[-1], dtype=np.float64)
-        for lev in range(n_lev - 2, -1, -1):
-            s[lev] = self.up[lev] @ z[lev + 1]
-            a = self.alpha[lev].reshape((-1,) + (1,) * (z[-1].ndim - 1))
-            z[lev] = a * measured[lev] + (1.0 - a) * s[lev]
-        x: list[Any] = [None] * n_lev
-        x[0] = z[0]
-        for lev in range(1, n_lev):
-            b = self.share[lev].reshape((-1,) + (1,) * (z[-1].ndim - 1))
-            x[lev] = z[lev] + b * (self.up[lev - 1].T @ (x[lev - 1] - s[lev - 1]))
-        return x
-
-    def query_weights(self, matrix: sparse.csr_array) -> list[sparse.csc_array]:
-        """Return the weight of every node's measurement in each query's answer, per level.
-
-        The answer ``q @ x_leaves`` is linear in the measurements; its weights
-        (shape ``n_l x n_queries`` per level) come from running the two passes
-        backwards (the adjoint). Public parameters only.
-        """
-        n_lev = self.levels
-        g_x: list[Any] = [None] * n_lev
-        g_x[-1] = sparse.csc_array(matrix.T, dtype=np.float64)
-        g_z: list[Any] = [None] * n_lev
-        g_s: list[Any] = [None] * n_lev
-        for lev in range(n_lev - 1, 0, -1):
-            g_z[lev] = g_x[lev]
-            back = self.up[lev - 1] @ sparse.csc_array(g_x[lev].multiply(
-                self.share[lev][:, None]))
-            g_x[lev - 1] = back if g_x[lev - 1] is None else g_x[lev - 1] + back
-            g_s[lev - 1] = -back
-        g_z[0] = g_x[0]
-        weights: list[sparse.csc_array] = []
-        for lev in range(n_lev - 1):
-            weights.append(sparse.csc_array(g_z[lev].multiply(self.alpha[lev][:, None])))
-            through = g_s[lev] + sparse.csc_array(g_z[lev].multiply(
-                (1.0 - self.alpha[lev])[:, None]))
-            g_z[lev + 1] = g_z[lev + 1] + self.up[lev].T @ through
-        weights.append(sparse.csc_array(g_z[-1]))
-        return weights
-
-    def query_variance(self, matrix: sparse.csr_array) -> NDArray[np.float64]:
-        """Return the exact noise variance of each query's consistent answer.
-
-        ``sum_l sigma_l**2 * sum(w_l**2)`` over the weights of :meth:`query_weights`,
-        in chunks of :data:`QUERY_CHUNK` queries (a query's weights fill the whole
-        trees it touches, so memory is bounded by chunking).
-        """
-        total = np.zeros(matrix.shape[0])
-        rows = sparse.csr_array(matrix)
-        for start in range(0, rows.shape[0], QUERY_CHUNK):
-            stop = min(rows.shape[0], start + QUERY_CHUNK)
-            for var, w in zip(self.variances, self.query_weights(rows[start:stop]),
-                              strict=True):
-                total[start:stop] += var * np.asarray(w.multiply(w).sum(axis=0)).ravel()
-        return total
-
-    def cover(self, matrix: sparse.csr_array) -> list[sparse.csr_array]:
-        """Return the cheapest node set of each query: per level, which nodes answer it.
-
-        A node replaces its children when all of them are in the query, level by
-        level upwards; the result is the fewest nodes whose fine descendants are
-        exactly the query's cells (nodes nest, so the maximal full nodes are it).
-        """
-        n_lev = self.levels
-        chosen: list[sparse.csr_array] = [sparse.csr_array((0, 0))] * n_lev
-        current = sparse.csr_array(matrix, dtype=np.float64)
-        for lev in range(n_lev - 2, -1, -1):
-            children = np.asarray(self.up[lev].sum(axis=1)).ravel()
-            covered = sparse.csr_array(current @ self.up[lev].T)  # children in the query
-            covered.sum_duplicates()
-            full = covered.copy()
-            full.data = (np.rint(covered.data) == children[covered.indices]).astype(np.float64)
-            full.eliminate_zeros()
-            chosen[lev + 1] = sparse.csr_array(current - full @ self.up[lev])
-            chosen[lev + 1].eliminate_zeros()
-            current = full
-        chosen[0] = current
-        return chosen
-
-    def answer_from_cover(self, matrix: sparse.csr_array) -> NDArray[np.float64]:
-        """Answer each query from its cheapest node set (equal to the sum of its leaves)."""
-        if self.estimates is None:
-            raise fail("tree", self, "holds no estimates", "release the grid first")
-        parts = self.cover(matrix)
-        return np.asarray(sum(parts[lev] @ self.estimates[lev] for lev in range(self.levels)),
-                          dtype=np.float64)
-
-    def cover_size(self, matrix: sparse.csr_array) -> NDArray[np.int64]:
-        """Return how many nodes each query's cheapest cover holds."""
-        return np.asarray(sum(np.diff(p.indptr) for p in self.cover(matrix)), dtype=np.int64)
 
 
 def _resolutions(fine: int, levels: Any) -> tuple[int, ...]:
@@ -434,6 +254,7 @@ def release_hierarchical(truth: TruthGrid, *, epsilon: float, target: Accounting
     Examples
     --------
     >>> from spatialdp.privacy import Simulation
+    >>> from spatialdp.geo import h3cells
     >>> from spatialdp.queries import truth_grid
     >>> cells = h3cells.grid_disk_lists(["85283473fffffff"], 2)[1]
     >>> truth = truth_grid(cells, lon=[-121.9764], lat=[37.3458], device_ids=[1])

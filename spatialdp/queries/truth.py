@@ -119,7 +119,12 @@ class TruthGrid:
 
     @property
     def sensitivity(self) -> int:
-        """The L1 sensitivity of the grid: one device changes at most ``k`` cells by 1."""
+        """The grid's L1 sensitivity when a device is added or removed: ``k`` cells change by 1.
+
+        A replaced device changes up to ``2 k``: the released grid's own
+        ``sensitivity`` is the one under its relation
+        (:func:`~spatialdp.queries.flat.neighbour_sensitivity`).
+        """
         return self.max_cells_per_device
 
     @property

@@ -2,7 +2,7 @@
 
 After least-squares consistency a hierarchical answer's error is ``X = sum_i
 w_i Z_i`` over the noise ``Z_i`` of every node of the trees the query
-touches (weights from :meth:`~spatialdp.queries.hierarchy.Tree.query_weights`,
+touches (weights from :meth:`~spatialdp.queries.grids.Tree.query_weights`,
 scales per level). Its characteristic function is the exact product
 
     phi(t) = prod_i (1 - a_i)**2 / (1 - 2 a_i cos(w_i t) + a_i**2),  a_i = exp(-1/b_i),

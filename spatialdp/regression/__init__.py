@@ -73,7 +73,7 @@ __all__ = [
 
 _LAZY = {
     "ModulatedRegression": "spatialdp.regression.estimator",
-    "NotFitted": "spatialdp.regression.estimator",
+    "NotFitted": "spatialdp.exceptions",
     "fit_geodataframe": "spatialdp.regression.spatial",
     "spatial_features": "spatialdp.regression.spatial",
 }

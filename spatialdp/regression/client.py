@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from spatialdp._results import Result
 from spatialdp._validation import check_epsilon, check_instance, check_number, fail
 from spatialdp.privacy.budget import Disjoint
 from spatialdp.privacy.pipeline import ReleasePlan, exact_total, run_release
@@ -49,8 +50,8 @@ from spatialdp.regression.modulation import (
 __all__ = ["ClientReports", "DeviceTransform", "plan_transform", "transform_clients"]
 
 
-@dataclass(frozen=True)
-class ClientReports:
+@dataclass(frozen=True, repr=False)
+class ClientReports(Result):
     """What the server receives: one noisy modulated vector (and label) per client.
 
     Attributes
@@ -68,7 +69,7 @@ class ClientReports:
         Standard deviation of the label noise (0 for public labels).
     rho : float
         zCDP loss of each client (features plus labels).
-    metadata : dict
+    accounting : dict
         The target's accounting record.
     """
 
@@ -79,7 +80,7 @@ class ClientReports:
     sigma: float
     label_sigma: float
     rho: float
-    metadata: dict[str, Any] = field(default_factory=dict)
+    accounting: dict[str, Any] = field(default_factory=dict)
 
     @property
     def n_clients(self) -> int:
@@ -91,6 +92,12 @@ class ClientReports:
         """d, the feature dimension."""
         return int(self.features.shape[1])
 
+    def summary(self) -> str:
+        """Return one line: how many reports, their size and noise, the privacy loss."""
+        labels = "public labels" if self.label_sigma == 0 else f"label sigma {self.label_sigma:.4g}"
+        return (f"{self.n_clients} client reports, d={self.n_features}, sigma {self.sigma:.4g}, "
+                f"{labels}, rho {self.rho:.4g} per client{self.accounting_note}")
+
 
 def _phases(target: Accounting, shape: tuple[int, int]) -> NDArray[np.float64]:
     # The phases are not part of the DP guarantee (it holds for every phase); a release
@@ -100,19 +107,19 @@ def _phases(target: Accounting, shape: tuple[int, int]) -> NDArray[np.float64]:
 
 
 def _device_blocks(Xa: NDArray[np.float64], V: NDArray[np.float64], modulation: Modulation,
-                   phases: NDArray[np.float64], acct: Accounting, mech: LatticeGaussianMechanism,
+                   phases: NDArray[np.float64], target: Accounting, mech: LatticeGaussianMechanism,
                    noisy: NDArray[np.float64]) -> None:
     """Clip, modulate and noise each row block of ``Xa`` into ``noisy``."""
     for start in range(0, Xa.shape[0], BLOCK):
         rows = slice(start, start + BLOCK)
         g = modulate(_clip_rows(Xa[rows], modulation.radius), V, modulation, phases[rows])
-        if isinstance(acct, Simulation):  # mech.simulate's draw, written in place
+        if isinstance(target, Simulation):  # mech.simulate's draw, written in place
             block = noisy[rows]
-            acct.rng.standard_normal(out=block)
+            target.rng.standard_normal(out=block)
             block *= mech.scale
             block += g
         else:
-            noisy[rows] = acct.add_noise(mech, g)
+            noisy[rows] = target.add_noise(mech, g)
 
 
 @dataclass(frozen=True)
@@ -138,28 +145,28 @@ class DeviceTransform:
             return self.mechanism.rho
         return exact_total([self.mechanism.rho, self.label_mechanism.rho])
 
-    def draw(self, acct: Accounting) -> ClientReports:
+    def draw(self, target: Accounting) -> ClientReports:
         """Clip, modulate and noise each client's vector in row blocks (after the charge)."""
         Xa, modulation = self.features, self.modulation
-        phases = _phases(acct, (Xa.shape[0], modulation.n_directions))
+        phases = _phases(target, (Xa.shape[0], modulation.n_directions))
         noisy = np.empty(Xa.shape)  # C order: row blocks are contiguous
         with single_blas():
-            _device_blocks(Xa, self.directions, modulation, phases, acct, self.mechanism, noisy)
+            _device_blocks(Xa, self.directions, modulation, phases, target, self.mechanism, noisy)
         labels = (self.labels if self.label_mechanism is None
-                  else acct.add_noise(self.label_mechanism, self.labels[:, None])[:, 0])
+                  else target.add_noise(self.label_mechanism, self.labels[:, None])[:, 0])
         return ClientReports(features=noisy, labels=labels, directions=self.directions,
                              modulation=modulation, sigma=self.mechanism.scale,
                              label_sigma=(0.0 if self.label_mechanism is None
                                           else self.label_mechanism.scale),
-                             rho=self.rho, metadata=acct.metadata())
+                             rho=self.rho, accounting=target.metadata())
 
     def plan(self) -> ReleasePlan[ClientReports]:
         """Return the release plan of this transform (its noise drawn in blocks)."""
         return ReleasePlan(None, [], lambda drawn: drawn[0], rho=self.rho,
-                           sample=lambda acct: [self.draw(acct)])
+                           sample=lambda target: [self.draw(target)])
 
 
-def plan_transform(X: Any, y: Any, *, modulation: Modulation, acct: Accounting,
+def plan_transform(X: Any, y: Any, *, modulation: Modulation, target: Accounting,
                    directions: Any = None, rho: Any = None, epsilon: Any = None,
                    delta: Any = None, label_bound: Any = None,
                    label_rho: Any = None) -> DeviceTransform:
@@ -171,7 +178,7 @@ def plan_transform(X: Any, y: Any, *, modulation: Modulation, acct: Accounting,
     ya = check_labels(y, K)
     rho_x = resolve_rho(rho, epsilon, delta)
     if directions is None:
-        gen = acct.rng if isinstance(acct, Simulation) else None
+        gen = target.rng if isinstance(target, Simulation) else None
         V = random_directions(d, modulation.n_directions, rng=gen)
     else:
         V = check_directions(directions, d)
@@ -255,12 +262,12 @@ def transform_clients(
     guarantee protects the client's features (and clipped label), not the fact
     that it took part.
     """
-    acct = check_target(target)
-    transform = plan_transform(X, y, modulation=modulation, acct=acct, directions=directions,
+    target = check_target(target)
+    transform = plan_transform(X, y, modulation=modulation, target=target, directions=directions,
                                rho=rho, epsilon=epsilon, delta=delta, label_bound=label_bound,
                                label_rho=label_rho)
     (reports,) = run_release(
-        [transform.plan()], target=acct, default_line_item=LINE_ITEM,
+        [transform.plan()], target=target, default_line_item=LINE_ITEM,
         structure=Disjoint("modulated-regression:clients", transform.features.shape[0]),
         what="modulated features" + (" and labels" if label_bound is not None else ""),
         round_index=round_index)

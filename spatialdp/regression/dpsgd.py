@@ -72,7 +72,7 @@ def fit_dpsgd(X: Any, y: Any, *, target: Accounting, rho: Any = None, epsilon: A
     step : float
         Learning rate.
     """
-    acct = check_target(target)
+    target = check_target(target)
     Xa = check_features(X)
     K, d = Xa.shape
     ya = check_labels(y, K)
@@ -85,7 +85,7 @@ def fit_dpsgd(X: Any, y: Any, *, target: Accounting, rho: Any = None, epsilon: A
     Z = np.hstack([Xa, np.ones((K, 1))]) if fit_intercept else Xa
     p = Z.shape[1]
     mech = LatticeGaussianMechanism(rho_t, 2.0 * C if how == "local" else 2.0 * C / K, p)
-    check_affordable(acct, rho=rho_t, charges=T, default_line_item=LINE_ITEM)
+    check_affordable(target, rho=rho_t, charges=T, default_line_item=LINE_ITEM)
     structure = (Disjoint("dpsgd:clients", K) if how == "local"
                  else Single("dpsgd:average-gradient"))
     w = np.zeros(p)
@@ -96,7 +96,7 @@ def fit_dpsgd(X: Any, y: Any, *, target: Accounting, rho: Any = None, epsilon: A
         (avg,) = run_release(
             [ReleasePlan(None, [(mech, values)], lambda noisy: noisy[0].mean(axis=0),
                          rho=rho_t)],
-            target=acct, structure=structure, default_line_item=LINE_ITEM,
+            target=target, structure=structure, default_line_item=LINE_ITEM,
             what=f"DP-SGD {how}-noise gradients, round {t + 1} of {T}", round_index=t)
         w = w - eta * avg
         history.append(w.copy())
@@ -104,7 +104,7 @@ def fit_dpsgd(X: Any, y: Any, *, target: Accounting, rho: Any = None, epsilon: A
     return RegressionFit(coef=coef[:d], intercept=float(coef[d]) if fit_intercept else 0.0,
                          method=f"dpsgd_{how}", rho=total, n_clients=K, ridge=0.0,
                          norm_cap=np.inf, sigma=mech.scale,
-                         history=[h[:d] for h in history], metadata=acct.metadata())
+                         history=[h[:d] for h in history], accounting=target.metadata())
 
 
 def _check_grid(values: Any, name: str) -> list[Any]:

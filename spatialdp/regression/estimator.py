@@ -36,11 +36,10 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import sparse
 from sklearn.base import BaseEstimator, RegressorMixin
-from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import validate_data
 
 from spatialdp._validation import check_choice, check_finite_array, fail
-from spatialdp.exceptions import InvalidInput
+from spatialdp.exceptions import InvalidInput, NotFitted, NotNumeric
 from spatialdp.privacy.budget import rho_to_epsilon
 from spatialdp.privacy.target import Accounting, Simulation, check_target
 from spatialdp.regression._checks import check_features
@@ -53,12 +52,8 @@ from spatialdp.regression.oneshot import fit_one_shot
 __all__ = ["ModulatedRegression", "NotFitted"]
 
 
-class NotFitted(InvalidInput, NotFittedError):
-    """``predict``/``score`` before ``fit``: spatialdp's refusal and scikit-learn's error."""
 
 
-class NotNumeric(InvalidInput, TypeError):
-    """An object array holds entries that are not numbers (a TypeError, as for numpy)."""
 
 
 def _check_matrix(X: Any, name: str = "X") -> NDArray[np.float64]:
@@ -227,7 +222,7 @@ class ModulatedRegression(RegressorMixin, BaseEstimator):
         self.fit_ = fit
         self.coef_ = fit.coef
         self.intercept_ = fit.intercept
-        self.privacy_spent_ = {**self._spent(rho), **fit.metadata}
+        self.privacy_spent_ = {**self._spent(rho), **fit.accounting}
         return self
 
     def predict(self, X: Any) -> NDArray[np.float64]:

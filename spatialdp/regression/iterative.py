@@ -135,7 +135,7 @@ def fit_iterative(X: Any, y: Any, *, modulation: Modulation, target: Accounting,
     BudgetExceeded
         The ledger cannot cover ``rho`` (nothing is charged).
     """
-    acct = check_target(target)
+    target = check_target(target)
     Xa = check_features(X)
     K, d = Xa.shape
     ya = check_labels(y, K)
@@ -149,7 +149,7 @@ def fit_iterative(X: Any, y: Any, *, modulation: Modulation, target: Accounting,
             "rounds", T, f"leaves fewer than 2 clients per group with {K} sample(s)",
             "use fewer rounds or participation='every'")
     rho_t = round_rho(total, T, how)
-    gen = acct.rng if isinstance(acct, Simulation) else np.random.default_rng()
+    gen = target.rng if isinstance(target, Simulation) else np.random.default_rng()
     groups = (np.array_split(gen.permutation(K), T) if how == "once"
               else [np.arange(K)] * T)
     check_instance(modulation, "modulation", Modulation,
@@ -157,10 +157,10 @@ def fit_iterative(X: Any, y: Any, *, modulation: Modulation, target: Accounting,
     # Every check a round's transform makes, once, before anything is charged (the
     # first group is the largest); each round then swaps in its clients and its
     # directions, which depend on the previous round.
-    base = plan_transform(Xa[groups[0]], ya[groups[0]], modulation=modulation, acct=acct,
+    base = plan_transform(Xa[groups[0]], ya[groups[0]], modulation=modulation, target=target,
                           directions=(np.eye(d)[:modulation.n_directions]
                                       if modulation.n_directions <= d else None), rho=rho_t)
-    check_affordable(acct, rho=rho_t, charges=1 if how == "once" else T,
+    check_affordable(target, rho=rho_t, charges=1 if how == "once" else T,
                      default_line_item=LINE_ITEM)
     state = _Descent(modulation, d, gen, ridge, norm_cap, eta, fit_intercept)
 
@@ -178,14 +178,14 @@ def fit_iterative(X: Any, y: Any, *, modulation: Modulation, target: Accounting,
     if how == "once":  # disjoint round groups: one charge of rho, then every round
         run_release([ReleasePlan(None, [], lambda _: None, rho=total,
                                  sample=rounds_of(range(T)))],
-                    target=acct, default_line_item=LINE_ITEM,
+                    target=target, default_line_item=LINE_ITEM,
                     structure=Disjoint("modulated-regression:round-groups", T),
                     what=f"modulated features, {T} disjoint round groups")
     else:  # every client every round: one charge of rho / rounds before each round's noise
         for t in range(T):
             run_release([ReleasePlan(None, [], lambda _: None, rho=rho_t,
                                      sample=rounds_of(range(t, t + 1)))],
-                        target=acct, default_line_item=LINE_ITEM,
+                        target=target, default_line_item=LINE_ITEM,
                         structure=Disjoint("modulated-regression:clients", K),
                         what=f"modulated features, round {t + 1} of {T}", round_index=t)
     history, intercepts, mu, cap, sigma = (state.history, state.intercepts, state.mu,
@@ -194,4 +194,4 @@ def fit_iterative(X: Any, y: Any, *, modulation: Modulation, target: Accounting,
     coef = np.mean(history[-tail:], axis=0)
     return RegressionFit(coef=coef, intercept=float(np.mean(intercepts[-tail:])),
                          method="iterative", rho=total, n_clients=K, ridge=mu, norm_cap=cap,
-                         sigma=sigma, history=history, metadata=acct.metadata())
+                         sigma=sigma, history=history, accounting=target.metadata())

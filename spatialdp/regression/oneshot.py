@@ -123,4 +123,4 @@ def fit_one_shot(reports: ClientReports, *, ridge: Any = "auto", norm_cap: Any =
     return RegressionFit(coef=beta, intercept=mom.y_mean - float(mom.x_mean @ beta),
                          method="one_shot", rho=reports.rho, n_clients=reports.n_clients,
                          ridge=mu, norm_cap=cap, sigma=reports.sigma,
-                         metadata=dict(reports.metadata))
+                         accounting=dict(reports.accounting))

@@ -58,6 +58,7 @@ from spatialdp._validation import (
     check_positive,
     fail,
 )
+from spatialdp.exceptions import FeasibilityWarning
 from spatialdp.regression.accounting import resolve_rho
 from spatialdp.regression.iterative import PARTICIPATION, round_rho
 from spatialdp.regression.lattice_gaussian import headroom_sigma
@@ -78,8 +79,6 @@ ESTIMATORS = ("zero", "ols", "nss", "one_shot", "one_shot_unregularised", "itera
 _PRIVATE = ("nss", "one_shot", "iterative", "dpsgd_local")
 
 
-class FeasibilityWarning(UserWarning):
-    """No private estimator is predicted to beat predicting zero."""
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from spatialdp._results import Result
 from spatialdp._validation import fail
 from spatialdp.regression._checks import check_features
 
@@ -23,7 +24,7 @@ __all__ = ["RegressionFit"]
 
 
 @dataclass(frozen=True)
-class RegressionFit:
+class RegressionFit(Result):
     """Coefficients of a private linear regression and the record of how they were obtained.
 
     Attributes
@@ -41,7 +42,7 @@ class RegressionFit:
         Noise standard deviation of one report (per round for iterative fits).
     history : list of ndarray
         Iterates of an iterative fit.
-    metadata : dict
+    accounting : dict
         Accounting record of the release(s) (simulation, ledger, ...).
     """
 
@@ -54,7 +55,7 @@ class RegressionFit:
     norm_cap: float
     sigma: float = 0.0
     history: list[NDArray[np.float64]] = field(default_factory=list)
-    metadata: dict[str, Any] = field(default_factory=dict)
+    accounting: dict[str, Any] = field(default_factory=dict)
 
     def predict(self, X: Any) -> NDArray[np.float64]:
         """Return ``X @ coef + intercept``."""
@@ -64,7 +65,11 @@ class RegressionFit:
                        f"{self.coef.size} features", "pass the columns the model was fitted on")
         return Xa @ self.coef + self.intercept
 
-    def __repr__(self) -> str:
-        return (f"RegressionFit(method={self.method!r}, d={self.coef.size}, rho={self.rho:.4g}, "
+    def summary(self) -> str:
+        """Return one line: the method, size, privacy loss and regularisation."""
+        return (f"method={self.method!r}, d={self.coef.size}, rho={self.rho:.4g}, "
                 f"n_clients={self.n_clients}, ridge={self.ridge:.3g}, "
-                f"norm_cap={self.norm_cap:.3g})")
+                f"norm_cap={self.norm_cap:.3g}{self.accounting_note}")
+
+    def __repr__(self) -> str:
+        return f"RegressionFit({self.summary()})"

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from spatialdp._lazy import attach
 
 if TYPE_CHECKING:  # the public names, imported on first use (spatialdp._lazy)
+    from spatialdp.exceptions import StateFileError
     from spatialdp.sampling.allocation import (
         DEFAULT_MODE,
         MODES,
@@ -39,7 +40,7 @@ if TYPE_CHECKING:  # the public names, imported on first use (spatialdp._lazy)
     from spatialdp.sampling.sampler import RoundCohort, StratifiedSampler
     from spatialdp.sampling.score import coverage_score
     from spatialdp.sampling.simulation import SEED_POPULATIONS, row_strata, simulate_rounds
-    from spatialdp.sampling.state import ParticipationState, StateFileError
+    from spatialdp.sampling.state import ParticipationState
     from spatialdp.sampling.strata import Strata
 
 __getattr__, __dir__ = attach(__name__, __file__)

@@ -27,8 +27,7 @@ from numpy.typing import ArrayLike
 from scipy import sparse
 
 from spatialdp._validation import check_count, check_epsilon, check_instance, check_number, fail
-from spatialdp.federated._coverage import CellCoverage
-from spatialdp.federated.coverage_release import CoverageRelease
+from spatialdp.federated.coverage import CellCoverage, CoverageRelease
 from spatialdp.federated.incidents import Incident
 from spatialdp.geo.partition import Partition
 from spatialdp.privacy.budget import Neighbours, check_neighbours
@@ -149,7 +148,7 @@ class Coverage:
         ])
 
     def _repr_html_(self) -> str:
-        from spatialdp._html import summary_html
+        from spatialdp._results import summary_html
 
         return summary_html("Coverage", self.summary(), self.merges_table() if self.merges
                             else None, caption="merged strata and why")
@@ -338,7 +337,7 @@ class ReleasedCoverage:
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        from spatialdp._html import summary_html
+        from spatialdp._results import summary_html
 
         return summary_html("ReleasedCoverage", self.summary())
 
@@ -370,7 +369,7 @@ def release_epoch_coverage(state: ParticipationState, *, report: Partition,
     Each sampled client counts once, in its region (and its cell), whatever
     the number of rounds it took part in: one client moves each count vector
     by one (add/remove; two under replace-one). The region counts and the cell
-    counts are two maps (:func:`~spatialdp.federated.coverage_release.plan_coverage`)
+    counts are two maps (:func:`~spatialdp.federated.coverage.plan_coverage`)
     of one release, charged once (line item ``evaluation.regional``) before their
     noise: a refusal publishes and charges neither.
 
@@ -414,7 +413,7 @@ def release_epoch_coverage(state: ParticipationState, *, report: Partition,
     >>> "CA" in out.blind_regions, out.neighbours
     (False, 'add_remove')
     """
-    from spatialdp.federated.coverage_release import plan_coverage
+    from spatialdp.federated.coverage import plan_coverage
     from spatialdp.privacy.budget import Single
     from spatialdp.privacy.pipeline import exact_total, run_release, split_exactly
 

@@ -14,7 +14,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from spatialdp._validation import check_choice, check_finite_array, check_text, fail
+from spatialdp._validation import (
+    check_axes,
+    check_choice,
+    check_cmap,
+    check_finite_array,
+    check_text,
+    fail,
+)
 from spatialdp.sampling.allocation import allocation_table
 from spatialdp.sampling.coverage import Coverage
 
@@ -30,21 +37,10 @@ _EMPTY: dict[str, Any] = {"facecolor": "#d9d9d9", "edgecolor": "#aaaaaa", "linew
 
 def _axes(ax: Any, size: tuple[float, float]) -> Axes:
     import matplotlib.pyplot as plt
-    from matplotlib.axes import Axes as MplAxes
 
-    if ax is None:
+    if check_axes(ax) is None:
         _, ax = plt.subplots(figsize=size)
-    if not isinstance(ax, MplAxes):
-        raise fail("ax", ax, f"is a {type(ax).__name__}, not a matplotlib Axes",
-                   "pass an Axes or None")
     return ax
-
-
-def _colormap(cmap: Any) -> Any:
-    """Return a matplotlib colour map from a name or a Colormap (the choropleths' check)."""
-    from spatialdp.viz.maps import _colormap as choropleth_colormap
-
-    return choropleth_colormap(cmap)
 
 
 def _layer(coverage: Coverage, level: str) -> tuple[Any, str]:
@@ -98,7 +94,7 @@ def plot_coverage_map(coverage: Coverage, *, column: str = "clients_sampled",
                    "pass epoch_coverage(sampler, state)")
     column = check_text(column, "column")
     level = check_choice(level, "level", ("strata", "report", "cells"))
-    colours = _colormap(cmap)
+    colours = check_cmap(cmap)
     if column not in ("clients_sampled", "selections") or (
             column == "selections" and level != "strata"):
         raise fail("column", column, "is not a coverage count of this level",

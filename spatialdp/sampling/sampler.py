@@ -101,7 +101,7 @@ class RoundCohort:
         return {self.groups[i]: str(self.reasons[i]) for i in short}
 
     def _repr_html_(self) -> str:
-        from spatialdp._html import summary_html
+        from spatialdp._results import summary_html
 
         return summary_html("RoundCohort", repr(self), self.table,
                             caption="seats per group (server-side selection, not a release)")

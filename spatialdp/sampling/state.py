@@ -25,7 +25,7 @@ from numpy.typing import NDArray
 
 from spatialdp._atomic import write_atomically
 from spatialdp._validation import check_count, fail
-from spatialdp.exceptions import InvalidInput, PartitionMismatch
+from spatialdp.exceptions import PartitionMismatch, StateFileError
 from spatialdp.geo.partition import MAX_PARTITION_CELLS
 from spatialdp.sampling.merges import Merge
 from spatialdp.sampling.policy import ParticipationPolicy
@@ -36,8 +36,6 @@ __all__ = ["STATE_FORMAT", "ParticipationState", "StateFileError"]
 STATE_FORMAT = 1
 
 
-class StateFileError(InvalidInput):
-    """A participation state file is truncated, edited, or not a state file."""
 
 
 @dataclass

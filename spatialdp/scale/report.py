@@ -3,7 +3,7 @@
 Per-example predictions -> :func:`device_report` (one row per client, the
 library's own :func:`spatialdp.federated.device_report` run on whole clients)
 -> :func:`regional_report`: each worker validates its partition of client
-reports with the library's :func:`~spatialdp.federated._tags.read_reports` and
+reports with the library's :func:`~spatialdp.federated.client_reports.read_reports` and
 reduces it to per-region sums and counts with
 :class:`~spatialdp.federated.group_sums.Groups`; those bounded arrays (regions x
 metrics) are added up in a tree; the driver then plans the release exactly as
@@ -28,7 +28,7 @@ from numpy.typing import NDArray
 from spatialdp._validation import check_flag, fail
 from spatialdp.exceptions import InvalidInput
 from spatialdp.federated._clients import CLIENT_COLUMN, canonical_ids, id_kind, one_kind
-from spatialdp.federated._tags import read_reports, refuse_non_finite
+from spatialdp.federated.client_reports import read_reports, refuse_non_finite
 from spatialdp.federated.device import device_report as _device_report
 from spatialdp.federated.group_sums import Groups
 from spatialdp.federated.metrics import HistogramSpec, MetricSpec

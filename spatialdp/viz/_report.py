@@ -16,8 +16,8 @@ from numpy.typing import NDArray
 
 from spatialdp._validation import check_flag, check_number, check_text, fail
 from spatialdp.exceptions import InvalidInput
-from spatialdp.federated.schema import MAP_COLUMNS, NEIGHBOUR_NAME
-from spatialdp.federated.schema import RELIABILITY_CLASSES as _RELIABILITY_CLASSES
+from spatialdp.schema import MAP_COLUMNS, NEIGHBOUR_NAME
+from spatialdp.schema import RELIABILITY_CLASSES as _RELIABILITY_CLASSES
 
 if TYPE_CHECKING:
     import geopandas as gpd
@@ -92,16 +92,6 @@ def _suppressed(report: pd.DataFrame) -> NDArray[np.bool_]:
             "flags suppressed regions with booleans")
     return np.asarray(flags.notna().to_numpy() & (flags.to_numpy(dtype=object) == 1),
                       dtype=bool)
-
-
-def _axes(ax: Any, name: str = "ax") -> Any:
-    """Return ``ax`` if it is a matplotlib Axes (or None)."""
-    from matplotlib.axes import Axes
-
-    if ax is None or isinstance(ax, Axes):
-        return ax
-    raise fail(name, ax, f"is a {type(ax).__name__}, not a matplotlib Axes",
-               "pass an Axes (fig, ax = plt.subplots()) or None for a new figure")
 
 
 def _size(value: Any, name: str) -> tuple[float, float]:

@@ -18,9 +18,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from spatialdp._validation import check_count, check_flag
+from spatialdp._validation import check_axes, check_cmap, check_count, check_flag
 from spatialdp.viz._report import (
-    _axes,
     _check_report,
     _column_name,
     _meta,
@@ -50,10 +49,8 @@ def bivariate_palette(k: int = 3, cmap: Any = "viridis") -> NDArray[np.float64]:
     >>> bivariate_palette(3).shape
     (3, 3, 4)
     """
-    from spatialdp.viz.maps import _colormap
-
     k = check_count(k, "k", low=2, high=9)
-    base = _colormap(cmap)(np.linspace(0.05, 0.95, k))[:, :3]
+    base = check_cmap(cmap)(np.linspace(0.05, 0.95, k))[:, :3]
     rows = [np.column_stack([(1 - GREY_MIX[r]) * base + GREY_MIX[r] * _GREY, np.ones(k)])
             for r in _RELIABILITY_ROWS]
     return np.stack(rows)
@@ -119,7 +116,7 @@ def plot_bivariate(
     )
 
     frame = _check_report(report)
-    _axes(ax)
+    check_axes(ax)
     size = _size(figsize, "figsize")
     legend = check_flag(legend, "legend")
     title = _optional_text(title, "title")

@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from spatialdp._validation import check_axes
 from spatialdp.exceptions import InvalidInput
-from spatialdp.viz._report import _axes, _numeric_column, _require_columns
+from spatialdp.viz._report import _numeric_column, _require_columns
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -37,7 +38,7 @@ def plot_clip_tradeoff(table: pd.DataFrame, ax: Axes | None = None) -> Axes:
         raise InvalidInput("the clip trade-off table is empty, holds NaN or infinite values, "
                            "shares outside [0, 1] or negative half-widths; pass the table "
                            "clip_tradeoff returned")
-    _axes(ax)
+    check_axes(ax)
     if ax is None:
         _, ax = plt.subplots(figsize=(7, 4))
     x = np.arange(len(table))

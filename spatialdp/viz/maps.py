@@ -33,14 +33,13 @@ import shapely
 from numpy.typing import NDArray
 
 from spatialdp._atomic import write_atomically
-from spatialdp._validation import check_flag, check_number, check_text, fail
+from spatialdp._validation import check_axes, check_cmap, check_flag, check_number, check_text, fail
 from spatialdp.exceptions import CRSError, InvalidInput
 from spatialdp.viz._explore import explore_report
 from spatialdp.viz._legend import _dot, _draw_class_legend, _draw_legend, _extend
 from spatialdp.viz._report import (
     RELIABILITY_ALPHA,
     REPORT_COLUMNS,
-    _axes,
     _check_report,
     _cohort_text,
     _colour_range,
@@ -141,20 +140,6 @@ def _project(report: gpd.GeoDataFrame, crs: Any) -> gpd.GeoDataFrame:
         raise CRSError(f"the report's regions fall outside the area {str(crs)[:60]!r} can draw "
                        "(infinite coordinates); pass projection=None or a CRS that covers them")
     return frame
-
-
-def _colormap(cmap: Any) -> Colormap:
-    import matplotlib.pyplot as plt
-    from matplotlib.colors import Colormap
-
-    if isinstance(cmap, Colormap):
-        return cmap
-    name = check_text(cmap, "cmap")
-    try:
-        return plt.get_cmap(name)
-    except ValueError:
-        raise fail("cmap", cmap, "is not a matplotlib colour map",
-                   "pass a name such as 'viridis' or 'cividis', or a Colormap") from None
 
 
 def _patch_style(missing_kwds: Any) -> dict[str, Any]:
@@ -349,8 +334,8 @@ def plot_uncertainty_choropleth(
 
     column = check_text(column, "column")
     report = _check_report(report, extra=[column])
-    _axes(ax)
-    cmap_obj = _colormap(cmap)
+    check_axes(ax)
+    cmap_obj = check_cmap(cmap)
     legend = check_flag(legend, "legend")
     annotate_cohort = check_flag(annotate_cohort, "annotate_cohort")
     robust = _optional_flag(robust, "robust")

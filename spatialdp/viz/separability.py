@@ -44,7 +44,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from spatialdp._validation import check_count, check_finite_array
 from spatialdp.exceptions import InvalidInput
-from spatialdp.federated.monitor import _laplace_difference_sf
+from spatialdp.privacy.combined_noise import laplace_difference_sf
 
 __all__ = [
     "NoiseModel",
@@ -139,7 +139,7 @@ def order_probability(gap: ArrayLike, noise_a: NoiseModel, noise_b: NoiseModel
     both = noise_a.laplace & noise_b.laplace
     a, b = np.broadcast_arrays(noise_a.scale, noise_b.scale)
     with np.errstate(divide="ignore", invalid="ignore"):
-        exact = 1.0 - _laplace_difference_sf(d, np.maximum(a, 1e-300), np.maximum(b, 1e-300))
+        exact = 1.0 - laplace_difference_sf(d, np.maximum(a, 1e-300), np.maximum(b, 1e-300))
         sd = np.hypot(noise_a.sd, noise_b.sd)
         approx = np.where(sd > 0, ndtr(d / np.where(sd > 0, sd, 1.0)),
                           np.where(d > 0, 1.0, np.where(d < 0, 0.0, 0.5)))

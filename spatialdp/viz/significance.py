@@ -3,7 +3,7 @@
 Built on the alert logic of :mod:`spatialdp.federated.monitor`: the noise on
 ``region - national`` is the difference of two independent Laplace noises (the
 national value is its own release), whose exact ``1 - alpha`` quantile is
-:func:`~spatialdp.federated.monitor.difference_threshold`. A region is
+:func:`~spatialdp.privacy.combined_noise.difference_threshold`. A region is
 *significantly above* (or *below*) when its difference exceeds that threshold:
 if the region truly equals the national value, it is flagged with probability
 ``alpha`` exactly (checked by Monte-Carlo in the tests). A national value
@@ -17,7 +17,7 @@ at ``alpha = 0.05`` about 2.4 regions are flagged by chance alone; pass
 Ratio estimators (a ``present`` metric, every metric under add/remove) use
 the exact quantile of their linearised noise (two Laplace noises read from the
 published noisy sum, count and scales:
-:func:`~spatialdp.federated.monitor.ratio_noise_scales`) plus the national
+:func:`~spatialdp.privacy.combined_noise.ratio_noise_scales`) plus the national
 value's, as the monitor's alerts do.
 """
 
@@ -30,15 +30,21 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from spatialdp._validation import check_alpha, check_flag, check_number, check_text, fail
+from spatialdp._validation import (
+    check_alpha,
+    check_axes,
+    check_flag,
+    check_number,
+    check_text,
+    fail,
+)
 from spatialdp.exceptions import InvalidInput
-from spatialdp.federated.monitor import (
+from spatialdp.privacy.combined_noise import (
     difference_threshold,
     noise_sum_quantile,
     ratio_noise_scales,
 )
 from spatialdp.viz._report import (
-    _axes,
     _check_report,
     _column_name,
     _level_text,
@@ -64,11 +70,9 @@ def _national(national: Any, national_error_bar: float | None, alpha: float
     """Return the national value and the Laplace scales of its noise (none: known exactly).
 
     A mean's one scale; a ratio estimate's two linearised scales
-    (``b_s / n``, ``|R| b_n / n``, :func:`~spatialdp.federated.monitor.ratio_noise_scales`).
+    (``b_s / n``, ``|R| b_n / n``, :func:`~spatialdp.privacy.combined_noise.ratio_noise_scales`).
     """
-    from spatialdp.federated.release import MetricRelease
-
-    if isinstance(national, MetricRelease):
+    if hasattr(national, "noise_scales"):  # a MetricRelease (read by its attributes)
         if national.suppressed or not math.isfinite(national.value):
             raise InvalidInput("the national release is suppressed; there is no national "
                                "value to compare with")
@@ -231,7 +235,7 @@ def plot_significance(
     table = significance_table(frame, national, alpha=alpha,
                                national_error_bar=national_error_bar,
                                sampling_sd=sampling_sd, adjust=adjust)
-    _axes(ax)
+    check_axes(ax)
     crs = _resolve_crs(frame, projection)
     drawn = _project(frame, crs)
     if ax is None:

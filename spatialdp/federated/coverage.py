@@ -1,7 +1,7 @@
-"""Coverage aggregated on the server: how many clients have samples in each region.
+"""Coverage: which regions each client has samples in, and how many clients each region has.
 
 Each device sends a capped 0/1 row of the regions it has samples in
-(:func:`~spatialdp.federated.device.coverage`, at most ``max_cells`` ones). The
+(:func:`coverage`, at most ``max_cells`` ones). The
 server securely sums the rows into a count per region and adds exact discrete
 Laplace noise once to the whole vector; one client moves it by at most
 ``2 * max_cells`` in L1 (replace-one; ``max_cells`` when one client is added or
@@ -17,7 +17,6 @@ Examples
 --------
 >>> import geopandas as gpd, numpy as np, shapely
 >>> from spatialdp.geo import Partition
->>> from spatialdp.federated.device import coverage
 >>> from spatialdp.privacy import Simulation
 >>> boxes = gpd.GeoDataFrame({"id": ["w", "e"]}, crs=4326,
 ...                          geometry=[shapely.box(0, 0, 1, 1), shapely.box(1, 0, 2, 1)])
@@ -30,29 +29,117 @@ Examples
 
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import geopandas as gpd
 import numpy as np
 import pandas as pd
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
+from scipy import sparse
 
-from spatialdp._validation import check_alpha, check_epsilon
+from spatialdp._results import Result
+from spatialdp._validation import check_alpha, check_epsilon, check_instance
 from spatialdp.exceptions import InvalidInput, PartitionMismatch
-from spatialdp.federated._coverage import CellCoverage
+from spatialdp.federated._checks import MAX_COVERAGE_CELLS, _positive_int
+from spatialdp.federated._clients import IntArray, _client_codes, _same_length
 from spatialdp.geo.partition import Partition
 from spatialdp.privacy.budget import Neighbours, Single, check_neighbours
 from spatialdp.privacy.noise import LaplaceMechanism
 from spatialdp.privacy.pipeline import ReleasePlan, run_release
 from spatialdp.privacy.target import Accounting, check_target
 
-__all__ = ["CoverageRelease", "plan_coverage", "release_coverage"]
+__all__ = ["CellCoverage", "CoverageRelease", "coverage", "plan_coverage", "release_coverage"]
 
 
 @dataclass(frozen=True)
-class CoverageRelease:
+class CellCoverage:
+    """Which partition regions each client has samples in, at most ``max_cells`` each.
+
+    Attributes
+    ----------
+    matrix : scipy.sparse.csr_array of int8, shape (n_clients, n_regions)
+        ``1`` where the client has a sample in the region (among its kept cells).
+    client_ids : pandas.Index
+        The rows' clients, sorted.
+    partition_version : str
+    max_cells : int
+        The L1 cap of a row: replacing one client moves the summed coverage by at
+        most ``2 * max_cells`` in L1 (:attr:`sensitivity`), adding or removing one
+        by ``max_cells``.
+    """
+
+    matrix: sparse.csr_array
+    client_ids: pd.Index
+    partition_version: str
+    max_cells: int
+
+    @property
+    def cells_per_client(self) -> IntArray:
+        """Number of regions kept per client (at most ``max_cells``)."""
+        return np.diff(self.matrix.indptr).astype(np.int64)
+
+    @property
+    def sensitivity(self) -> float:
+        """L1 change of the summed coverage when one client is replaced."""
+        return self.sensitivity_under("replace")
+
+    def sensitivity_under(self, neighbours: Neighbours) -> float:
+        """L1 change of the summed coverage: ``2 max_cells`` (replace) or ``max_cells``."""
+        return float(self.max_cells) * (1.0 if check_neighbours(neighbours) == "add_remove"
+                                        else 2.0)
+
+
+def coverage(lon: ArrayLike, lat: ArrayLike, client_ids: ArrayLike, partition: Partition,
+             *, max_cells: int = 10) -> CellCoverage:
+    """Bounded 0/1 indicator of the partition regions each client has samples in.
+
+    Each client keeps at most ``max_cells`` regions: those where it has the most
+    samples, ties broken by the lower partition position. The cap bounds the L1
+    norm of a row, and so the sensitivity of the summed coverage. Points in no
+    region are ignored (a client with none has an empty row).
+
+    Examples
+    --------
+    >>> import geopandas as gpd, shapely
+    >>> regions = gpd.GeoDataFrame({"id": ["w", "e"]}, crs=4326,
+    ...     geometry=[shapely.box(0, 0, 1, 1), shapely.box(1.5, 0, 2.5, 1)])
+    >>> part = Partition.from_geodataframe(regions, "id")
+    >>> cov = coverage([0.5, 2.0, 2.1, 9.0], [0.5] * 4, ["a", "a", "a", "b"], part,
+    ...                max_cells=1)
+    >>> cov.matrix.toarray().tolist(), list(cov.client_ids)
+    ([[1, 0], [0, 0]], ['a', 'b'])
+    """
+    cap = _positive_int(max_cells, "max_cells", high=MAX_COVERAGE_CELLS)
+    check_instance(partition, "partition", Partition,
+                   "pass the Partition whose regions the coverage rows count")
+    codes, clients = _client_codes(client_ids)
+    position = partition.assign(lon=lon, lat=lat).positions
+    _same_length(position.astype(np.float64), codes, "lon/lat")
+    return _coverage(codes, clients, position, partition, cap)
+
+
+def _coverage(codes: IntArray, clients: pd.Index, position: IntArray, partition: Partition,
+              cap: int) -> CellCoverage:
+    n_regions = partition.n_regions
+    inside = position >= 0
+    pair, count = np.unique(codes[inside] * n_regions + position[inside], return_counts=True)
+    client, region = pair // n_regions, pair % n_regions
+    order = np.lexsort((region, -count, client))
+    client, region = client[order], region[order]
+    rank = np.arange(client.size) - np.searchsorted(client, client, side="left")
+    keep = rank < cap
+    client, region = client[keep], region[keep]
+    order = np.lexsort((region, client))
+    matrix = sparse.csr_array(
+        (np.ones(client.size, dtype=np.int8), (client[order], region[order])),
+        shape=(clients.size, n_regions),
+    )
+    return CellCoverage(matrix, clients, partition.version, cap)
+
+
+@dataclass(frozen=True)
+class CoverageRelease(Result):
     """Noised per-region client counts and the regions confidently covered.
 
     Attributes
@@ -94,13 +181,11 @@ class CoverageRelease:
 
     def summary(self) -> str:
         """Return one line: regions confidently covered, the bar, the cost."""
-        label = " [SIMULATION]" if self.accounting.get("simulated") else ""
+        label = " [SIMULATION]" if self.simulated else ""
         return (f"coverage{label}: {self.n_confirmed} of {len(self.frame)} regions "
                 f"confidently covered ({self.covered_share:.0%}), counts +/- "
                 f"{self.error_bar:g} ({1 - self.alpha:.0%}), epsilon {self.epsilon:g}")
 
-    def _repr_html_(self) -> str:
-        return f"<pre>{html.escape(self.summary())}</pre>"
 
 
 def release_coverage(coverage: CellCoverage, partition: Partition, *, epsilon: float,

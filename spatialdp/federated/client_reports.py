@@ -33,7 +33,7 @@ from spatialdp._validation import check_ids
 from spatialdp.exceptions import InvalidInput, PartitionMismatch
 from spatialdp.federated._checks import _refuse_rows
 from spatialdp.federated._clients import id_kind
-from spatialdp.federated.metrics import HistogramSpec, MetricSpec
+from spatialdp.federated.metrics import HistogramSpec, MetricSpec, Spec
 
 if TYPE_CHECKING:
     from spatialdp.geo.partition import Partition
@@ -47,7 +47,6 @@ REGION_ID = "region_id"
 PARTITION_VERSION = "partition_version"
 DEVICE_SPECS = "device_specs"
 
-Spec = MetricSpec | HistogramSpec
 
 
 def spec_tag(specs: Iterable[Spec]) -> str:
@@ -168,7 +167,7 @@ def _unique_tags(column: pd.Series) -> list[object]:
     return list(pd.unique(column.to_numpy(dtype=object)))
 
 
-def _check_specs(frame: pd.DataFrame, specs: Sequence[Spec]) -> None:
+def _check_device_specs(frame: pd.DataFrame, specs: Sequence[Spec]) -> None:
     if DEVICE_SPECS not in frame.columns:
         raise InvalidInput(
             "the client reports carry no device_specs column, so nothing shows which bounds "
@@ -277,7 +276,7 @@ def read_reports(reports: object, specs: Sequence[Spec], partition: object | Non
     if len(reports) == 0:
         raise InvalidInput("the client reports are empty; there is nothing to release")
     ids, kind = _client_ids(reports)
-    _check_specs(reports, specs)
+    _check_device_specs(reports, specs)
     positions = None if partition is None else _positions(reports, partition)
     return ClientTable(reports, ids, positions, kind)
 
