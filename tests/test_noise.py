@@ -13,6 +13,7 @@ import pytest
 import scipy.sparse
 from scipy import stats
 
+import spatialdp.exceptions
 import spatialdp.privacy
 from spatialdp.exceptions import InvalidInput
 from spatialdp.privacy import accuracy as acc
@@ -530,7 +531,11 @@ def _defining_module(obj: object) -> str:
 def test_privacy_exports_are_documented_and_canonical(name: str) -> None:
     """Every public name is its defining module's object, documented with an Examples section."""
     obj = getattr(spatialdp.privacy, name)
-    if callable(obj):
+    if isinstance(obj, type) and issubclass(obj, Exception | Warning):
+        # every error and warning class lives in spatialdp.exceptions, re-exported here
+        assert _defining_module(obj) == "spatialdp.exceptions", name
+        assert getattr(spatialdp.exceptions, name) is obj
+    elif callable(obj):
         module = _defining_module(obj)
         assert module.startswith("spatialdp.privacy."), (name, module)
         assert not module.rsplit(".", 1)[-1].startswith("_"), (name, module)  # a public module
