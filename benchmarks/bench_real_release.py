@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> float:
 
     import opendp.prelude as dp
 
-    from spatialdp.privacy import _exact
+    from spatialdp.privacy import exact
     from spatialdp.privacy.noise import LaplaceMechanism
 
     dp.enable_features("contrib")
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> float:
     ratio = float("nan")
     for n in args.sizes:
         values = rng.normal(5_000.0, 1_000.0, n)  # noisy sums of clipped values
-        _exact._plan.cache_clear()  # cold: the first release at this size builds the tables
+        exact._plan.cache_clear()  # cold: the first release at this size builds the tables
         t0 = time.perf_counter()
         mech.release(values)
         t_cold = time.perf_counter() - t0

@@ -41,12 +41,14 @@ from spatialdp.exceptions import InvalidInput
 
 __all__ = [
     "MAX_EPSILON",
+    "MAX_SCALE",
     "MIN_ALPHA",
     "as_array",
     "check_alpha",
     "check_choice",
     "check_cohort_floor",
     "check_count",
+    "check_delta",
     "check_epsilon",
     "check_finite_array",
     "check_flag",
@@ -60,6 +62,7 @@ __all__ = [
     "check_probability",
     "check_real",
     "check_resolution",
+    "check_scale",
     "check_text",
     "fail",
     "kind_name",
@@ -73,6 +76,13 @@ MIN_ALPHA = 1e-15
 #: Largest epsilon (or rho) a check accepts: beyond it a release is not private in any
 #: useful sense, and scales ``sensitivity / epsilon`` underflow.
 MAX_EPSILON = 1e6
+
+#: Largest noise scale (Laplace ``b`` or Gaussian ``sigma``) a mechanism, a sampler
+#: or an error bar accepts. Beyond it a release carries no usable information.
+MAX_SCALE = 1e15
+
+_SCALE_FIX = ("pass the noise scale, b = laplace_scale(sensitivity, epsilon) or "
+              "sigma = gaussian_sigma(sensitivity, rho), at most 1e15")
 
 _T = TypeVar("_T")
 
@@ -254,7 +264,7 @@ def check_real(value: Any, name: str, *, fix: str = "pass a finite number") -> f
         raise fail(name, value, "does not fit in a float", fix) from None
 
 
-def check_flag(value: Any, name: str) -> bool:
+def check_flag(value: Any, name: str, *, fix: str = "pass True or False") -> bool:
     """Return a yes/no switch: ``True``/``False`` (or a numpy bool), nothing else.
 
     ``1``, ``"yes"`` or an array are refused: a switch given a number is a mistake
@@ -271,7 +281,7 @@ def check_flag(value: Any, name: str) -> bool:
     """
     if isinstance(value, (bool, np.bool_)):
         return bool(value)
-    raise fail(name, value, f"is a {type(value).__name__}, not a bool", "pass True or False")
+    raise fail(name, value, f"is a {type(value).__name__}, not a bool", fix)
 
 
 def check_instance(value: Any, name: str, types: type[_T] | tuple[type[_T], ...],
@@ -316,6 +326,21 @@ def check_epsilon(value: Any, name: str = "epsilon") -> float:
                           fix="pass a positive finite privacy parameter such as 1.0")
 
 
+def check_scale(value: Any, name: str = "scale", *, fix: str = _SCALE_FIX) -> float:
+    """Return a noise scale (``b`` or ``sigma``): finite, ``> 0``, at most :data:`MAX_SCALE`.
+
+    Examples
+    --------
+    >>> check_scale(2.0, "sigma")
+    2.0
+    >>> check_scale(1e16)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    spatialdp.exceptions.InvalidInput: scale=1e+16 is above the limit <= 1e+15; pass the noise ...
+    """
+    return check_positive(value, name, high=MAX_SCALE, fix=fix)
+
+
 def check_alpha(value: Any, name: str = "alpha") -> float:
     """Return a significance level strictly between 0 and 1 (bars cover ``1 - alpha``).
 
@@ -328,7 +353,25 @@ def check_alpha(value: Any, name: str = "alpha") -> float:
                         fix="pass a level in [1e-15, 1), e.g. 0.05 for 95% bars")
 
 
-def check_probability(value: Any, name: str) -> float:
+def check_delta(value: Any, name: str = "delta") -> float:
+    """Return a failure probability ``delta`` of approximate DP: strictly between 0 and 1.
+
+    Examples
+    --------
+    >>> check_delta(1e-6)
+    1e-06
+    >>> check_delta(0.0)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    spatialdp.exceptions.InvalidInput: delta=0.0 is below the limit > 0; pass a small ...
+    """
+    return check_number(value, name, low=0.0, high=1.0, low_open=True, high_open=True,
+                        fix="pass a small failure probability such as 1e-6 (well below "
+                            "1/population)")
+
+
+def check_probability(value: Any, name: str, *,
+                      fix: str = "pass a probability in [0, 1]") -> float:
     """Return a probability in ``[0, 1]``.
 
     Examples
@@ -336,7 +379,7 @@ def check_probability(value: Any, name: str) -> float:
     >>> check_probability(1, "p")
     1.0
     """
-    return check_number(value, name, low=0.0, high=1.0, fix="pass a probability in [0, 1]")
+    return check_number(value, name, low=0.0, high=1.0, fix=fix)
 
 
 def check_integer(value: Any, name: str, *, low: int | None = None, high: int | None = None,

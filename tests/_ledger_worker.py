@@ -48,7 +48,7 @@ if __name__ == "__main__":  # never when pytest imports this file for doctests
     _skip_package_inits()
 
 from spatialdp.exceptions import BudgetExceeded  # noqa: E402
-from spatialdp.privacy import _ledger_schema  # noqa: E402
+from spatialdp.privacy import _ledger_store  # noqa: E402
 from spatialdp.privacy.budget import Disjoint  # noqa: E402
 from spatialdp.privacy.ledger import PrivacyLedger  # noqa: E402
 
@@ -81,7 +81,7 @@ def hammer(path: str, tag: str, n: int, amount: float, gofile: str) -> None:
 
 def crash(path: str, tag: str, n_before: int, hang_at: str) -> None:
     """Commit ``n_before`` charges, then block inside the next charge's transaction."""
-    real = getattr(_ledger_schema, hang_at)
+    real = getattr(_ledger_store, hang_at)
 
     def hang(conn: sqlite3.Connection, *args: Any, **kwargs: Any) -> None:
         real(conn, *args, **kwargs)
@@ -94,7 +94,7 @@ def crash(path: str, tag: str, n_before: int, hang_at: str) -> None:
     ledger = PrivacyLedger(path, timeout=60.0)
     for i in range(n_before + 1):
         if i == n_before:
-            setattr(_ledger_schema, hang_at, hang)
+            setattr(_ledger_store, hang_at, hang)
         ledger.spend(i % 2, items[i % 3], epsilon=0.01, structure=STATES, who=f"looper-{tag}",
                      what="loss", why="crash test", release_id=f"{tag}-{i}")
     ledger.close()

@@ -12,8 +12,8 @@ from spatialdp.exceptions import InvalidInput
 from spatialdp.privacy.cadence import (
     cadence_table,
     detection_probability,
-    half_width_for_loss,
-    loss_for_half_width,
+    epsilon_for_half_width,
+    half_width_for_epsilon,
     plan_cadence,
 )
 
@@ -21,23 +21,23 @@ BASE = {"sensitivity": 1.0, "cohort": 500, "rounds_per_epoch": 24}
 
 
 def test_laplace_half_width_is_b_ln_one_over_alpha_on_the_mean() -> None:
-    h = half_width_for_loss(sensitivity=2.0, cohort=400, loss=0.5, alpha=0.05)
+    h = half_width_for_epsilon(sensitivity=2.0, cohort=400, epsilon=0.5, alpha=0.05)
     b = 2.0 / 0.5 / 400  # b = sensitivity / epsilon, divided by n for the mean
     assert h == pytest.approx(b * math.log(20))
     # error on the mean shrinks as 1/n, not 1/sqrt(n)
-    assert half_width_for_loss(sensitivity=2.0, cohort=800, loss=0.5) == pytest.approx(h / 2)
+    assert half_width_for_epsilon(sensitivity=2.0, cohort=800, epsilon=0.5) == pytest.approx(h / 2)
 
 
 def test_gaussian_half_width_uses_rho() -> None:
-    h = half_width_for_loss(sensitivity=1.0, cohort=100, loss=0.125, mechanism="gaussian")
+    h = half_width_for_epsilon(sensitivity=1.0, cohort=100, epsilon=0.125, mechanism="gaussian")
     sigma = 1.0 / (100 * math.sqrt(2 * 0.125))
     assert h == pytest.approx(norm.ppf(0.975) * sigma)
 
 
 @pytest.mark.parametrize("mechanism", ["laplace", "gaussian"])
-def test_loss_and_half_width_are_inverse(mechanism: str) -> None:
-    loss = loss_for_half_width(sensitivity=1.0, cohort=300, half_width=0.02, mechanism=mechanism)
-    h = half_width_for_loss(sensitivity=1.0, cohort=300, loss=loss, mechanism=mechanism)
+def test_epsilon_and_half_width_are_inverse(mechanism: str) -> None:
+    eps = epsilon_for_half_width(sensitivity=1.0, cohort=300, half_width=0.02, mechanism=mechanism)
+    h = half_width_for_epsilon(sensitivity=1.0, cohort=300, epsilon=eps, mechanism=mechanism)
     assert h == pytest.approx(0.02)
 
 
@@ -60,24 +60,26 @@ def test_detection_probability_matches_simulation(mechanism: str, ratio: float) 
 def test_cost_per_epoch_adds_up_releases() -> None:
     p = plan_cadence(every=5, shift=0.1, half_width=0.05, **BASE)
     assert p.releases_per_epoch == 5  # rounds 0, 5, 10, 15, 20 of 24
-    assert p.loss_per_epoch == pytest.approx(5 * p.loss_per_release)
+    assert p.epsilon_per_epoch == pytest.approx(5 * p.epsilon_per_release)
     assert p.unit == "epsilon"
 
 
 def test_fixed_budget_mode_spreads_the_budget_over_releases() -> None:
     p = plan_cadence(every=2, shift=0.1, epoch_budget=1.2, **BASE)
-    assert p.loss_per_release == pytest.approx(0.1)
-    assert p.half_width == pytest.approx(half_width_for_loss(sensitivity=1.0, cohort=500, loss=0.1))
+    assert p.epsilon_per_release == pytest.approx(0.1)
+    bar = half_width_for_epsilon(sensitivity=1.0, cohort=500, epsilon=0.1)
+    assert p.half_width == pytest.approx(bar)
 
 
-def test_latency_formulas_match_simulation() -> None:
+@pytest.mark.parametrize("latency_alpha", [0.05, 0.01])
+def test_latency_formulas_match_simulation(latency_alpha: float) -> None:
     k, p_hat = 4, 0.3
     h = 0.05  # find the shift with detection probability p_hat by bisection
     lo, hi = 0.0, 10 * h
     for _ in range(80):
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if detection_probability(mid, h) < p_hat else (lo, mid)
-    plan = plan_cadence(every=k, shift=lo, half_width=h, **BASE)
+    plan = plan_cadence(every=k, shift=lo, half_width=h, latency_alpha=latency_alpha, **BASE)
     assert plan.detection_probability == pytest.approx(p_hat, abs=1e-9)
     rng = np.random.default_rng(3)
     wait = rng.integers(0, k, 100_000)  # rounds until the next release
@@ -85,8 +87,9 @@ def test_latency_formulas_match_simulation() -> None:
     latency = wait + k * misses
     assert plan.expected_latency_rounds == pytest.approx(latency.mean(), rel=0.02)
     worst_case = latency[wait == k - 1]
-    assert np.mean(worst_case <= plan.worst_latency_rounds) >= 0.95
-    assert np.mean(worst_case <= plan.worst_latency_rounds - k) < 0.95
+    # the worst case is exceeded with probability at most latency_alpha, one release less more often
+    assert np.mean(worst_case <= plan.worst_latency_rounds) >= 1 - latency_alpha
+    assert np.mean(worst_case <= plan.worst_latency_rounds - k) < 1 - latency_alpha
 
 
 def test_certain_detection_latency_is_the_wait_for_the_next_release() -> None:
@@ -98,7 +101,7 @@ def test_certain_detection_latency_is_the_wait_for_the_next_release() -> None:
 def test_fixed_precision_every_fourth_round_costs_a_quarter() -> None:
     """The true half of the seed's Step 4 claim: same precision, a quarter of the releases."""
     t = cadence_table([1, 4], shift=0.1, half_width=0.05, **BASE)
-    assert t.loc[4, "loss_per_epoch"] == pytest.approx(t.loc[1, "loss_per_epoch"] / 4)
+    assert t.loc[4, "epsilon_per_epoch"] == pytest.approx(t.loc[1, "epsilon_per_epoch"] / 4)
     assert t.loc[4, "half_width"] == t.loc[1, "half_width"]
 
 
@@ -109,7 +112,7 @@ def test_at_equal_spend_laplace_cadence_beats_quarter_precision_for_bar_sized_sh
     several times faster, and every round only wins for shifts beyond ~4x the bar."""
     h4 = plan_cadence(every=4, shift=0.0, epoch_budget=1.0, **BASE).half_width
     t = cadence_table([1, 4], shift=2 * h4, epoch_budget=1.0, **BASE)
-    assert t.loc[1, "loss_per_epoch"] == pytest.approx(t.loc[4, "loss_per_epoch"])
+    assert t.loc[1, "epsilon_per_epoch"] == pytest.approx(t.loc[4, "epsilon_per_epoch"])
     assert t.loc[1, "half_width"] == pytest.approx(4 * h4)
     assert t.loc[4, "expected_latency_rounds"] * 4 < t.loc[1, "expected_latency_rounds"]
     assert t.loc[1, "false_alarms_per_epoch"] == pytest.approx(
@@ -136,14 +139,14 @@ def test_cadence_table_is_indexed_by_cadence() -> None:
     t = cadence_table([1, 2, 4, 8], shift=0.05, epoch_budget=1.0, **BASE)
     assert list(t.index) == [1, 2, 4, 8]
     assert {
-        "loss_per_release",
-        "loss_per_epoch",
+        "epsilon_per_release",
+        "epsilon_per_epoch",
         "half_width",
         "detection_probability",
         "expected_latency_rounds",
         "worst_latency_rounds",
     } <= set(t.columns)
-    assert np.allclose(t["loss_per_epoch"], 1.0)
+    assert np.allclose(t["epsilon_per_epoch"], 1.0)
 
 
 def test_no_shift_only_false_alarms_fire() -> None:
@@ -166,7 +169,7 @@ def test_no_shift_only_false_alarms_fire() -> None:
         ({"half_width": math.inf}, r"half_width=inf is not finite"),
         ({"epoch_budget": math.nan}, r"epoch_budget=nan is not finite"),
         ({"half_width": 0.05, "shift": math.nan}, r"shift=nan is not finite"),
-        ({"half_width": 0.05, "confidence": 1.0}, r"confidence=1.0 is above the limit < 1"),
+        ({"half_width": 0.05, "latency_alpha": 0.0}, r"latency_alpha=0.0 is below the limit"),
         ({"half_width": 0.05, "mechanism": "exponential"}, "mechanism='exponential' is not one"),
         ({"half_width": 0.05, "cohort": 0}, "cohort=0 is below the limit >= 1"),
         ({"half_width": 0.05, "sensitivity": np.float64(-1)}, "sensitivity=.*below the limit"),
@@ -183,7 +186,7 @@ def test_numpy_scalars_are_accepted_like_python_numbers() -> None:
     numpy = plan_cadence(every=np.int64(4), shift=np.float32(0.1), half_width=np.float64(0.05),
                          sensitivity=np.float64(1.0), cohort=np.int32(500),
                          rounds_per_epoch=np.int64(24), alpha=np.float64(0.05))
-    assert numpy.loss_per_epoch == pytest.approx(plain.loss_per_epoch)
+    assert numpy.epsilon_per_epoch == pytest.approx(plain.epsilon_per_epoch)
     assert isinstance(numpy.every, int)
     assert numpy.releases_per_epoch == plain.releases_per_epoch
 
@@ -191,9 +194,9 @@ def test_numpy_scalars_are_accepted_like_python_numbers() -> None:
 @pytest.mark.parametrize(
     ("call", "pattern"),
     [
-        (lambda: half_width_for_loss(sensitivity=1.0, cohort=500, loss=0.1, mechanism="x"),
+        (lambda: half_width_for_epsilon(sensitivity=1.0, cohort=500, epsilon=0.1, mechanism="x"),
          "mechanism='x' is not one of the accepted values"),
-        (lambda: loss_for_half_width(sensitivity=1.0, cohort=0, half_width=0.1),
+        (lambda: epsilon_for_half_width(sensitivity=1.0, cohort=0, half_width=0.1),
          "cohort=0 is below the limit"),
         (lambda: detection_probability("0.1", 0.05), "shift='0.1' is a string"),
         (lambda: detection_probability(0.1, 0.05, alpha=0.0), "alpha=0.0 is below the limit"),

@@ -146,7 +146,7 @@ OPEN_DEFECTS: tuple[Defect, ...] = (
            "PrivacyLoss('pure', 1e308) is accepted (no MAX_EPSILON bound, unlike every "
            "mechanism); its .rho and .as_zcdp() then raise OverflowError"),
     Defect("PrivacyLedger.spend", AssertionError, "a positive loss charged nothing",
-           "spatialdp/privacy/_ledger_caps.py (zCDP conversion)",
+           "spatialdp/privacy/_ledger_store.py (zCDP conversion)",
            "a zCDP ledger, spend(epsilon=1e-200): epsilon**2/2 underflows and 0.0 is charged "
            "and audited"),
     Defect("rho_to_epsilon", AssertionError, "a positive rho became zero epsilon",
@@ -154,7 +154,7 @@ OPEN_DEFECTS: tuple[Defect, ...] = (
            "rho_to_epsilon(5e-324, 0.5) returns 0.0 (rho + 2 sqrt(rho log(1/delta)) is about "
            "3.7e-162): the conversion loses the loss"),
     Defect("LaplaceMechanism.lattice_step", OverflowError, "too large for a float",
-           "spatialdp/privacy/_lattice.py (check_units)",
+           "spatialdp/privacy/exact.py (check_units)",
            "size=1e308: formatting the refusal, float(Fraction) overflows"),
     *(Defect(name, OverflowError, "too large to convert to float",
              "spatialdp/privacy/cadence.py (plan_cadence)",

@@ -1,10 +1,10 @@
 """Tests of the exact table-inversion sampler and the real-valued lattice release.
 
-The sampler (spatialdp.privacy._exact) decides every draw by comparing a lazily
+The sampler (spatialdp.privacy.exact) decides every draw by comparing a lazily
 revealed uniform with BRACKETS of irrational thresholds; these tests check the
 brackets against high-precision decimal arithmetic, force the rare deeper paths
 (16 bits undecided, 64 bits undecided) and test the distributions they produce.
-The lattice release (spatialdp.privacy._lattice) is tested for the exact privacy
+The lattice release (spatialdp.privacy.exact) is tested for the exact privacy
 inequality ``(Delta + d step) / b <= epsilon`` and for its noise distribution.
 """
 
@@ -22,12 +22,12 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from spatialdp.exceptions import InvalidInput
-from spatialdp.privacy import _exact, _lattice
+from spatialdp.privacy import exact
 from spatialdp.privacy.calibration import decimal_value
 from spatialdp.privacy.noise import LaplaceMechanism, release_laplace
 
 P_MIN = 1e-6  # goodness-of-fit tests fail only below this p-value
-B = _exact._BASE
+B = exact._BASE
 
 
 def exp_neg_decimal(x: Fraction, digits: int = 120) -> Decimal:
@@ -56,7 +56,7 @@ def chi2_p(observed: np.ndarray, probs: np.ndarray) -> float:
     return float(stats.chi2.sf(chi2, max(dof, 1)))
 
 
-def digit_probs(d: _exact._Digit) -> np.ndarray:
+def digit_probs(d: exact._Digit) -> np.ndarray:
     """Exact-enough probabilities of the B values of one part (float64)."""
     x = float(d.x)
     k = np.arange(B, dtype=np.float64)
@@ -74,7 +74,7 @@ def digit_probs(d: _exact._Digit) -> np.ndarray:
     return p
 
 
-def true_threshold(d: _exact._Digit, j: int) -> Decimal:
+def true_threshold(d: exact._Digit, j: int) -> Decimal:
     r_j, r_b, r = (exp_neg_decimal(m * d.x) for m in (j, B, 1))
     with localcontext() as ctx:
         ctx.prec = 120
@@ -93,13 +93,13 @@ def true_threshold(d: _exact._Digit, j: int) -> Decimal:
                                Fraction(123456789, 2**55)])
 @pytest.mark.parametrize("prec", [20, 64, 150])
 def test_exp_neg_bounds_bracket_the_true_value(x: Fraction, prec: int) -> None:
-    lo, hi = _exact._exp_neg_bounds(x, prec)
+    lo, hi = exact._exp_neg_bounds(x, prec)
     true = scaled(exp_neg_decimal(x), prec)
     assert Decimal(lo) <= true <= Decimal(hi)
     assert 0 <= hi - lo <= 4
 
 
-def parts(plan: _exact._Plan) -> tuple[_exact._Digit, ...]:
+def parts(plan: exact._Plan) -> tuple[exact._Digit, ...]:
     return (*([] if plan.first is None else [plan.first]), *plan.digits, plan.top)
 
 
@@ -109,14 +109,14 @@ def parts(plan: _exact._Plan) -> tuple[_exact._Digit, ...]:
                           (1e4, 0, "truncated"), (1e4, 1, "geometric"),
                           (2.0**40, 2, "truncated")])
 def test_table_brackets_contain_the_thresholds(scale: float, level: int, kind: str) -> None:
-    d = parts(_exact._plan(Fraction(scale)))[level]
+    d = parts(exact._plan(Fraction(scale)))[level]
     assert d.kind == kind
     assert np.all(d.lo <= d.hi)
     assert np.all(np.diff(d.lo.astype(object)) >= 0)
     assert np.all(np.diff(d.hi.astype(object)) >= 0)
     for j in (1, 2, 3, 17, 100, 511, B - 2, B - 1):
         i = B - 1 - j  # ascending index of c_j
-        lo, hi = _exact._threshold_bounds(d.x, d.kind, j, 64)
+        lo, hi = exact._threshold_bounds(d.x, d.kind, j, 64)
         assert int(d.lo[i]) <= hi
         assert lo <= int(d.hi[i])
         assert int(d.hi[i]) - int(d.lo[i]) <= 8
@@ -127,43 +127,43 @@ def test_table_brackets_contain_the_thresholds(scale: float, level: int, kind: s
 
 @pytest.mark.parametrize(("scale", "level"), [(47.5, 1), (1e4, 0)])
 def test_lookup_table_agrees_with_the_brackets(scale: float, level: int) -> None:
-    d = parts(_exact._plan(Fraction(scale)))[level]
+    d = parts(exact._plan(Fraction(scale)))[level]
     w = np.arange(1 << 16, dtype=np.uint64) << np.uint64(48)
     for edge in (w, w | np.uint64(2**48 - 1)):  # both ends of every 16-bit interval
         n_lo = np.searchsorted(d.lo, edge, side="right")
         n_hi = np.searchsorted(d.hi, edge, side="right")
-        decided = d.lut != _exact._UNDECIDED
+        decided = d.lut != exact._UNDECIDED
         assert np.all((n_lo == n_hi)[decided])
         assert np.array_equal(d.lut[decided], (d.lo.size - n_lo)[decided])
-    assert 0 < np.mean(d.lut == _exact._UNDECIDED) < 0.02
+    assert 0 < np.mean(d.lut == exact._UNDECIDED) < 0.02
 
 
 def test_signed_table_is_the_magnitude_table_with_a_sign_bit() -> None:
-    d = _exact._plan(Fraction(2.5)).first
+    d = exact._plan(Fraction(2.5)).first
     assert d is not None
     assert d.kind == "abs"
-    mags = _exact._lookup_table(d.lo, d.hi, 15)
+    mags = exact._lookup_table(d.lo, d.hi, 15)
     assert d.lut.dtype == np.int16
-    undecided = mags == _exact._UNDECIDED
-    assert np.all(d.lut[: 1 << 15][undecided] == _exact._SIGNED_UNDECIDED)
-    assert np.all(d.lut[1 << 15 :][undecided] == _exact._SIGNED_UNDECIDED)
+    undecided = mags == exact._UNDECIDED
+    assert np.all(d.lut[: 1 << 15][undecided] == exact._SIGNED_UNDECIDED)
+    assert np.all(d.lut[1 << 15 :][undecided] == exact._SIGNED_UNDECIDED)
     assert np.array_equal(d.lut[: 1 << 15][~undecided], mags[~undecided].astype(np.int16))
     assert np.array_equal(d.lut[1 << 15 :][~undecided], -mags[~undecided].astype(np.int16))
 
 
-def widened(d: _exact._Digit, by: int) -> _exact._Digit:
+def widened(d: exact._Digit, by: int) -> exact._Digit:
     """The same part with every bracket widened by ``by`` units of 2**-64 (still valid)."""
     lo = np.array([max(0, int(v) - by) for v in d.lo], dtype=np.uint64)
     hi = np.array([min(2**64 - 1, int(v) + by) for v in d.hi], dtype=np.uint64)
     assert int(d.hi[-1]) + by < 2**64  # a clipped bracket would no longer be valid
     if d.kind != "abs":
-        return _exact._Digit(d.x, d.kind, lo, hi, _exact._lookup_table(lo, hi, 16))
-    mags = _exact._lookup_table(lo, hi, 15)
-    signed = np.where(mags == _exact._UNDECIDED, _exact._SIGNED_UNDECIDED,
+        return exact._Digit(d.x, d.kind, lo, hi, exact._lookup_table(lo, hi, 16))
+    mags = exact._lookup_table(lo, hi, 15)
+    signed = np.where(mags == exact._UNDECIDED, exact._SIGNED_UNDECIDED,
                       mags.astype(np.int16)).astype(np.int16)
-    negative = np.where(mags == _exact._UNDECIDED, _exact._SIGNED_UNDECIDED,
+    negative = np.where(mags == exact._UNDECIDED, exact._SIGNED_UNDECIDED,
                         -mags.astype(np.int16)).astype(np.int16)
-    return _exact._Digit(d.x, d.kind, lo, hi, np.concatenate([signed, negative]))
+    return exact._Digit(d.x, d.kind, lo, hi, np.concatenate([signed, negative]))
 
 
 @pytest.mark.parametrize(("scale", "level", "by"),
@@ -172,35 +172,35 @@ def widened(d: _exact._Digit, by: int) -> _exact._Digit:
 def test_deep_paths_draw_the_exact_distribution(scale: float, level: int, by: int,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """Widened brackets send many draws to the 64-bit and arbitrary-precision comparisons."""
-    d = widened(parts(_exact._plan(Fraction(scale)))[level], by)
+    d = widened(parts(exact._plan(Fraction(scale)))[level], by)
     calls = []
-    deep = _exact._deep
+    deep = exact._deep
 
     def counting(*args: object) -> int:
         calls.append(1)
         return deep(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(_exact, "_deep", counting)
+    monkeypatch.setattr(exact, "_deep", counting)
     n = 200_000
     if d.kind == "abs":
-        signed = _exact._draw_signed(d, n).astype(np.int64)
+        signed = exact._draw_signed(d, n).astype(np.int64)
         draws = np.abs(signed)
         positive, negative = np.sum(signed > 0), np.sum(signed < 0)
         assert abs(positive - negative) < 6 * math.sqrt(positive + negative)
     else:
-        draws = _exact._draw(d, n)
+        draws = exact._draw(d, n)
     assert len(calls) > 20  # the arbitrary-precision path ran
     observed = np.bincount(draws, minlength=B)
     assert chi2_p(observed, digit_probs(d)) > P_MIN
 
 
 def test_deep_comparison_direct() -> None:
-    d = _exact._plan(Fraction(2.5)).top
+    d = exact._plan(Fraction(2.5)).top
     assert d.kind == "geometric"
     # V's 64-bit prefix sits inside the bracket of c_1 = exp(-0.4): only c_1 is undecided
     i = B - 2  # ascending index of c_1
     w = int(d.lo[i])
-    counts = [_exact._deep(d, w, i, i + 1) for _ in range(200)]
+    counts = [exact._deep(d, w, i, i + 1) for _ in range(200)]
     assert set(counts) <= {0, 1}
 
 
@@ -212,7 +212,7 @@ def test_deep_comparison_direct() -> None:
 @pytest.mark.parametrize(("scale", "levels"), [(0.05, 0), (2.0, 0), (47.5, 0), (250.0, 0),
                                                (1e4, 1), (1e7, 2), (2.0**56, 5)])
 def test_plan_levels(scale: float, levels: int) -> None:
-    plan = _exact._plan(Fraction(scale))
+    plan = exact._plan(Fraction(scale))
     assert len(plan.digits) == levels
     assert (plan.first is None) == (levels > 0)
 
@@ -220,7 +220,7 @@ def test_plan_levels(scale: float, levels: int) -> None:
 @pytest.mark.parametrize("scale", [400.0, 1e4, 3e6])
 def test_geometric_magnitude_matches(scale: float) -> None:
     """The digits and the memoryless tail combine into an exact geometric."""
-    y = _exact._geometric(_exact._plan(Fraction(scale)), 200_000)
+    y = exact._geometric(exact._plan(Fraction(scale)), 200_000)
     # P(Y >= k) = exp(-k / scale): test in bins of equal probability
     edges = np.unique(np.floor(-scale * np.log(np.linspace(1, 0, 101)[1:-1])).astype(np.int64))
     tail = np.exp(-(edges + 1) / scale)  # P(Y > edge)
@@ -231,13 +231,13 @@ def test_geometric_magnitude_matches(scale: float) -> None:
 
 def test_sampler_limits() -> None:
     with pytest.raises(ValueError, match="scale <= 2\\*\\*56"):
-        _exact.discrete_laplace_noise(3, Fraction(2**56 + 1))
+        exact.discrete_laplace_noise(3, Fraction(2**56 + 1))
     with pytest.raises(ValueError, match="0 < scale"):
-        _exact.discrete_laplace_noise(3, Fraction(0))
-    assert _exact.discrete_laplace_noise(0, Fraction(3)).shape == (0,)
-    tiny = _exact.discrete_laplace_noise(10_000, Fraction(1, 2**1074))
+        exact.discrete_laplace_noise(3, Fraction(0))
+    assert exact.discrete_laplace_noise(0, Fraction(3)).shape == (0,)
+    tiny = exact.discrete_laplace_noise(10_000, Fraction(1, 2**1074))
     assert not tiny.any()
-    huge = _exact.discrete_laplace_noise(10_000, Fraction(2**56))
+    huge = exact.discrete_laplace_noise(10_000, Fraction(2**56))
     assert np.abs(huge).max() < 2**62
 
 
@@ -273,11 +273,11 @@ def test_mechanism_lattice_never_exceeds_the_charge(sensitivity: float, epsilon:
     slack = b * eps - delta
     if 2 * b * d / slack > 2**56:  # the noise may exceed 2**56 lattice units: maybe refused
         try:
-            e = _lattice.mechanism_exponent(mech.scale, sensitivity, epsilon, size)
+            e = exact.mechanism_exponent(mech.scale, sensitivity, epsilon, size)
         except InvalidInput:
             return
     else:  # never refused below that
-        e = _lattice.mechanism_exponent(mech.scale, sensitivity, epsilon, size)
+        e = exact.mechanism_exponent(mech.scale, sensitivity, epsilon, size)
     step = Fraction(2) ** e
     assert (delta + d * step) / b <= eps  # THE inequality: the charge is never exceeded
     assert (delta + d * 2 * step) / b > eps  # and the step is the largest power of two
@@ -289,7 +289,7 @@ def test_mechanism_lattice_never_exceeds_the_charge(sensitivity: float, epsilon:
 @settings(max_examples=300, deadline=None)
 @given(scale=st.floats(min_value=5e-324, max_value=1e15), size=st.integers(0, 2**31))
 def test_standalone_lattice_adds_at_most_2_to_the_minus_24(scale: float, size: int) -> None:
-    e = _lattice.standalone_exponent(scale, size)
+    e = exact.standalone_exponent(scale, size)
     step, b, d = Fraction(2) ** e, Fraction(scale), max(1, size)
     assert d * step <= b / 2**24 < d * 2 * step  # loss <= Delta / b + 2**-24, largest step
 
@@ -320,7 +320,7 @@ def test_refusals() -> None:
     with pytest.raises(InvalidInput, match="size=-1 is below"):
         LaplaceMechanism(1.0).lattice_step(-1)
     with pytest.raises(InvalidInput, match="leaves no room"):
-        _lattice.mechanism_exponent(2.0, 1.0, 0.5, 10)  # b = Delta / eps exactly: no headroom
+        exact.mechanism_exponent(2.0, 1.0, 0.5, 10)  # b = Delta / eps exactly: no headroom
 
 
 # ---------------------------------------------------------------------------
@@ -370,7 +370,7 @@ def test_mechanism_release_is_discrete_laplace_on_the_lattice(
 def test_release_laplace_is_on_its_lattice() -> None:
     values = np.linspace(-5, 5, 50_001)
     out = release_laplace(values, 0.7)
-    step = 2.0 ** _lattice.standalone_exponent(0.7, values.size)
+    step = 2.0 ** exact.standalone_exponent(0.7, values.size)
     assert step == 2.0**-41  # 0.7 * 2**-24 / 50_001 = 2**-40.4
     units = out / step
     assert np.array_equal(units, np.round(units))

@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from spatialdp.exceptions import BudgetExceeded, InvalidInput, LedgerError
-from spatialdp.privacy import _ledger_files, _ledger_schema
+from spatialdp.privacy import _ledger_store
 from spatialdp.privacy.budget import (
     BudgetSplit,
     BudgetSplitWarning,
@@ -316,7 +316,7 @@ def test_charge_is_atomic_if_the_second_write_fails(
     def boom(*args: object) -> None:
         raise error
 
-    monkeypatch.setattr(_ledger_schema, "add_to_total", boom)
+    monkeypatch.setattr(_ledger_store, "add_to_total", boom)
     expected = LedgerError if isinstance(error, sqlite3.Error) else RuntimeError
     with pytest.raises(expected) as err:
         charge(ledger)
@@ -604,7 +604,7 @@ def connections(monkeypatch: pytest.MonkeyPatch) -> list[sqlite3.Connection]:
         opened.append(conn)
         return conn
 
-    monkeypatch.setattr(_ledger_files.sqlite3, "connect", tracked)
+    monkeypatch.setattr(_ledger_store.sqlite3, "connect", tracked)
     return opened
 
 

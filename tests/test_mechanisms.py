@@ -14,8 +14,7 @@ from hypothesis import strategies as st
 import spatialdp.privacy
 from spatialdp.exceptions import InvalidInput
 from spatialdp.privacy import accuracy
-from spatialdp.privacy._lattice import headroom_scale
-from spatialdp.privacy.calibration import MAX_SCALE, gaussian_sigma, laplace_scale
+from spatialdp.privacy.calibration import MAX_SCALE, gaussian_sigma, headroom_scale, laplace_scale
 from spatialdp.privacy.noise import GaussianMechanism, LaplaceMechanism, PrivacyLoss
 from tests._timeouts import time_limit as no_hang
 

@@ -13,11 +13,12 @@ import pytest
 import scipy.sparse
 from scipy import stats
 
+import spatialdp.exceptions
 import spatialdp.privacy
 from spatialdp.exceptions import InvalidInput
-from spatialdp.privacy import _lattice, calibration, noise, release, simulate
 from spatialdp.privacy import accuracy as acc
-from spatialdp.privacy._exact import random_bits, uniform_below
+from spatialdp.privacy import calibration, noise, release, simulate
+from spatialdp.privacy.exact import random_bits, uniform_below
 from spatialdp.privacy.noise import (
     GaussianMechanism,
     LaplaceMechanism,
@@ -386,7 +387,7 @@ def test_laplace_scale_never_rounds_down(eps: float, sens: float) -> None:
     assert counts.scale == calibration.laplace_scale(sens, eps)
     real = LaplaceMechanism(eps, sens)  # headroom 2**-24 for the lattice rounding
     assert Decimal(real.scale) * Decimal(repr(eps)) >= Decimal(sens) * (1 + Decimal(2) ** -24)
-    assert real.scale == _lattice.headroom_scale(sens, eps)
+    assert real.scale == calibration.headroom_scale(sens, eps)
     assert 0 < real.scale / counts.scale - 1 <= 2.0**-24 + 2.0**-51
 
 
@@ -530,7 +531,11 @@ def _defining_module(obj: object) -> str:
 def test_privacy_exports_are_documented_and_canonical(name: str) -> None:
     """Every public name is its defining module's object, documented with an Examples section."""
     obj = getattr(spatialdp.privacy, name)
-    if callable(obj):
+    if isinstance(obj, type) and issubclass(obj, Exception | Warning):
+        # every error and warning class lives in spatialdp.exceptions, re-exported here
+        assert _defining_module(obj) == "spatialdp.exceptions", name
+        assert getattr(spatialdp.exceptions, name) is obj
+    elif callable(obj):
         module = _defining_module(obj)
         assert module.startswith("spatialdp.privacy."), (name, module)
         assert not module.rsplit(".", 1)[-1].startswith("_"), (name, module)  # a public module

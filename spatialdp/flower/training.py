@@ -51,7 +51,7 @@ import numpy as np
 from spatialdp._validation import check_count, check_positive, fail
 from spatialdp.flower._flwr import flwr_modules
 from spatialdp.privacy.budget import LineItem, Neighbours, Overlapping
-from spatialdp.privacy.calibration import _smallest_float_at_least
+from spatialdp.privacy.calibration import smallest_float_at_least
 from spatialdp.privacy.pipeline import ReleasePlan, check_affordable, exact_total, run_release
 from spatialdp.privacy.target import Accounting, ReleaseTarget, check_target
 from spatialdp.sampling.policy import ParticipationPolicy
@@ -162,7 +162,7 @@ def rho_per_round(noise_multiplier: float, clipping_norm: float,
     """
     sigma = compute_stdv(noise_multiplier, clipping_norm, num_sampled_clients)
     sensitivity = Fraction(clipping_norm) / num_sampled_clients
-    return _smallest_float_at_least(sensitivity**2 / (2 * Fraction(sigma) ** 2),
+    return smallest_float_at_least(sensitivity**2 / (2 * Fraction(sigma) ** 2),
                                     "rho per round", "raise the noise multiplier")
 
 

@@ -1,8 +1,8 @@
 """Input checks and output shaping shared by the noise samplers (private helpers).
 
-Scales go through the shared validation layer (:mod:`spatialdp._validation`).
-Values and counts are validated and densified here (sparse input over a public
-domain becomes a dense array: noise goes on EVERY entry, see
+Scales are checked by :func:`spatialdp._validation.check_scale`. Values and
+counts are validated and densified here (sparse input over a public domain
+becomes a dense array: noise goes on EVERY entry, see
 :mod:`spatialdp.privacy.release`); scalar input gives scalar output, arrays
 (0-d included) give arrays. Empty arrays are accepted and give empty arrays.
 Boolean ARRAYS are 0/1 indicators; a lone ``True`` is refused (not a count).
@@ -18,9 +18,8 @@ import numpy as np
 import scipy.sparse
 from numpy.typing import NDArray
 
-from spatialdp._validation import check_number, check_positive, fail
+from spatialdp._validation import check_number, fail
 from spatialdp.exceptions import InvalidInput
-from spatialdp.privacy.calibration import MAX_SCALE
 
 Sparse: TypeAlias = "scipy.sparse.sparray | scipy.sparse.spmatrix"
 ScalarInt: TypeAlias = "int | np.integer[Any]"
@@ -29,15 +28,7 @@ ScalarReal: TypeAlias = "float | int | np.floating[Any] | np.integer[Any]"
 MAX_COUNT = 2**53  # |count| limit: int64 stays exact after adding noise
 MAX_VALUE = 1e300  # |value| limit: a noisy value stays finite
 
-SCALE_FIX = "use scale = laplace_scale(sensitivity, epsilon) (see LaplaceMechanism)"
-SIGMA_FIX = "use sigma = gaussian_sigma(sensitivity, rho) (see GaussianMechanism)"
 _VALUES_FIX = "pass numbers (a numpy array, list, pandas Series or scipy.sparse array)"
-
-
-def check_scale(value: Any, name: str) -> float:
-    """Return a noise scale (``scale`` or ``sigma``): finite, ``> 0``, at most ``MAX_SCALE``."""
-    return check_positive(value, name, high=MAX_SCALE,
-                          fix=SIGMA_FIX if name == "sigma" else SCALE_FIX)
 
 
 def _dense(x: Any, name: str) -> NDArray[Any]:

@@ -48,39 +48,46 @@ indistinguishable from the continuous kind, whose figures have no such
 limit). Arguments are checked by the shared validation layer; every refusal
 is an :class:`~spatialdp.exceptions.InvalidInput`.
 
-This module is the public entry point; the numerics live in private modules:
-``_accuracy_numerics`` (quadrature, lattice inversion, integer search),
-``_accuracy_laplace`` (continuous Laplace), ``_accuracy_lattice`` (discrete
-Laplace and discrete Gaussian), ``_accuracy_figures`` (the table by kind) and
-``_accuracy_checks`` (argument checks).
+This module holds the public functions, their argument checks and the table
+of figures by noise kind (:data:`FIGURES`); the numerics (quadrature, lattice
+inversion, the Laplace and lattice figures) live in the private
+``_accuracy_numerics``.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeAlias, overload
+from typing import Any, Literal, TypeAlias, overload
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from spatialdp._validation import check_number, fail
-from spatialdp.privacy._accuracy_checks import (
-    MAX_LATTICE_SD,
-    MAX_M,
+from spatialdp._validation import (
+    MAX_SCALE,
     MIN_ALPHA,
-    NOISE_KINDS,
-    FloatOrArray,
-    NoiseKind,
-    check_kind,
-    check_level,
-    check_m,
+    check_alpha,
+    check_choice,
+    check_integer,
+    check_number,
     check_scale,
-    is_array,
-    per_m,
+    fail,
 )
-from spatialdp.privacy._accuracy_figures import FIGURES
-from spatialdp.privacy.calibration import MAX_SCALE
+from spatialdp.exceptions import InvalidInput
+from spatialdp.privacy._accuracy_numerics import (
+    dg_half_width,
+    dg_log_tail,
+    dg_mae,
+    dg_var,
+    dlap_half_width,
+    dlap_log_tail,
+    dlap_mae,
+    dlap_var,
+    lap_half_width,
+    lap_log_sf,
+    lap_mae,
+)
 
 __all__ = [
     "MAX_LATTICE_SD",
@@ -97,7 +104,146 @@ __all__ = [
     "tail_probability",
 ]
 
+NoiseKind: TypeAlias = Literal["laplace", "gaussian", "discrete_laplace", "discrete_gaussian"]
+NOISE_KINDS: tuple[str, ...] = ("laplace", "gaussian", "discrete_laplace", "discrete_gaussian")
+FloatOrArray: TypeAlias = "float | NDArray[np.float64]"
 ScalarInt: TypeAlias = "int | np.integer[Any]"
+
+#: Largest number of noisy values in one sum (the lattice numerics lose digits beyond).
+MAX_M = 10**10
+#: Largest standard deviation of a sum of lattice (discrete) draws whose figures are computed.
+MAX_LATTICE_SD = 1e14
+
+_M_FIX = f"pass the number of noisy values summed, a whole number in [1, {MAX_M:.0e}], e.g. m=1"
+
+
+def check_kind(kind: Any) -> str:
+    """Return a supported noise kind."""
+    if not isinstance(kind, str):
+        raise fail("kind", kind, f"is a {type(kind).__name__}, not a noise kind",
+                   f"pass one of {', '.join(NOISE_KINDS)}")
+    return check_choice(kind, "kind", NOISE_KINDS)
+
+
+def is_array(m: Any) -> bool:
+    """Return whether ``m`` is an array (ndarray, even 0-d, or a sequence), not a scalar."""
+    if isinstance(m, (np.ndarray, list, tuple)):
+        return True
+    if isinstance(m, (str, bytes)):
+        return False
+    try:
+        return bool(np.ndim(m) > 0)
+    except (TypeError, ValueError):
+        return True  # ragged: refused by check_m
+
+
+def check_m(m: Any) -> tuple[NDArray[np.int64], bool]:
+    """Return ``m`` as int64 (any shape) and whether it was a scalar."""
+    if not is_array(m):
+        return np.asarray(check_integer(m, "m", low=1, high=MAX_M, fix=_M_FIX)), True
+    try:
+        arr = np.asarray(m)
+    except (TypeError, ValueError):
+        raise InvalidInput(f"m is ragged or not an array of numbers; {_M_FIX}") from None
+    if arr.dtype == np.bool_ or not (np.issubdtype(arr.dtype, np.integer)
+                                     or np.issubdtype(arr.dtype, np.floating)):
+        raise InvalidInput(f"m has dtype {arr.dtype}, not whole numbers; {_M_FIX}")
+    f = arr.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        bad = ~np.isfinite(f) | (f < 1) | (f != np.round(f)) | (f > MAX_M)
+    if bad.any():
+        first = int(np.flatnonzero(bad.ravel())[0])
+        raise InvalidInput(
+            f"m has {int(bad.sum())} entries that are not whole numbers in [1, {MAX_M:.0e}] "
+            f"(first: {float(f.ravel()[first])!r} at flat index {first}); {_M_FIX}")
+    return f.astype(np.int64), False
+
+
+def per_m(m: ArrayLike, fn: Callable[[int], float], kind: str, scale: float) -> FloatOrArray:
+    """Return ``fn(m)`` for a scalar ``m``, or ``fn`` per distinct entry of an array ``m``.
+
+    For the lattice kinds the sum's standard deviation ``scale * sqrt(m)`` must be
+    at most :data:`MAX_LATTICE_SD`.
+    """
+    arr, scalar = check_m(m)
+    if kind.startswith("discrete_") and arr.size:
+        top = int(arr.max())
+        if scale * math.sqrt(top) > MAX_LATTICE_SD * (1 + 1e-12):  # rounding slack
+            raise fail(
+                "scale", scale,
+                f"with m={top} gives a sum whose noise has standard deviation about "
+                f"{scale * math.sqrt(top):.3g}, beyond {MAX_LATTICE_SD:g} where the discrete "
+                "figures are computed",
+                f"use kind={kind.removeprefix('discrete_')!r}: at this scale the discrete "
+                "noise is indistinguishable from it")
+    if scalar:
+        return float(fn(int(arr)))
+    uniq, inv = np.unique(arr, return_inverse=True)
+    vals = np.array([fn(int(u)) for u in uniq], dtype=np.float64)
+    return vals[inv.reshape(-1)].reshape(arr.shape)
+
+# ---------------------------------------------------------------------------
+# the figures of each noise kind
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Figures:
+    """One noise kind's error figures at scale ``s`` for a sum ``S`` of ``m`` draws."""
+
+    var: Callable[[float], float]  # s -> variance of one draw
+    mae: Callable[[int, float], float]  # (m, s) -> E|S|
+    half_width: Callable[[int, float, float], float]  # (m, s, alpha) -> h
+    tail: Callable[[int, float, float], float]  # (m, x, s) -> P(|S| > x)
+
+
+def _lattice_tail(
+    log_tail: Callable[[int, int, float], float],
+) -> Callable[[int, float, float], float]:
+    """Return ``P(|S| > x)`` of an integer S from ``log P(S >= j)``, as ``|S| >= floor(x) + 1``."""
+    return lambda m, x, s: min(1.0, 2 * math.exp(log_tail(m, math.floor(x) + 1, s)))
+
+
+def _exp_or_zero(log_value: float) -> float:
+    return 0.0 if log_value < -745.0 else math.exp(log_value)
+
+
+def _gauss_tail(m: int, x: float, s: float) -> float:
+    from scipy import special  # lazy: scipy is slow to import
+    return 2 * float(special.ndtr(-(x / s) / math.sqrt(m)))
+
+
+def _gauss_half_width(m: int, s: float, alpha: float) -> float:
+    from scipy import special  # lazy: scipy is slow to import
+    return s * -float(special.ndtri(alpha / 2)) * math.sqrt(m)
+
+
+FIGURES: dict[str, Figures] = {
+    "laplace": Figures(
+        var=lambda s: 2 * s * s,
+        mae=lambda m, s: s * lap_mae(m),
+        half_width=lambda m, s, a: s * lap_half_width(m, a),
+        tail=lambda m, x, s: min(1.0, 2 * _exp_or_zero(lap_log_sf(m, x / s))),
+    ),
+    "gaussian": Figures(
+        var=lambda s: s * s,
+        mae=lambda m, s: s * math.sqrt(2 * m / math.pi),
+        half_width=_gauss_half_width,
+        tail=_gauss_tail,
+    ),
+    "discrete_laplace": Figures(
+        var=dlap_var,
+        mae=dlap_mae,
+        half_width=lambda m, s, a: float(dlap_half_width(m, s, a)),
+        tail=_lattice_tail(dlap_log_tail),
+    ),
+    "discrete_gaussian": Figures(
+        var=dg_var,
+        mae=dg_mae,
+        half_width=lambda m, s, a: float(dg_half_width(m, s, a)),
+        tail=_lattice_tail(dg_log_tail),
+    ),
+}
 
 
 # ---------------------------------------------------------------------------
@@ -222,7 +368,7 @@ def half_width(
     """
     fig = FIGURES[check_kind(kind)]
     s = check_scale(scale)
-    a = check_level(alpha)
+    a = check_alpha(alpha)
     return per_m(m, lambda k: fig.half_width(k, s, a), kind, s)
 
 
@@ -333,7 +479,7 @@ def accuracy(
         kind=check_kind(kind),
         scale=check_scale(scale),
         m=int(arr) if scalar else arr,
-        alpha=check_level(alpha),
+        alpha=check_alpha(alpha),
         std=noise_std(kind, scale, m),
         mean_abs_error=mean_abs_error(kind, scale, m),
         half_width=half_width(kind, scale, m, alpha),
@@ -386,8 +532,9 @@ def scale_for_half_width(
     """
     from scipy import optimize  # lazy: scipy is slow to import
     kind = check_kind(kind)
-    t = check_scale(target, "target")
-    a = check_level(alpha)
+    t = check_scale(target, "target",
+                    fix="pass the wanted half-width, finite, > 0 and at most 1e15")
+    a = check_alpha(alpha)
     if is_array(m):
         raise fail("m", m, "is an array", "pass a single integer here; call once per m")
     mm = int(check_m(m)[0])

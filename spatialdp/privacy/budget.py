@@ -25,9 +25,16 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Literal
 
-import numpy as np
-
-from spatialdp._validation import MAX_EPSILON, check_choice, check_count, check_number, fail
+from spatialdp._validation import (
+    MAX_EPSILON,
+    check_choice,
+    check_count,
+    check_delta,
+    check_flag,
+    check_number,
+    check_probability,
+    fail,
+)
 from spatialdp.exceptions import BudgetSplitWarning, InvalidInput
 
 __all__ = [
@@ -111,8 +118,7 @@ class LineItem(StrEnum):
         return self is not LineItem.TRAINING
 
 
-def _check_fraction(name: str, value: Any) -> float:
-    return check_number(value, name, low=0.0, high=1.0, fix="pass a share such as 0.3 (=30%)")
+_SHARE_FIX = "pass a share such as 0.3 (=30%)"
 
 
 @dataclass(frozen=True)
@@ -141,10 +147,9 @@ class BudgetSplit:
     global_share: float = 0.2
 
     def __post_init__(self) -> None:
-        object.__setattr__(
-            self, "evaluation_share", _check_fraction("evaluation_share", self.evaluation_share)
-        )
-        object.__setattr__(self, "global_share", _check_fraction("global_share", self.global_share))
+        for share in ("evaluation_share", "global_share"):
+            value = check_probability(getattr(self, share), share, fix=_SHARE_FIX)
+            object.__setattr__(self, share, value)
         lo, hi = EVALUATION_SHARE_RANGE
         if self.evaluation_share < lo:
             warnings.warn(
@@ -318,10 +323,7 @@ class Overlapping:
     def __post_init__(self) -> None:
         _check_name(self, self.name)
         _check_parts(self, "parts", "max_parts_per_client")
-        if not isinstance(self.calibrated, bool | np.bool_):
-            raise fail("calibrated", self.calibrated,
-                       f"is a {type(self.calibrated).__name__}, not a bool", "pass True or False")
-        object.__setattr__(self, "calibrated", bool(self.calibrated))
+        object.__setattr__(self, "calibrated", check_flag(self.calibrated, "calibrated"))
         if self.max_parts_per_client > self.parts:
             raise fail("max_parts_per_client", self.max_parts_per_client,
                        f"exceeds parts={self.parts}: a client cannot touch more parts than "
@@ -351,12 +353,6 @@ Structure = Single | Disjoint | Overlapping
 
 def _check_nonneg(name: str, value: Any) -> float:
     return check_number(value, name, low=0.0, fix="privacy losses are finite and >= 0")
-
-
-def _check_delta(delta: Any) -> float:
-    return check_number(delta, "delta", low=0.0, high=1.0, low_open=True, high_open=True,
-                        fix="pass a small failure probability such as 1e-6 (well below "
-                        "1/population)")
 
 
 def epsilon_to_rho(epsilon: float) -> float:
@@ -404,7 +400,7 @@ def rho_to_epsilon_classic(rho: float, delta: float) -> float:
     5.7565
     """
     r = _check_nonneg("rho", rho)
-    d = _check_delta(delta)
+    d = check_delta(delta)
     return r + 2.0 * math.sqrt(r * math.log(1.0 / d))
 
 
@@ -436,7 +432,7 @@ def rho_to_epsilon(rho: float, delta: float) -> float:
     """
     r = check_number(rho, "rho", low=0.0, high=MAX_EPSILON,
                      fix="privacy losses are finite, >= 0 and at most 1e6")
-    d = _check_delta(delta)
+    d = check_delta(delta)
     if r == 0.0:
         return 0.0
     if r < 1e-300:  # below OpenDP's float range for the map; the bound is monotone in rho

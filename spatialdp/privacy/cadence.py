@@ -10,9 +10,9 @@ Model (stated so it can be argued with)
   ``P(|Laplace(b)| > t) = exp(-t/b)``. Gaussian (zCDP rho):
   ``sigma = sensitivity / (cohort * sqrt(2 rho))``, ``h = z_{1-alpha/2} sigma``.
 * The release is made every ``every`` rounds: ``ceil(rounds_per_epoch / every)``
-  releases per epoch, which add up (sequential composition: the same client may
+  releases per epoch, whose epsilons (or rhos) add up (sequential composition: the same client may
   be in every release). Regions are disjoint, so the number of regions does not
-  enter: a release over all regions costs one region's loss.
+  enter: a release over all regions costs one region's epsilon.
 * Alert rule: a release alerts when it differs from a well-known baseline by
   more than its half-width ``h`` (false-alarm rate ``alpha`` per release). A
   regression of size ``shift`` starts at a uniformly random round and persists;
@@ -20,9 +20,14 @@ Model (stated so it can be argued with)
 * Latency is the number of rounds from the first affected round to the
   alerting release: waiting for the next release (0 to ``every - 1`` rounds),
   then ``every`` rounds per missed release. Expected:
-  ``(every - 1)/2 + every (1 - p)/p``. Worst case (at ``confidence``):
-  ``(every - 1) + every (m - 1)`` with ``m`` the releases needed to alert with
-  that probability, ``m = ceil(ln(1 - confidence) / ln(1 - p))``.
+  ``(every - 1)/2 + every (1 - p)/p``. Worst case (exceeded with probability
+  ``latency_alpha``): ``(every - 1) + every (m - 1)`` with ``m`` the releases
+  needed to alert with probability ``1 - latency_alpha``,
+  ``m = ceil(ln(latency_alpha) / ln(1 - p))``.
+
+Privacy is counted in the ledger's unit: ``epsilon`` below is the pure-DP
+epsilon for ``"laplace"`` and the zCDP rho for ``"gaussian"`` (``CadencePlan.unit``
+says which), as in :meth:`~spatialdp.privacy.ledger.PrivacyLedger.summary`.
 
 Comparing to a *noisy* baseline (e.g. the previous release) widens the combined
 error bar; this planner assumes the baseline is averaged over many releases.
@@ -50,15 +55,16 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CadencePlan",
-    "Mechanism",
+    "NoiseFamily",
     "cadence_table",
     "detection_probability",
-    "half_width_for_loss",
-    "loss_for_half_width",
+    "epsilon_for_half_width",
+    "half_width_for_epsilon",
     "plan_cadence",
 ]
 
-Mechanism = Literal["laplace", "gaussian"]
+#: The noise a cadence is planned for: Laplace (spends pure epsilon) or Gaussian (zCDP rho).
+NoiseFamily = Literal["laplace", "gaussian"]
 
 
 def _pos(name: str, value: Any) -> float:
@@ -69,25 +75,25 @@ def _count(name: str, value: Any) -> int:
     return check_count(value, name, low=1)
 
 
-def _check_mechanism(mechanism: Any) -> Mechanism:
+def _check_mechanism(mechanism: Any) -> NoiseFamily:
     return check_choice(mechanism, "mechanism", ("laplace", "gaussian"))
 
 
-def _width_factor(alpha: float, mechanism: Mechanism) -> float:
+def _width_factor(alpha: float, mechanism: NoiseFamily) -> float:
     """Return half-width / noise scale: ln(1/alpha) for Laplace, z_{1-alpha/2} for Gaussian."""
     mechanism = _check_mechanism(mechanism)
     return float(accuracy_half_width(mechanism, 1.0, m=1, alpha=check_alpha(alpha)))
 
 
-def half_width_for_loss(
+def half_width_for_epsilon(
     *,
     sensitivity: float,
     cohort: int,
-    loss: float,
+    epsilon: float,
     alpha: float = 0.05,
-    mechanism: Mechanism = "laplace",
+    mechanism: NoiseFamily = "laplace",
 ) -> float:
-    """Return the half-width of the (1 - alpha) error bar on a regional mean released at ``loss``.
+    """Return the half-width of the (1 - alpha) error bar on a regional mean released at epsilon.
 
     Parameters
     ----------
@@ -95,8 +101,8 @@ def half_width_for_loss(
         How far one client can move the regional sum (the clip width), > 0.
     cohort : int
         Clients in the region, >= 1.
-    loss : float
-        Per-release epsilon for ``"laplace"``, rho for ``"gaussian"``.
+    epsilon : float
+        Per-release epsilon for ``"laplace"``; the zCDP rho for ``"gaussian"``.
     alpha : float, default 0.05
         One minus the bar's coverage.
     mechanism : {"laplace", "gaussian"}
@@ -109,22 +115,22 @@ def half_width_for_loss(
 
     Examples
     --------
-    >>> round(half_width_for_loss(sensitivity=1.0, cohort=500, loss=0.1), 5)
+    >>> round(half_width_for_epsilon(sensitivity=1.0, cohort=500, epsilon=0.1), 5)
     0.05991
     """
     mechanism = _check_mechanism(mechanism)
-    d, n, lo = _pos("sensitivity", sensitivity), _count("cohort", cohort), _pos("loss", loss)
-    scale = d / (n * lo) if mechanism == "laplace" else d / (n * math.sqrt(2.0 * lo))
+    d, n, e = _pos("sensitivity", sensitivity), _count("cohort", cohort), _pos("epsilon", epsilon)
+    scale = d / (n * e) if mechanism == "laplace" else d / (n * math.sqrt(2.0 * e))
     return _width_factor(alpha, mechanism) * scale
 
 
-def loss_for_half_width(
+def epsilon_for_half_width(
     *,
     sensitivity: float,
     cohort: int,
     half_width: float,
     alpha: float = 0.05,
-    mechanism: Mechanism = "laplace",
+    mechanism: NoiseFamily = "laplace",
 ) -> float:
     """Return the per-release epsilon (Laplace) or rho (Gaussian) giving a target half-width.
 
@@ -148,7 +154,7 @@ def loss_for_half_width(
 
     Examples
     --------
-    >>> round(loss_for_half_width(sensitivity=1.0, cohort=500, half_width=0.05), 4)
+    >>> round(epsilon_for_half_width(sensitivity=1.0, cohort=500, half_width=0.05), 4)
     0.1198
     """
     mechanism = _check_mechanism(mechanism)
@@ -162,7 +168,7 @@ def loss_for_half_width(
 
 
 def detection_probability(
-    shift: float, half_width: float, *, alpha: float = 0.05, mechanism: Mechanism = "laplace"
+    shift: float, half_width: float, *, alpha: float = 0.05, mechanism: NoiseFamily = "laplace"
 ) -> float:
     """Return P(one release alerts) for a true shift, alerting when |value - baseline| > h.
 
@@ -206,12 +212,31 @@ def detection_probability(
 
 @dataclass(frozen=True)
 class CadencePlan:
-    """Cost and detection latency of one cadence (see the module docstring for the model)."""
+    """Cost and detection latency of one cadence (see the module docstring for the model).
+
+    Attributes
+    ----------
+    every, releases_per_epoch : int
+        The cadence (a release every ``every`` rounds) and the releases it makes per epoch.
+    epsilon_per_release, epsilon_per_epoch : float
+        What one release and one epoch's releases spend, in ``unit``.
+    unit : {"epsilon", "rho"}
+        Pure-DP epsilon (Laplace) or zCDP rho (Gaussian).
+    half_width, shift : float
+        The error bar of one release, and the regression to detect.
+    detection_probability, false_alarms_per_epoch : float
+        P(one release alerts on the shift), and ``alpha`` times the releases per epoch.
+    expected_latency_rounds, worst_latency_rounds : float
+        Rounds from the first affected round to the alert: on average, and the
+        worst case, exceeded with probability ``latency_alpha``.
+    latency_alpha : float
+        The miss probability of ``worst_latency_rounds``.
+    """
 
     every: int
     releases_per_epoch: int
-    loss_per_release: float
-    loss_per_epoch: float
+    epsilon_per_release: float
+    epsilon_per_epoch: float
     unit: str
     half_width: float
     shift: float
@@ -219,7 +244,7 @@ class CadencePlan:
     false_alarms_per_epoch: float
     expected_latency_rounds: float
     worst_latency_rounds: float
-    confidence: float
+    latency_alpha: float
 
 
 def plan_cadence(
@@ -232,8 +257,8 @@ def plan_cadence(
     half_width: float | None = None,
     epoch_budget: float | None = None,
     alpha: float = 0.05,
-    confidence: float = 0.95,
-    mechanism: Mechanism = "laplace",
+    latency_alpha: float = 0.05,
+    mechanism: NoiseFamily = "laplace",
 ) -> CadencePlan:
     """Plan a regional metric published every ``every`` rounds.
 
@@ -257,8 +282,9 @@ def plan_cadence(
         Exactly one: precision per release, or spend per epoch.
     alpha : float, default 0.05
         False-alarm rate per release (one minus the bar's coverage).
-    confidence : float, default 0.95
-        Probability at which the worst-case latency is stated.
+    latency_alpha : float, default 0.05
+        Probability that the worst-case latency is exceeded (it is stated at
+        probability ``1 - latency_alpha``).
     mechanism : {"laplace", "gaussian"}
         Laplace spends epsilon, Gaussian spends rho.
 
@@ -271,15 +297,14 @@ def plan_cadence(
     --------
     >>> p = plan_cadence(every=4, sensitivity=1.0, cohort=500, rounds_per_epoch=24,
     ...                  shift=0.1, half_width=0.05)
-    >>> p.releases_per_epoch, round(p.loss_per_epoch, 3), round(p.expected_latency_rounds, 2)
+    >>> p.releases_per_epoch, round(p.epsilon_per_epoch, 3), round(p.expected_latency_rounds, 2)
     (6, 0.719, 1.6)
     """
     k = _count("every", every)
     rounds = _count("rounds_per_epoch", rounds_per_epoch)
     alpha = check_alpha(alpha)
     mechanism = _check_mechanism(mechanism)
-    c = check_number(confidence, "confidence", low=0.0, high=1.0, low_open=True,
-                     high_open=True, fix="pass a probability such as 0.95")
+    miss = check_alpha(latency_alpha, "latency_alpha")
     if (half_width is None) == (epoch_budget is None):
         raise fail("half_width", half_width, f"was passed with epoch_budget={epoch_budget!r}",
                    "pass exactly one (precision per release, or spend per epoch)")
@@ -287,22 +312,22 @@ def plan_cadence(
     common = {"sensitivity": sensitivity, "cohort": cohort, "alpha": alpha, "mechanism": mechanism}
     if half_width is not None:
         h = _pos("half_width", half_width)
-        loss = loss_for_half_width(half_width=h, **common)  # type: ignore[arg-type]
+        epsilon = epsilon_for_half_width(half_width=h, **common)  # type: ignore[arg-type]
     else:
-        loss = _pos("epoch_budget", epoch_budget) / releases
-        h = half_width_for_loss(loss=loss, **common)  # type: ignore[arg-type]
+        epsilon = _pos("epoch_budget", epoch_budget) / releases
+        h = half_width_for_epsilon(epsilon=epsilon, **common)  # type: ignore[arg-type]
     p = detection_probability(shift, h, alpha=alpha, mechanism=mechanism)
     if p <= 0.0:
         expected = worst = math.inf
     else:
         expected = (k - 1) / 2 + k * (1 - p) / p
-        misses = 1 if p >= 1.0 else max(1, math.ceil(math.log1p(-c) / math.log1p(-p)))
+        misses = 1 if p >= 1.0 else max(1, math.ceil(math.log(miss) / math.log1p(-p)))
         worst = float((k - 1) + k * (misses - 1))
     return CadencePlan(
         every=k,
         releases_per_epoch=releases,
-        loss_per_release=loss,
-        loss_per_epoch=loss * releases,
+        epsilon_per_release=epsilon,
+        epsilon_per_epoch=epsilon * releases,
         unit="epsilon" if mechanism == "laplace" else "rho",
         half_width=h,
         shift=abs(float(shift)),  # checked by detection_probability
@@ -310,7 +335,7 @@ def plan_cadence(
         false_alarms_per_epoch=alpha * releases,
         expected_latency_rounds=expected,
         worst_latency_rounds=worst,
-        confidence=c,
+        latency_alpha=miss,
     )
 
 

@@ -39,13 +39,21 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
-from spatialdp._validation import check_epsilon, check_positive, fail
+from spatialdp._validation import MAX_SCALE, check_epsilon, check_positive, fail
 
-__all__ = ["MAX_SCALE", "decimal_value", "gaussian_sigma", "laplace_scale"]
+__all__ = [
+    "LATTICE_HEADROOM",
+    "MAX_SCALE",
+    "decimal_value",
+    "gaussian_sigma",
+    "headroom_scale",
+    "laplace_scale",
+    "smallest_float_at_least",
+]
 
-#: Largest noise scale (Laplace ``b`` or Gaussian ``sigma``) a mechanism, a sampler
-#: or an error bar accepts. Beyond it a release carries no usable information.
-MAX_SCALE = 1e15
+#: Relative headroom of the real-valued Laplace scale that pays for the lattice rounding
+#: of :func:`spatialdp.privacy.exact.lattice_laplace`.
+LATTICE_HEADROOM = Fraction(1, 2**24)
 
 _SQRT_BITS = 72  # the integer square root keeps at least this many significant bits
 
@@ -73,8 +81,35 @@ def decimal_value(value: float) -> Fraction:
     return Fraction(Decimal(repr(float(value))))
 
 
-def _smallest_float_at_least(q: Fraction, what: str, fix: str) -> float:
-    """Return the smallest float ``>= q`` (``q > 0``), refusing anything above MAX_SCALE."""
+def smallest_float_at_least(q: Fraction, what: str, fix: str) -> float:
+    """Return the smallest float ``>= q`` (``q > 0``), refusing anything above MAX_SCALE.
+
+    The rounding every calibrated scale goes through: the float is never below
+    the exact rational, so the noise is never below what the charge pays for.
+
+    Parameters
+    ----------
+    q : fractions.Fraction
+        The exact scale, ``> 0``.
+    what, fix : str
+        How a refusal names the quantity, and what the caller should do.
+
+    Returns
+    -------
+    float
+        The smallest float ``>= q``.
+
+    Raises
+    ------
+    InvalidInput
+        If ``q`` exceeds :data:`MAX_SCALE`.
+
+    Examples
+    --------
+    >>> x = smallest_float_at_least(Fraction(1, 3), "scale", "raise epsilon")
+    >>> Fraction(x) >= Fraction(1, 3), x == 1 / 3  # 1 / 3 rounds down; x is the next float
+    (True, False)
+    """
     if q > Fraction(MAX_SCALE):
         raise fail(what, float(q) if q < Fraction(1e308) else math.inf,
                    f"exceeds the largest supported noise scale {MAX_SCALE:g}", fix)
@@ -120,12 +155,33 @@ def laplace_scale(sensitivity: Any, epsilon: Any) -> float:
     ...
     spatialdp.exceptions.InvalidInput: sensitivity / epsilon=1e+20 exceeds the largest ...
     """
+    return _laplace_scale(sensitivity, epsilon, Fraction(1))
+
+
+def headroom_scale(sensitivity: Any, epsilon: Any) -> float:
+    """Return the smallest float ``b`` with ``b * epsilon >= sensitivity * (1 + 2**-24)``.
+
+    The scale of a real-valued :class:`~spatialdp.privacy.noise.LaplaceMechanism`:
+    :func:`laplace_scale` with :data:`LATTICE_HEADROOM`, which pays for rounding
+    the values to the release lattice (:mod:`spatialdp.privacy.exact`).
+
+    Examples
+    --------
+    >>> b = headroom_scale(1.0, 0.5)
+    >>> b > 2.0, (b - 2.0) / 2.0 <= 2**-24 + 2**-52
+    (True, True)
+    """
+    return _laplace_scale(sensitivity, epsilon, 1 + LATTICE_HEADROOM)
+
+
+def _laplace_scale(sensitivity: Any, epsilon: Any, factor: Fraction) -> float:
+    """Return the smallest float ``b`` with ``b * epsilon >= sensitivity * factor``, exactly."""
     sens = check_positive(sensitivity, "sensitivity",
                           fix="pass the L1 bound of one client's influence, e.g. 1.0")
     eps = check_epsilon(epsilon)
-    exact = Fraction(sens) / decimal_value(eps)
-    return _smallest_float_at_least(exact, "sensitivity / epsilon",
-                                    "raise epsilon or rescale the values to a smaller sensitivity")
+    exact = Fraction(sens) * factor / decimal_value(eps)
+    return smallest_float_at_least(exact, "sensitivity / epsilon",
+                                   "raise epsilon or rescale the values to a smaller sensitivity")
 
 
 def _ceil_sqrt(q: Fraction) -> Fraction:
@@ -174,7 +230,7 @@ def gaussian_sigma(sensitivity: Any, rho: Any) -> float:
     r = check_epsilon(rho, "rho")
     target = Fraction(sens) ** 2 / (2 * decimal_value(r))
     fix = "raise rho or rescale the values to a smaller sensitivity"
-    sigma = _smallest_float_at_least(_ceil_sqrt(target), "sensitivity / sqrt(2 rho)", fix)
+    sigma = smallest_float_at_least(_ceil_sqrt(target), "sensitivity / sqrt(2 rho)", fix)
     for _ in range(4):  # the root is within 2**-70 of sqrt(target): at most a step or two
         below = math.nextafter(sigma, 0.0)
         if below <= 0.0 or Fraction(below) ** 2 < target:

@@ -13,9 +13,12 @@ holds every charge. A copy taken while another process is in the middle of a
 charge, or holds a read snapshot, may lag; use ``sqlite3 ledger.sqlite
 ".backup copy.sqlite"`` (or ``sqlite3.Connection.backup``) for a copy during activity.
 
-The file is checked on open (:mod:`~spatialdp.privacy._ledger_checks`); every failure
-a user can cause is a :class:`~spatialdp.exceptions.LedgerError` or ``InvalidInput``
-naming the file, what is wrong and the fix (:mod:`~spatialdp.privacy._ledger_files`).
+The file is checked on open; every failure a user can cause is a
+:class:`~spatialdp.exceptions.LedgerError` or ``InvalidInput`` naming the file,
+what is wrong and the fix. This module holds the class, the checks of its
+arguments and its reports (DataFrames); the file itself - schema, opening,
+stored-content checks, caps and the borrowing rule - is the private
+``_ledger_store``.
 """
 
 from __future__ import annotations
@@ -24,25 +27,34 @@ import os
 import sqlite3
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from spatialdp.exceptions import BudgetExceeded, SpatialDPError
-from spatialdp.privacy import _ledger_caps as caps
-from spatialdp.privacy import _ledger_checks as checks
-from spatialdp.privacy import _ledger_files as files
-from spatialdp.privacy import _ledger_open as opening
-from spatialdp.privacy import _ledger_reports as reports
-from spatialdp.privacy import _ledger_schema as schema
+from spatialdp._validation import (
+    check_choice,
+    check_count,
+    check_delta,
+    check_epsilon,
+    check_flag,
+    check_instance,
+    check_number,
+    check_text,
+    fail,
+)
+from spatialdp.exceptions import BudgetExceeded, LedgerError, SpatialDPError
+from spatialdp.privacy import _ledger_store as store
 from spatialdp.privacy.budget import (
     Accounting,
     BudgetSplit,
+    Disjoint,
     LineItem,
     Neighbours,
+    Overlapping,
+    Single,
     Structure,
     check_neighbours,
     rho_to_epsilon,
@@ -54,6 +66,10 @@ if TYPE_CHECKING:
 __all__ = ["Charge", "PrivacyLedger"]
 
 _UNIT = {"pure": "epsilon", "zcdp": "rho"}
+
+
+#: Longest wait for another process's lock, in seconds (one day).
+MAX_TIMEOUT = 86_400.0
 
 
 @dataclass(frozen=True)
@@ -136,18 +152,18 @@ class PrivacyLedger:
     ) -> None:
         self._lock = threading.RLock()  # one connection, used by any thread, one at a time
         self._conn: sqlite3.Connection | None = None
-        self._path = checks.check_path(path)
-        self._timeout = checks.check_timeout(timeout)
-        self._read_only = checks.check_flag(read_only, "read_only", memory=self._path)
-        budget, acc, sp = checks.check_configuration(epoch_budget, accounting, split)
-        self._conn, stored = opening.open_ledger(self._path, self._timeout, self._read_only,
-                                                 budget, acc, sp)
-        if self._path != files.MEMORY:
+        self._path = _check_path(path)
+        self._timeout = _check_timeout(timeout)
+        self._read_only = _check_read_only(read_only, self._path)
+        budget, acc, sp = _check_configuration(epoch_budget, accounting, split)
+        self._conn, stored = store.open_ledger(self._path, self._timeout, self._read_only,
+                                               budget, acc, sp)
+        if self._path != store.MEMORY:
             # A damaged index can hide charges from the budget checks (an edited byte in
             # the spend table's index made spent() read 0): SQLite's full check on open.
             try:
                 with self._transaction("checking the file"):
-                    reports.integrity(self._conn, self._path)
+                    store.integrity(self._conn, self._path)
             except BaseException:
                 self.close()
                 raise
@@ -161,13 +177,13 @@ class PrivacyLedger:
 
     def _live(self) -> sqlite3.Connection:
         if self._conn is None:
-            raise files.ledger_error(self._path, "is closed",
+            raise store.ledger_error(self._path, "is closed",
                                      "open a new PrivacyLedger on the file")
         return self._conn
 
     def _writable(self, action: str) -> None:
         if self._read_only:
-            raise files.ledger_error(self._path, f"was opened with read_only=True, so "
+            raise store.ledger_error(self._path, f"was opened with read_only=True, so "
                                      f"{action} is refused", "open it with read_only=False")
 
     @contextmanager
@@ -179,7 +195,7 @@ class PrivacyLedger:
         (a Flower server thread, a notebook's workers) take turns; processes
         sharing the file are serialised by SQLite's own locks.
         """
-        with self._lock, files.transaction(self._live(), self._path, action, self._timeout,
+        with self._lock, store.transaction(self._live(), self._path, action, self._timeout,
                                            mode) as conn:
             yield conn
 
@@ -190,7 +206,7 @@ class PrivacyLedger:
         Best effort: while another connection holds a read snapshot the WAL
         cannot be emptied, and the next write or close completes the checkpoint.
         """
-        if self._path != files.MEMORY:
+        if self._path != store.MEMORY:
             with self._lock, suppress(sqlite3.Error):
                 self._live().execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
 
@@ -303,34 +319,34 @@ class PrivacyLedger:
         >>> round(c.charged, 6), round(c.remaining, 6)
         (0.1, 0.14)
         """
-        ep = checks.check_index(epoch, "epoch")
+        ep = _check_index(epoch, "epoch")
         item = LineItem.parse(line_item)
-        structure = checks.check_structure(structure)
-        who, what, why = (checks.check_audit_text(v, k)
+        structure = _check_structure(structure)
+        who, what, why = (_check_audit_text(v, k)
                           for k, v in (("who", who), ("what", what), ("why", why)))
-        unit, loss = checks.check_loss(epsilon, rho, self._accounting)
-        rounds = None if round_index is None else checks.check_index(round_index, "round_index")
+        unit, loss = _check_loss(epsilon, rho, self._accounting)
+        rounds = None if round_index is None else _check_index(round_index, "round_index")
         relation = check_neighbours(neighbours)
-        rid = uuid.uuid4().hex if release_id is None else checks.check_audit_text(
+        rid = uuid.uuid4().hex if release_id is None else _check_audit_text(
             release_id, "release_id")
         self._writable("charging")
-        charged = caps.charged(loss, unit, self._accounting, structure.multiplier)
-        when = schema.now()
+        charged = store.charged(loss, unit, self._accounting, structure.multiplier)
+        when = store.now()
         with self._transaction("charging", "IMMEDIATE") as conn:
-            cap, new_total = caps.fit(conn, self._base, epoch=ep, item=item, charged=charged,
-                                      unit=self.unit, release_id=rid,
-                                      label=f"{what!r} ({structure.describe()})")
-            schema.insert_charge(
+            cap, new_total = store.fit(conn, self._base, epoch=ep, item=item, charged=charged,
+                                       unit=self.unit, release_id=rid,
+                                       label=f"{what!r} ({structure.describe()})")
+            store.insert_charge(
                 conn,
-                release_id=rid, epoch=ep, line_item=item.value, charged=schema.fmt(charged),
-                loss=schema.fmt(loss), loss_unit=unit, structure_kind=structure.kind,
+                release_id=rid, epoch=ep, line_item=item.value, charged=store.fmt(charged),
+                loss=store.fmt(loss), loss_unit=unit, structure_kind=structure.kind,
                 structure_name=structure.name, parts=structure.parts,
                 max_parts_per_client=structure.max_parts_per_client,
                 multiplier=structure.multiplier, structure=structure.describe(),
                 who=who, what=what, why=why, round=rounds, recorded_at=when,
                 neighbours=relation,
             )  # fmt: skip
-            schema.add_to_total(conn, ep, item.value, new_total)
+            store.add_to_total(conn, ep, item.value, new_total)
         self._checkpoint()
         return Charge(rid, ep, item.value, float(charged), float(cap - new_total), when)
 
@@ -367,17 +383,17 @@ class PrivacyLedger:
         ...
         spatialdp.exceptions.BudgetExceeded: 4 charge(s) of 0.2 epsilon (0.8 in all) ...
         """
-        ep = checks.check_index(epoch, "epoch")
+        ep = _check_index(epoch, "epoch")
         item = LineItem.parse(line_item)
-        multiplier = 1 if structure is None else checks.check_structure(structure).multiplier
-        unit, loss = checks.check_loss(epsilon, rho, self._accounting)
-        n = checks.check_index(charges, "charges")
-        one = caps.charged(loss, unit, self._accounting, multiplier)
-        total = schema.UP.multiply(one, Decimal(n))
+        multiplier = 1 if structure is None else _check_structure(structure).multiplier
+        unit, loss = _check_loss(epsilon, rho, self._accounting)
+        n = _check_index(charges, "charges")
+        one = store.charged(loss, unit, self._accounting, multiplier)
+        total = store.UP.multiply(one, Decimal(n))
         with self._transaction("checking a charge") as conn:
-            limit, _ = caps.cap(conn, self._base, ep, item)
-            so_far, _ = caps.spent(conn, ep, item)
-        left = schema.DOWN.subtract(limit, so_far)
+            limit, _ = store.cap(conn, self._base, ep, item)
+            so_far, _ = store.spent(conn, ep, item)
+        left = store.DOWN.subtract(limit, so_far)
         if total > left:
             raise BudgetExceeded(
                 f"{n} charge(s) of {float(one):.6g} {self.unit} ({float(total):.6g} in all) "
@@ -433,15 +449,15 @@ class PrivacyLedger:
         ...     [round(ledger.cap(e, "evaluation.regional"), 6) for e in (0, 1)]
         [0.34, 0.14]
         """
-        ep = checks.check_index(epoch, "epoch")
-        value = checks.check_amount(amount, "amount")
+        ep = _check_index(epoch, "epoch")
+        value = _check_amount(amount, "amount")
         item = LineItem.parse(line_item)
-        approver, who, why = (checks.check_audit_text(v, k) for k, v in
+        approver, who, why = (_check_audit_text(v, k) for k, v in
                               (("approver", approver), ("who", who), ("why", why)))
         self._writable("borrowing")
         with self._transaction("borrowing", "IMMEDIATE") as conn:
-            caps.borrow(conn, self._base, epoch=ep, item=item, amount=value, unit=self.unit,
-                        audit=(approver, who, why))
+            store.borrow(conn, self._base, epoch=ep, item=item, amount=value, unit=self.unit,
+                         audit=(approver, who, why))
         self._checkpoint()
 
     # -- reading ----------------------------------------------------------------------
@@ -459,9 +475,9 @@ class PrivacyLedger:
         float
             The cap, in :attr:`unit`.
         """
-        ep, item = checks.check_index(epoch, "epoch"), LineItem.parse(line_item)
+        ep, item = _check_index(epoch, "epoch"), LineItem.parse(line_item)
         with self._transaction("reading a cap") as conn:
-            return float(caps.cap(conn, self._base, ep, item)[0])
+            return float(store.cap(conn, self._base, ep, item)[0])
 
     def spent(self, epoch: int, line_item: str | LineItem | None = None) -> float:
         """Return what was spent on ``line_item`` in ``epoch`` (all items if ``None``).
@@ -477,10 +493,10 @@ class PrivacyLedger:
         float
             The amount spent, in :attr:`unit`.
         """
-        ep = checks.check_index(epoch, "epoch")
+        ep = _check_index(epoch, "epoch")
         items = list(LineItem) if line_item is None else [LineItem.parse(line_item)]
         with self._transaction("reading spent budget") as conn:
-            total = sum((caps.spent(conn, ep, i)[0] for i in items), Decimal(0))
+            total = sum((store.spent(conn, ep, i)[0] for i in items), Decimal(0))
         return float(total)
 
     def remaining(self, epoch: int, line_item: str | LineItem) -> float:
@@ -496,9 +512,9 @@ class PrivacyLedger:
         float
             The amount left, in :attr:`unit`.
         """
-        ep, item = checks.check_index(epoch, "epoch"), LineItem.parse(line_item)
+        ep, item = _check_index(epoch, "epoch"), LineItem.parse(line_item)
         with self._transaction("reading remaining budget") as conn:
-            return float(caps.cap(conn, self._base, ep, item)[0] - caps.spent(conn, ep, item)[0])
+            return float(store.cap(conn, self._base, ep, item)[0] - store.spent(conn, ep, item)[0])
 
     def epochs(self) -> list[int]:
         """Return the epochs with at least one charge or borrow, in order."""
@@ -531,15 +547,15 @@ class PrivacyLedger:
         >>> [round(float(caps[k]), 6) for k in ("training", "evaluation", "total")]
         [1.4, 0.6, 2.0]
         """
-        ep = checks.check_index(epoch, "epoch")
+        ep = _check_index(epoch, "epoch")
         conv = None
         if delta is not None:
-            d = checks.check_delta(delta)
+            d = check_delta(delta)
             if self._accounting == "zcdp":
                 conv = partial(rho_to_epsilon, delta=d)
         with self._transaction("summarising an epoch") as conn:
-            rows = caps.epoch_rows(conn, self._base, ep)
-        return reports.summary_frame(rows, self.unit, conv)
+            rows = store.epoch_rows(conn, self._base, ep)
+        return _summary_frame(rows, self.unit, conv)
 
     def audit(self, epoch: int | None = None) -> pd.DataFrame:
         """Return every charge (who / what / when / why, structure, amounts), oldest first.
@@ -554,14 +570,14 @@ class PrivacyLedger:
         pandas.DataFrame
             One row per charge; ``recorded_at`` in UTC.
         """
-        ep = None if epoch is None else checks.check_index(epoch, "epoch")
+        ep = None if epoch is None else _check_index(epoch, "epoch")
         with self._transaction("reading the audit trail") as conn:
-            return reports.audit_frame(conn, self.unit, ep)
+            return _audit_frame(conn, self.unit, ep)
 
     def borrows(self) -> pd.DataFrame:
         """Return every borrow: epoch, line item, amount, approver, who, why, when."""
         with self._transaction("reading the borrows") as conn:
-            return reports.borrows_frame(conn)
+            return _borrows_frame(conn)
 
     def verify(self) -> dict[str, int]:
         """Check the whole file: SQLite integrity, amounts, totals, borrows and caps.
@@ -583,8 +599,8 @@ class PrivacyLedger:
         {'charges': 0, 'line_items': 0, 'borrows': 0}
         """
         with self._transaction("verifying the file") as conn:
-            reports.integrity(conn, self._path)
-            return checks.check_contents(conn, self._path, self._base)
+            store.integrity(conn, self._path)
+            return store.check_contents(conn, self._path, self._base)
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -622,9 +638,216 @@ class PrivacyLedger:
         if self._conn is not None:
             try:
                 with self._transaction("describing the ledger") as conn:
-                    state = reports.state(conn)
+                    state = _state(conn)
             except SpatialDPError:
                 state = "unreadable"
         return (f"PrivacyLedger({self._path!r}, accounting={self._accounting!r}, "
                 f"epoch_budget={float(self._budget):g} {self.unit}, "
-                f"{reports.describe_split(self._split)}; {state})")
+                f"{_describe_split(self._split)}; {state})")
+
+
+# -- the checks of the arguments ----------------------------------------------------------
+
+
+def _check_index(value: Any, name: str) -> int:
+    """Return an epoch or round index: a whole number in ``[0, 2**62]``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> _check_index(np.int64(3), "epoch")
+    3
+    """
+    return check_count(value, name, high=store.MAX_INDEX)
+
+
+def _check_audit_text(value: Any, name: str) -> str:
+    r"""Return audit text (who, what, why, approver, release id), stripped.
+
+    Besides :func:`~spatialdp._validation.check_text`, refuses text SQLite
+    cannot store (lone surrogates).
+
+    Examples
+    --------
+    >>> _check_audit_text(" ana ", "who")
+    'ana'
+    >>> _check_audit_text("\ud800", "who")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    spatialdp.exceptions.InvalidInput: who='\ud800' is not valid Unicode text ...
+    """
+    text = check_text(value, name)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise fail(name, value, "is not valid Unicode text (it holds a lone surrogate)",
+                   "pass text that encodes as UTF-8") from None
+    return text.strip()
+
+
+def _check_amount(value: Any, name: str) -> Decimal:
+    """Return a privacy amount (epsilon, rho, budget) as the decimal the caller wrote.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> _check_amount(np.float64(0.1), "epsilon")
+    Decimal('0.1')
+    """
+    return store.dec(check_epsilon(value, name))
+
+
+def _check_loss(epsilon: Any, rho: Any, accounting: str) -> tuple[str, Decimal]:
+    """Return ``(unit, loss)`` from exactly one of ``epsilon`` and ``rho``.
+
+    Raises
+    ------
+    InvalidInput
+        Neither or both given, or the one given is not a valid privacy amount.
+    LedgerError
+        ``rho`` for a pure-epsilon ledger (zCDP does not imply pure DP).
+    """
+    if epsilon is None and rho is None:
+        raise fail("epsilon", None, "and rho=None: no loss was given",
+                   "pass exactly one of epsilon= and rho=")
+    if epsilon is not None and rho is not None:
+        raise fail("epsilon", epsilon, f"was passed with rho={rho!r}",
+                   "pass exactly one of epsilon= and rho=")
+    if rho is None:
+        return "epsilon", _check_amount(epsilon, "epsilon")
+    if accounting == "pure":
+        raise LedgerError(
+            f"rho={rho!r} cannot be charged to a pure-epsilon ledger: zCDP does not imply "
+            "pure DP. Charge the release's pure epsilon, or keep this workload in a "
+            "ledger created with accounting='zcdp'.")
+    return "rho", _check_amount(rho, "rho")
+
+
+def _check_path(value: Any) -> str:
+    """Return a ledger path as text: ``":memory:"`` or a file path (str or os.PathLike)."""
+    try:
+        path = os.fspath(value)
+    except TypeError:
+        path = None
+    if not isinstance(path, str):
+        raise fail("path", value, f"is a {type(value).__name__}, not a path",
+                   "pass a str or pathlib.Path naming the ledger file, or ':memory:'")
+    return check_text(path, "path")
+
+
+def _check_timeout(value: Any) -> float:
+    """Return seconds to wait for a lock: finite, ``>= 0``, at most a day."""
+    return check_number(value, "timeout", low=0.0, high=MAX_TIMEOUT,
+                        fix="pass seconds to wait for another process's lock, e.g. 30.0")
+
+
+def _check_read_only(value: Any, path: str) -> bool:
+    """Return ``read_only``: a ``True``/``False`` switch, refused for an in-memory ledger."""
+    read_only = check_flag(value, "read_only")
+    if read_only and path == store.MEMORY:
+        raise fail("read_only", value, "cannot apply to a new in-memory ledger",
+                   "pass the path of a ledger file, or read_only=False")
+    return read_only
+
+
+def _check_configuration(epoch_budget: Any, accounting: Any, split: Any
+                         ) -> tuple[Decimal | None, str | None, BudgetSplit | None]:
+    """Return the checked ``(epoch_budget, accounting, split)``; ``None`` stays ``None``."""
+    budget = None if epoch_budget is None else _check_amount(epoch_budget, "epoch_budget")
+    kind = None if accounting is None else check_choice(accounting, "accounting",
+                                                        store.ACCOUNTING)
+    fix = "pass e.g. BudgetSplit(evaluation_share=0.3, global_share=0.2)"
+    shares = None if split is None else check_instance(split, "split", BudgetSplit, fix)
+    return budget, kind, shares
+
+
+def _check_structure(value: Any) -> Structure:
+    """Return a release structure: a Single, Disjoint or Overlapping instance."""
+    if not isinstance(value, Single | Disjoint | Overlapping):
+        raise fail("structure", value, f"is a {type(value).__name__}, not a release structure",
+                   "pass Single(name), Disjoint(name, parts) or "
+                   "Overlapping(name, parts, max_parts_per_client)")
+    return value
+
+
+# -- reports ------------------------------------------------------------------------------
+
+
+_AUDIT_COLUMNS = (
+    "release_id, recorded_at, epoch, round, line_item, who, what, why, loss, loss_unit, "
+    "charged, structure, structure_kind, structure_name, parts, max_parts_per_client, multiplier"
+)
+
+
+def _summary_frame(
+    rows: dict[str, dict[str, Decimal]],
+    unit: str,
+    to_epsilon: Callable[[float], float] | None,
+) -> pd.DataFrame:
+    """Return line items plus ``evaluation`` subtotal and ``total`` rows, as floats."""
+    import pandas as pd
+
+    keys = ("base_cap", "borrowed", "cap", "spent", "remaining", "n_charges")
+    groups = {
+        "evaluation": [i.value for i in LineItem if i.is_evaluation],
+        "total": [i.value for i in LineItem],
+    }
+    for name, members in groups.items():
+        rows[name] = {k: sum((rows[m][k] for m in members), Decimal(0)) for k in keys}
+    df = pd.DataFrame.from_dict(rows, orient="index").astype(float)
+    df["n_charges"] = df["n_charges"].astype(int)
+    df.index.name = "line_item"
+    if to_epsilon is not None:
+        df["spent_epsilon"] = [to_epsilon(float(s)) for s in df["spent"]]
+    df.attrs["unit"] = unit
+    return df
+
+
+def _audit_frame(conn: sqlite3.Connection, unit: str, epoch: int | None) -> pd.DataFrame:
+    """Return the ``charges`` table, oldest first, amounts as floats, times as UTC datetimes."""
+    import pandas as pd
+
+    relation = store.column_or_default(conn, "charges", "neighbours")
+    sql = f"SELECT {_AUDIT_COLUMNS}, {relation} FROM charges"
+    args: tuple[int, ...] = ()
+    if epoch is not None:
+        sql, args = sql + " WHERE epoch = ?", (epoch,)
+    cur = conn.execute(sql + " ORDER BY seq", args)
+    df = pd.DataFrame(cur.fetchall(), columns=[d[0] for d in cur.description])
+    df = df.rename(columns={"round": "round_index"})
+    df["recorded_at"] = pd.to_datetime(df["recorded_at"], utc=True, format="ISO8601")
+    df["loss"] = df["loss"].astype(float)
+    df["charged"] = df["charged"].astype(float)
+    df.attrs["unit"] = unit
+    return df
+
+
+def _borrows_frame(conn: sqlite3.Connection) -> pd.DataFrame:
+    """Return the ``borrows`` table, by epoch."""
+    import pandas as pd
+
+    cur = conn.execute("SELECT * FROM borrows ORDER BY epoch")
+    df = pd.DataFrame(cur.fetchall(), columns=[d[0] for d in cur.description])
+    df["amount"] = df["amount"].astype(float)
+    df["recorded_at"] = pd.to_datetime(df["recorded_at"], utc=True, format="ISO8601")
+    return df
+
+
+def _describe_split(split: BudgetSplit) -> str:
+    """Return the split in words, e.g. ``70%/30% training/evaluation, 20% of evaluation global``.
+
+    Examples
+    --------
+    >>> _describe_split(BudgetSplit())
+    '70%/30% training/evaluation, 20% of evaluation global'
+    """
+    return (f"{1 - split.evaluation_share:.0%}/{split.evaluation_share:.0%} "
+            f"training/evaluation, {split.global_share:.0%} of evaluation global")
+
+
+def _state(conn: sqlite3.Connection) -> str:
+    """Return ``"<n> epochs, <m> charges"`` (call inside a read transaction)."""
+    epochs, charges = conn.execute(
+        "SELECT (SELECT COUNT(*) FROM (SELECT epoch FROM spend UNION SELECT epoch FROM "
+        "borrows)), (SELECT COUNT(*) FROM charges)").fetchone()
+    return f"{int(epochs)} epochs, {int(charges)} charges"

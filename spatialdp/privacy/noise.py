@@ -22,7 +22,7 @@ Values may be a scalar, an array of any shape (one release vector of ``n`` or
 or a ``scipy.sparse`` array over a public domain (densified, every entry noised).
 
 Real-valued Laplace releases are exact discrete Laplace noise on a fixed-point
-lattice (:mod:`spatialdp.privacy._lattice`): rounding ``d`` values to a lattice
+lattice (:mod:`spatialdp.privacy.exact`): rounding ``d`` values to a lattice
 of step ``2**e`` can add ``d * 2**e`` to the L1 sensitivity, so
 :class:`LaplaceMechanism` calibrates its real-valued scale with a relative
 headroom of ``2**-24`` and, at release time, takes the largest step with
@@ -54,13 +54,12 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from spatialdp._random import RandomLike
-from spatialdp._validation import check_alpha, check_count, check_number, fail
+from spatialdp._validation import check_alpha, check_count, check_flag, check_number, fail
 from spatialdp.exceptions import InvalidInput
 from spatialdp.privacy import accuracy as _acc
-from spatialdp.privacy._exact import rational_scale
-from spatialdp.privacy._lattice import headroom_scale, lattice_laplace, mechanism_exponent
 from spatialdp.privacy._noise_input import as_values, float_out
-from spatialdp.privacy.calibration import gaussian_sigma, laplace_scale
+from spatialdp.privacy.calibration import gaussian_sigma, headroom_scale, laplace_scale
+from spatialdp.privacy.exact import lattice_laplace, mechanism_exponent, rational_scale
 from spatialdp.privacy.release import (
     RELEASE_BY_KIND,
     release_discrete_gaussian,
@@ -160,14 +159,13 @@ class _Mechanism:
     _family: ClassVar[str]  # "laplace" or "gaussian"
 
     def _setup(self, budget: float, sensitivity: float, scale: float, discrete: Any) -> None:
-        if not isinstance(discrete, (bool, np.bool_)):
-            raise fail("discrete", discrete, f"is a {type(discrete).__name__}, not a bool",
-                       "pass discrete=True for integer counts or False for real values")
+        self._discrete = check_flag(
+            discrete, "discrete",
+            fix="pass discrete=True for integer counts or False for real values")
         self._budget = budget
         self._sensitivity = sensitivity
         self._scale = scale
-        self._discrete = bool(discrete)
-        self._kind = f"discrete_{self._family}" if discrete else self._family
+        self._kind = f"discrete_{self._family}" if self._discrete else self._family
 
     @property
     def sensitivity(self) -> float:

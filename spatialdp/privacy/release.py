@@ -12,10 +12,10 @@ floating-point safe:
 
 * :func:`release_discrete_laplace` - exact integer (two-sided geometric) noise
   from our vectorised exact table-inversion sampler with integer arithmetic
-  (:mod:`spatialdp.privacy._exact`; a million cells in a few hundredths of a
+  (:mod:`spatialdp.privacy.exact`; a million cells in a few hundredths of a
   second, at every scale);
 * :func:`release_laplace` - real-valued Laplace noise as exact discrete
-  Laplace noise on a fine fixed-point lattice (:mod:`spatialdp.privacy._lattice`,
+  Laplace noise on a fine fixed-point lattice (:mod:`spatialdp.privacy.exact`,
   the way OpenDP releases floats, vectorised: about a million values in a
   tenth of a second);
 * :func:`release_gaussian` - real-valued Gaussian noise through OpenDP's
@@ -56,19 +56,18 @@ from typing import Any, overload
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from spatialdp.privacy._exact import discrete_laplace_noise
-from spatialdp.privacy._lattice import lattice_laplace, standalone_exponent
+from spatialdp._validation import check_scale
 from spatialdp.privacy._noise_input import (
     ScalarInt,
     ScalarReal,
     Sparse,
     as_counts,
     as_values,
-    check_scale,
     float_out,
     int_out,
     is_scalar,
 )
+from spatialdp.privacy.exact import discrete_laplace_noise, lattice_laplace, standalone_exponent
 
 __all__ = [
     "release_discrete_gaussian",
@@ -93,7 +92,7 @@ def release_discrete_laplace(counts: Any, scale: float) -> Any:
     the exact value of the float ``scale``: a uniform sign and a geometric
     magnitude drawn by lazy inversion against bracketed thresholds, integer
     arithmetic only, vectorised over the array, fed by :func:`os.urandom`
-    (see :mod:`spatialdp.privacy._exact`).
+    (see :mod:`spatialdp.privacy.exact`).
 
     Parameters
     ----------
@@ -170,7 +169,7 @@ def release_laplace(values: Any, scale: float) -> Any:
     exact discrete Laplace noise of ``scale / 2**e`` lattice units (integer
     arithmetic, OS entropy); the result is the noisy lattice point as a float
     (exactly, while below ``2**53`` lattice units). See
-    :mod:`spatialdp.privacy._lattice`. The step is the largest power of two
+    :mod:`spatialdp.privacy.exact`. The step is the largest power of two
     with ``d * step <= 2**-24 * scale`` for ``d`` values, so for a query of L1
     sensitivity ``Delta`` the release is ``(Delta / scale + 2**-24)``-DP (the
     lattice rounding adds at most ``d * step`` to the sensitivity).

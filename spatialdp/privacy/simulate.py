@@ -36,18 +36,18 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from spatialdp._random import RandomLike, as_generator
+from spatialdp._validation import check_scale
 from spatialdp.exceptions import SpatialDPError
-from spatialdp.privacy._exact import MAX_ROUNDS
 from spatialdp.privacy._noise_input import (
     ScalarInt,
     ScalarReal,
     Sparse,
     as_counts,
     as_values,
-    check_scale,
     float_out,
     int_out,
 )
+from spatialdp.privacy.exact import MAX_ROUNDS
 
 __all__ = [
     "MAX_ROUNDS",

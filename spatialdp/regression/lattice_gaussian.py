@@ -1,7 +1,7 @@
 """Floating-point-safe Gaussian noise for on-device releases: a discrete Gaussian on a lattice.
 
 The same construction as the real-valued Laplace release
-(:mod:`spatialdp.privacy._lattice`), with exact discrete Gaussian noise:
+(:mod:`spatialdp.privacy.exact`), with exact discrete Gaussian noise:
 
 1. the lattice step is ``step = 2**e`` (scaling by it is exact in binary);
 2. each true value is rounded to the nearest lattice point, ``N_i = round(v_i / step)``;
@@ -22,7 +22,7 @@ charged rho is never exceeded.
 Sampling (:func:`discrete_gaussian_noise`) is Canonne-Kamath-Steinke's
 Algorithm 3, vectorised: discrete Laplace proposals of scale
 ``t = floor(S) + 1`` from the exact OS-entropy sampler of
-:mod:`spatialdp.privacy._exact`, accepted with probability
+:mod:`spatialdp.privacy.exact`, accepted with probability
 ``exp(-(|Y| - S**2 / t)**2 / (2 S**2))``. Each acceptance compares a 32-bit
 uniform from :func:`os.urandom` with a float bracket of that probability that
 is wide enough to contain it for certain (relative ``2**-40`` times the
@@ -52,9 +52,13 @@ from numpy.typing import NDArray
 from spatialdp._random import RandomLike, as_generator
 from spatialdp._validation import check_count, check_epsilon, check_finite_array, check_positive
 from spatialdp.exceptions import InvalidInput, SpatialDPError
-from spatialdp.privacy._exact import MAX_ROUNDS, MAX_SAMPLER_SCALE, discrete_laplace_noise
-from spatialdp.privacy._lattice import lattice_exponent
-from spatialdp.privacy.calibration import _smallest_float_at_least, decimal_value, gaussian_sigma
+from spatialdp.privacy.calibration import decimal_value, gaussian_sigma, smallest_float_at_least
+from spatialdp.privacy.exact import (
+    MAX_ROUNDS,
+    MAX_SAMPLER_SCALE,
+    discrete_laplace_noise,
+    lattice_exponent,
+)
 
 __all__ = [
     "GAUSSIAN_HEADROOM",
@@ -83,7 +87,7 @@ def headroom_sigma(sensitivity: Any, rho: Any) -> float:
     """
     sens = check_positive(sensitivity, "sensitivity",
                           fix="pass the L2 bound of one client's influence")
-    up = _smallest_float_at_least(Fraction(sens) * (1 + GAUSSIAN_HEADROOM), "sensitivity",
+    up = smallest_float_at_least(Fraction(sens) * (1 + GAUSSIAN_HEADROOM), "sensitivity",
                                   "rescale the values to a smaller sensitivity")
     return gaussian_sigma(up, rho)
 
