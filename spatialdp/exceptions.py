@@ -28,6 +28,7 @@ __all__ = [
     "ClippingFailure",
     "CohortTooSmall",
     "FeasibilityWarning",
+    "InvalidCard",
     "InvalidCells",
     "InvalidInput",
     "InvalidSpec",
@@ -52,6 +53,10 @@ class InvalidInput(SpatialDPError, ValueError):
 
 class CRSError(InvalidInput):
     """A GeoDataFrame has no CRS, or one that the operation cannot use."""
+
+
+class InvalidCard(InvalidInput):
+    """A model card that fails its schema or its content digest."""
 
 
 class InvalidCells(InvalidInput):

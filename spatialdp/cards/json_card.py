@@ -20,16 +20,12 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from spatialdp.exceptions import InvalidInput
+from spatialdp.exceptions import InvalidCard
 
 __all__ = ["SCHEMA_VERSION", "InvalidCard", "canonical_digest", "load_schema", "validate_card"]
 
 #: Version of ``model_card.schema.json``.
 SCHEMA_VERSION = "2.0.0"
-
-
-class InvalidCard(InvalidInput):
-    """A model card that fails its schema or its content digest."""
 
 
 @lru_cache(maxsize=1)
