@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
             verdict = ("pass" if result.passed else "VIOLATION") + (
                 "" if result.passed == expected else " (UNEXPECTED)")
             rows.append((name, variant, result, verdict))
-            print(f"{name:22s} {variant:17s} claimed {result.loss} {result.claimed:<5g} "
+            print(f"{name:22s} {variant:17s} claimed {result.unit} {result.claimed:<5g} "
                   f"measured >= {result.measured:7.4f}  {verdict:10s} {result.path:18s} "
                   f"{result.draws:>9,} draws  {seconds:6.1f} s  | {result.event}", flush=True)
     total = time.perf_counter() - started
@@ -85,10 +85,10 @@ def main(argv: list[str] | None = None) -> int:
     for name, variant, r, verdict in rows:
         event = r.event.replace("|", "\\|")
         lines.append(f"| `{name}` | {CASES[name].neighbours} | {variant} | "
-                     f"{VARIANTS[variant].broken} | {r.loss} {r.claimed:g} | "
+                     f"{VARIANTS[variant].broken} | {r.unit} {r.claimed:g} | "
                      f"{r.measured:.3f} | {verdict} | {r.path} | {r.draws:,} | {event} |")
     lines.append("")
-    lines.append(f"Confidence of every bound: 1 - 1e-6 (split over a case's neighbouring pairs "
+    lines.append(f"Alpha of every bound: 1e-6 (split over a case's neighbouring pairs "
                  f"and the two proportions). Seed {args.seed}; {args.draws:,} draws per input "
                  f"requested at the tap, {args.published_draws:,} on the published path; "
                  f"total {total:.0f} s; unexpected verdicts: {unexpected} of {len(rows)}.")

@@ -41,37 +41,37 @@ def _laplace_release(x: object, target: object) -> object:
 
 def test_clopper_pearson_matches_scipy_exact_interval() -> None:
     for k, n in [(0, 50), (3, 50), (25, 50), (50, 50), (1234, 100_000)]:
-        lo, hi = clopper_pearson(k, n, 0.975)
+        lo, hi = clopper_pearson(k, n, 0.025)
         ref = stats.binomtest(k, n).proportion_ci(confidence_level=0.95, method="exact")
         assert float(lo) == pytest.approx(ref.low, rel=1e-9, abs=1e-12)
         assert float(hi) == pytest.approx(ref.high, rel=1e-9, abs=1e-12)
 
 
 def test_epsilon_bound_covers_at_its_level_by_monte_carlo() -> None:
-    """The bound exceeds the true epsilon in at most 1 - confidence of repetitions.
+    """The bound exceeds the true epsilon in at most alpha of repetitions.
 
     The event is the optimal one of a Laplace shift (ratio exactly e^eps), so
     the bound sits close to the truth and the check is not vacuous.
     """
-    eps, n, reps, confidence = 1.0, 20_000, 20_000, 0.9
+    eps, n, reps, alpha = 1.0, 20_000, 20_000, 0.1
     gen = np.random.default_rng(0)
     k1 = gen.binomial(n, 0.5, reps)
     k0 = gen.binomial(n, 0.5 * math.exp(-eps), reps)
-    bounds = epsilon_lower_bound(k1, n, k0, n, confidence)
+    bounds = epsilon_lower_bound(k1, n, k0, n, alpha)
     rate = float(np.mean(bounds > eps))
-    assert rate <= (1 - confidence) + 5 * math.sqrt(0.1 * 0.9 / reps)
+    assert rate <= alpha + 5 * math.sqrt(alpha * (1 - alpha) / reps)
     assert float(np.median(bounds)) > 0.9 * eps  # and it is close to the truth
 
 
 def test_rho_bound_covers_by_monte_carlo() -> None:
     """Gaussian shift mu: rho = mu^2 / 2; the event {x > mu/2} is near its best."""
-    mu, n, reps, confidence = 1.0, 20_000, 5_000, 0.9
+    mu, n, reps, alpha = 1.0, 20_000, 5_000, 0.1
     rho = mu**2 / 2
     p1, p0 = stats.norm.sf(-mu / 2), stats.norm.sf(mu / 2)
     gen = np.random.default_rng(1)
     bounds = rho_lower_bound(gen.binomial(n, p1, reps), n, gen.binomial(n, p0, reps), n,
-                             confidence)
-    assert float(np.mean(bounds > rho)) <= 0.1 + 5 * math.sqrt(0.09 / reps)
+                             alpha)
+    assert float(np.mean(bounds > rho)) <= alpha + 5 * math.sqrt(alpha * (1 - alpha) / reps)
     assert float(np.median(bounds)) > 0.4 * rho
 
 
@@ -85,22 +85,23 @@ def test_bernoulli_renyi_is_monotone_away_from_the_diagonal() -> None:
 
 @pytest.mark.parametrize(("call", "match"), [
     # the two reproduced in issue 21: (nan, 1) and 0.0, i.e. "no violation", on bad counts
-    (lambda: clopper_pearson(5, 3, 0.99), r"k=5 exceeds its number of draws n=3"),
-    (lambda: epsilon_lower_bound(10, 5, 1, 5, 0.99), r"k1=10 exceeds its number of draws n1=5"),
-    (lambda: epsilon_lower_bound(1, 5, 9, 5, 0.99), r"k0=9 exceeds its number of draws n0=5"),
-    (lambda: rho_lower_bound(1, 5, 9, 5, 0.99), r"k0=9 exceeds"),
-    (lambda: rho_lower_bound(-1, 5, 1, 5, 0.99), r"k1=-1 is negative"),
-    (lambda: clopper_pearson(0, 0, 0.99), r"n=0 has no draws"),
-    (lambda: clopper_pearson(1.5, 3, 0.99), r"k=1.5 is not a whole number"),
-    (lambda: clopper_pearson([1, 7], [5, 5], 0.99), r"k=7 exceeds .* n=5 \(at flat index 1\)"),
-    (lambda: clopper_pearson(True, 3, 0.99), r"k=True has dtype bool"),
-    (lambda: clopper_pearson("3", 5, 0.99), r"k='3' is text"),
-    (lambda: clopper_pearson(float("nan"), 5, 0.99), r"k=nan is not a whole number"),
-    (lambda: clopper_pearson(1, 5, 1.0), r"confidence=1.0 is above"),
-    (lambda: clopper_pearson(1, 5, 0.0), r"confidence=0.0 is below"),
-    (lambda: epsilon_lower_bound(1, 5, 1, 5, 1.5), r"confidence=1.5"),
-    (lambda: epsilon_lower_bound(1, 5, 1, 5, 0.9, delta=1.0), r"delta=1.0 is above"),
-    (lambda: clopper_pearson([1, 2], [3, 4, 5], 0.9), r"do not broadcast"),
+    (lambda: clopper_pearson(5, 3, 0.01), r"k=5 exceeds its number of draws n=3"),
+    (lambda: epsilon_lower_bound(10, 5, 1, 5, 0.01), r"k1=10 exceeds its number of draws n1=5"),
+    (lambda: epsilon_lower_bound(1, 5, 9, 5, 0.01), r"k0=9 exceeds its number of draws n0=5"),
+    (lambda: rho_lower_bound(1, 5, 9, 5, 0.01), r"k0=9 exceeds"),
+    (lambda: rho_lower_bound(-1, 5, 1, 5, 0.01), r"k1=-1 is negative"),
+    (lambda: clopper_pearson(0, 0, 0.01), r"n=0 has no draws"),
+    (lambda: clopper_pearson(1.5, 3, 0.01), r"k=1.5 is not a whole number"),
+    (lambda: clopper_pearson([1, 7], [5, 5], 0.01), r"k=7 exceeds .* n=5 \(at flat index 1\)"),
+    (lambda: clopper_pearson(True, 3, 0.01), r"k=True has dtype bool"),
+    (lambda: clopper_pearson("3", 5, 0.01), r"k='3' is text"),
+    (lambda: clopper_pearson(float("nan"), 5, 0.01), r"k=nan is not a whole number"),
+    (lambda: clopper_pearson(1, 5, 1.0), r"alpha=1.0 is above"),
+    (lambda: clopper_pearson(1, 5, 0.0), r"alpha=0.0 is below"),
+    (lambda: epsilon_lower_bound(1, 5, 1, 5, 1.5), r"alpha=1.5"),
+    (lambda: rho_lower_bound(1, 5, 1, 5, -0.1), r"alpha=-0.1 is below"),
+    (lambda: epsilon_lower_bound(1, 5, 1, 5, 0.1, delta=1.0), r"delta=1.0 is above"),
+    (lambda: clopper_pearson([1, 2], [3, 4, 5], 0.1), r"do not broadcast"),
     (lambda: bernoulli_renyi(1.2, 0.5, 2.0), r"p=1.2 is outside \[0, 1\]"),
     (lambda: bernoulli_renyi(0.2, [0.5, -0.1], 2.0), r"q=.* has -0.1 at flat index 1"),
     (lambda: bernoulli_renyi(0.2, 0.5, 1.0), r"order=1.0 is not a Renyi order"),
@@ -113,20 +114,20 @@ def test_bound_functions_refuse_impossible_counts(call: object, match: str) -> N
 
 
 def test_bounds_of_an_impossible_ratio_are_zero() -> None:
-    assert epsilon_lower_bound(10, 100, 90, 100, 0.99) == 0.0
-    assert epsilon_lower_bound(5, 100, 0, 100, 0.99, delta=0.5) == 0.0
-    assert rho_lower_bound(10, 100, 90, 100, 0.99) == 0.0
+    assert epsilon_lower_bound(10, 100, 90, 100, 0.01) == 0.0
+    assert epsilon_lower_bound(5, 100, 0, 100, 0.01, delta=0.5) == 0.0
+    assert rho_lower_bound(10, 100, 90, 100, 0.01) == 0.0
 
 
 # --- the auditor, end to end on a correct Laplace ----------------------------------------------
 
 def test_a_correct_laplace_stays_below_its_claim_over_many_seeds() -> None:
-    """50 audits at confidence 0.9: violations are binomial(50, <= 0.1) at most."""
+    """50 audits at alpha 0.1: violations are binomial(50, <= 0.1) at most."""
     def sampler(x: float, n: int, rng: np.random.Generator) -> np.ndarray:
         return x + rng.laplace(0.0, 1.0, size=(n, 1))
 
     measured = [audit_sampler(sampler, (0.0, 1.0), epsilon=1.0, draws=4_000, rng=seed,
-                              confidence=0.9).measured for seed in range(50)]
+                              alpha=0.1).measured for seed in range(50)]
     violations = sum(m > 1.0 for m in measured)
     assert violations <= stats.binom.ppf(1 - 1e-6, 50, 0.1)
     assert np.median(measured) > 0.6
@@ -162,12 +163,12 @@ def test_float_low_bits_are_not_mistaken_for_leakage() -> None:
     for _ in range(3):
         a, b = gen.laplace(0.0, 1.0, (20_000, 3)), gen.laplace(0.0, 1.0, (20_000, 3))
         b[:, 1] += 1.0
-        event = select_event(a, b, bound=lambda *c: epsilon_lower_bound(*c, 1 - 1e-6))
+        event = select_event(a, b, bound=lambda *c: epsilon_lower_bound(*c, 1e-6))
         a, b = gen.laplace(0.0, 1.0, (200_000, 3)), gen.laplace(0.0, 1.0, (200_000, 3))
         b[:, 1] += 1.0
         k = [int(event.contains(x).sum()) for x in (a, b)]
         k_first, k_second = (k[1], k[0]) if event.first == 1 else (k[0], k[1])
-        worst = max(worst, epsilon_lower_bound(k_first, 200_000, k_second, 200_000, 1 - 1e-6))
+        worst = max(worst, epsilon_lower_bound(k_first, 200_000, k_second, 200_000, 1e-6))
     assert worst <= 1.0
 
 
@@ -178,7 +179,7 @@ def test_identical_outputs_measure_zero() -> None:
     assert "no output value differs" in result.event
 
 
-def test_several_pairs_report_the_worst_and_split_the_confidence() -> None:
+def test_several_pairs_report_the_worst_and_split_alpha() -> None:
     def sampler(x: tuple[float, float], n: int, rng: np.random.Generator) -> np.ndarray:
         noise = rng.laplace(0.0, 1.0, size=(n, 2))
         noise[:, 1] = 0.0  # the second value is never noised
@@ -190,6 +191,29 @@ def test_several_pairs_report_the_worst_and_split_the_confidence() -> None:
     assert result.worst.index == 1
     assert len(result.table()) == 2
     assert result.measured > 5
+
+
+def test_alpha_is_split_over_the_pairs_and_the_two_proportions() -> None:
+    """Each pair's bound is taken at alpha / pairs, each proportion at alpha / pairs / 2.
+
+    A conversion that read alpha as a confidence level, or forgot either split,
+    gives other bounds from the same counts.
+    """
+    def sampler(x: float, n: int, rng: np.random.Generator) -> np.ndarray:
+        return x + rng.laplace(0.0, 1.0, size=(n, 1))
+
+    alpha, pairs = 0.01, [(0.0, 1.0), (0.0, 0.5)]
+    result = audit_sampler(sampler, pairs, epsilon=1.0, draws=20_000, rng=6, alpha=alpha)
+    assert result.alpha == alpha
+    each = alpha / len(pairs)
+    for p in result.pairs:
+        lo, _ = clopper_pearson(p.k_first, p.n_first, each / 2)
+        _, hi = clopper_pearson(p.k_second, p.n_second, each / 2)
+        assert p.p_first_lower == float(lo)
+        assert p.p_second_upper == float(hi)
+        assert p.measured == epsilon_lower_bound(p.k_first, p.n_first, p.k_second,
+                                                 p.n_second, each)
+        assert 0 < p.measured == pytest.approx(math.log(p.p_first_lower / p.p_second_upper))
 
 
 def test_release_path_uses_os_entropy_and_says_so() -> None:
@@ -216,14 +240,15 @@ def test_result_summary_html_and_dict() -> None:
     text = result.summary()
     assert "PASS" in text
     assert "claimed epsilon 1" in text
-    assert "confidence 0.999999" in text
+    assert "at alpha 1e-06" in text
     assert "path: published" in text
     assert "(replace)" in text
     assert "PASS" in result._repr_html_()
     assert "toy" in result._repr_html_()
     d = result.to_dict()
     assert d["passed"] is True
-    assert d["loss"] == "epsilon"
+    assert d["unit"] == "epsilon"
+    assert d["alpha"] == 1e-6
     assert d["path"] == "published"
     assert d["neighbours"] == "replace"
     assert d["draws"] + d[
@@ -289,7 +314,7 @@ def _device_reports() -> pd.DataFrame:
      r"loss=50.0 is outside the clip range \[0, 4\] of column 'loss'"),
     (lambda r: replace_client(r, 1, loss=-0.5), r"loss=-0.5 is outside the clip range"),
     (lambda r: replace_client(r, 1, loss=float("nan")), r"loss=nan is not finite"),
-    (lambda r: replace_client(r, 1, loss="2"), r"loss='2' is not a number"),
+    (lambda r: replace_client(r, 1, loss="2"), r"loss='2' is a string, not a number"),
     (lambda r: replace_client(r, 1, err_0=1.0, err_1=1.0), r"histogram mass=.* above the mass "
      r"cap 1"),
     (lambda r: replace_client(r, 1, err_0=1.5), r"err_0=1.5 is outside the clip range \[0, 1\]"),
@@ -387,7 +412,10 @@ def test_neighbour_refusals(call: object, match: str) -> None:
     ({"epsilon": 1.0, "rho": 1.0}, "exactly one claim"),
     ({"rho": 1.0, "delta": 0.1}, "no meaning"),
     ({"epsilon": -1.0}, "epsilon"),
-    ({"epsilon": 1.0, "confidence": 1.0}, "confidence"),
+    ({"epsilon": 1.0, "alpha": 0.0}, r"alpha=0.0 is below the limit > 0"),
+    ({"epsilon": 1.0, "alpha": 0.6}, r"alpha=0.6 is above the limit <= 0.5"),
+    # a confidence level where alpha is meant (the old parameter's meaning) is refused
+    ({"epsilon": 1.0, "alpha": 1 - 1e-6}, r"alpha=0.999999 is above the limit <= 0.5"),
     ({"epsilon": 1.0, "draws": 10}, "draws"),
     ({"epsilon": 1.0, "path": "fast"}, "not an audit path"),
     ({"epsilon": 1.0, "path": "simulation"}, "old name of the noise-tap path"),
@@ -516,7 +544,7 @@ def test_a_token_seen_under_one_input_only_is_a_categorical_event() -> None:
     assert event.contains(x1).all()
     assert not event.contains(x0).any()
     with pytest.raises(InvalidInput, match="categorical"):
-        select_event(x0, x1, bound=lambda *c: epsilon_lower_bound(*c, 0.9), categorical=[3])
+        select_event(x0, x1, bound=lambda *c: epsilon_lower_bound(*c, 0.1), categorical=[3])
 
 
 def test_the_schema_keeps_numbers_and_the_tokens_that_tell_the_inputs_apart() -> None:

@@ -8,7 +8,7 @@ vectorised draws: the sharp check of the noise itself). Broken variants run on
 their own path (:data:`spatialdp.audit.cases.VARIANTS`): the noise and input
 variants at the tap, the variants that act after the noise on the published
 path (the tap cannot see them: the last test shows it), the seeded one on the
-real release path. The lower bounds hold at confidence 1 - 1e-6, so a pass
+real release path. The lower bounds fail with probability alpha = 1e-6, so a pass
 test fails by chance with probability below 1e-6, and the seeds make each run
 reproducible. Broken variants are built in spatialdp.audit.cases, never by
 editing library code.
@@ -69,7 +69,7 @@ def test_what_a_release_publishes_passes_at_its_claim(name: str) -> None:
     assert result.path.startswith("published"), result.path
     assert result.neighbours == case.neighbours
     assert result.passed, result.summary()
-    assert result.confidence == 1 - 1e-6
+    assert result.alpha == 1e-6
     if case.claimed == 0:  # nothing private is published: no output differs at all
         assert result.measured == 0.0, result.summary()
     elif name in WEAK_ON_PUBLISHED:

@@ -1,4 +1,4 @@
-"""Empirical privacy auditing: a statistical lower bound on the loss a release achieves.
+"""Empirical privacy auditing: a statistical lower bound on the epsilon a release achieves.
 
 :func:`audit` runs a spatialdp release on neighbouring inputs many times and
 audits everything it publishes (its result object, numeric and non-numeric
@@ -7,8 +7,8 @@ columns, warnings, log records and written files: :func:`capture`,
 ``"tap"`` path audits the noise alone (vectorised, fast) and the ``"release"``
 path the real release (OS entropy). It picks an output event on part of the
 draws, bounds its probability ratio on the rest with exact Clopper-Pearson
-bounds, and reports the claimed loss next to the measured lower bound, its
-confidence, the path and the event (:class:`AuditResult`).
+bounds, and reports the claimed epsilon (or rho) next to the measured lower
+bound, its alpha, the path and the event (:class:`AuditResult`).
 :func:`audit_sampler` audits your own vectorised sampler;
 :mod:`spatialdp.audit.neighbours` builds neighbours under the library's privacy
 model (replace one client; add or remove one); :mod:`spatialdp.audit.bounds`

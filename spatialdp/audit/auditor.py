@@ -1,13 +1,13 @@
-"""The empirical privacy auditor: a statistical lower bound on the loss a release achieves.
+"""The empirical privacy auditor: a statistical lower bound on the epsilon a release achieves.
 
 For each pair of neighbouring inputs the auditor draws the release's output
 many times under both, picks an output event on a first part of the draws
 (:func:`~spatialdp.audit.events.select_event`), counts the event on the
 remaining, fresh draws, and bounds the ratio of its two probabilities with
 exact one-sided Clopper-Pearson bounds (:mod:`spatialdp.audit.bounds`). The
-result is a lower bound on the privacy loss that holds with probability at
-least ``confidence`` (Bonferroni over the pairs and the two proportions): if it
-exceeds the claimed loss, the release is not as private as it says.
+result is a lower bound on the release's epsilon (or zCDP rho) that fails with
+probability at most ``alpha`` (Bonferroni over the pairs and the two
+proportions): if it exceeds the claim, the release is not as private as it says.
 
 Three paths, and the result says which ran:
 
@@ -34,8 +34,8 @@ Three paths, and the result says which ran:
   ``Unaccounted`` target). Slow; it catches what only the real path can get
   wrong, such as noise drawn from a fixed seed.
 
-A passing audit is evidence, not proof: it bounds the loss from below for the
-pairs and events tried. Choose worst-case neighbours (:mod:`spatialdp.audit.neighbours`).
+A passing audit is evidence, not proof: it bounds epsilon (or rho) from below
+for the pairs and events tried. Choose worst-case neighbours (:mod:`spatialdp.audit.neighbours`).
 
 Examples
 --------
@@ -97,7 +97,7 @@ class PairAudit:
 
 @dataclass(frozen=True)
 class AuditResult:
-    """Claimed privacy loss vs the empirical lower bound of one audit.
+    """Claimed epsilon (or rho) vs the empirical lower bound of one audit.
 
     Attributes
     ----------
@@ -107,14 +107,16 @@ class AuditResult:
         ``"tap"`` (the noise at the tap, seeded, vectorised), ``"release"``
         (every published output of the real release, OS entropy), or what a
         caller's sampler says (``"simulation (sampler)"`` by default).
-    loss : {"epsilon", "rho"}
-        The unit of ``claimed`` and ``measured`` (pure/approximate DP epsilon, or zCDP rho).
+    unit : {"epsilon", "rho"}
+        The unit of ``claimed`` and ``measured`` (pure/approximate DP epsilon, or
+        zCDP rho), as a ledger's ``unit``.
     claimed, measured : float
-        The claim and the lower bound (``measured`` is below the true loss with
-        probability at least ``confidence``).
+        The claim and the lower bound (``measured`` exceeds the true epsilon or
+        rho with probability at most ``alpha``).
     delta : float
         The claim's delta (epsilon audits).
-    confidence : float
+    alpha : float
+        The significance level of ``measured`` (split over the pairs).
     draws, selection_draws : int
         Draws per input of each pair: counted (fresh) and used to choose the event.
     pairs : list of PairAudit
@@ -126,11 +128,11 @@ class AuditResult:
 
     name: str
     path: str
-    loss: str
+    unit: str
     claimed: float
     measured: float
     delta: float
-    confidence: float
+    alpha: float
     draws: int
     selection_draws: int
     pairs: list[PairAudit] = field(repr=False)
@@ -154,9 +156,9 @@ class AuditResult:
     def to_dict(self) -> dict[str, Any]:
         """Return the result as plain values (JSON-ready)."""
         w = self.worst
-        return {"name": self.name, "path": self.path, "loss": self.loss,
+        return {"name": self.name, "path": self.path, "unit": self.unit,
                 "claimed": self.claimed, "measured": self.measured, "delta": self.delta,
-                "confidence": self.confidence, "draws": self.draws,
+                "alpha": self.alpha, "draws": self.draws,
                 "selection_draws": self.selection_draws, "pairs": len(self.pairs),
                 "neighbours": self.neighbours,
                 "passed": self.passed, "event": self.event, "worst_pair": w.index,
@@ -175,10 +177,10 @@ class AuditResult:
         """Return a few lines: verdict, claim vs bound, level, path, the event."""
         w = self.worst
         verdict = "PASS" if self.passed else "VIOLATION"
-        unit = self.loss + (f" (delta {self.delta:g})" if self.delta else "")
+        unit = self.unit + (f" (delta {self.delta:g})" if self.delta else "")
         return (f"privacy audit '{self.name}': {verdict}\n"
                 f"  claimed {unit} {self.claimed:.4g}; measured lower bound {self.measured:.4g} "
-                f"at confidence {self.confidence:.10g}\n"
+                f"at alpha {self.alpha:g}\n"
                 f"  path: {self.path}; {self.draws:,} counted + {self.selection_draws:,} "
                 f"selection draws per input, {len(self.pairs)} neighbouring pair(s)"
                 f"{'' if self.neighbours is None else f' ({self.neighbours})'}\n"
@@ -190,9 +192,9 @@ class AuditResult:
         verdict = "PASS" if self.passed else "VIOLATION"
         rows = "".join(f"<tr><th style='text-align:left'>{html.escape(k)}</th>"
                        f"<td style='text-align:left'>{html.escape(str(v))}</td></tr>"
-                       for k, v in [("claimed " + self.loss, f"{self.claimed:.4g}"),
+                       for k, v in [("claimed " + self.unit, f"{self.claimed:.4g}"),
                                     ("measured lower bound", f"{self.measured:.4g}"),
-                                    ("confidence", f"{self.confidence:.10g}"),
+                                    ("alpha", f"{self.alpha:g}"),
                                     ("path", self.path),
                                     ("draws per input", f"{self.draws:,} (+{self.selection_draws:,}"
                                                         " to pick the event)"),
@@ -228,10 +230,10 @@ def _claim(epsilon: Any, rho: Any, delta: Any) -> tuple[str, float, float]:
     return "epsilon", check_number(epsilon, "epsilon", low=0.0), d
 
 
-def _bound_fn(loss: str, delta: float, confidence: float) -> Callable[..., Any]:
-    if loss == "rho":
-        return lambda k1, n1, k0, n0: rho_lower_bound(k1, n1, k0, n0, confidence)
-    return lambda k1, n1, k0, n0: epsilon_lower_bound(k1, n1, k0, n0, confidence, delta)
+def _bound_fn(unit: str, delta: float, alpha: float) -> Callable[..., Any]:
+    if unit == "rho":
+        return lambda k1, n1, k0, n0: rho_lower_bound(k1, n1, k0, n0, alpha)
+    return lambda k1, n1, k0, n0: epsilon_lower_bound(k1, n1, k0, n0, alpha, delta)
 
 
 def _is_publications(part: Any) -> bool:
@@ -299,21 +301,21 @@ def _count(sample: Callable[[Any, int], Any], dataset: Any, n: int, chunk: int,
 
 
 def _run(sample: Callable[[Any, int], Any], pairs: Any, *, path: str, name: str,
-         epsilon: Any, rho: Any, delta: Any, draws: int, confidence: float, selection: float,
+         epsilon: Any, rho: Any, delta: Any, draws: int, alpha: float, selection: float,
          labels: Sequence[str], chunk: int, neighbours: Any = None) -> AuditResult:
-    loss, claimed, d = _claim(epsilon, rho, delta)
+    unit, claimed, d = _claim(epsilon, rho, delta)
     pair_list = _pairs(pairs)
     relation = None if neighbours is None else check_neighbours(neighbours)
-    level = check_number(confidence, "confidence", low=0.5, high=1.0, high_open=True,
-                         fix="pass a level such as 1 - 1e-6")
+    level = check_number(alpha, "alpha", low=0.0, high=0.5, low_open=True,
+                         fix="pass a level such as 1e-6")
     share = check_number(selection, "selection", low=0.05, high=0.95,
                          fix="pass the share of draws used to choose the event, e.g. 0.3")
     n = check_count(draws, "draws", low=100)
     n_sel = max(50, round(n * share))
     n_est = n - n_sel
-    each = 1.0 - (1.0 - level) / len(pair_list)  # Bonferroni over the pairs
-    bound = _bound_fn(loss, d, each)
-    half = 1.0 - (1.0 - each) / 2.0
+    each = level / len(pair_list)  # Bonferroni over the pairs
+    bound = _bound_fn(unit, d, each)
+    half = each / 2.0  # and over the two proportions
     results = []
     for i, (d0, d1) in enumerate(pair_list):
         s0, s1 = _draw(sample, d0, n_sel, chunk), _draw(sample, d1, n_sel, chunk)
@@ -330,18 +332,18 @@ def _run(sample: Callable[[Any, int], Any], pairs: Any, *, path: str, name: str,
         measured = float(bound(k_first, n_est, k_second, n_est))
         results.append(PairAudit(i, event, k_first, n_est, k_second, n_est, float(p_lo),
                                  float(p_hi), measured))
-    return AuditResult(name=name, path=path, loss=loss, claimed=claimed,
-                       measured=max(p.measured for p in results), delta=d, confidence=level,
+    return AuditResult(name=name, path=path, unit=unit, claimed=claimed,
+                       measured=max(p.measured for p in results), delta=d, alpha=level,
                        draws=n_est, selection_draws=n_sel, pairs=results, neighbours=relation)
 
 
 def audit(release: Callable[[Any, Any], Any], pairs: Any, *, epsilon: float | None = None,
           rho: float | None = None, delta: float = 0.0, path: str = "published",
-          draws: int | None = None, confidence: float = 1 - 1e-6, selection: float = 0.3,
+          draws: int | None = None, alpha: float = 1e-6, selection: float = 0.3,
           rng: RandomLike = None, name: str = "release", labels: Sequence[str] = (),
           rewrite: Callable[[Any, int], Any] | None = None, neighbours: str | None = None,
           chunk: int | None = None) -> AuditResult:
-    """Audit a spatialdp release on neighbouring inputs: claimed vs measured privacy loss.
+    """Audit a spatialdp release on neighbouring inputs: claimed vs measured epsilon (or rho).
 
     Parameters
     ----------
@@ -356,7 +358,7 @@ def audit(release: Callable[[Any, Any], Any], pairs: Any, *, epsilon: float | No
     pairs : tuple or iterable of tuples
         One ``(dataset, neighbour)`` 2-tuple, or a list/generator of them (build
         them with :mod:`spatialdp.audit.neighbours`). The bound is the largest
-        over the pairs; the confidence is split over them.
+        over the pairs; ``alpha`` is split over them.
     epsilon, rho : float
         The claim: exactly one. ``epsilon`` (with ``delta``) for pure or
         approximate DP; ``rho`` for zCDP, audited as ``D_a <= rho a`` on events.
@@ -369,8 +371,9 @@ def audit(release: Callable[[Any, Any], Any], pairs: Any, *, epsilon: float | No
         Draws per input of each pair (default 4,000 published, 200,000 at the
         tap, 2,000 released); ``selection`` of them choose the event, the rest
         are counted.
-    confidence : float, default 1 - 1e-6
-        The level of the lower bound.
+    alpha : float, default 1e-6
+        The significance level of the lower bound, in ``(0, 0.5]``: it exceeds
+        the true epsilon (or rho) with probability at most ``alpha``.
     rng : numpy Generator, int or None
         Seed of the published and tap paths (the release path uses OS entropy,
         as releases do).
@@ -394,7 +397,7 @@ def audit(release: Callable[[Any, Any], Any], pairs: Any, *, epsilon: float | No
     Raises
     ------
     InvalidInput
-        A bad claim, path, pair or level; outputs whose size differs between
+        A bad claim, path, pair or alpha; outputs whose size differs between
         inputs (tap path).
     """
     if path == "simulation":
@@ -426,13 +429,13 @@ def audit(release: Callable[[Any, Any], Any], pairs: Any, *, epsilon: float | No
         def sample(dataset: Any, k: int) -> Draws:
             return [capture(release, dataset, target) for _ in range(k)]
     return _run(sample, pairs, path=path, name=name, epsilon=epsilon, rho=rho, delta=delta,
-                draws=n, confidence=confidence, selection=selection, labels=labels,
+                draws=n, alpha=alpha, selection=selection, labels=labels,
                 chunk=size, neighbours=neighbours)
 
 
 def audit_sampler(sampler: Sampler, pairs: Any, *, epsilon: float | None = None,
                   rho: float | None = None, delta: float = 0.0, draws: int = 200_000,
-                  confidence: float = 1 - 1e-6, selection: float = 0.3,
+                  alpha: float = 1e-6, selection: float = 0.3,
                   rng: RandomLike = None, name: str = "release", labels: Sequence[str] = (),
                   chunk: int = _CHUNK, path: str = "simulation (sampler)",
                   neighbours: str | None = None) -> AuditResult:
@@ -463,5 +466,5 @@ def audit_sampler(sampler: Sampler, pairs: Any, *, epsilon: float | None = None,
         return out if _is_publications(out) else np.asarray(out, dtype=np.float64)
 
     return _run(sample, pairs, path=path, name=name, epsilon=epsilon,
-                rho=rho, delta=delta, draws=draws, confidence=confidence, selection=selection,
+                rho=rho, delta=delta, draws=draws, alpha=alpha, selection=selection,
                 labels=labels, chunk=size, neighbours=neighbours)

@@ -6,7 +6,7 @@ its worst-case neighbouring pairs under the relation the release claims
 participation fixed, or ``"add_remove"``, one client or device added or
 removed), and the release as ``release(dataset, target)`` returning what it
 publishes (the result object; for the file case, the written files);
-:func:`run_case` audits it at its claimed loss, on the published outputs by
+:func:`run_case` audits it at its claimed epsilon (or rho), on the published outputs by
 default (:func:`~spatialdp.audit.audit`'s ``"published"`` path).
 
 Each case also has deliberately broken *variants* (:data:`VARIANTS`), built
@@ -55,6 +55,7 @@ from spatialdp._random import RandomLike, as_generator
 from spatialdp._validation import fail
 from spatialdp.audit.auditor import DEFAULT_DRAWS, AuditResult, audit, audit_sampler
 from spatialdp.audit.neighbours import (
+    _with_values,
     drop_device,
     extreme_pairs,
     remove_client,
@@ -62,6 +63,7 @@ from spatialdp.audit.neighbours import (
     status_pair,
 )
 from spatialdp.audit.published import Publication, emitted, publication, read_files
+from spatialdp.exceptions import UninformativeReleaseWarning
 from spatialdp.privacy.noise import LaplaceMechanism
 from spatialdp.privacy.target import Accounting, Simulation, Unaccounted
 
@@ -127,15 +129,15 @@ class Variant:
         The audit path run by default (the tap is faster and sharper for the
         noise itself; only the published path sees what happens after the noise;
         a seeded release needs the real release path).
-    true_loss : str
-        The variant's real privacy loss against the claim.
+    true_epsilon : str
+        The variant's real epsilon (or rho, in a zCDP case) against the claim.
     """
 
     name: str
     broken: str
     stage: str
     path: str
-    true_loss: str
+    true_epsilon: str
 
 
 VARIANTS: dict[str, Variant] = {v.name: v for v in [
@@ -177,7 +179,8 @@ class AuditCase:
         The release function audited.
     mechanism : str
         Its noise, in words.
-    loss : {"epsilon", "rho"}
+    unit : {"epsilon", "rho"}
+        The unit of the claim (as :attr:`AuditResult.unit`).
     claimed : float
     neighbours : {"replace", "add_remove"}
         The neighbouring relation of the claim, and of the case's pairs.
@@ -191,7 +194,7 @@ class AuditCase:
 
     name: str
     mechanism: str
-    loss: str
+    unit: str
     claimed: float
     neighbours: str
     variants: tuple[str, ...]
@@ -243,18 +246,6 @@ def _hist() -> Any:
     from spatialdp.federated import HistogramSpec
 
     return HistogramSpec("err", edges=(1.0, 2.0))
-
-
-def _broken_report(reports: pd.DataFrame, client: Any, **values: float) -> pd.DataFrame:
-    """Return a report no correct device sends (unclipped, uncapped): broken variants only.
-
-    :func:`~spatialdp.audit.neighbours.replace_client` refuses such values, as
-    it must; a broken device is modelled here, by hand.
-    """
-    out = reports.copy()
-    for column, value in values.items():
-        out.loc[client, column] = value
-    return out
 
 
 # --- variants ---------------------------------------------------------------------------------
@@ -322,8 +313,6 @@ def _exact_count(release: Callable[[Any, Any], Any], spec: Any) -> Callable[[Any
 def _private_warning(release: Callable[[Any, Any], Any], spec: Any
                      ) -> Callable[[Any, Any], Any]:
     """Wrap a release: a warning, before it, naming the exact number of clients with the metric."""
-    from spatialdp.federated import UninformativeReleaseWarning
-
     def broken(frame: pd.DataFrame, target: Accounting) -> Any:
         present = int(frame[spec.present].sum())
         warnings.warn(f"{spec.key}: only {present} clients have the metric; the release may "
@@ -334,20 +323,38 @@ def _private_warning(release: Callable[[Any, Any], Any], spec: Any
 
 # --- the cases --------------------------------------------------------------------------------
 
+def _client_zero(variant: str, path: str, draws: int | None, rng: RandomLike, *, case: str,
+                 aggregate: Callable[..., Any], spec: Any,
+                 broken: dict[str, dict[str, float]] | None = None) -> AuditResult:
+    """Audit ``aggregate(reports, spec)`` on client 0's worst-case pair under the case's relation.
+
+    ``broken`` maps a broken-device variant to the values client 0's report
+    holds in the second input instead: a report no correct device sends, which
+    :func:`~spatialdp.audit.neighbours.replace_client` refuses, as it must, so
+    it is written here by hand.
+    """
+    relation = CASES[case].neighbours
+    reports = _reports()
+
+    def release(frame: pd.DataFrame, target: Accounting) -> Any:
+        return aggregate(frame, spec, epsilon=EPSILON, target=target, neighbours=relation)
+
+    pair = next(extreme_pairs(reports, spec, clients=[0], neighbours=relation))
+    if broken is not None and variant in broken:
+        pair = (pair[0], _with_values(reports, 0, broken[variant]))
+    return _audit(variant, path, release, pair, case=case, draws=draws, rng=rng,
+                  epsilon=EPSILON)
+
+
 def _aggregate_metric(variant: str, path: str, draws: int | None,
                       rng: RandomLike) -> AuditResult:
     from spatialdp.federated import aggregate_metric
 
-    spec, reports = _loss(), _reports()
-
-    def release(frame: pd.DataFrame, target: Accounting) -> Any:
-        return aggregate_metric(frame, spec, epsilon=EPSILON, target=target)
-
-    pair = next(extreme_pairs(reports, spec, clients=[0]))
-    if variant == "unclipped_device":  # the device reports its raw loss, 4x the clip
-        pair = (pair[0], _broken_report(reports, 0, loss=4.0 * spec.clip_high))
-    return _audit(variant, path, release, pair, case="aggregate_metric", draws=draws, rng=rng,
-                  epsilon=EPSILON)
+    spec = _loss()
+    # unclipped_device: the device reports its raw loss, 4x the clip
+    return _client_zero(variant, path, draws, rng, case="aggregate_metric",
+                        aggregate=aggregate_metric, spec=spec,
+                        broken={"unclipped_device": {spec.name: 4.0 * spec.clip_high}})
 
 
 @cache
@@ -391,18 +398,12 @@ def _aggregate_histogram(variant: str, path: str, draws: int | None,
                          rng: RandomLike) -> AuditResult:
     from spatialdp.federated import aggregate_histogram
 
-    spec, reports = _hist(), _reports()
-
-    def release(frame: pd.DataFrame, target: Accounting) -> Any:
-        return aggregate_histogram(frame, spec, epsilon=EPSILON, target=target)
-
-    pair = next(extreme_pairs(reports, spec, clients=[0]))
-    if variant == "cap_ignored":  # the device skips the L1 mass cap: 1 in two buckets
-        cols = list(spec.columns)
-        pair = (pair[0], _broken_report(reports, 0, **{cols[0]: 0.0, cols[1]: 1.0,
-                                                       cols[2]: 1.0}))
-    return _audit(variant, path, release, pair, case="aggregate_histogram", draws=draws,
-                  rng=rng, epsilon=EPSILON)
+    spec = _hist()
+    cols = list(spec.columns)
+    # cap_ignored: the device skips the L1 mass cap: 1 in two buckets
+    return _client_zero(variant, path, draws, rng, case="aggregate_histogram",
+                        aggregate=aggregate_histogram, spec=spec,
+                        broken={"cap_ignored": {cols[0]: 0.0, cols[1]: 1.0, cols[2]: 1.0}})
 
 
 def _regional_release(spec: Any) -> Callable[[Any, Any], Any]:
@@ -671,15 +672,8 @@ def _histogram_add_remove(variant: str, path: str, draws: int | None,
                           rng: RandomLike) -> AuditResult:
     from spatialdp.federated import aggregate_histogram
 
-    spec, reports = _hist(), _reports()
-
-    def release(frame: pd.DataFrame, target: Accounting) -> Any:
-        return aggregate_histogram(frame, spec, epsilon=EPSILON, target=target,
-                                   neighbours="add_remove")
-
-    pair = next(extreme_pairs(reports, spec, clients=[0], neighbours="add_remove"))
-    return _audit(variant, path, release, pair, case="aggregate_histogram (add/remove)",
-                  draws=draws, rng=rng, epsilon=EPSILON)
+    return _client_zero(variant, path, draws, rng, case="aggregate_histogram (add/remove)",
+                        aggregate=aggregate_histogram, spec=_hist())
 
 
 def _ratio_add_remove(variant: str, path: str, draws: int | None,

@@ -8,10 +8,10 @@ between the two inputs (at most ``max_columns``):
 - ``coordinate``: one output value (the whole story for a one-cell change);
 - ``laplace``: the Laplace log-likelihood ratio ``sum_j (|x_j - m0_j| - |x_j -
   m1_j|) / b_j`` with medians ``m`` and mean absolute deviations ``b``
-  estimated on the selection draws (the exact privacy loss of Laplace noise,
-  so tail events of it reach the claimed epsilon when several values move);
+  estimated on the selection draws (the exact log density ratio of Laplace
+  noise, so tail events of it reach the claimed epsilon when several values move);
 - ``linear``: the Gaussian log-likelihood ratio ``sum_j (m1_j - m0_j) x_j /
-  s_j^2`` (the exact privacy loss of Gaussian noise);
+  s_j^2`` (the exact log density ratio of Gaussian noise);
 - ``token``: a categorical event on a non-numeric output (the columns named by
   ``categorical``, 0/1 indicators of an output token such as
   ``reliability[CO]=high`` or a warning's text, see
@@ -29,17 +29,18 @@ Examples
 >>> rng = np.random.default_rng(0)
 >>> x0, x1 = rng.laplace(0.0, 1.0, (20000, 3)), rng.laplace(0.0, 1.0, (20000, 3))
 >>> x1[:, 1] += 1.0
->>> event = select_event(x0, x1, bound=lambda *c: epsilon_lower_bound(*c, 0.99))
+>>> event = select_event(x0, x1, bound=lambda *c: epsilon_lower_bound(*c, 0.01))
 >>> event.columns[0]
 1
 >>> seen = np.zeros((1000, 1)), np.ones((1000, 1))   # a token seen only under input 1
->>> select_event(*seen, bound=lambda *c: epsilon_lower_bound(*c, 0.99), categorical=[0],
+>>> select_event(*seen, bound=lambda *c: epsilon_lower_bound(*c, 0.01), categorical=[0],
 ...              labels=["token warning=only # clients"]).describe()
 "output token 'warning=only # clients' seen (ratio P1/P0)"
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -225,6 +226,28 @@ def _candidates(x0: FloatArray, x1: FloatArray, max_columns: int,
     return events
 
 
+def _best_reading(k0: NDArray[np.int64], n0: int, k1: NDArray[np.int64], n1: int,
+                  bound: BoundFn) -> tuple[float, int, bool, int]:
+    """Return ``(score, i, above, first)``: the best of candidate events ``i`` read four ways.
+
+    ``k0[i]`` of ``n0`` draws under input 0 (``k1[i]`` of ``n1`` under input 1)
+    fall in candidate ``i``. Each candidate is read as itself (``above``) or its
+    complement, with either input's probability as the ratio's numerator
+    (``first``); the first reading wins ties.
+    """
+    readings = [  # (k_first, n_first, k_second, n_second, above, first)
+        (k1, n1, k0, n0, True, 1), (k0, n0, k1, n1, True, 0),
+        (n1 - k1, n1, n0 - k0, n0, False, 1), (n0 - k0, n0, n1 - k1, n1, False, 0),
+    ]
+    best = (-math.inf, 0, True, 1)
+    for k_f, n_f, k_s, n_s, above, first in readings:
+        scores = np.asarray(bound(k_f, n_f, k_s, n_s), dtype=np.float64)
+        i = int(np.argmax(scores))
+        if scores[i] > best[0]:
+            best = (float(scores[i]), i, above, first)
+    return best
+
+
 def _best_cut(s0: FloatArray, s1: FloatArray, bound: BoundFn) -> tuple[float, float, bool, int]:
     """Return (score, threshold, above, first) of the best cut of one statistic."""
     a, b = np.sort(s0), np.sort(s1)
@@ -233,20 +256,10 @@ def _best_cut(s0: FloatArray, s1: FloatArray, bound: BoundFn) -> tuple[float, fl
                             1.0 - np.geomspace(1e-5, 0.5, _THRESHOLDS // 2)])
     cuts = np.unique(np.concatenate([np.quantile(pooled, np.clip(probs, 0, 1)),
                                      np.unique(pooled)[:_THRESHOLDS]]))
-    n0, n1 = a.size, b.size
-    above0 = n0 - np.searchsorted(a, cuts, side="right")
-    above1 = n1 - np.searchsorted(b, cuts, side="right")
-    options = [  # (k_first, n_first, k_second, n_second, above, first)
-        (above1, n1, above0, n0, True, 1), (above0, n0, above1, n1, True, 0),
-        (n1 - above1, n1, n0 - above0, n0, False, 1), (n0 - above0, n0, n1 - above1, n1, False, 0),
-    ]
-    best = (-1.0, 0.0, True, 1)
-    for k_f, n_f, k_s, n_s, above, first in options:
-        scores = np.asarray(bound(k_f, n_f, k_s, n_s), dtype=np.float64)
-        i = int(np.argmax(scores))
-        if scores[i] > best[0]:
-            best = (float(scores[i]), float(cuts[i]), above, first)
-    return best
+    above0 = a.size - np.searchsorted(a, cuts, side="right")
+    above1 = b.size - np.searchsorted(b, cuts, side="right")
+    score, i, above, first = _best_reading(above0, a.size, above1, b.size, bound)
+    return score, float(cuts[i]), above, first
 
 
 def _best_token(x0: FloatArray, x1: FloatArray, columns: list[int], bound: BoundFn,
@@ -256,17 +269,8 @@ def _best_token(x0: FloatArray, x1: FloatArray, columns: list[int], bound: Bound
         return None
     k0 = (np.nan_to_num(x0[:, columns]) > 0.5).sum(axis=0)
     k1 = (np.nan_to_num(x1[:, columns]) > 0.5).sum(axis=0)
-    n0, n1 = x0.shape[0], x1.shape[0]
-    best: tuple[float, Event] | None = None
-    for k_f, n_f, k_s, n_s, above, first in [
-            (k1, n1, k0, n0, True, 1), (k0, n0, k1, n1, True, 0),
-            (n1 - k1, n1, n0 - k0, n0, False, 1), (n0 - k0, n0, n1 - k1, n1, False, 0)]:
-        scores = np.asarray(bound(k_f, n_f, k_s, n_s), dtype=np.float64)
-        i = int(np.argmax(scores))
-        if best is None or scores[i] > best[0]:
-            best = (float(scores[i]), Event("token", (columns[i],), 0.5, above, first,
-                                            labels=labels))
-    return best
+    score, i, above, first = _best_reading(k0, x0.shape[0], k1, x1.shape[0], bound)
+    return score, Event("token", (columns[i],), 0.5, above, first, labels=labels)
 
 
 def select_event(x0: Any, x1: Any, *, bound: BoundFn, max_columns: int = 8,
@@ -278,9 +282,9 @@ def select_event(x0: Any, x1: Any, *, bound: BoundFn, max_columns: int = 8,
     x0, x1 : array_like, shape (n, ...)
         Draws of the output under each input (one row per draw).
     bound : callable
-        ``bound(k1, n1, k0, n0)``, vectorised over the counts: the loss bound
-        an event's counts give (e.g. :func:`~spatialdp.audit.bounds.epsilon_lower_bound`
-        at the audit's confidence).
+        ``bound(k1, n1, k0, n0)``, vectorised over the counts: the epsilon (or
+        rho) bound an event's counts give (e.g.
+        :func:`~spatialdp.audit.bounds.epsilon_lower_bound` at the audit's alpha).
     max_columns : int
         How many of the most-moved output coordinates the statistics read
         (near-copies of one already read are skipped).

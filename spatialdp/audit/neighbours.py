@@ -61,7 +61,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from spatialdp._validation import check_instance, fail
+from spatialdp._validation import check_instance, check_number, fail
 from spatialdp.federated.metrics import HistogramSpec, MetricSpec
 from spatialdp.privacy.budget import check_neighbours
 
@@ -143,12 +143,7 @@ def _spec_list(spec: Specs) -> list[MetricSpec | HistogramSpec]:
 
 
 def _real(value: Any, column: str) -> float:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, np.number)):
-        raise fail(column, value, "is not a number", "pass a finite number inside its range")
-    number = float(value)
-    if not math.isfinite(number):
-        raise fail(column, value, "is not finite", "pass a finite number inside its range")
-    return number
+    return check_number(value, column, fix="pass a finite number inside its range")
 
 
 def _value_columns(reports: pd.DataFrame, values: Mapping[str, Any]) -> None:
@@ -208,6 +203,17 @@ def replace_client(reports: pd.DataFrame, client_id: Any, *, spec: Specs = None,
     _value_columns(reports, values)
     row = {**reports.loc[client_id].to_dict(), **values}
     _Model.of(reports, spec).check(row, list(values))
+    return _with_values(reports, client_id, values)
+
+
+def _with_values(reports: pd.DataFrame, client_id: Any, values: Mapping[str, Any]
+                ) -> pd.DataFrame:
+    """Return a copy of ``reports`` with ``values`` in one client's row, unchecked.
+
+    The writing half of :func:`replace_client`, without its checks: the audit
+    suite's broken-device variants (:mod:`spatialdp.audit.cases`) build reports
+    no correct device sends with it.
+    """
     out = reports.copy()
     for column, value in values.items():
         out.loc[client_id, column] = value

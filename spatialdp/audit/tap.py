@@ -9,7 +9,7 @@ release (which finishes and publishes it as usual, marked as a simulation).
 :func:`tapped` turns a release function into a sampler of ``n`` draws of
 everything its noise touched: the noisy values before the release's
 post-processing (division by cohorts, rounding, consistency), which can only
-lower the privacy loss, so an audit of the tapped values is an audit of the
+lower epsilon (or rho), so an audit of the tapped values is an audit of the
 release.
 
 Examples
