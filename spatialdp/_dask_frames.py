@@ -1,5 +1,11 @@
 """Dask collections: recognise them, read Parquet partition by partition, compute with a bar.
 
+The shared base of the Dask paths of :func:`spatialdp.federated.device_report`,
+:func:`spatialdp.federated.regional_report`, :func:`spatialdp.queries.truth_grid`
+and :func:`spatialdp.queries.measure_query_error` (see ``docs/scale.md``).
+:func:`read_parquet` and :func:`worker_environment` are public as
+``spatialdp.read_parquet`` and ``spatialdp.worker_environment``.
+
 Dask stays optional: :func:`is_dask` answers without importing dask (a Dask
 object cannot exist unless dask was imported), so the in-memory paths can ask
 it on every call for free. Everything else here imports dask on use.
@@ -11,21 +17,24 @@ The engine is the caller's choice, never a guess:
 - a pandas/GeoPandas object runs in memory, even when a Client is active:
   pandas data are never shipped to a cluster behind the caller's back. To use
   the cluster, make the choice explicit with ``dask.dataframe.from_pandas``
-  (or read the data with :func:`read_parquet` in the first place).
+  (or read the data with :func:`read_parquet` in the first place);
+- query error has no frame to carry the choice: ``chunks=`` of
+  :func:`~spatialdp.queries.measure_query_error` splits its draws over Dask.
 """
 
 from __future__ import annotations
 
+import operator
 import sys
 from collections.abc import Sequence
-from functools import partial
+from functools import partial, reduce
 from pathlib import Path
 from typing import Any
 
 from spatialdp._validation import check_flag, check_text, fail
 
 __all__ = ["active_client", "compute", "is_dask", "read_parquet", "require_frame",
-           "worker_environment"]
+           "tree_sum", "worker_environment"]
 
 
 def is_dask(obj: object) -> bool:
@@ -112,10 +121,32 @@ def require_frame(obj: object, name: str) -> Any:
 
     if not isinstance(obj, dd.DataFrame):
         raise fail(name, type(obj).__name__, "is not a Dask DataFrame",
-                   "pass dask.dataframe.read_parquet(...) or spatialdp.scale.read_parquet(...)")
+                   "pass dask.dataframe.read_parquet(...) or spatialdp.read_parquet(...)")
     if obj.npartitions < 1:
         raise fail(name, "0 partitions", "holds no partitions", "pass a frame with data")
     return obj
+
+
+def _add(parts: list[Any]) -> Any:
+    return reduce(operator.add, parts)
+
+
+def tree_sum(items: list[Any], fan_in: int = 8) -> Any:
+    """Add delayed objects with ``+`` in a tree of fan-in 8: the driver receives one object.
+
+    Examples
+    --------
+    >>> import dask
+    >>> tree_sum([dask.delayed(i) for i in range(20)]).compute()
+    190
+    """
+    from dask import delayed
+
+    while True:  # at least one level: a single item is still made a Delayed
+        items = [delayed(_add, pure=True)(items[i:i + fan_in])
+                 for i in range(0, len(items), fan_in)]
+        if len(items) == 1:
+            return items[0]
 
 
 def compute(*collections: Any, progress: bool = False) -> tuple[Any, ...]:
@@ -237,7 +268,7 @@ def read_parquet(path: str | Path | Sequence[str | Path], *, columns: Sequence[s
         Column to use as the index. For per-example data written sorted by
         ``client_id`` pass ``index="client_id"``: when the files' min/max
         statistics show sorted, disjoint ranges they become the divisions and
-        :func:`spatialdp.scale.device_report` needs no shuffle (it does not
+        :func:`spatialdp.federated.device_report` needs no shuffle (it does not
         trust them: it checks each partition's real id range on the data).
         Otherwise the divisions stay unknown and a shuffle gathers the clients.
 
