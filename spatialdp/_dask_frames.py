@@ -220,13 +220,39 @@ def _read_file(file: str, columns: list[str] | None, index: str | None,
     return frame if index is None else frame.set_index(index)
 
 
-def _divisions(files: list[str], index: str) -> tuple[Any, ...] | None:
-    """Divisions from the files' footers (min/max statistics): None unless sorted, disjoint."""
+def _footer(file: str) -> Any:
+    """Return a Parquet file's footer (``pyarrow.parquet.FileMetaData``); refuse other files."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
+    try:
+        return pq.read_metadata(file)
+    except (pa.ArrowException, OSError):
+        raise fail("path", file, "is not a Parquet file (its footer cannot be read)",
+                   "pass Parquet files only (a folder: its *.parquet files)") from None
+
+
+def _check_schema(file: str, columns: list[str] | None, index: str | None,
+                  geometry: bool) -> None:
+    """Refuse columns, an index or GeoParquet that the first file's footer does not have."""
+    footer = _footer(file)
+    names = footer.schema.names
+    if index is not None and index not in names:
+        raise fail("index", index, f"is not a column of {file}", f"pass one of {names[:8]}")
+    absent = [c for c in columns or [] if c not in names]
+    if absent:
+        raise fail("columns", absent, f"are not columns of {file}", f"pass some of {names[:8]}")
+    if geometry and b"geo" not in (footer.metadata or {}):
+        raise fail("geometry", True, f"asks for GeoParquet, but {file} has no geo metadata",
+                   "pass geometry=False for plain Parquet (or write the files with "
+                   "GeoDataFrame.to_parquet)")
+
+
+def _divisions(files: list[str], index: str) -> tuple[Any, ...] | None:
+    """Divisions from the files' footers (min/max statistics): None unless sorted, disjoint."""
     lows, highs = [], []
     for file in files:
-        meta = pq.read_metadata(file)
+        meta = _footer(file)
         names = [meta.schema.column(i).name for i in range(meta.num_columns)]
         if index not in names or meta.num_rows == 0:
             return None
@@ -286,13 +312,22 @@ def read_parquet(path: str | Path | Sequence[str | Path], *, columns: Sequence[s
     >>> frame = read_parquet(folder, index="client_id")
     >>> frame.npartitions, frame.divisions
     (3, (0, 2, 4, 5))
+    >>> read_parquet(folder, columns=["region_id"])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    spatialdp.exceptions.InvalidInput: columns=['region_id'] are not columns of ...part-0.parquet...
     """
     files = _files(path)
+    if columns is not None and (isinstance(columns, (str, bytes))
+                                or not hasattr(columns, "__iter__")):
+        raise fail("columns", columns, "is not a list of column names",
+                   "pass e.g. columns=['region_id', 'loss']")
     cols = None if columns is None else [check_text(c, "columns") for c in columns]
-    if cols is not None and index is not None and index not in cols:
-        cols = [index, *cols]
     geo = check_flag(geometry, "geometry")
     key = None if index is None else check_text(index, "index")
+    _check_schema(files[0], cols, key, geo)
+    if cols is not None and key is not None and key not in cols:
+        cols = [key, *cols]
     import dask.dataframe as dd
 
     if geo:

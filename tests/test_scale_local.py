@@ -131,6 +131,21 @@ def test_read_parquet_refusals(tmp_path: Path) -> None:
     frame = read_parquet(tmp_path, index="client_id")
     assert not frame.known_divisions
     assert frame.compute().shape == (4, 1)
+    # what the files do not hold is refused from the first file's footer, before any read
+    # (pyarrow's ArrowInvalid, pandas' KeyError and geopandas' ValueError before)
+    with pytest.raises(InvalidInput, match=r"columns=\['nope'\] are not columns of .*p0"):
+        read_parquet(tmp_path, columns=["nope"])
+    with pytest.raises(InvalidInput, match="index='nope' is not a column"):
+        read_parquet(tmp_path, index="nope")
+    with pytest.raises(InvalidInput, match="has no geo metadata"):
+        read_parquet(tmp_path, geometry=True)
+    with pytest.raises(InvalidInput, match="is not a list of column names"):
+        read_parquet(tmp_path, columns="loss")
+    (tmp_path / "p2.parquet").write_text("not parquet")
+    with pytest.raises(InvalidInput, match="is not a Parquet file"):
+        read_parquet(tmp_path / "p2.parquet")
+    with pytest.raises(InvalidInput, match="p2.parquet.*is not a Parquet file"):
+        read_parquet(tmp_path, index="client_id")  # its footer is read for the divisions
 
 
 def test_query_error_chunks_on_dask() -> None:
