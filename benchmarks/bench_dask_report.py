@@ -13,12 +13,12 @@ checked at the end).
 - Baseline: ``pandas.read_parquet`` of the whole folder in one process, then
   ``device_report`` and ``regional_report`` in memory (what a competent user
   with the same library writes when the data fit).
-- Ours: :func:`spatialdp.scale.read_parquet` (file by file, divisions from
-  the footers: no shuffle), :func:`spatialdp.scale.device_report` and
-  :func:`spatialdp.scale.regional_report` on a ``distributed.LocalCluster`` of
-  1 and then 2 worker processes (1 thread each) started with
-  :func:`spatialdp.scale.worker_environment`; the driver receives only the
-  per-region sums.
+- Ours: :func:`spatialdp.read_parquet` (file by file, divisions from the
+  footers: no shuffle), then the same :func:`spatialdp.federated.device_report`
+  and :func:`spatialdp.federated.regional_report` given the Dask DataFrame, on a
+  ``distributed.LocalCluster`` of 1 and then 2 worker processes (1 thread each)
+  started with :func:`spatialdp.worker_environment`; the driver receives only
+  the per-region sums.
 
 Memory: peak RSS over one call, of the driver (``_common.peak_memory_mb``), of
 each worker (VmHWM reset before the call), and of the baseline's process.
@@ -82,13 +82,13 @@ def in_memory(folder: Path) -> RegionalReport:
 
 
 def on_dask(folder: Path) -> RegionalReport:
-    from spatialdp import scale
+    from spatialdp import read_parquet
 
     states = us_states_partition()
-    examples = scale.read_parquet(folder, index="client_id", columns=["region_id", "loss"])
-    clients = scale.device_report(examples, loss_spec=LOSS, partition=states)
-    return scale.regional_report(clients, states, [LOSS], epsilon=EPSILON,
-                                 target=Simulation(rng=0), min_cohort=FLOOR)
+    examples = read_parquet(folder, index="client_id", columns=["region_id", "loss"])
+    clients = device_report(examples, loss_spec=LOSS, partition=states)  # a Dask DataFrame
+    return regional_report(clients, states, [LOSS], epsilon=EPSILON,
+                           target=Simulation(rng=0), min_cohort=FLOOR)
 
 
 def _reset_peak() -> bool:
@@ -129,15 +129,15 @@ def run_on_cluster(folder: Path, workers: int, repeats: int
     import dask
     from distributed import Client, LocalCluster
 
-    from spatialdp.scale import worker_environment
+    from spatialdp import worker_environment
 
     # The recommended worker settings (docs/scale.md): glibc keeps freed arrays in
     # the heap instead of Dask's default trim threshold, which maps every array anew.
     with (dask.config.set({"distributed.nanny.pre-spawn-environ": worker_environment()}),
           LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                       dashboard_address=None, silence_logs=logging.ERROR) as cluster,
+                       dashboard_address=":0", silence_logs=logging.ERROR) as cluster,
           Client(cluster) as client):
-        client.run(__import__, "spatialdp.scale.report")  # imports are not the measurement
+        client.run(__import__, "spatialdp.federated._dask")  # imports are not the measurement
         report = on_dask(folder)  # warm-up (also the report checked below)
         best = min(_timed(lambda: on_dask(folder)) for _ in range(repeats))
         rest = client.run(_rest_mb)

@@ -38,6 +38,12 @@ The flow a newcomer follows, one step per module:
    see, alerts that fire only beyond the error bars (``compare_reports``,
    ``drift``), and, later, the model card.
 
+Every step that reads data-sized input (:func:`device_report`,
+:func:`regional_report`, ``queries.truth_grid``) accepts a Dask DataFrame as
+well as a pandas one, e.g. :func:`read_parquet` of a folder of files sorted by
+client: the workers compute the bounded sums, this process charges and draws
+the noise once (``docs/scale.md``; :func:`worker_environment` for the workers).
+
 Beside this flow: :mod:`spatialdp.queries` (DP spatial count queries on H3 grids,
 answered per polygon with exact error bars, and their error measured before
 anyone relies on them) and :mod:`spatialdp.regression` (modulated regression for
@@ -68,6 +74,7 @@ from spatialdp.exceptions import (
 )
 
 if TYPE_CHECKING:  # the public names, imported on first use (spatialdp._lazy)
+    from spatialdp._dask_frames import read_parquet, worker_environment
     from spatialdp.federated import (
         HistogramSpec,
         MetricRelease,
@@ -118,5 +125,7 @@ __all__ = [
     "aggregate_metric",
     "device_report",
     "plot_uncertainty_choropleth",
+    "read_parquet",
     "regional_report",
+    "worker_environment",
 ]

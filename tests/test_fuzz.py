@@ -122,6 +122,7 @@ SKIP: dict[str, str] = {
     "load_us_cities": "no argument",
     "load_us_states": "no argument",
     "us_states_partition": "no argument",
+    "worker_environment": "no argument (Dask's worker environment with glibc settings)",
 }
 
 
@@ -1193,6 +1194,39 @@ def save_figure_calls(draw: st.DrawFn) -> Call:
                 bbox_inches=draw(arg(st.sampled_from(["tight", None]))))
 
 
+def _parquet_folder() -> str:
+    """A folder of two small Parquet files sorted by client, and one file that is not Parquet."""
+    folder = os.path.join(TMP, "parquet")
+    if not os.path.isdir(folder):
+        os.makedirs(folder)
+        for i in range(2):
+            pd.DataFrame({"client_id": [2 * i, 2 * i + 1], "loss": 1.0}).to_parquet(
+                os.path.join(folder, f"part-{i}.parquet"), index=False)
+        with open(os.path.join(TMP, "text.parquet"), "w") as out:
+            out.write("not parquet")
+    return folder
+
+
+@st.composite
+def read_parquet_calls(draw: st.DrawFn) -> Call:
+    folder = _parquet_folder()
+    path = draw(arg(st.sampled_from([folder, os.path.join(folder, "part-0.parquet"),
+                                     os.path.join(folder, "*.parquet")]),
+                    os.path.join(TMP, "text.parquet"), os.path.join(folder, "missing.parquet"),
+                    [os.path.join(folder, "part-1.parquet")], TMP))
+    columns = draw(maybe(arg(st.sampled_from([["loss"], ["client_id", "loss"]]),
+                             ["nope"], "loss", [None])))
+    index = draw(maybe(arg(st.just("client_id"), "nope")))
+    return call("read_parquet", spatialdp.read_parquet, path, columns=columns,
+                geometry=draw(flag()), index=index, check=check_read_parquet)
+
+
+def check_read_parquet(frame: Any) -> None:
+    rows = frame.compute()
+    assert len(rows) in (2, 4)
+    assert set(rows.columns) <= {"client_id", "loss"}
+
+
 # --------------------------------------------------------------------------- registry
 
 
@@ -1288,6 +1322,7 @@ FUZZ: dict[str, tuple[Callable[[], st.SearchStrategy[Call]], int]] = {
     "cohort_label": (cohort_label_calls, 40),
     "plot_clip_tradeoff": (clip_plot_calls, 20),
     "save_figure": (save_figure_calls, 15),
+    "read_parquet": (read_parquet_calls, 20),
 }
 
 

@@ -13,7 +13,7 @@ import pytest
 from spatialdp._lazy import _declared_imports
 
 LAZY_PACKAGES = ["spatialdp", "spatialdp.privacy", "spatialdp.federated", "spatialdp.geo",
-                 "spatialdp.sampling", "spatialdp.cards", "spatialdp.scale", "spatialdp.flower",
+                 "spatialdp.sampling", "spatialdp.cards", "spatialdp.flower",
                  "spatialdp.audit"]
 
 

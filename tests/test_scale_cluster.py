@@ -10,7 +10,9 @@ from __future__ import annotations
 import logging
 import math
 import os
+import socket
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import dask
@@ -23,6 +25,8 @@ import pytest
 import shapely
 from distributed import Client, LocalCluster
 
+from spatialdp import read_parquet, worker_environment
+from spatialdp._dask_frames import WORKER_MALLOC
 from spatialdp.exceptions import BudgetExceeded, InvalidInput, PartitionMismatch
 from spatialdp.federated import HistogramSpec, MetricSpec, device_report, regional_report
 from spatialdp.geo.partition import Partition
@@ -30,28 +34,38 @@ from spatialdp.privacy.ledger import PrivacyLedger
 from spatialdp.privacy.target import ReleaseTarget, Simulation
 from spatialdp.queries import measure_query_error, query_corpus, truth_grid
 from spatialdp.queries.measure import _setup, _simulate, _summarise
-from spatialdp.scale import device_report as dask_device_report
-from spatialdp.scale import read_parquet, worker_environment
-from spatialdp.scale import regional_report as dask_regional_report
-from spatialdp.scale import truth_grid as dask_truth_grid
-from spatialdp.scale.frames import WORKER_MALLOC
 
 LOSS = MetricSpec("loss", 0.0, 4.0)
 HIST = HistogramSpec("err", edges=(1.0, 2.0))
+
+
+@contextmanager
+def _port_taken(port: int) -> Iterator[None]:
+    """Hold ``port`` while the block runs, unless another process already holds it."""
+    try:
+        sock = socket.create_server(("", port))
+    except OSError:  # taken already (another Dask process): the case this guards against
+        yield
+        return
+    with sock:
+        yield
 
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[Client]:
     # Tiny frames: the task-based shuffle beats p2p's set-up cost (dask's default, kept
     # in the library: the choice is the deployment's, through dask's config).
-    # The workers run with the recommended glibc settings (scale.worker_environment);
+    # The workers run with the recommended glibc settings (worker_environment);
     # Dask prefers a value already in os.environ (an earlier cluster leaves its own).
+    # The scheduler's HTTP server takes an ephemeral port: Dask's default 8787 may be
+    # held by another process (held here, to show that the cluster does not need it).
     saved = {k: os.environ.pop(k) for k in WORKER_MALLOC if k in os.environ}
     try:
-        with (dask.config.set({"dataframe.shuffle.method": "tasks",
+        with (_port_taken(8787),
+              dask.config.set({"dataframe.shuffle.method": "tasks",
                                "distributed.nanny.pre-spawn-environ": worker_environment()}),
               LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
-                           dashboard_address=None, silence_logs=logging.ERROR) as cluster,
+                           dashboard_address=":0", silence_logs=logging.ERROR) as cluster,
               Client(cluster) as c):
             yield c
     finally:
@@ -94,8 +108,8 @@ def test_regional_report_equals_memory_with_clients_spread_over_partitions(
     memory = regional_report(device_report(examples, **kwargs), states_partition, specs,
                              epsilon={"loss": 0.5, "err": 0.25}, target=Simulation(rng=7),
                              min_cohort=40)
-    clients = dask_device_report(lazy, **kwargs)
-    scaled = dask_regional_report(clients, states_partition, specs,
+    clients = device_report(lazy, **kwargs)
+    scaled = regional_report(clients, states_partition, specs,
                                   epsilon={"loss": 0.5, "err": 0.25},
                                   target=Simulation(rng=7), min_cohort=40)
     for name in ("loss", "err"):
@@ -124,8 +138,8 @@ def test_release_charges_once_and_noise_within_exact_tail(
     assert lazy.known_divisions
     ledger = PrivacyLedger(":memory:", epoch_budget=5.0)
     target = ReleaseTarget(ledger, epoch=0, why="scale test", round_index=3)
-    report = dask_regional_report(
-        dask_device_report(lazy, loss_spec=LOSS, partition=states_partition),
+    report = regional_report(
+        device_report(lazy, loss_spec=LOSS, partition=states_partition),
         states_partition, [LOSS], epsilon=0.4, target=target, min_cohort=40)
     assert len(ledger.audit(0)) == 1
     assert ledger.spent(0, "evaluation.regional") == pytest.approx(0.4)
@@ -158,8 +172,8 @@ def test_clients_split_across_files_are_one_client_each_on_workers(
     assert lazy.known_divisions
     ledger = PrivacyLedger(":memory:", epoch_budget=5.0)
     target = ReleaseTarget(ledger, epoch=0, why="split files")
-    report = dask_regional_report(
-        dask_device_report(lazy, loss_spec=LOSS, partition=states_partition),
+    report = regional_report(
+        device_report(lazy, loss_spec=LOSS, partition=states_partition),
         states_partition, [LOSS], epsilon=0.5, target=target, min_cohort=1)
     truth = examples.groupby("client_id").region_id.first().value_counts()
     shown = report["loss"].cohort.dropna().astype(int)
@@ -177,22 +191,22 @@ def test_refusals_charge_nothing(client: Client, states_partition: Partition) ->
     repeated = dd.from_pandas(pd.concat([reports, reports.iloc[:5]]), npartitions=3,
                               sort=False)  # the repeats sit in another partition
     with pytest.raises(InvalidInput, match="5 repeated values across partitions"):
-        dask_regional_report(repeated, states_partition, [LOSS], epsilon=0.5, target=target)
+        regional_report(repeated, states_partition, [LOSS], epsilon=0.5, target=target)
     other = MetricSpec("loss", 0.0, 3.0)  # the devices clipped under LOSS: refused on a worker
     lazy = dd.from_pandas(reports, npartitions=3)
     with pytest.raises(InvalidInput, match="clipped under another spec"):
-        dask_regional_report(lazy, states_partition, [other], epsilon=0.5, target=target)
+        regional_report(lazy, states_partition, [other], epsilon=0.5, target=target)
     stale = reports.assign(partition_version="0000000000000000")
     with pytest.raises(PartitionMismatch, match="partition version"):
-        dask_regional_report(dd.from_pandas(stale, npartitions=2), states_partition, [LOSS],
+        regional_report(dd.from_pandas(stale, npartitions=2), states_partition, [LOSS],
                              epsilon=0.5, target=target)
     with pytest.raises(InvalidInput, match="below the cohort floor"):
-        dask_regional_report(lazy, states_partition, [LOSS], epsilon=0.5, target=target,
+        regional_report(lazy, states_partition, [LOSS], epsilon=0.5, target=target,
                              min_cohort=10**6)
     with pytest.raises(BudgetExceeded):
-        dask_regional_report(lazy, states_partition, [LOSS], epsilon=2.0, target=target)
+        regional_report(lazy, states_partition, [LOSS], epsilon=2.0, target=target)
     with pytest.raises(InvalidInput, match="not a Dask DataFrame"):
-        dask_regional_report(reports, states_partition, [LOSS], epsilon=0.5, target=target)
+        regional_report(lazy.loss, states_partition, [LOSS], epsilon=0.5, target=target)
     assert ledger.remaining(0, "evaluation.regional") == before
     assert len(ledger.audit(0)) == 0
 
@@ -230,7 +244,7 @@ def test_truth_grid_clips_devices_across_partitions(client: Client, grid: Partit
         frame.iloc[chunk].to_parquet(tmp_path / f"points-{i}.parquet")
     geo = read_parquet(tmp_path, geometry=True)
     assert isinstance(geo, dask_geopandas.GeoDataFrame)
-    scaled = dask_truth_grid(grid.cells, geo, device_ids="device", max_cells_per_device=4)
+    scaled = truth_grid(grid.cells, geo, device_ids="device", max_cells_per_device=4)
     np.testing.assert_array_equal(scaled.counts, memory.counts)
 
 
@@ -239,11 +253,11 @@ def test_truth_grid_refusals(client: Client, grid: Partition) -> None:
     points.loc[[3, 50], "device"] = np.nan
     lazy = dd.from_pandas(points, npartitions=2)
     with pytest.raises(InvalidInput, match="2 missing"):
-        dask_truth_grid(grid, lazy, device_ids="device")
+        truth_grid(grid, lazy, device_ids="device")
     with pytest.raises(InvalidInput, match="not a column"):
-        dask_truth_grid(grid, lazy, device_ids="phone")
+        truth_grid(grid, lazy, device_ids="phone")
     with pytest.raises(InvalidInput, match="lack"):
-        dask_truth_grid(grid, lazy, device_ids="device", lon="x", lat="y")
+        truth_grid(grid, lazy, device_ids="device", lon="x", lat="y")
 
 
 def test_query_error_split_by_draws(client: Client, grid: Partition) -> None:
@@ -253,7 +267,7 @@ def test_query_error_split_by_draws(client: Client, grid: Partition) -> None:
                                               crs=4326))
     draws = 4_000
     table = measure_query_error(truth, corpus, epsilon=0.5, draws=draws, rng=11,
-                                clamp_negative=False, engine="dask")
+                                clamp_negative=False, chunks=8)
     row = table.iloc[0]
     assert table.attrs["draws"] == draws
     # Identical in distribution: the moments match the exact expectations within 5 SE.
@@ -271,8 +285,6 @@ def test_query_error_split_by_draws(client: Client, grid: Partition) -> None:
                    buckets=(1, 16, 256), bucket_by="cells")
     gens = np.random.default_rng(3).spawn(4)
     local = _summarise(setup, np.hstack([_simulate(setup, 10, g) for g in gens]), True)
-    from spatialdp.scale import measure_query_error as on_dask
-
-    scaled = on_dask(truth, corpus, epsilon=0.5, draws=40, buckets=(1, 16, 256), rng=3,
-                     chunks=4)
+    scaled = measure_query_error(truth, corpus, epsilon=0.5, draws=40, buckets=(1, 16, 256),
+                                 rng=3, chunks=4)
     pd.testing.assert_frame_equal(scaled, local)

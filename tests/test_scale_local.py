@@ -1,4 +1,4 @@
-"""Dask scale-out without a cluster: optional import, engine choice, refusals, progress bar."""
+"""Dask input to the public functions, without a cluster: optional import, refusals, progress."""
 
 from __future__ import annotations
 
@@ -18,14 +18,14 @@ import shapely
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from spatialdp import read_parquet
+from spatialdp._dask_frames import compute, is_dask
 from spatialdp.exceptions import ClippingFailure, InvalidInput
-from spatialdp.federated import MetricSpec
-from spatialdp.federated import device_report as federated_device_report
+from spatialdp.federated import MetricSpec, device_report, regional_report
 from spatialdp.geo.partition import Partition
 from spatialdp.privacy.ledger import PrivacyLedger
 from spatialdp.privacy.target import ReleaseTarget, Simulation
 from spatialdp.queries import measure_query_error, query_corpus, truth_grid
-from spatialdp.scale import compute, device_report, is_dask, read_parquet, regional_report
 
 LOSS = MetricSpec("loss", 0.0, 2.0)
 
@@ -39,7 +39,7 @@ def test_in_memory_paths_never_import_dask() -> None:
         from spatialdp.federated import MetricSpec, device_report, regional_report
         from spatialdp.privacy import Simulation
         from spatialdp.queries import truth_grid
-        from spatialdp.scale import is_dask
+        from spatialdp._dask_frames import is_dask
         states = us_states_partition()
         examples = pd.DataFrame({"client_id": np.arange(200), "region_id": "CA", "loss": 1.0})
         spec = MetricSpec("loss", 0.0, 2.0)
@@ -47,6 +47,15 @@ def test_in_memory_paths_never_import_dask() -> None:
                         [spec], epsilon=1.0, target=Simulation(rng=0), min_cohort=10)
         cells = ["85283473fffffff"]
         truth_grid(cells, lon=[-121.9764], lat=[37.3458], device_ids=[1])
+        import geopandas as gpd, shapely
+        from spatialdp.geo import Partition
+        from spatialdp.queries import measure_query_error, query_corpus
+        part = Partition.from_h3_cover(
+            gpd.GeoDataFrame(geometry=[shapely.box(-100, 40, -99, 41)], crs=4326), 5)
+        truth = truth_grid(part, lon=[-99.5], lat=[40.5], device_ids=[1])
+        corpus = query_corpus(part, gpd.GeoSeries([shapely.box(-99.8, 40.2, -99.2, 40.8)],
+                                                  crs=4326))
+        measure_query_error(truth, corpus, epsilon=1.0, draws=5, rng=0)
         assert not is_dask(examples)
         assert "dask" not in sys.modules and "distributed" not in sys.modules, "dask imported"
     """)
@@ -63,13 +72,19 @@ def test_is_dask_recognises_collections() -> None:
     assert not is_dask(np.arange(3))
 
 
-def test_pandas_input_is_refused_not_shipped(states_partition: Partition) -> None:
+def test_dask_collections_other_than_frames_are_refused(states_partition: Partition) -> None:
     examples = pd.DataFrame({"client_id": [1, 2], "region_id": "CA", "loss": 1.0})
+    series = dd.from_pandas(examples, npartitions=1).loss
     with pytest.raises(InvalidInput, match="not a Dask DataFrame"):
-        device_report(examples, loss_spec=MetricSpec("loss", 0.0, 2.0))
+        device_report(series, loss_spec=MetricSpec("loss", 0.0, 2.0))
     with pytest.raises(InvalidInput, match="not a Dask DataFrame"):
-        regional_report(examples, states_partition, [MetricSpec("loss", 0.0, 2.0)],
+        regional_report(series, states_partition, [MetricSpec("loss", 0.0, 2.0)],
                         epsilon=1.0, target=Simulation(rng=0))
+    with pytest.raises(InvalidInput, match="not a Dask DataFrame"):
+        truth_grid(_GRID, series, device_ids="client_id")
+    with pytest.raises(InvalidInput, match="progress"):
+        regional_report(examples, states_partition, [MetricSpec("loss", 0.0, 2.0)],
+                        epsilon=1.0, target=Simulation(rng=0), progress=1)
 
 
 def test_device_report_refusals() -> None:
@@ -89,13 +104,9 @@ def test_regional_report_on_local_scheduler_with_progress(
                              "loss": rng.integers(0, 8, n) / 4.0})
     examples["region_id"] = np.where(examples.client_id % 2 == 0, "CA", "TX")
     spec = MetricSpec("loss", 0.0, 2.0)
-    from spatialdp.federated import device_report as memory_device_report
-    from spatialdp.federated import regional_report as memory_report
-
-    memory = memory_report(memory_device_report(examples, loss_spec=spec,
-                                                partition=states_partition),
-                           states_partition, [spec], epsilon=1.0, target=Simulation(rng=4),
-                           min_cohort=20)
+    memory = regional_report(device_report(examples, loss_spec=spec, partition=states_partition),
+                             states_partition, [spec], epsilon=1.0, target=Simulation(rng=4),
+                             min_cohort=20)
     lazy = dd.from_pandas(examples, npartitions=3, sort=False)
     scaled = regional_report(device_report(lazy, loss_spec=spec, partition=states_partition),
                              states_partition, [spec], epsilon=1.0, target=Simulation(rng=4),
@@ -120,40 +131,56 @@ def test_read_parquet_refusals(tmp_path: Path) -> None:
     frame = read_parquet(tmp_path, index="client_id")
     assert not frame.known_divisions
     assert frame.compute().shape == (4, 1)
+    # what the files do not hold is refused from the first file's footer, before any read
+    # (pyarrow's ArrowInvalid, pandas' KeyError and geopandas' ValueError before)
+    with pytest.raises(InvalidInput, match=r"columns=\['nope'\] are not columns of .*p0"):
+        read_parquet(tmp_path, columns=["nope"])
+    with pytest.raises(InvalidInput, match="index='nope' is not a column"):
+        read_parquet(tmp_path, index="nope")
+    with pytest.raises(InvalidInput, match="has no geo metadata"):
+        read_parquet(tmp_path, geometry=True)
+    with pytest.raises(InvalidInput, match="is not a list of column names"):
+        read_parquet(tmp_path, columns="loss")
+    (tmp_path / "p2.parquet").write_text("not parquet")
+    with pytest.raises(InvalidInput, match="is not a Parquet file"):
+        read_parquet(tmp_path / "p2.parquet")
+    with pytest.raises(InvalidInput, match="p2.parquet.*is not a Parquet file"):
+        read_parquet(tmp_path, index="client_id")  # its footer is read for the divisions
 
 
-def test_query_error_engine_refusals() -> None:
+def test_query_error_chunks_on_dask() -> None:
     area = gpd.GeoDataFrame(geometry=[shapely.box(-100, 40, -99, 41)], crs=4326)
     part = Partition.from_h3_cover(area, 5)
     lon, lat = np.linspace(-99.9, -99.1, 200), np.linspace(40.1, 40.9, 200)
     truth = truth_grid(part, lon=lon, lat=lat, device_ids=np.arange(200))
     corpus = query_corpus(part, gpd.GeoSeries([shapely.box(-99.8, 40.2, -99.2, 40.8)],
                                               crs=4326))
-    with pytest.raises(InvalidInput, match="engine"):
-        measure_query_error(truth, corpus, epsilon=1.0, engine="spark")  # type: ignore[arg-type]
-    from spatialdp.scale import measure_query_error as on_dask
-
     with pytest.raises(InvalidInput, match="chunks"):
-        on_dask(truth, corpus, epsilon=1.0, chunks=0)
+        measure_query_error(truth, corpus, epsilon=1.0, chunks=0)
     with pytest.raises(InvalidInput, match="epsilon"):
-        on_dask(truth, corpus, epsilon=-1.0)
+        measure_query_error(truth, corpus, epsilon=-1.0, chunks=2)
+    with pytest.raises(InvalidInput, match="progress"):
+        measure_query_error(truth, corpus, epsilon=1.0, chunks=2, progress=1)
     # same rng and chunks: the same table, on any scheduler
-    a = on_dask(truth, corpus, epsilon=1.0, draws=50, rng=2, chunks=3)
-    b = measure_query_error(truth, corpus, epsilon=1.0, draws=50, rng=2, engine="dask")
+    a = measure_query_error(truth, corpus, epsilon=1.0, draws=50, rng=2, chunks=3)
+    b = measure_query_error(truth, corpus, epsilon=1.0, draws=50, rng=2, chunks=8)
     assert a.attrs["draws"] == b.attrs["draws"] == 50
-    c = on_dask(truth, corpus, epsilon=1.0, draws=50, rng=2, chunks=3)
+    c = measure_query_error(truth, corpus, epsilon=1.0, draws=50, rng=2, chunks=3)
     pd.testing.assert_frame_equal(a, c)
 
 
-def test_truth_grid_dispatch_refusals() -> None:
+def test_truth_grid_dispatch_refusals(capsys: pytest.CaptureFixture[str]) -> None:
     points = dd.from_pandas(pd.DataFrame({"lon": [-121.9764], "lat": [37.3458], "d": [1]}),
                             npartitions=1)
     with pytest.raises(ClippingFailure, match="device_ids=None"):
         truth_grid(["85283473fffffff"], points, device_ids=None)  # type: ignore[arg-type]
     with pytest.raises(InvalidInput, match="max_cells_per_device"):
         truth_grid(["85283473fffffff"], points, device_ids="d", max_cells_per_device=0)
-    truth = truth_grid(["85283473fffffff"], points, device_ids="d")
+    with pytest.raises(InvalidInput, match="progress"):
+        truth_grid(["85283473fffffff"], points, device_ids="d", progress=1)
+    truth = truth_grid(["85283473fffffff"], points, device_ids="d", progress=True)
     assert truth.counts.tolist() == [1]
+    assert "Completed" in capsys.readouterr().out  # dask.diagnostics.ProgressBar
 
 
 @settings(max_examples=8, deadline=None,
@@ -219,7 +246,7 @@ def test_client_split_across_parquet_files_is_one_client(states_partition: Parti
     lazy = dd.read_parquet(tmp_path, index="client_id", calculate_divisions=True)
     assert lazy.known_divisions
     assert lazy.npartitions == 5
-    memory = federated_device_report(examples, loss_spec=LOSS, partition=states_partition)
+    memory = device_report(examples, loss_spec=LOSS, partition=states_partition)
     clients = device_report(lazy, loss_spec=LOSS, partition=states_partition)
     got = clients.compute().sort_index()
     assert len(got) == 300  # was 304: client 51 three times, 121 and 201 twice
@@ -242,7 +269,7 @@ def test_divisions_that_lie_are_not_trusted(states_partition: Partition) -> None
     pieces = [delayed(examples.iloc[lo:hi]) for lo, hi in pairwise(bounds)]
     claimed = (0, 20, 40, 41, 59)  # [0, 20), [20, 40), [40, 41), [41, 59]: all wrong
     lazy = dd.from_delayed(pieces, meta=examples.iloc[:0], divisions=claimed)
-    memory = federated_device_report(examples.reset_index(), loss_spec=LOSS)
+    memory = device_report(examples.reset_index(), loss_spec=LOSS)
     got = device_report(lazy, loss_spec=LOSS).compute().sort_index()
     pd.testing.assert_frame_equal(got, memory, check_categorical=False, check_like=True)
     # partitions that are not sorted at all, under divisions that say they are: refused
@@ -260,7 +287,7 @@ def test_reports_repeated_across_partitions_with_known_divisions_are_refused(
         states_partition: Partition) -> None:
     from dask import delayed
 
-    reports = federated_device_report(_per_example(states_partition, 60, seed=7),
+    reports = device_report(_per_example(states_partition, 60, seed=7),
                                       loss_spec=LOSS, partition=states_partition)
     ok = dd.from_pandas(reports, npartitions=3)  # sorted, disjoint: no count needed
     assert ok.known_divisions
@@ -305,7 +332,7 @@ def test_client_ids_of_two_types_across_partitions_are_refused(
         regional_report(device_report(sorted_lazy, loss_spec=LOSS, partition=states_partition),
                         states_partition, [LOSS], epsilon=1.0, target=target, min_cohort=1)
     # client reports given directly
-    reports = federated_device_report(examples, loss_spec=LOSS, partition=states_partition)
+    reports = device_report(examples, loss_spec=LOSS, partition=states_partition)
     mixed = dd.from_delayed([delayed(reports.iloc[:20]),
                              delayed(reports.iloc[20:].rename(index=str))],
                             meta=reports.iloc[:0], verify_meta=False)
@@ -339,7 +366,7 @@ def test_one_client_in_partitions_of_different_dtypes_is_gathered(
         got = device_report(lazy, loss_spec=LOSS).compute()
     assert got.index.is_unique
     assert len(got) == 200
-    memory = federated_device_report(examples, loss_spec=LOSS)
+    memory = device_report(examples, loss_spec=LOSS)
     np.testing.assert_allclose(got.sort_index().loss.to_numpy(), memory.loss.to_numpy())
 
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 from dask_kubernetes.operator import KubeCluster
 from distributed import Client
 
-from spatialdp import scale
+from spatialdp import read_parquet
 from spatialdp.datasets import us_states_partition
-from spatialdp.federated import MetricSpec
+from spatialdp.federated import MetricSpec, device_report, regional_report
 from spatialdp.privacy import PrivacyLedger, ReleaseTarget
 
 IMAGE = "registry.example.org/fleet/spatialdp:1.0-dask2026.8"
@@ -35,11 +35,11 @@ if __name__ == "__main__":
     with Client(cluster):
         states = us_states_partition()
         spec = MetricSpec("loss", 0.0, 4.0)
-        examples = scale.read_parquet("/data/examples", index="client_id",
-                                      columns=["region_id", "loss"])
-        clients = scale.device_report(examples, loss_spec=spec, partition=states)
+        examples = read_parquet("/data/examples", index="client_id",
+                                columns=["region_id", "loss"])
+        clients = device_report(examples, loss_spec=spec, partition=states)
         with PrivacyLedger("/ledger/ledger.db", epoch_budget=5.0) as ledger:
-            report = scale.regional_report(
+            report = regional_report(
                 clients, states, [spec], epsilon=0.5, min_cohort=100,
                 target=ReleaseTarget(ledger, epoch=48, why="weekly regional loss"))
         report.write("/releases/2026-11-30")

@@ -16,9 +16,9 @@ import sys
 from dask_jobqueue import SLURMCluster
 from distributed import Client
 
-from spatialdp import scale
+from spatialdp import read_parquet
 from spatialdp.datasets import us_states_partition
-from spatialdp.federated import MetricSpec
+from spatialdp.federated import MetricSpec, device_report, regional_report
 from spatialdp.privacy import PrivacyLedger, ReleaseTarget
 
 
@@ -48,11 +48,11 @@ def main(examples_folder: str, ledger_path: str) -> None:
         client.wait_for_workers(4, timeout=600)
         states = us_states_partition()
         spec = MetricSpec("loss", 0.0, 4.0)
-        examples = scale.read_parquet(examples_folder, index="client_id",
-                                      columns=["region_id", "loss"])
-        clients = scale.device_report(examples, loss_spec=spec, partition=states)
+        examples = read_parquet(examples_folder, index="client_id",
+                                columns=["region_id", "loss"])
+        clients = device_report(examples, loss_spec=spec, partition=states)
         with PrivacyLedger(ledger_path, epoch_budget=5.0) as ledger:
-            report = scale.regional_report(
+            report = regional_report(
                 clients, states, [spec], epsilon=0.5, min_cohort=100, progress=True,
                 target=ReleaseTarget(ledger, epoch=48, why="weekly regional loss"))
         report.write("/shared/releases/2026-11-30")

@@ -14,7 +14,7 @@ index ``client_id``         the client, unique per release
 
 The server reads a report only through :func:`read_reports`, which refuses a
 report that lacks any of them, repeats a client, mixes id types (an int ``7``
-and a str ``"7"`` would be two clients: :func:`~spatialdp.federated._clients.id_kind`),
+and a str ``"7"`` would be two clients: :func:`~spatialdp._clients.id_kind`),
 mixes partition versions, or was clipped under another spec than the one being
 released.
 """
@@ -29,10 +29,10 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
+from spatialdp._clients import id_kind
 from spatialdp._validation import check_ids
 from spatialdp.exceptions import InvalidInput, PartitionMismatch
 from spatialdp.federated._checks import _refuse_rows
-from spatialdp.federated._clients import id_kind
 from spatialdp.federated.metrics import HistogramSpec, MetricSpec, Spec
 
 if TYPE_CHECKING:

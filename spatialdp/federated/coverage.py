@@ -38,11 +38,11 @@ import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 from scipy import sparse
 
+from spatialdp._clients import IntArray, check_same_length, client_codes
 from spatialdp._results import Result
 from spatialdp._validation import check_alpha, check_epsilon, check_instance
 from spatialdp.exceptions import InvalidInput, PartitionMismatch
 from spatialdp.federated._checks import MAX_COVERAGE_CELLS, _positive_int
-from spatialdp.federated._clients import IntArray, _client_codes, _same_length
 from spatialdp.geo.partition import Partition
 from spatialdp.privacy.budget import Neighbours, Single, check_neighbours
 from spatialdp.privacy.noise import LaplaceMechanism
@@ -113,9 +113,9 @@ def coverage(lon: ArrayLike, lat: ArrayLike, client_ids: ArrayLike, partition: P
     cap = _positive_int(max_cells, "max_cells", high=MAX_COVERAGE_CELLS)
     check_instance(partition, "partition", Partition,
                    "pass the Partition whose regions the coverage rows count")
-    codes, clients = _client_codes(client_ids)
+    codes, clients = client_codes(client_ids)
     position = partition.assign(lon=lon, lat=lat).positions
-    _same_length(position.astype(np.float64), codes, "lon/lat")
+    check_same_length(position.astype(np.float64), codes, "lon/lat")
     return _coverage(codes, clients, position, partition, cap)
 
 

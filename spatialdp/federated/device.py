@@ -29,12 +29,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
+from spatialdp._clients import (
+    CLIENT_COLUMN,
+    IntArray,
+    check_examples_frame,
+    check_same_length,
+    client_codes,
+)
+from spatialdp._dask_frames import is_dask
 from spatialdp._validation import check_instance, check_text
 from spatialdp.exceptions import InvalidInput
 from spatialdp.federated._checks import (
@@ -43,13 +52,6 @@ from spatialdp.federated._checks import (
     FloatArray,
     _positive_int,
     _refuse_rows,
-)
-from spatialdp.federated._clients import (
-    CLIENT_COLUMN,
-    IntArray,
-    _client_codes,
-    _frame_columns,
-    _same_length,
 )
 from spatialdp.federated._geometry import (
     clipped_ratio,
@@ -156,9 +158,9 @@ def clipped_mean_loss(frame: pd.DataFrame, spec: MetricSpec, loss_column: str = 
     _spec(spec, "spec", MetricSpec)
     if spec is None:
         raise InvalidInput("spec=None: clipped_mean_loss needs the MetricSpec to clip into")
-    _frame_columns(frame, [CLIENT_COLUMN, check_text(loss_column, "loss_column")],
+    check_examples_frame(frame, [CLIENT_COLUMN, check_text(loss_column, "loss_column")],
                    "clipped_mean_loss")
-    codes, clients = _client_codes(frame[CLIENT_COLUMN])
+    codes, clients = client_codes(frame[CLIENT_COLUMN])
     mean = _mean_loss(codes, clients.size, finite_column(frame[loss_column], loss_column), spec)
     return pd.Series(mean, index=clients, name=spec.name)
 
@@ -217,8 +219,8 @@ def along_across_rmse(
     >>> along_across_rmse(frame).round(2).to_dict("records")
     [{'along_rmse': 0.0, 'across_rmse': 3.34, 'ratio': 10.0}]
     """
-    _frame_columns(frame, [CLIENT_COLUMN], "along_across_rmse")
-    codes, clients = _client_codes(frame[CLIENT_COLUMN])
+    check_examples_frame(frame, [CLIENT_COLUMN], "along_across_rmse")
+    codes, clients = client_codes(frame[CLIENT_COLUMN])
     errors = track_errors(frame, roads=roads, heading_column=heading_column,
                           metric_crs=metric_crs, max_road_distance=max_road_distance)
     along, across, ratio, present = _track_by_client(
@@ -255,9 +257,9 @@ def error_histogram(errors: ArrayLike, client_ids: ArrayLike, spec: HistogramSpe
     """
     if _spec(spec, "spec", HistogramSpec) is None:
         raise InvalidInput("spec=None: error_histogram needs the HistogramSpec of its buckets")
-    codes, clients = _client_codes(client_ids)
+    codes, clients = client_codes(client_ids)
     values = finite_column(np.asarray(errors).ravel(), "errors")
-    _same_length(values, codes, "errors")
+    check_same_length(values, codes, "errors")
     return _histograms(codes, clients.size, values, spec), clients
 
 
@@ -297,11 +299,11 @@ def calibration_by_bucket(p_pred: ArrayLike, outcome: ArrayLike, client_ids: Arr
     [0.1, 0.4, 1.0]
     """
     n = _positive_int(n_buckets, "n_buckets", high=MAX_CALIBRATION_BUCKETS)
-    codes, clients = _client_codes(client_ids)
+    codes, clients = client_codes(client_ids)
     p = finite_column(np.asarray(p_pred).ravel(), "p_pred")
     y = finite_column(np.asarray(outcome).ravel(), "outcome", allow_bool=True)
-    _same_length(p, codes, "p_pred")
-    _same_length(y, codes, "outcome")
+    check_same_length(p, codes, "p_pred")
+    check_same_length(y, codes, "outcome")
     return _calibration(codes, clients, p, y, n)
 
 
@@ -351,7 +353,7 @@ def sample_count_bucket(client_ids: ArrayLike, edges: Sequence[int] = DEFAULT_CO
     {'a': 1, 'b': 0}
     """
     lower = _count_edges(edges)
-    codes, clients = _client_codes(client_ids)
+    codes, clients = client_codes(client_ids)
     return pd.Series(_count_buckets(codes, clients.size, lower), index=clients,
                      name="count_bucket")
 
@@ -365,7 +367,7 @@ def _count_buckets(codes: IntArray, n_clients: int, lower: FloatArray) -> IntArr
 
 
 def device_report(
-    examples: pd.DataFrame,
+    examples: pd.DataFrame | Any,
     *,
     loss_spec: MetricSpec | None = None,
     hist_spec: HistogramSpec | None = None,
@@ -379,7 +381,7 @@ def device_report(
     max_cells: int = 10,
     count_edges: Sequence[int] = DEFAULT_COUNT_EDGES,
     calibration_buckets: int = 5,
-) -> pd.DataFrame:
+) -> pd.DataFrame | Any:
     """Everything a device reports: one row per client, bounded numbers only.
 
     Runs each metric whose inputs are present; a spec given without its input
@@ -411,6 +413,13 @@ def device_report(
     ``attrs`` also records ``device_module_version`` and the spec keys. The metric
     CRS is not recorded: a UTM zone would locate the device.
 
+    A Dask DataFrame of examples (``client_id`` a column, or the index; e.g.
+    :func:`spatialdp.read_parquet` of files sorted by client) gives lazy client
+    reports, the same rows as in memory: each client's examples are gathered
+    first (without a shuffle when the divisions are known, checked on the
+    data), then reported here on a worker (``docs/scale.md``). ``attrs`` do not
+    travel through Dask; the columns carry the provenance.
+
     Examples
     --------
     >>> examples = pd.DataFrame({"client_id": ["a", "a", "b"], "loss": [0.5, 9.0, 1.0],
@@ -423,8 +432,26 @@ def device_report(
     [1.25, 0.5, 0.5, 0.0]
     >>> report.attrs["device_module_version"]
     '1.0'
+
+    The same call on a Dask DataFrame (lazy; one row per client however the
+    examples are partitioned):
+
+    >>> import dask.dataframe as dd
+    >>> lazy = device_report(dd.from_pandas(examples, npartitions=2),
+    ...                      loss_spec=MetricSpec("loss", 0, 2))
+    >>> lazy.compute().sort_index()["loss"].to_dict()
+    {'a': 1.25, 'b': 1.0}
     """
-    _frame_columns(examples, [CLIENT_COLUMN], "device_report")
+    if is_dask(examples):  # the in-memory report below, on each client's whole examples
+        from spatialdp.federated._dask import device_report_on_dask
+
+        return device_report_on_dask(examples, partial(
+            device_report, loss_spec=loss_spec, hist_spec=hist_spec, ratio_clip=ratio_clip,
+            rmse_spec=rmse_spec, roads=roads, metric_crs=metric_crs,
+            max_road_distance=max_road_distance, partition=partition,
+            coverage_partition=coverage_partition, max_cells=max_cells,
+            count_edges=count_edges, calibration_buckets=calibration_buckets))
+    check_examples_frame(examples, [CLIENT_COLUMN], "device_report")
     clip = positive_number(ratio_clip, "ratio_clip")
     lower_edges = _count_edges(count_edges)
     loss_spec = _spec(loss_spec, "loss_spec", MetricSpec)
@@ -435,7 +462,7 @@ def device_report(
     n_cal = _positive_int(calibration_buckets, "calibration_buckets",
                           high=MAX_CALIBRATION_BUCKETS)
     cap_cells = _positive_int(max_cells, "max_cells", high=MAX_COVERAGE_CELLS)
-    codes, clients = _client_codes(examples[CLIENT_COLUMN])
+    codes, clients = client_codes(examples[CLIENT_COLUMN])
     n = clients.size
     columns: dict[str, ArrayLike] = {}
     bounds: dict[str, tuple[float, float]] = {}
@@ -448,7 +475,7 @@ def device_report(
     region_ids = None if partition is None else client_regions(examples, codes, n, partition)
 
     if loss_spec is not None:
-        _frame_columns(examples, ["loss"], "loss_spec=")
+        check_examples_frame(examples, ["loss"], "loss_spec=")
         add(loss_spec.name, _mean_loss(codes, n, finite_column(examples["loss"], "loss"),
                                        loss_spec), loss_spec.clip_low, loss_spec.clip_high)
         attrs["specs"][loss_spec.name] = loss_spec.key

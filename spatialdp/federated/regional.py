@@ -26,10 +26,12 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from spatialdp._atomic import make_folder, write_atomically
+from spatialdp._dask_frames import is_dask
 from spatialdp._results import Result
 from spatialdp._validation import (
     check_alpha,
     check_cohort_floor,
+    check_flag,
     check_output,
     check_text,
     fail,
@@ -549,7 +551,7 @@ def _sql_name(text: str) -> str:
 
 
 def regional_report(
-    client_reports: pd.DataFrame,
+    client_reports: pd.DataFrame | Any,
     partition: Partition,
     metrics: Sequence[MetricSpec | HistogramSpec],
     *,
@@ -558,6 +560,7 @@ def regional_report(
     min_cohort: int = 50,
     alpha: float = 0.05,
     neighbours: Neighbours = "replace",
+    progress: bool = False,
 ) -> RegionalReport:
     """Private per-region metrics for a whole partition, in one call.
 
@@ -569,10 +572,15 @@ def regional_report(
 
     Parameters
     ----------
-    client_reports : DataFrame
+    client_reports : DataFrame or dask.dataframe.DataFrame
         From :func:`~spatialdp.federated.device_report` with ``partition=``: one row
         per client (``client_id`` unique), ``region_id``, ``partition_version``,
-        ``device_specs`` and the metric columns.
+        ``device_specs`` and the metric columns. A Dask DataFrame is validated and
+        summed per region on the workers (a client id repeated across partitions
+        is refused, whatever the divisions claim); only the per-region totals
+        reach this process, which charges and adds the noise once, as in memory
+        (``docs/scale.md``). With ``Simulation(rng=s)`` and sums that are exact in
+        floating point the two publish the same numbers.
     partition : Partition
         The fixed geography; its version must match the reports'.
     metrics : sequence of MetricSpec / HistogramSpec
@@ -639,15 +647,16 @@ def regional_report(
     >>> report["loss"].loc["CA", "reliability"], bool(report["loss"].loc["VT", "suppressed"])
     ('high', True)
     """
-    from spatialdp.scale.frames import is_dask  # imports no dask
-
-    if is_dask(client_reports):  # a Dask DataFrame: sums on the workers, noise once here
-        from spatialdp.scale.report import regional_report as on_dask
-
-        return on_dask(client_reports, partition, metrics, epsilon=epsilon, target=target,
-                       min_cohort=min_cohort, alpha=alpha, neighbours=neighbours)
     request = RegionalRequest.check(partition, metrics, epsilon, target, min_cohort, alpha,
                                     neighbours)
+    show = check_flag(progress, "progress")
+    if is_dask(client_reports):  # sums on the workers, then the same release here
+        from spatialdp.federated._dask import totals_on_dask
+
+        totals = totals_on_dask(client_reports, request.metrics, partition, progress=show)
+        return request.publish(Groups.of_totals(totals.counts),
+                               lambda spec: totals.sums[spec.name],
+                               lambda spec: totals.present.get(spec.name))
     table = read_reports(client_reports, request.metrics, partition)
     assert table.positions is not None
     return request.publish(
@@ -659,9 +668,8 @@ def regional_report(
 class RegionalRequest:
     """The checked arguments of a regional release, and the release's tail.
 
-    Shared by the in-memory :func:`regional_report` and the Dask one
-    (:mod:`spatialdp.scale.report`): they differ only in where the per-region
-    sums come from.
+    Shared by the in-memory and the Dask paths of :func:`regional_report`:
+    they differ only in where the per-region sums come from.
     """
 
     partition: Partition

@@ -28,6 +28,14 @@ The reference's type alone decides what the table may be used for:
 The flat simulation is exact per query and fast (:mod:`~spatialdp.queries.sampling`):
 one pair of negative binomial draws per query and draw for the cells clamping
 cannot touch, cell-by-cell draws only for sparse cells.
+
+The draws are independent, so they split into ``chunks`` that Dask workers run,
+each with its own generator spawned from ``rng``
+(:meth:`numpy.random.Generator.spawn`: independent streams by construction);
+each returns its error matrix (queries x chunk: bounded by the corpus, not the
+data) and the table is summarised here from the joined matrices, so every
+figure has the same law as the single-process measurement. The draws depend
+on ``rng`` and ``chunks`` only, never on the number of workers.
 """
 
 from __future__ import annotations
@@ -40,6 +48,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
+from spatialdp._dask_frames import compute
 from spatialdp._random import RandomLike, as_generator
 from spatialdp._validation import (
     check_choice,
@@ -243,7 +252,8 @@ def measure_query_error(
     bucket_by: Literal["cells", "area"] = "cells",
     expected: bool = True,
     rng: RandomLike = None,
-    engine: Literal["memory", "dask"] = "memory",
+    chunks: int | None = None,
+    progress: bool = False,
 ) -> pd.DataFrame:
     """Measure the error of a query corpus's answers against a reference grid, per bucket.
 
@@ -280,11 +290,16 @@ def measure_query_error(
     expected : bool, default True
         Compute the analytic expectations (exact, a little slower on many sizes).
     rng : numpy.random.Generator, int or None
-    engine : {"memory", "dask"}, default "memory"
-        ``"dask"`` splits the draws across the workers of the active
-        ``distributed.Client`` (or dask's local scheduler):
-        :func:`spatialdp.scale.measure_query_error`, identical in distribution,
-        seeded from ``rng`` through spawned seed sequences, same reference rules.
+    chunks : int, optional
+        Split the draws into this many chunks (at most ``draws``) and run them
+        on Dask: the workers of the active ``distributed.Client``, or dask's
+        local scheduler. Each chunk draws from its own generator spawned from
+        ``rng``: the table is identical in distribution to one run in memory
+        (the default, ``None``) and depends on ``rng`` and ``chunks``, never on
+        the number of workers. The reference's counts and the corpus are
+        shipped to each worker once.
+    progress : bool, default False
+        With ``chunks``, print a progress bar while the workers run.
 
     Returns
     -------
@@ -324,20 +339,22 @@ def measure_query_error(
     (1, [0.0], False)
     >>> measure_query_error(truth, corpus, epsilon=1.0, rng=0).attrs["title"]  # planning only
     'INTERNAL: query error measured against the truth grid (never publish)'
-    """
-    if engine != "memory":
-        check_choice(engine, "engine", ("memory", "dask"))
-        from spatialdp.scale.query_error import measure_query_error as on_dask
 
-        return on_dask(reference, queries, epsilon=epsilon, method=method, levels=levels,
-                       split=split, draws=draws, report_floor=report_floor,
-                       clamp_negative=clamp_negative, buckets=buckets, bucket_by=bucket_by,
-                       expected=expected, rng=rng)
+    The draws split into 4 chunks run on Dask (here dask's local scheduler):
+
+    >>> measure_query_error(grid, corpus, epsilon=1.0, rng=0, chunks=4).attrs["draws"]
+    200
+    """
     setup = _setup(reference, queries, epsilon=epsilon, method=method, levels=levels,
                    split=split, draws=draws, report_floor=report_floor,
                    clamp_negative=clamp_negative, buckets=buckets, bucket_by=bucket_by)
-    gen = as_generator(rng)
-    return _summarise(setup, _simulate(setup, setup.n_draws, gen), expected)
+    want = check_flag(expected, "expected")
+    show = check_flag(progress, "progress")
+    if chunks is None:
+        errors = _simulate(setup, setup.n_draws, as_generator(rng))
+    else:
+        errors = _simulate_on_dask(setup, as_generator(rng), chunks, show)
+    return _summarise(setup, errors, want)
 
 
 @dataclass(frozen=True)
@@ -481,6 +498,21 @@ def _simulate(setup: _Setup, n_draws: int, gen: np.random.Generator) -> NDArray[
                                  clamp_negative=setup.clamp, skip_from=skip, gen=gen)
     return np.asarray(setup.model.simulate_errors(matrix, n_draws, clamp_negative=setup.clamp,
                                                   gen=gen, truth=setup.counts))
+
+
+def _simulate_on_dask(setup: _Setup, gen: np.random.Generator, chunks: int, progress: bool
+                      ) -> NDArray[np.float64]:
+    """Return the draws of :func:`_simulate` split into chunks on Dask, spawned generators."""
+    n_chunks = min(setup.n_draws, check_integer(
+        chunks, "chunks", low=1, high=100_000, fix="pass a number of chunks, e.g. 8"))
+    sizes = np.diff(np.linspace(0, setup.n_draws, n_chunks + 1).round().astype(np.int64))
+    from dask import delayed
+
+    setup_d = delayed(setup, pure=True)
+    parts = [delayed(_simulate, pure=False)(setup_d, int(size), g)
+             for size, g in zip(sizes, gen.spawn(n_chunks), strict=True)]
+    (errors,) = compute(delayed(np.hstack)(parts), progress=progress)
+    return np.asarray(errors, dtype=np.float64)
 
 
 def _summarise(setup: _Setup, errors: NDArray[np.float64], expected: bool) -> pd.DataFrame:

@@ -13,12 +13,31 @@ The grid is an H3 :class:`~spatialdp.geo.Partition` (points are placed with
 :meth:`~spatialdp.geo.Partition.assign`) or, for grids too large to hold a
 hexagon polygon per cell (10^7 cells), a plain array of H3 cells at one
 resolution; both carry the same partition version.
+
+The points may be a Dask DataFrame (billions of pings). One device's points
+may then sit in many partitions (a day of pings written hour by hour), so
+clipping cannot happen per partition: a device clipped to ``k`` cells in each
+of ``P`` partitions could still count in ``P k`` cells. The work is split in
+three steps, each on the workers:
+
+1. per input partition: place the points with the in-memory lookup
+   (:func:`_positions`) and keep each distinct (device, cell) pair once, with
+   the position of its first point in the whole input (partition number, row);
+2. shuffle the pairs by device (dask's shuffle), so each device's pairs meet in
+   one partition;
+3. per shuffled partition: keep each device's first ``k`` distinct cells in
+   input order and count devices per cell with the in-memory clipping code
+   (:func:`_clip_and_count`); the per-cell counts are added in a tree.
+
+The result is the grid the in-memory path returns for the concatenated
+partitions, exactly: the same counts, the same "first ``k`` cells in input
+order", the same bookkeeping.
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import geopandas as gpd
@@ -26,12 +45,12 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
-from spatialdp._validation import check_integer, fail
+from spatialdp._clients import canonical_ids, id_kind, one_kind
+from spatialdp._dask_frames import compute, is_dask, require_frame, tree_sum
+from spatialdp._validation import check_flag, check_integer, check_text, fail
 from spatialdp.exceptions import ClippingFailure, InvalidInput
-from spatialdp.federated._clients import id_kind
 from spatialdp.geo import Partition, h3cells
 from spatialdp.geo.lonlat import check_lonlat, points_lonlat
-from spatialdp.scale.frames import is_dask
 
 __all__ = ["TruthGrid", "grid_version", "truth_grid"]
 
@@ -186,13 +205,14 @@ def _positions(cells: NDArray[np.uint64], partition: Partition | None,
 
 def truth_grid(
     grid: Partition | ArrayLike,
-    points: gpd.GeoDataFrame | gpd.GeoSeries | None = None,
+    points: gpd.GeoDataFrame | gpd.GeoSeries | Any | None = None,
     *,
     device_ids: ArrayLike,
     max_cells_per_device: int = 1,
     lon: ArrayLike | None = None,
     lat: ArrayLike | None = None,
     name: str = "h3",
+    progress: bool = False,
 ) -> TruthGrid:
     """Count distinct devices per H3 cell, each device clipped to ``max_cells_per_device`` cells.
 
@@ -203,8 +223,10 @@ def truth_grid(
         polygon per cell would not fit in memory.
     points : GeoDataFrame or GeoSeries of Points in EPSG:4326, optional
         Or give ``lon`` and ``lat``. A Dask DataFrame (or dask-geopandas
-        GeoDataFrame) runs on Dask (:func:`spatialdp.scale.truth_grid`, the same
-        grid exactly); ``device_ids``, ``lon`` and ``lat`` then name its columns.
+        GeoDataFrame) runs on Dask, clipping each device across partitions: the
+        same grid exactly as in memory on the concatenated partitions.
+        ``device_ids``, ``lon`` and ``lat`` then name its columns (default
+        ``"lon"``/``"lat"``, or the geometry of a Dask GeoDataFrame).
     device_ids : array-like
         The device of each point (any hashable ids). Required: without them
         clipping cannot bound what one device contributes.
@@ -214,6 +236,8 @@ def truth_grid(
     lon, lat : array-like of float, optional
     name : str
         Label of a grid given as cells (a Partition keeps its own name).
+    progress : bool, default False
+        With Dask points, print a progress bar while the workers run.
 
     Returns
     -------
@@ -234,13 +258,19 @@ def truth_grid(
     >>> truth = truth_grid(cells, lon=lon, lat=lat, device_ids=[1, 1, 2])
     >>> truth.counts.tolist(), truth.sensitivity  # device 1 counts once
     ([2, 0], 1)
-    """
-    if is_dask(points):  # a Dask DataFrame of points: device_ids, lon, lat name its columns
-        from spatialdp.scale.truth import truth_grid as on_dask
 
-        return on_dask(grid, points, device_ids=device_ids,
-                       max_cells_per_device=max_cells_per_device, lon=lon, lat=lat, name=name)
+    The same points as a Dask DataFrame, the device a column (any partitioning
+    gives the same grid):
+
+    >>> import dask.dataframe as dd
+    >>> points = pd.DataFrame({"lon": lon, "lat": lat, "device": [1, 1, 2]})
+    >>> truth_grid(cells, dd.from_pandas(points, npartitions=2), device_ids="device").counts
+    array([2, 0])
+    """
     k = _check_clipping(max_cells_per_device, device_ids)
+    show = check_flag(progress, "progress")
+    if is_dask(points):  # device_ids, lon and lat name its columns
+        return _truth_grid_on_dask(grid, points, device_ids, k, lon, lat, name, show)
     cells, version, key, partition = _grid_of(grid, name)
     positions = _positions(cells, partition, points, lon, lat)
     ids = pd.Index(np.asarray(device_ids).ravel() if not isinstance(device_ids, pd.Index)
@@ -254,12 +284,9 @@ def truth_grid(
     id_kind(ids, "device_ids")  # an int 7 and a str "7" would be two devices
     codes, uniques = pd.factorize(ids)
     counts, dropped, clipped_devices = _clip_and_count(codes, positions, cells.size, k)
-    return TruthGrid(
-        counts=counts, cells=cells, resolution=h3cells.single_resolution(cells[:1]),
-        partition_version=version, partition_key=key, max_cells_per_device=k,
-        n_points=int(positions.size), n_unassigned=int((positions < 0).sum()),
-        n_devices=len(uniques), n_clipped_pairs=dropped,
-        n_clipped_devices=clipped_devices, partition=partition)
+    return _grid(cells, version, key, partition, k, _Counts(
+        counts=counts, n_points=int(positions.size), n_unassigned=int((positions < 0).sum()),
+        n_devices=len(uniques), n_clipped_pairs=dropped, n_clipped_devices=clipped_devices))
 
 
 def _clip_and_count(device: NDArray[np.intp], positions: NDArray[np.int64], n_cells: int,
@@ -279,3 +306,132 @@ def _clip_and_count(device: NDArray[np.intp], positions: NDArray[np.int64], n_ce
     lost = pair_dev[~keep]  # sorted by device: count the runs (np.unique hashes slowly)
     n_lost = int(lost.size and 1 + np.count_nonzero(np.diff(lost)))
     return counts, int(lost.size), n_lost
+
+
+@dataclass
+class _Counts:
+    """A grid's per-cell device counts and bookkeeping; partial ones add up (on Dask)."""
+
+    counts: NDArray[np.int64] | int = 0
+    n_points: int = 0
+    n_unassigned: int = 0
+    n_missing: int = 0
+    n_devices: int = 0
+    n_clipped_pairs: int = 0
+    n_clipped_devices: int = 0
+    id_kinds: frozenset[str] = frozenset()
+
+    def __add__(self, other: _Counts) -> _Counts:
+        summed = {f.name: getattr(self, f.name) + getattr(other, f.name)
+                  for f in fields(self) if f.name != "id_kinds"}
+        return _Counts(**summed, id_kinds=self.id_kinds | other.id_kinds)
+
+
+def _grid(cells: NDArray[np.uint64], version: str, key: str, partition: Partition | None,
+          k: int, c: _Counts) -> TruthGrid:
+    return TruthGrid(
+        counts=np.asarray(c.counts, dtype=np.int64), cells=cells,
+        resolution=h3cells.single_resolution(cells[:1]), partition_version=version,
+        partition_key=key, max_cells_per_device=k, n_points=c.n_points,
+        n_unassigned=c.n_unassigned, n_devices=c.n_devices,
+        n_clipped_pairs=c.n_clipped_pairs, n_clipped_devices=c.n_clipped_devices,
+        partition=partition)
+
+
+# --------------------------------------------------------------------------- on Dask
+
+_ROW_BITS = 40  # order = partition number << 40 | row: 10^12 rows per partition
+
+
+def _pairs(part: pd.DataFrame, number: int, cells: NDArray[np.uint64],
+           partition: Partition | None, device: str, lon: str | None, lat: str | None
+           ) -> tuple[pd.DataFrame, _Counts]:
+    """Distinct (device, cell) pairs of one partition with their first position (a worker).
+
+    The device ids are refused unless all integers or all strings, and given one
+    dtype per kind, so that the shuffle sends a device's pairs from every
+    partition to one place (:func:`~spatialdp._clients.canonical_ids`).
+    """
+    ids = part[device]
+    n_missing = int(ids.isna().sum())
+    if n_missing:  # the driver refuses the grid with the count of all of them: no pairs
+        return _no_pairs(), _Counts(n_points=len(part), n_missing=n_missing)
+    kind = id_kind(ids, device)
+    if len(part) == 0:
+        positions = np.empty(0, dtype=np.int64)
+    elif lon is None or lat is None:
+        positions = _positions(cells, partition, part.geometry, None, None)
+    else:
+        positions = _positions(cells, partition, None, part[lon].to_numpy(),
+                               part[lat].to_numpy())
+    order = (np.int64(number) << _ROW_BITS) + np.arange(len(part), dtype=np.int64)
+    pairs = pd.DataFrame({"device": canonical_ids(ids, device).to_numpy(), "pos": positions,
+                          "order": order})
+    pairs = pairs.drop_duplicates(["device", "pos"])  # keeps the first: min order
+    return pairs, _Counts(n_points=len(part), n_unassigned=int((positions < 0).sum()),
+                          id_kinds=frozenset([kind] if kind else []))
+
+
+def _no_pairs(device: Any = ()) -> pd.DataFrame:
+    """Return an empty pairs frame (or the meta, with the devices' dtype)."""
+    return pd.DataFrame({"device": np.asarray(device), "pos": np.empty(0, dtype=np.int64),
+                         "order": np.empty(0, dtype=np.int64)})
+
+
+def _clip(pairs: pd.DataFrame, n_cells: int, k: int) -> _Counts:
+    """Clip the devices of one shuffled partition (all of their pairs are here)."""
+    if len(pairs) == 0:
+        return _Counts(counts=np.zeros(n_cells, dtype=np.int64))
+    ordered = pairs.sort_values("order", kind="stable")
+    codes, uniques = pd.factorize(ordered["device"].to_numpy())
+    counts, dropped, lost = _clip_and_count(codes, ordered["pos"].to_numpy(dtype=np.int64),
+                                            n_cells, k)
+    return _Counts(counts=counts, n_devices=len(uniques), n_clipped_pairs=dropped,
+                   n_clipped_devices=lost)
+
+
+def _point_columns(frame: Any, device_ids: Any, lon: Any, lat: Any
+                   ) -> tuple[str, str | None, str | None]:
+    """Return the device column and the lon/lat columns (None: the frame's geometry)."""
+    device = check_text(device_ids, "device_ids")
+    if device not in frame.columns:
+        raise fail("device_ids", device, "is not a column of the points",
+                   f"pass the name of the device column, one of {list(frame.columns)[:8]}")
+    if lon is None and lat is None and hasattr(frame, "geometry"):
+        return device, None, None
+    lon_col, lat_col = check_text(lon or "lon", "lon"), check_text(lat or "lat", "lat")
+    absent = [c for c in (lon_col, lat_col) if c not in frame.columns]
+    if absent:
+        raise fail("points", f"columns {list(frame.columns)[:8]}", f"lack {absent}",
+                   "pass lon= and lat= column names, or a dask_geopandas GeoDataFrame")
+    return device, lon_col, lat_col
+
+
+def _truth_grid_on_dask(grid: Any, points: Any, device_ids: Any, k: int, lon: Any, lat: Any,
+                        name: str, progress: bool) -> TruthGrid:
+    """:func:`truth_grid` of a Dask DataFrame of points, clipped per device across partitions."""
+    frame = require_frame(points, "points")
+    device, lon_col, lat_col = _point_columns(frame, device_ids, lon, lat)
+    cells, version, key, partition = _grid_of(grid, name)
+    import dask.dataframe as dd
+    from dask import delayed
+
+    columns = [device, "geometry"] if lon_col is None else [device, lon_col, lat_col]
+    parts = frame[columns].to_delayed()
+    cells_d, part_d = delayed(cells, pure=True), delayed(partition, pure=True)
+    placed = [delayed(_pairs, pure=True, nout=2)(p, i, cells_d, part_d, device, lon_col,
+                                                 lat_col) for i, p in enumerate(parts)]
+    meta = _no_pairs(frame._meta[device].to_numpy())
+    pairs = dd.from_delayed([pair for pair, _ in placed], meta=meta, verify_meta=False)
+    shuffled = pairs.shuffle(on="device", npartitions=max(1, len(parts)))
+    clipped = [delayed(_clip, pure=True)(p, cells.size, k) for p in shuffled.to_delayed()]
+    read, kept = compute(tree_sum([c for _, c in placed]), tree_sum(clipped),
+                         progress=progress)
+    if read.n_missing:
+        raise fail("device_ids", f"{read.n_missing} missing", "are missing values",
+                   "give every point its device id")
+    one_kind(read.id_kinds, device)
+    return _grid(cells, version, key, partition, k, _Counts(
+        counts=kept.counts, n_points=read.n_points, n_unassigned=read.n_unassigned,
+        n_devices=kept.n_devices, n_clipped_pairs=kept.n_clipped_pairs,
+        n_clipped_devices=kept.n_clipped_devices))

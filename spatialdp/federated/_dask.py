@@ -1,21 +1,22 @@
-"""The regional report on Dask: exact sums on the workers, noise once on the driver.
+"""The Dask paths of the device module and the regional report: exact sums on the workers.
 
-Per-example predictions -> :func:`device_report` (one row per client, the
-library's own :func:`spatialdp.federated.device_report` run on whole clients)
--> :func:`regional_report`: each worker validates its partition of client
-reports with the library's :func:`~spatialdp.federated.client_reports.read_reports` and
-reduces it to per-region sums and counts with
-:class:`~spatialdp.federated.group_sums.Groups`; those bounded arrays (regions x
-metrics) are added up in a tree; the driver then plans the release exactly as
-:func:`spatialdp.federated.regional_report` does and hands it to the one
-release pipeline (:func:`~spatialdp.privacy.pipeline.run_release`): one
-ledger charge, one noise draw per region, the same floors, suppression and
-error bars. No worker ever draws noise or touches the ledger.
+:func:`spatialdp.federated.device_report` and
+:func:`spatialdp.federated.regional_report` accept a Dask DataFrame and hand it
+here. Per-example rows -> :func:`device_report_on_dask` (one row per client,
+the in-memory device module run on whole clients) -> :func:`totals_on_dask`:
+each worker validates its partition of client reports with the library's
+:func:`~spatialdp.federated.client_reports.read_reports` and reduces it to per-region
+sums and counts with :class:`~spatialdp.federated.group_sums.Groups`; those
+bounded arrays (regions x metrics) are added up in a tree. The driver then
+plans the release from the totals exactly as in memory
+(:class:`~spatialdp.federated.regional.RegionalRequest`) and hands it to the
+one release pipeline: one ledger charge, one noise draw per region. No worker
+ever draws noise or touches the ledger.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from itertools import pairwise
@@ -25,25 +26,22 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
+from spatialdp._clients import CLIENT_COLUMN, canonical_ids, id_kind, one_kind
+from spatialdp._dask_frames import compute, require_frame, tree_sum
 from spatialdp._validation import check_flag, fail
 from spatialdp.exceptions import InvalidInput
-from spatialdp.federated._clients import CLIENT_COLUMN, canonical_ids, id_kind, one_kind
 from spatialdp.federated.client_reports import read_reports, refuse_non_finite
-from spatialdp.federated.device import device_report as _device_report
 from spatialdp.federated.group_sums import Groups
-from spatialdp.federated.metrics import HistogramSpec, MetricSpec
-from spatialdp.federated.regional import RegionalReport, RegionalRequest
+from spatialdp.federated.metrics import HistogramSpec, MetricSpec, Spec
 from spatialdp.geo.partition import Partition
-from spatialdp.privacy.budget import Neighbours
-from spatialdp.privacy.target import Accounting
-from spatialdp.scale.frames import compute, require_frame
 
-__all__ = ["RegionTotals", "device_report", "region_totals", "regional_report"]
+__all__ = ["RegionTotals", "device_report_on_dask", "region_totals", "totals_on_dask"]
 
-Spec = MetricSpec | HistogramSpec
+#: ``report(examples)``: the in-memory device module with its settings bound, run on whole clients.
+Reporter = Callable[..., pd.DataFrame]
 
 #: Names (deterministic expression tokens) of the client-report collections built by
-#: device_report from examples with known divisions: every client is in exactly one of
+#: device_report_on_dask from examples with known divisions: every client is in exactly one of
 #: their partitions by construction (checked on the data, see _edge_reports), so the
 #: cross-partition id count is skipped.
 _ONE_PARTITION_PER_CLIENT: set[str] = set()
@@ -132,24 +130,6 @@ def region_totals(reports: pd.DataFrame, specs: Sequence[Spec], partition: Parti
                         (_id_range(table.client_ids),), kinds)
 
 
-def _add(parts: list[RegionTotals]) -> RegionTotals:
-    total = parts[0]
-    for part in parts[1:]:
-        total = total + part
-    return total
-
-
-def _tree_sum(items: list[Any], fan_in: int = 8) -> Any:
-    """Add delayed totals in a tree of fan-in 8: the driver receives one bounded object."""
-    from dask import delayed
-
-    while True:  # at least one level: a single item is still made a Delayed
-        items = [delayed(_add, pure=True)(items[i:i + fan_in])
-                 for i in range(0, len(items), fan_in)]
-        if len(items) == 1:
-            return items[0]
-
-
 def _ids(reports: pd.DataFrame) -> pd.Series:
     ids = reports[CLIENT_COLUMN] if CLIENT_COLUMN in reports.columns else reports.index
     return pd.Series(np.asarray(ids), name=CLIENT_COLUMN)
@@ -208,77 +188,42 @@ def _repeated_ids(reports: Any) -> Any:
     return counts[counts > 1].head(1, npartitions=-1, compute=False).index
 
 
-def regional_report(
-    client_reports: Any,
-    partition: Partition,
-    metrics: Sequence[MetricSpec | HistogramSpec],
-    *,
-    epsilon: float | Mapping[str, float],
-    target: Accounting,
-    min_cohort: int = 50,
-    alpha: float = 0.05,
-    progress: bool = False,
-    neighbours: Neighbours = "replace",
-) -> RegionalReport:
-    """Private per-region metrics from a Dask DataFrame of client reports: one charge, one noise.
+def totals_on_dask(client_reports: Any, metrics: Sequence[Spec], partition: Partition, *,
+                   progress: bool = False) -> RegionTotals:
+    """Validate a Dask DataFrame of client reports and sum it per region on the workers.
 
-    The same release as :func:`spatialdp.federated.regional_report` (same
-    arguments, checks, refusals, floors, error bars, ledger entry), computed on
-    Dask: the workers validate and sum their partitions, the driver adds noise
-    once. A client id repeated across partitions is refused, as a repeat is in
-    memory, whatever the divisions claim; so are client ids of more than one
-    type (ints in one partition, strs in another). With
-    ``target=Simulation(rng=s)`` and sums that are exact in
-    floating point (or equal for any order of addition) the result is
-    bit-identical to the in-memory report with the same seed.
-
-    Parameters
-    ----------
-    client_reports : dask.dataframe.DataFrame
-        Client reports (e.g. from :func:`device_report`): ``client_id`` (index or
-        column), ``region_id``, ``partition_version``, ``device_specs``, metrics.
-    partition, metrics, epsilon, target, min_cohort, alpha, neighbours
-        As in :func:`spatialdp.federated.regional_report`.
-    progress : bool, default False
-        Print a progress bar while the workers run.
-
-    Returns
-    -------
-    RegionalReport
-
-    Raises
-    ------
-    InvalidInput, PartitionMismatch, ClippingFailure, BudgetExceeded
-        Nothing is charged or published when any of them is raised.
+    The checks of the in-memory release, per partition (:func:`region_totals`)
+    and across partitions: a client id repeated across partitions is refused
+    whatever the divisions claim; so are client ids of more than one type
+    (ints in one partition, strs in another) and non-finite sums. Only the
+    bounded totals reach the driver.
 
     Examples
     --------
+    Client 1's report in two partitions: refused, as a repeated client is in memory.
+
     >>> import dask.dataframe as dd
-    >>> from spatialdp.datasets import synthetic_fleet, us_states_partition
-    >>> from spatialdp.privacy import Simulation
+    >>> from spatialdp.datasets import us_states_partition
+    >>> from spatialdp.federated import device_report
     >>> states = us_states_partition()
-    >>> fleet = synthetic_fleet(5_000, rng=1)
-    >>> examples = pd.DataFrame({"client_id": fleet.device_id, "region_id": fleet.region_id,
-    ...                          "loss": 1.5})
     >>> spec = MetricSpec("loss", 0.0, 4.0)
-    >>> clients = device_report(dd.from_pandas(examples, npartitions=3), loss_spec=spec,
-    ...                         partition=states)
-    >>> report = regional_report(clients, states, [spec], epsilon=0.5, min_cohort=100,
-    ...                          target=Simulation(rng=0))
-    >>> report.epsilon_total, bool(abs(report["loss"].loc["CA", "value"] - 1.5) < 0.1)
-    (0.5, True)
+    >>> reports = device_report(pd.DataFrame({"client_id": [1, 2], "region_id": "CA",
+    ...                                       "loss": 1.0}), loss_spec=spec, partition=states)
+    >>> twice = dd.from_pandas(pd.concat([reports, reports.iloc[:1]]), npartitions=2,
+    ...                        sort=False)
+    >>> totals_on_dask(twice, [spec], states)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    spatialdp.exceptions.InvalidInput: client_id has 1 repeated value across partitions ...
     """
-    request = RegionalRequest.check(partition, metrics, epsilon, target, min_cohort, alpha,
-                                    neighbours)
     show = check_flag(progress, "progress")
     reports = require_frame(client_reports, "client_reports")
     from dask import delayed
 
-    specs = request.metrics
-    spec_d, part_d = delayed(specs, pure=True), delayed(partition, pure=True)
+    spec_d, part_d = delayed(list(metrics), pure=True), delayed(partition, pure=True)
     parts = reports.to_delayed()
-    totals_d = _tree_sum([delayed(region_totals, pure=True)(chunk, spec_d, part_d)
-                          for chunk in parts])
+    totals_d = tree_sum([delayed(region_totals, pure=True)(chunk, spec_d, part_d)
+                         for chunk in parts])
     if _count_upfront(reports):
         totals, n_ids = compute(totals_d, _distinct_ids(reports, parts), progress=show)
     else:
@@ -292,7 +237,12 @@ def regional_report(
         (n_ids,) = compute(_distinct_ids(reports, parts), progress=show)
     if n_ids is not None:
         _refuse_repeats(reports, totals.n_rows - int(n_ids))
-    return _release(totals, request)
+    for spec in metrics:
+        if not np.isfinite(totals.sums[spec.name]).all():
+            # the in-memory wording: the count of bad clients, or an overflow
+            bad = totals.non_finite[spec.name]
+            refuse_non_finite(np.full(bad, np.nan) if bad else np.zeros(1), spec.key)
+    return totals
 
 
 def _refuse_repeats(reports: Any, n: int) -> None:
@@ -305,25 +255,13 @@ def _refuse_repeats(reports: Any, n: int) -> None:
             "merge the repeats before the release")
 
 
-def _release(totals: RegionTotals, request: RegionalRequest) -> RegionalReport:
-    """Plan, charge once, draw once, publish: the in-memory release's own tail."""
-    for spec in request.metrics:
-        if not np.isfinite(totals.sums[spec.name]).all():
-            # the in-memory wording: the count of bad clients, or an overflow
-            refuse_non_finite(np.full(totals.non_finite[spec.name], np.nan)
-                              if totals.non_finite[spec.name] else np.zeros(1), spec.key)
-    return request.publish(Groups.of_totals(totals.counts),
-                           lambda spec: totals.sums[spec.name],
-                           lambda spec: totals.present.get(spec.name))
-
-
-def _one_client_each(part: pd.DataFrame, kwargs: dict[str, Any], meta: pd.DataFrame
+def _one_client_each(part: pd.DataFrame, report: Reporter, meta: pd.DataFrame
                      ) -> pd.DataFrame:
     if len(part) == 0:
         return meta
     if part.index.name == CLIENT_COLUMN:
         part = part.reset_index()
-    return _device_report(part, **kwargs)
+    return report(part)
 
 
 def _with_canonical_ids(part: pd.DataFrame) -> pd.DataFrame:
@@ -346,7 +284,7 @@ class _Edges:
     rows: pd.DataFrame
 
 
-def _inner_reports(part: pd.DataFrame, kwargs: dict[str, Any], meta: pd.DataFrame
+def _inner_reports(part: pd.DataFrame, report: Reporter, meta: pd.DataFrame
                    ) -> tuple[pd.DataFrame, _Edges | None]:
     """Report the partition's clients but its first and last; hand over theirs (a worker)."""
     if len(part) == 0:
@@ -354,7 +292,7 @@ def _inner_reports(part: pd.DataFrame, kwargs: dict[str, Any], meta: pd.DataFram
     examples = part.reset_index() if part.index.name == CLIENT_COLUMN else part
     ids = examples[CLIENT_COLUMN]
     kind = id_kind(ids)
-    reports = _device_report(examples, **kwargs)  # refuses missing ids, as in memory
+    reports = report(examples)  # refuses missing ids, as in memory
     low, high = _id_range(reports.index)  # its clients: the distinct ids of the examples
     edge = ((ids == low) | (ids == high)).to_numpy()
     inner = reports[~reports.index.isin([low, high])]
@@ -370,7 +308,7 @@ def _id_range(ids: pd.Index) -> tuple[Any, Any]:
     return ids.min(), ids.max()
 
 
-def _edge_reports(edges: list[_Edges | None], kwargs: dict[str, Any], meta: pd.DataFrame
+def _edge_reports(edges: list[_Edges | None], report: Reporter, meta: pd.DataFrame
                   ) -> pd.DataFrame:
     """Report the clients at the partitions' edges, from all of their rows (one task).
 
@@ -396,7 +334,7 @@ def _edge_reports(edges: list[_Edges | None], kwargs: dict[str, Any], meta: pd.D
                 "device_report gathers each client's examples with a shuffle")
     if not found:
         return meta
-    return _device_report(pd.concat([e.rows for e in found], ignore_index=True), **kwargs)
+    return report(pd.concat([e.rows for e in found], ignore_index=True))
 
 
 def _plain(value: Any) -> Any:
@@ -404,7 +342,7 @@ def _plain(value: Any) -> Any:
     return value.item() if isinstance(value, np.generic) else value
 
 
-def _whole_clients_sorted(frame: Any, kwargs: dict[str, Any], meta: pd.DataFrame) -> Any:
+def _whole_clients_sorted(frame: Any, report: Reporter, meta: pd.DataFrame) -> Any:
     """Client reports of examples with known divisions, without a shuffle, each client once.
 
     One partition per input partition holds the reports of its inner clients;
@@ -415,19 +353,20 @@ def _whole_clients_sorted(frame: Any, kwargs: dict[str, Any], meta: pd.DataFrame
     import dask.dataframe as dd
     from dask import delayed
 
-    kwargs_d, meta_d = delayed(kwargs, pure=True), delayed(meta, pure=True)
-    split = [delayed(_inner_reports, pure=True, nout=2)(p, kwargs_d, meta_d)
+    report_d, meta_d = delayed(report, pure=True), delayed(meta, pure=True)
+    split = [delayed(_inner_reports, pure=True, nout=2)(p, report_d, meta_d)
              for p in frame.to_delayed()]
-    edges = delayed(_edge_reports, pure=True)([e for _, e in split], kwargs_d, meta_d)
+    edges = delayed(_edge_reports, pure=True)([e for _, e in split], report_d, meta_d)
     return dd.from_delayed([inner for inner, _ in split] + [edges], meta=meta,
                            verify_meta=False)
 
 
-def device_report(examples: Any, **kwargs: Any) -> Any:
+def device_report_on_dask(examples: Any, report: Reporter) -> Any:
     """Client reports from a Dask DataFrame of per-example rows, lazily, one row per client.
 
-    Runs :func:`spatialdp.federated.device_report` on whole clients, one row
-    per client whatever the partitions look like:
+    Runs ``report`` (the in-memory :func:`spatialdp.federated.device_report`
+    with its settings bound) on whole clients, one row per client whatever the
+    partitions look like:
 
     - ``client_id`` the index with known divisions (Parquet sorted by client,
       read with ``index="client_id"``): no shuffle. Each partition reports its
@@ -443,7 +382,7 @@ def device_report(examples: Any, **kwargs: Any) -> Any:
       where one client's examples may be anywhere in the frame).
 
     Client ids must be integers or strings, one type in every partition
-    (:func:`~spatialdp.federated._clients.id_kind`). (Dask turns object
+    (:func:`~spatialdp._clients.id_kind`). (Dask turns object
     columns into strings when it converts pandas data, so ``7`` and ``"7"``
     given to ``dask.dataframe.from_pandas`` arrive as one client ``"7"``.)
 
@@ -451,55 +390,50 @@ def device_report(examples: Any, **kwargs: Any) -> Any:
     ----------
     examples : dask.dataframe.DataFrame
         One row per example, ``client_id`` as a column or the index.
-    **kwargs
-        As :func:`spatialdp.federated.device_report` (``loss_spec``,
-        ``partition``, ``hist_spec``, ...).
+    report : callable
+        ``report(examples)`` on a pandas frame of whole clients: the device
+        module with its arguments bound (``functools.partial``).
 
     Returns
     -------
     dask.dataframe.DataFrame
-        Lazy client reports indexed by ``client_id``; pass them to
-        :func:`regional_report`. ``attrs`` (bounds, module version) do not
-        travel through Dask; the columns carry the provenance.
+        Lazy client reports indexed by ``client_id``. ``attrs`` (bounds, module
+        version) do not travel through Dask; the columns carry the provenance.
 
     Examples
     --------
-    >>> import dask.dataframe as dd
-    >>> examples = pd.DataFrame({"client_id": ["a", "b", "a"], "loss": [1.0, 3.0, 2.0]})
-    >>> clients = device_report(dd.from_pandas(examples, npartitions=2),
-    ...                         loss_spec=MetricSpec("loss", 0.0, 4.0))
-    >>> clients.compute().sort_index()["loss"].to_dict()
-    {'a': 1.5, 'b': 3.0}
-
     Client 1's examples in two partitions whose divisions say they do not
     share a client (as Parquet statistics make them): still one report, from
     both rows.
 
+    >>> import dask.dataframe as dd
     >>> from dask import delayed
+    >>> from spatialdp.federated import device_report
     >>> rows = pd.DataFrame({"loss": [1.0, 3.0, 2.0]},
     ...                     index=pd.Index([0, 1, 1], name="client_id"))
     >>> split = dd.from_delayed([delayed(rows.iloc[:2]), delayed(rows.iloc[2:])],
     ...                         meta=rows.iloc[:0], divisions=(0, 1, 1))
-    >>> device_report(split, loss_spec=MetricSpec("loss", 0.0, 4.0)).compute()["loss"].to_dict()
+    >>> run = partial(device_report, loss_spec=MetricSpec("loss", 0.0, 4.0))
+    >>> device_report_on_dask(split, run).compute()["loss"].to_dict()
     {0: 1.0, 1: 2.5}
     """
     frame = require_frame(examples, "examples")
     if CLIENT_COLUMN not in frame.columns and frame.index.name != CLIENT_COLUMN:
         raise fail("examples", f"columns {list(frame.columns)[:8]}", "have no client_id",
                    "give each example its client in a 'client_id' column or index")
-    meta = _meta(frame, kwargs)
+    meta = _meta(frame, report)
     if frame.index.name == CLIENT_COLUMN and frame.known_divisions:
-        out = _whole_clients_sorted(frame, kwargs, meta)
+        out = _whole_clients_sorted(frame, report, meta)
         _ONE_PARTITION_PER_CLIENT.add(out._name)
         return out
     rows = frame if CLIENT_COLUMN in frame.columns else frame.reset_index()
     rows = rows.map_partitions(_with_canonical_ids, meta=_with_canonical_ids(rows._meta))
     return rows.shuffle(on=CLIENT_COLUMN).map_partitions(
-        partial(_one_client_each, kwargs=kwargs, meta=meta), meta=meta,
+        partial(_one_client_each, report=report, meta=meta), meta=meta,
         align_dataframes=False)
 
 
-def _meta(frame: Any, kwargs: dict[str, Any]) -> pd.DataFrame:
+def _meta(frame: Any, report: Reporter) -> pd.DataFrame:
     """Return the reports' empty frame: the device module run on one row of the examples.
 
     The output's columns depend on the data's columns and the specs, not on the
@@ -513,6 +447,6 @@ def _meta(frame: Any, kwargs: dict[str, Any]) -> pd.DataFrame:
             "the examples frame is empty; a client with no examples reports nothing: skip it")
     if sample.index.name == CLIENT_COLUMN:
         sample = sample.reset_index()
-    meta = _device_report(sample, **kwargs).iloc[:0]
+    meta = report(sample).iloc[:0]
     meta.attrs.clear()
     return meta

@@ -1,6 +1,6 @@
 """The clients of an examples frame: their sorted index and each example's position in it.
 
-Every device metric factorises ``client_id`` once (:func:`_client_codes`) and
+Every device metric factorises ``client_id`` once (:func:`client_codes`) and
 reduces over the codes with ``np.bincount``.
 
 Client ids are integers or strings, one kind per column (:func:`id_kind`): an
@@ -22,7 +22,9 @@ from numpy.typing import ArrayLike, NDArray
 
 from spatialdp._validation import check_text, fail
 from spatialdp.exceptions import InvalidInput
-from spatialdp.federated._checks import FloatArray, _refuse_rows
+
+__all__ = ["CLIENT_COLUMN", "ID_KINDS", "IntArray", "canonical_ids", "check_examples_frame",
+           "check_same_length", "client_codes", "id_kind", "mixed_ids", "one_kind"]
 
 CLIENT_COLUMN = "client_id"
 
@@ -33,7 +35,7 @@ ID_KINDS = ("integer", "string")
 IntArray = NDArray[np.int64]
 
 
-def _client_codes(client_ids: ArrayLike) -> tuple[IntArray, pd.Index]:
+def client_codes(client_ids: ArrayLike) -> tuple[IntArray, pd.Index]:
     """Sorted client index and each example's position in it (a factorisation)."""
     if isinstance(client_ids, pd.DataFrame):
         raise InvalidInput(
@@ -58,10 +60,10 @@ def _client_codes(client_ids: ArrayLike) -> tuple[IntArray, pd.Index]:
         codes, uniques = pd.factorize(values, sort=True)
     except TypeError:
         raise _unhashable() from None
-    _refuse_rows(codes < 0, InvalidInput, lambda first: (
-        f"{int((codes < 0).sum())} examples have no client_id (first at row {first}); "
-        "every example needs its client"
-    ))
+    missing = np.flatnonzero(codes < 0)
+    if missing.size:
+        raise InvalidInput(f"{missing.size} examples have no client_id (first at row "
+                           f"{int(missing[0])}); every example needs its client")
     return codes.astype(np.int64), pd.Index(uniques, name=CLIENT_COLUMN)
 
 
@@ -223,7 +225,7 @@ def _sorted_int_codes(values: pd.Series | NDArray[np.generic]
     return codes, pd.Index(ids[first], name=CLIENT_COLUMN)
 
 
-def _same_length(values: FloatArray, codes: IntArray, what: str) -> None:
+def check_same_length(values: NDArray[np.float64], codes: IntArray, what: str) -> None:
     if values.shape != codes.shape:
         raise InvalidInput(
             f"{what} has {values.size} values but there are {codes.size} client ids; "
@@ -231,7 +233,7 @@ def _same_length(values: FloatArray, codes: IntArray, what: str) -> None:
         )
 
 
-def _frame_columns(frame: pd.DataFrame, columns: Sequence[str], purpose: str) -> None:
+def check_examples_frame(frame: pd.DataFrame, columns: Sequence[str], purpose: str) -> None:
     if not isinstance(frame, pd.DataFrame):
         raise InvalidInput(f"expected a DataFrame of examples, got {type(frame).__name__}")
     if len(frame) == 0:

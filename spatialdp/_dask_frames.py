@@ -1,5 +1,11 @@
 """Dask collections: recognise them, read Parquet partition by partition, compute with a bar.
 
+The shared base of the Dask paths of :func:`spatialdp.federated.device_report`,
+:func:`spatialdp.federated.regional_report`, :func:`spatialdp.queries.truth_grid`
+and :func:`spatialdp.queries.measure_query_error` (see ``docs/scale.md``).
+:func:`read_parquet` and :func:`worker_environment` are public as
+``spatialdp.read_parquet`` and ``spatialdp.worker_environment``.
+
 Dask stays optional: :func:`is_dask` answers without importing dask (a Dask
 object cannot exist unless dask was imported), so the in-memory paths can ask
 it on every call for free. Everything else here imports dask on use.
@@ -11,21 +17,24 @@ The engine is the caller's choice, never a guess:
 - a pandas/GeoPandas object runs in memory, even when a Client is active:
   pandas data are never shipped to a cluster behind the caller's back. To use
   the cluster, make the choice explicit with ``dask.dataframe.from_pandas``
-  (or read the data with :func:`read_parquet` in the first place).
+  (or read the data with :func:`read_parquet` in the first place);
+- query error has no frame to carry the choice: ``chunks=`` of
+  :func:`~spatialdp.queries.measure_query_error` splits its draws over Dask.
 """
 
 from __future__ import annotations
 
+import operator
 import sys
 from collections.abc import Sequence
-from functools import partial
+from functools import partial, reduce
 from pathlib import Path
 from typing import Any
 
 from spatialdp._validation import check_flag, check_text, fail
 
 __all__ = ["active_client", "compute", "is_dask", "read_parquet", "require_frame",
-           "worker_environment"]
+           "tree_sum", "worker_environment"]
 
 
 def is_dask(obj: object) -> bool:
@@ -112,10 +121,32 @@ def require_frame(obj: object, name: str) -> Any:
 
     if not isinstance(obj, dd.DataFrame):
         raise fail(name, type(obj).__name__, "is not a Dask DataFrame",
-                   "pass dask.dataframe.read_parquet(...) or spatialdp.scale.read_parquet(...)")
+                   "pass dask.dataframe.read_parquet(...) or spatialdp.read_parquet(...)")
     if obj.npartitions < 1:
         raise fail(name, "0 partitions", "holds no partitions", "pass a frame with data")
     return obj
+
+
+def _add(parts: list[Any]) -> Any:
+    return reduce(operator.add, parts)
+
+
+def tree_sum(items: list[Any], fan_in: int = 8) -> Any:
+    """Add delayed objects with ``+`` in a tree of fan-in 8: the driver receives one object.
+
+    Examples
+    --------
+    >>> import dask
+    >>> tree_sum([dask.delayed(i) for i in range(20)]).compute()
+    190
+    """
+    from dask import delayed
+
+    while True:  # at least one level: a single item is still made a Delayed
+        items = [delayed(_add, pure=True)(items[i:i + fan_in])
+                 for i in range(0, len(items), fan_in)]
+        if len(items) == 1:
+            return items[0]
 
 
 def compute(*collections: Any, progress: bool = False) -> tuple[Any, ...]:
@@ -189,13 +220,39 @@ def _read_file(file: str, columns: list[str] | None, index: str | None,
     return frame if index is None else frame.set_index(index)
 
 
-def _divisions(files: list[str], index: str) -> tuple[Any, ...] | None:
-    """Divisions from the files' footers (min/max statistics): None unless sorted, disjoint."""
+def _footer(file: str) -> Any:
+    """Return a Parquet file's footer (``pyarrow.parquet.FileMetaData``); refuse other files."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
+    try:
+        return pq.read_metadata(file)
+    except (pa.ArrowException, OSError):
+        raise fail("path", file, "is not a Parquet file (its footer cannot be read)",
+                   "pass Parquet files only (a folder: its *.parquet files)") from None
+
+
+def _check_schema(file: str, columns: list[str] | None, index: str | None,
+                  geometry: bool) -> None:
+    """Refuse columns, an index or GeoParquet that the first file's footer does not have."""
+    footer = _footer(file)
+    names = footer.schema.names
+    if index is not None and index not in names:
+        raise fail("index", index, f"is not a column of {file}", f"pass one of {names[:8]}")
+    absent = [c for c in columns or [] if c not in names]
+    if absent:
+        raise fail("columns", absent, f"are not columns of {file}", f"pass some of {names[:8]}")
+    if geometry and b"geo" not in (footer.metadata or {}):
+        raise fail("geometry", True, f"asks for GeoParquet, but {file} has no geo metadata",
+                   "pass geometry=False for plain Parquet (or write the files with "
+                   "GeoDataFrame.to_parquet)")
+
+
+def _divisions(files: list[str], index: str) -> tuple[Any, ...] | None:
+    """Divisions from the files' footers (min/max statistics): None unless sorted, disjoint."""
     lows, highs = [], []
     for file in files:
-        meta = pq.read_metadata(file)
+        meta = _footer(file)
         names = [meta.schema.column(i).name for i in range(meta.num_columns)]
         if index not in names or meta.num_rows == 0:
             return None
@@ -237,7 +294,7 @@ def read_parquet(path: str | Path | Sequence[str | Path], *, columns: Sequence[s
         Column to use as the index. For per-example data written sorted by
         ``client_id`` pass ``index="client_id"``: when the files' min/max
         statistics show sorted, disjoint ranges they become the divisions and
-        :func:`spatialdp.scale.device_report` needs no shuffle (it does not
+        :func:`spatialdp.federated.device_report` needs no shuffle (it does not
         trust them: it checks each partition's real id range on the data).
         Otherwise the divisions stay unknown and a shuffle gathers the clients.
 
@@ -255,13 +312,22 @@ def read_parquet(path: str | Path | Sequence[str | Path], *, columns: Sequence[s
     >>> frame = read_parquet(folder, index="client_id")
     >>> frame.npartitions, frame.divisions
     (3, (0, 2, 4, 5))
+    >>> read_parquet(folder, columns=["region_id"])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    spatialdp.exceptions.InvalidInput: columns=['region_id'] are not columns of ...part-0.parquet...
     """
     files = _files(path)
+    if columns is not None and (isinstance(columns, (str, bytes))
+                                or not hasattr(columns, "__iter__")):
+        raise fail("columns", columns, "is not a list of column names",
+                   "pass e.g. columns=['region_id', 'loss']")
     cols = None if columns is None else [check_text(c, "columns") for c in columns]
-    if cols is not None and index is not None and index not in cols:
-        cols = [index, *cols]
     geo = check_flag(geometry, "geometry")
     key = None if index is None else check_text(index, "index")
+    _check_schema(files[0], cols, key, geo)
+    if cols is not None and key is not None and key not in cols:
+        cols = [key, *cols]
     import dask.dataframe as dd
 
     if geo:
