@@ -64,6 +64,30 @@ def _imports(name: str, path: Path) -> list[tuple[str, str | None, int]]:
             if m.split(".")[0] == "spatialdp"]
 
 
+def _private_attributes(name: str, path: Path) -> list[tuple[str, str, int]]:
+    """Return ``(module, attribute, line)`` for each ``module._private`` read in a module.
+
+    ``from spatialdp.geo import h3cells`` then ``h3cells._parents(...)`` borrows a
+    private name as surely as importing it does.
+    """
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    bound = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                full = f"{node.module}.{alias.name}"
+                if full in MODULES:
+                    bound[alias.asname or alias.name] = full
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name in MODULES and alias.asname:
+                    bound[alias.asname] = alias.name
+    return [(bound[node.value.id], node.attr, node.lineno) for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+            and node.value.id in bound and node.attr.startswith("_")
+            and not node.attr.startswith("__")]
+
+
 def _owning_module(dotted: str) -> str:
     while dotted not in MODULES and "." in dotted:
         dotted = dotted.rsplit(".", 1)[0]
@@ -158,6 +182,9 @@ def test_no_private_name_crosses_a_subpackage():
             private_name = attr is not None and attr.startswith("_") and not attr.startswith("__")
             if private_module or private_name:
                 borrowed.append(f"{source}:{line} imports {attr or ''} from {target}")
+        for target, attr, line in _private_attributes(source, MODULES[source]):
+            if _subpackage(target) not in (None, _subpackage(source)):
+                borrowed.append(f"{source}:{line} reads {target}.{attr}")
     assert borrowed == []
 
 

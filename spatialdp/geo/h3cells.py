@@ -62,11 +62,14 @@ __all__ = [
     "MAX_LIST_CELLS",
     "Containment",
     "cell_parents",
+    "cell_parents_unchecked",
     "cell_polygons",
     "cells_resolution",
+    "cells_resolution_unchecked",
     "cells_to_str",
     "grid_disk_lists",
     "latlng_to_cells",
+    "latlng_to_cells_unchecked",
     "parse_cells",
     "polygons_to_cell_lists",
     "rollup_counts",
@@ -212,10 +215,17 @@ def cells_resolution(cells: ArrayLike) -> NDArray[np.int64]:
     >>> cells_resolution(parse_cells(["85283473fffffff"]))
     array([5])
     """
-    return _resolutions(parse_cells(cells))
+    return cells_resolution_unchecked(parse_cells(cells))
 
 
-def _resolutions(cells: NDArray[np.uint64]) -> NDArray[np.int64]:
+def cells_resolution_unchecked(cells: NDArray[np.uint64]) -> NDArray[np.int64]:
+    """Return each parsed cell's resolution (no validation: pass :func:`parse_cells`' output).
+
+    Examples
+    --------
+    >>> cells_resolution_unchecked(parse_cells(["85283473fffffff"])).tolist()
+    [5]
+    """
     if cells.size == 0:
         return np.empty(0, dtype=np.int64)
     return _arrow_to_numpy(h3ronpy.cells_resolution(cells)).astype(np.int64)
@@ -234,7 +244,7 @@ def single_resolution(cells: ArrayLike) -> int:
     >>> single_resolution(["85283473fffffff"])
     5
     """
-    res = np.unique(_resolutions(parse_cells(cells)))
+    res = np.unique(cells_resolution_unchecked(parse_cells(cells)))
     if res.size == 0:
         raise InvalidCells("no H3 cells given; a partition needs at least one cell")
     if res.size > 1:
@@ -269,13 +279,20 @@ def cell_parents(cells: ArrayLike, resolution: int) -> NDArray[np.uint64]:
     array(['852a1073fffffff'], dtype='<U15')
     """
     resolution = check_resolution(resolution)
-    return _parents(parse_cells(cells), resolution)
+    return cell_parents_unchecked(parse_cells(cells), resolution)
 
 
-def _parents(cells: NDArray[np.uint64], resolution: int) -> NDArray[np.uint64]:
+def cell_parents_unchecked(cells: NDArray[np.uint64], resolution: int) -> NDArray[np.uint64]:
+    """Return each parsed cell's parent at a coarser resolution (no validation of the cells).
+
+    Examples
+    --------
+    >>> cells_to_str(cell_parents_unchecked(parse_cells(["85283473fffffff"]), 4)).tolist()
+    ['8428347ffffffff']
+    """
     if cells.size == 0:
         return np.empty(0, dtype=np.uint64)
-    current = _resolutions(cells)
+    current = cells_resolution_unchecked(cells)
     if (current < resolution).any():
         raise InvalidCells(
             f"cells of resolution {int(current.min())} have no parent at the finer "
@@ -324,7 +341,7 @@ def rollup_counts(
 
 def _rollup(cells: NDArray[np.uint64], values: NDArray[Any], resolution: int
             ) -> tuple[NDArray[np.uint64], NDArray[Any]]:
-    parents, inverse = np.unique(_parents(cells, resolution), return_inverse=True)
+    parents, inverse = np.unique(cell_parents_unchecked(cells, resolution), return_inverse=True)
     sums = np.zeros(parents.size, dtype=np.result_type(values.dtype, np.int64))
     np.add.at(sums, inverse, values)
     return parents, sums
@@ -372,13 +389,22 @@ def latlng_to_cells(lat: ArrayLike, lon: ArrayLike, resolution: int) -> NDArray[
     """
     resolution = check_resolution(resolution)
     lon_arr, lat_arr = check_lonlat(lon, lat)
-    cells = _latlng_to_cells(lat_arr, lon_arr, resolution)
+    cells = latlng_to_cells_unchecked(lat_arr, lon_arr, resolution)
     return cells if cells.flags.writeable else cells.copy()
 
 
-def _latlng_to_cells(lat: NDArray[np.float64], lon: NDArray[np.float64], resolution: int
+def latlng_to_cells_unchecked(lat: NDArray[np.float64], lon: NDArray[np.float64], resolution: int
                      ) -> NDArray[np.uint64]:
-    """Return the cells of checked coordinates (possibly a read-only view of h3ronpy's)."""
+    """Return the cells of checked coordinates (possibly a read-only view of h3ronpy's).
+
+    No validation: pass finite lon/lat in range (``geo.lonlat.points_lonlat`` checks them).
+
+    Examples
+    --------
+    >>> cells = latlng_to_cells_unchecked(np.array([37.3458]), np.array([-121.9764]), 5)
+    >>> cells_to_str(cells).tolist()
+    ['85283473fffffff']
+    """
     if lat.size == 0:
         return np.empty(0, dtype=np.uint64)
     cells = _arrow_to_numpy(h3vector.coordinates_to_cells(lat, lon, resolution))

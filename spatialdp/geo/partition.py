@@ -469,11 +469,11 @@ class Partition:
         """Positions in an H3 partition: pure pixels by arithmetic, the other points by H3."""
         resolution = int(self.resolution or 0)
         if grid is None:
-            return self._cell_positions(h3cells._latlng_to_cells(lat, lon, resolution))
+            return self._cell_positions(h3cells.latlng_to_cells_unchecked(lat, lon, resolution))
         positions = grid.lookup(lon, lat)
         ask = np.flatnonzero(positions == UNKNOWN)
         if ask.size:
-            cells = h3cells._latlng_to_cells(lat[ask], lon[ask], resolution)
+            cells = h3cells.latlng_to_cells_unchecked(lat[ask], lon[ask], resolution)
             positions[ask] = self._cell_positions(cells)
         return positions
 
@@ -740,7 +740,7 @@ class Partition:
         """
         own = self._require_h3("coarsen")
         resolution = check_resolution(resolution)
-        parents = h3cells._parents(own, resolution)
+        parents = h3cells.cell_parents_unchecked(own, resolution)
         unique, inverse = np.unique(parents, return_inverse=True)
         coarse = Partition.from_h3_cells(unique, name=f"{self.name}:r{resolution}")
         return coarse, inverse.astype(np.int64)

@@ -72,7 +72,8 @@ class Tree:
         up: list[sparse.csr_array] = []
         for res in resolutions[-2::-1]:
             child = nodes[0]
-            parents, inverse = np.unique(h3cells._parents(child, res), return_inverse=True)
+            parents, inverse = np.unique(h3cells.cell_parents_unchecked(child, res),
+                                         return_inverse=True)
             up.insert(0, sparse.csr_array(
                 (np.ones(child.size), (inverse.ravel(), np.arange(child.size))),
                 shape=(parents.size, child.size)))

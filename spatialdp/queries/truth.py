@@ -78,7 +78,7 @@ def _version(cells: NDArray[np.uint64], name: str) -> str:
     """Return the version of parsed, sorted, unique cells; refuse a mix of resolutions."""
     if cells.size == 0:
         raise fail(name, "[]", "holds no H3 cells", "give at least one cell")
-    res = h3cells._resolutions(cells)
+    res = h3cells.cells_resolution_unchecked(cells)
     if int(res.min()) != int(res.max()):
         raise fail(name, f"{cells.size} cells", f"mix resolutions {int(res.min())} to "
                    f"{int(res.max())}", "give cells of one resolution")
@@ -198,7 +198,7 @@ def _positions(cells: NDArray[np.uint64], partition: Partition | None,
             raise InvalidInput("no points given; pass a point GeoDataFrame or lon= and lat=")
         lon_arr, lat_arr = check_lonlat(lon, lat)
     res = h3cells.single_resolution(cells[:1])
-    found = h3cells._latlng_to_cells(lat_arr, lon_arr, res)
+    found = h3cells.latlng_to_cells_unchecked(lat_arr, lon_arr, res)
     lookup: Any = pd.Index(cells).get_indexer  # a hash table: faster than searchsorted here
     return np.asarray(lookup(found), dtype=np.int64)
 
