@@ -36,6 +36,8 @@ from spatialdp.scale import regional_report as dask_regional_report
 from spatialdp.scale import truth_grid as dask_truth_grid
 from spatialdp.scale.frames import WORKER_MALLOC
 
+pytestmark = pytest.mark.slow  # a 2-process LocalCluster, started once for the module
+
 LOSS = MetricSpec("loss", 0.0, 4.0)
 HIST = HistogramSpec("err", edges=(1.0, 2.0))
 
