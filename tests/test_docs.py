@@ -23,14 +23,10 @@ BLOCK = re.compile(r"^```python\n(.*?)^```", re.MULTILINE | re.DOTALL)
 #: Pages whose blocks are not runnable as written yet, and the names they assume.
 SKETCHES: dict[str, str] = {
     "docs/audit.md": "partition, loss_spec, client_reports, tempfile",
-    "docs/federated.md": "examples, states, ledger, reports, pd",
     "docs/flower.md": "a running Flower server; NumPyClient, per_example_loss",
-    "docs/maps.md": "clients, states, national_release, my_sites",
     "docs/model_card.md": "states, loss, ratio, errors, strata, coverage, reports, grid",
     "docs/modulated.md": "X, y, X_new, X_test, y_test, points_gdf, cell_attributes",
     "docs/queries.md": "study_area, pings, analyst_polygons, cells, polygons, ledger",
-    "docs/regression.md": "X, y, X_test, y_test, zcdp_ledger",
-    "docs/sampling.md": "fleet, ledger",
     "docs/scale.md": "examples/ and pings/ Parquet folders, loss, states, target",
     "docs/cards.md": "a spatialdp-demo run folder",
 }
