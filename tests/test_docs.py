@@ -25,7 +25,6 @@ SKETCHES: dict[str, str] = {
     "docs/audit.md": "partition, loss_spec, client_reports, tempfile",
     "docs/flower.md": "a running Flower server; NumPyClient, per_example_loss",
     "docs/model_card.md": "states, loss, ratio, errors, strata, coverage, reports, grid",
-    "docs/modulated.md": "X, y, X_new, X_test, y_test, points_gdf, cell_attributes",
     "docs/scale.md": "examples/ and pings/ Parquet folders, loss, states, target",
     "docs/cards.md": "a spatialdp-demo run folder",
 }
