@@ -204,6 +204,16 @@ def run(call: Call) -> tuple[Any, BaseException | None]:
         plt.close("all")
 
 
+def parameter_names(fn: Callable[..., Any], kwargs: dict[str, Any]) -> set[str]:
+    """The names of the call's parameters (of ``fn``, or of a wrapper's variables)."""
+    names = set(kwargs)
+    with contextlib.suppress(TypeError, ValueError):
+        names |= set(inspect.signature(fn).parameters)
+    code = getattr(fn, "__code__", None)
+    names |= {*getattr(code, "co_freevars", ()), *getattr(code, "co_varnames", ())}
+    return {n for n in names if len(n) > 2}
+
+
 def input_words(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
                 ) -> set[str]:
     """What a refusal of ``fn(*args, **kwargs)`` may name: a parameter, a value or its type."""
@@ -228,6 +238,9 @@ def input_words(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
         words.add(type(value).__name__)
         with contextlib.suppress(Exception):  # repr and str, as messages print them
             words |= {repr(value)[:40], str(value)[:40]}
+        if isinstance(value, int | float | np.number) and not isinstance(value, bool):
+            with contextlib.suppress(OverflowError, TypeError, ValueError):
+                words.add(repr(float(value)))  # 2**53 + 1 is printed as 9007199254740992.0
     words |= {w.replace("_", sep) for w in words for sep in ("-", " ")}  # held_out: held-out
     return {w for w in words if w.strip()}
 
@@ -259,7 +272,9 @@ def assert_names_the_input(err: BaseException, fn: Callable[..., Any], args: tup
     if NAMING.search(text):
         return
     words = input_words(fn, args, kwargs)
-    named = any(re.search(rf"(?<!\w){re.escape(word)}(?!\w)", text) for word in words)
+    names = parameter_names(fn, kwargs)  # also as a prefix: lon -> longitude
+    named = (any(re.search(rf"(?<!\w){re.escape(word)}(?!\w)", text) for word in words)
+             or any(re.search(rf"(?<!\w){re.escape(name)}", text) for name in names))
     assert named, (f"{type(err).__name__}({text!r}) names none of the call's parameters or "
                    f"values {sorted(words, key=len)[:12]}")
 
