@@ -8,6 +8,7 @@ US cities with 15,000+ inhabitants (GeoNames, CC BY 4.0).
 from __future__ import annotations
 
 import os
+import sysconfig
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -34,16 +35,35 @@ _EARTH_RADIUS_KM = 6371.0088
 
 
 def data_dir() -> Path:
-    """Return the folder of the shipped data files (``SPATIALDP_DATA`` overrides it)."""
+    """Return the folder of the shipped data files (``SPATIALDP_DATA`` overrides it).
+
+    A source checkout (an editable install) reads the top-level ``data/`` folder, the one
+    source of the files; a wheel installs them under ``<prefix>/share/spatialdp/data``.
+
+    Examples
+    --------
+    >>> (data_dir() / "us48_states.gpkg").is_file()
+    True
+    """
     env = os.environ.get("SPATIALDP_DATA")
-    folder = Path(env) if env else Path(__file__).resolve().parent / "_data"
-    if not (folder / "us48_states.gpkg").exists():
-        raise FileNotFoundError(
-            f"spatialdp's data files are not in {folder}; reinstall spatialdp (they ship "
-            "inside the package, in spatialdp/_data) or point SPATIALDP_DATA at a folder "
-            "holding them"
-        )
-    return folder
+    candidates = [Path(env)] if env else _data_candidates()
+    for folder in candidates:
+        if (folder / "us48_states.gpkg").is_file():
+            return folder
+    raise FileNotFoundError(
+        f"spatialdp's data files are not in {', '.join(map(str, candidates))}; reinstall "
+        "spatialdp (a wheel installs them under <prefix>/share/spatialdp/data; a source "
+        "checkout has them in data/) or point SPATIALDP_DATA at a folder holding them"
+    )
+
+
+def _data_candidates() -> list[Path]:
+    """Where the data may be: the checkout's ``data/``, then each install scheme's share."""
+    checkout = Path(__file__).resolve().parent.parent / "data"
+    schemes = (sysconfig.get_default_scheme(), sysconfig.get_preferred_scheme("user"))
+    shares = [Path(sysconfig.get_path("data", scheme)) / "share" / "spatialdp" / "data"
+              for scheme in schemes]
+    return list(dict.fromkeys([checkout, *shares]))
 
 
 @lru_cache(maxsize=1)

@@ -69,6 +69,7 @@ def _exact_region_metric(replies: dict[str, Any], target: Any) -> Any:
     return out
 
 
+@pytest.mark.slow  # a long audit run (many releases per input)
 def test_what_a_flower_evaluation_round_publishes_passes_at_its_claim() -> None:
     result = audit(_release, _pairs(), epsilon=EPSILON, draws=200, rng=21,
                    name="flower release_evaluation", neighbours="replace")
@@ -77,6 +78,7 @@ def test_what_a_flower_evaluation_round_publishes_passes_at_its_claim() -> None:
     assert result.worst.event.statistic != "none", result.summary()
 
 
+@pytest.mark.slow  # a long audit run (many releases per input)
 def test_the_noise_of_a_flower_evaluation_round_passes_at_its_claim() -> None:
     result = audit(_release, _pairs(), epsilon=EPSILON, draws=50_000, rng=21, path="tap",
                    name="flower release_evaluation")
@@ -84,6 +86,7 @@ def test_the_noise_of_a_flower_evaluation_round_passes_at_its_claim() -> None:
     assert result.measured >= 0.5 * EPSILON, result.summary()
 
 
+@pytest.mark.slow  # a long audit run (many releases per input)
 def test_flower_evaluation_with_half_the_noise_is_caught() -> None:
     result = audit(_release, _pairs(), epsilon=EPSILON, draws=50_000, rng=22, path="tap",
                    rewrite=lambda mech, i: HalfScale(mech), name="flower [half_scale]")
@@ -91,6 +94,7 @@ def test_flower_evaluation_with_half_the_noise_is_caught() -> None:
     assert result.measured >= 1.25 * EPSILON, result.summary()
 
 
+@pytest.mark.slow  # a long audit run (many releases per input)
 def test_flower_metrics_with_an_exact_region_mean_are_caught() -> None:
     pair = _pairs()[0]  # the pair of the region whose exact mean leaks
     result = audit(_exact_region_metric, pair, epsilon=EPSILON, draws=150, rng=23,

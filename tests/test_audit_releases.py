@@ -62,6 +62,7 @@ TAP = [name for name, case in CASES.items() if "tap" in case.paths]
 BROKEN = [(name, v) for name, case in CASES.items() for v in case.variants if v != "correct"]
 
 
+@pytest.mark.slow  # a long audit run (many releases per input)
 @pytest.mark.parametrize("name", CORRECT)
 def test_what_a_release_publishes_passes_at_its_claim(name: str) -> None:
     case = CASES[name]
@@ -78,6 +79,7 @@ def test_what_a_release_publishes_passes_at_its_claim(name: str) -> None:
         assert result.measured >= PUBLISHED_FLOOR * result.claimed, result.summary()
 
 
+@pytest.mark.slow  # a long audit run (many releases per input)
 @pytest.mark.parametrize("name", TAP)
 def test_the_noise_at_the_tap_passes_at_its_claim(name: str) -> None:
     result = run_case(name, path="tap", draws=TAP_DRAWS, rng=11)
@@ -87,6 +89,7 @@ def test_the_noise_at_the_tap_passes_at_its_claim(name: str) -> None:
     assert result.measured >= 0.5 * result.claimed, result.summary()
 
 
+@pytest.mark.slow  # a long audit run (many releases per input)
 def test_modulated_transform_release_path_passes() -> None:
     """The real lattice-Gaussian release (OS entropy), drawn as rows of one client."""
     result = run_case("transform_clients", path="release", draws=TAP_DRAWS)
@@ -104,6 +107,7 @@ def _draws(name: str, variant: str) -> int | None:
     return None  # the release path and the composition: the case's own small sample
 
 
+@pytest.mark.slow  # a long audit run (many releases per input)
 @pytest.mark.parametrize(("name", "variant"), BROKEN)
 def test_broken_variant_is_caught(name: str, variant: str) -> None:
     result = run_case(name, variant, draws=_draws(name, variant), rng=12)

@@ -1,13 +1,21 @@
 from __future__ import annotations
 
 import itertools
+import re
+from pathlib import Path
 
 import geopandas as gpd
 import numpy as np
 import pytest
 import shapely
 
-from spatialdp.datasets import load_us_cities, load_us_states, synthetic_fleet, us_states_partition
+from spatialdp.datasets import (
+    data_dir,
+    load_us_cities,
+    load_us_states,
+    synthetic_fleet,
+    us_states_partition,
+)
 from spatialdp.exceptions import InvalidInput
 from spatialdp.geo.partition import Partition
 
@@ -136,3 +144,16 @@ def test_fleet_progress_bar(capsys: pytest.CaptureFixture[str]) -> None:
     assert capsys.readouterr().err == ""
     with pytest.raises(InvalidInput, match="progress='yes'"):
         synthetic_fleet(10, progress="yes")  # type: ignore[arg-type]
+
+
+def test_the_data_comes_from_the_top_level_data_folder() -> None:
+    """A source checkout reads data/, the one source of the files the wheel ships."""
+    assert data_dir() == Path(__file__).resolve().parent.parent / "data"
+    assert {"us48_states.gpkg", "georgia_counties.gpkg", "us_cities.csv", "README.md",
+            "build.py"} <= {p.name for p in data_dir().iterdir()}
+
+
+def test_a_missing_data_folder_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SPATIALDP_DATA", str(tmp_path))
+    with pytest.raises(FileNotFoundError, match=re.escape(str(tmp_path))):
+        data_dir()

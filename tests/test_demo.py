@@ -82,6 +82,7 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return {"out": out, "interrupted": interrupted, "code": code, "stdout": stdout.getvalue()}
 
 
+@pytest.mark.slow  # the module's demo scenario (two demo runs)
 def test_an_interrupted_run_leaves_nothing_that_looks_complete(scenario: dict[str, Any]
                                                                ) -> None:
     killed, stopped = scenario["interrupted"]
@@ -95,6 +96,7 @@ def test_an_interrupted_run_leaves_nothing_that_looks_complete(scenario: dict[st
         assert set(run["out"]) <= LEDGER_FILES, run
 
 
+@pytest.mark.slow  # the module's demo scenario (two demo runs)
 def test_the_rerun_recovers_and_publishes_everything(scenario: dict[str, Any]) -> None:
     out: Path = scenario["out"]
     assert scenario["code"] == 0
@@ -112,6 +114,7 @@ def test_the_rerun_recovers_and_publishes_everything(scenario: dict[str, Any]) -
     assert manifest["reports"] == ["reports/round_001.json", "reports/round_002.json"]
 
 
+@pytest.mark.slow  # the module's demo scenario (two demo runs)
 def test_every_figure_is_a_drawn_image(scenario: dict[str, Any]) -> None:
     for name in PNGS:
         image = mpimg.imread(scenario["out"] / name)
@@ -123,6 +126,7 @@ def test_every_figure_is_a_drawn_image(scenario: dict[str, Any]) -> None:
     assert "CO" in html
 
 
+@pytest.mark.slow  # the module's demo scenario (two demo runs)
 def test_ledger_keeps_every_charge_and_marks_interrupted_epochs(
         scenario: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
     out: Path = scenario["out"]
@@ -159,6 +163,7 @@ def test_ledger_keeps_every_charge_and_marks_interrupted_epochs(
         assert f"epoch {e} (no published demo run: interrupted" in shown
 
 
+@pytest.mark.slow  # the module's demo scenario (two demo runs)
 def test_summary_names_both_random_paths_and_the_story(scenario: dict[str, Any]) -> None:
     text = scenario["stdout"]
     assert "simulation path (seed 0): fleet, model errors" in text
@@ -180,6 +185,7 @@ def test_summary_names_both_random_paths_and_the_story(scenario: dict[str, Any])
     assert "coverage_map.png" in (scenario["out"] / "model_card.md").read_text()
 
 
+@pytest.mark.slow  # the module's demo scenario (two demo runs)
 def test_the_demo_publishes_only_noised_counts_of_people(scenario: dict[str, Any]) -> None:
     """Under add/remove (the default) every count of people written is a release."""
     out: Path = scenario["out"]

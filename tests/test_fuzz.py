@@ -17,7 +17,7 @@ wrong shapes, repeated and unknown ids. Each call must
 :func:`test_every_public_callable_is_fuzzed` fails when a public callable has
 neither an entry nor a reasoned place in :data:`SKIP`. Ledger refusals are in
 ``test_fuzz_ledger.py``, accepted inputs in ``test_fuzz_accept.py`` and the
-regressions of what this suite found in ``test_fuzz_regressions.py``. Defects
+regressions of what this suite found in ``test_fuzz_fixed_defects.py``. Defects
 in files this suite may not edit are listed, with their owner, in
 ``test_fuzz_support.OPEN_DEFECTS``.
 
@@ -1340,6 +1340,7 @@ def test_every_public_callable_is_fuzzed() -> None:
     check_census(public_callables(*PACKAGES), FUZZ, SKIP)
 
 
+@pytest.mark.slow  # a long fuzz run (hypothesis, every public callable)
 @pytest.mark.parametrize("name", sorted(FUZZ))
 def test_only_spatialdp_errors(name: str) -> None:
     fuzz_only_spatialdp_errors(*FUZZ[name])

@@ -474,6 +474,7 @@ def test_every_public_callable_is_fuzzed() -> None:
     check_census(public_callables(PACKAGE), FUZZ, SKIP, OPEN)
 
 
+@pytest.mark.slow  # a long fuzz run (hypothesis, every public callable)
 @pytest.mark.parametrize("name", sorted(FUZZ))
 def test_only_spatialdp_errors(name: str) -> None:
     fuzz_only_spatialdp_errors(*FUZZ[name], OPEN)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import math
 import os
 import re
@@ -183,6 +184,8 @@ def run(call: Call) -> tuple[Any, BaseException | None]:
             try:
                 result = call.fn(*call.args, **call.kwargs)
             except SpatialDPError as err:
+                if call.name not in VAGUE_REFUSALS:
+                    assert_names_the_input(err, call.fn, call.args, call.kwargs)
                 return None, err
             except Exception as err:
                 if open_defect(call.name, err) is None:
@@ -199,6 +202,81 @@ def run(call: Call) -> tuple[Any, BaseException | None]:
         import matplotlib.pyplot as plt
 
         plt.close("all")
+
+
+def parameter_names(fn: Callable[..., Any], kwargs: dict[str, Any]) -> set[str]:
+    """The names of the call's parameters (of ``fn``, or of a wrapper's variables)."""
+    names = set(kwargs)
+    with contextlib.suppress(TypeError, ValueError):
+        names |= set(inspect.signature(fn).parameters)
+    code = getattr(fn, "__code__", None)
+    names |= {*getattr(code, "co_freevars", ()), *getattr(code, "co_varnames", ())}
+    return {n for n in names if len(n) > 2}
+
+
+def input_words(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+                ) -> set[str]:
+    """What a refusal of ``fn(*args, **kwargs)`` may name: a parameter, a value or its type."""
+    words = set(kwargs)
+    with contextlib.suppress(TypeError, ValueError):
+        words |= set(inspect.signature(fn).parameters)
+    cells = [c.cell_contents for c in getattr(fn, "__closure__", None) or ()
+             if c.cell_contents is not fn]  # a wrapper's real arguments, and their names
+    code = getattr(fn, "__code__", None)
+    words |= {*getattr(code, "co_freevars", ()), *getattr(code, "co_varnames", ())}
+    cells += list(getattr(fn, "__defaults__", None) or ())
+    values = [*args, *kwargs.values(), *cells, getattr(fn, "__self__", None)]
+    for value in list(values):  # the first elements and keys of containers too
+        with contextlib.suppress(Exception):
+            if isinstance(value, dict):
+                values += list(value)[:5] + list(value.values())[:5]
+            elif isinstance(value, pd.Series | pd.DataFrame):
+                values += list(value.index)[:5] + list(np.ravel(value.to_numpy()))[:5]
+            elif not isinstance(value, str | bytes) and len(value) > 0:
+                values += list(value)[:5]
+    for value in values:
+        words.add(type(value).__name__)
+        with contextlib.suppress(Exception):  # repr and str, as messages print them
+            words |= {repr(value)[:40], str(value)[:40]}
+        if isinstance(value, int | float | np.number) and not isinstance(value, bool):
+            with contextlib.suppress(OverflowError, TypeError, ValueError):
+                words.add(repr(float(value)))  # 2**53 + 1 is printed as 9007199254740992.0
+    words |= {w.replace("_", sep) for w in words for sep in ("-", " ")}  # held_out: held-out
+    return {w for w in words if w.strip()}
+
+
+#: How a refusal names a value besides quoting the call: the house shape ``name=value
+#: problem; fix`` (``_validation.fail``), ``[the] name has/holds/...``, ``got value``;
+#: ``key@version`` (a spec, partition or strata key) and a quoted name or path count too.
+NAMING = re.compile(r"[\w\])'@]=|^(?:the )?[\w.@:' -]{1,30}? (?:has|have|holds|is|are|must)\b"
+                    r"|\bgot \S"
+                    r"|\w@\w|'[^']+'")
+
+
+#: Callables whose refusal does not name the refused value yet (owner to fix; see the report).
+VAGUE_REFUSALS: dict[str, str] = {
+    "RegionalReport.explore": "passes GeoDataFrame.explore's own error through ('refused the "
+                              "map options (ValueError: max() arg is an empty sequence)'), "
+                              "naming neither the keyword nor its value (spatialdp/viz)",
+}
+
+
+def assert_names_the_input(err: BaseException, fn: Callable[..., Any], args: tuple[Any, ...],
+                           kwargs: dict[str, Any]) -> None:
+    """A refusal names what it refuses: a parameter, a value, its type, or ``name=value``.
+
+    The oracle of every refused fuzz call (its message, not only its type): a bare
+    ``InvalidInput("bad input")`` fails it.
+    """
+    text = str(err)
+    if NAMING.search(text):
+        return
+    words = input_words(fn, args, kwargs)
+    names = parameter_names(fn, kwargs)  # also as a prefix: lon -> longitude
+    named = (any(re.search(rf"(?<!\w){re.escape(word)}(?!\w)", text) for word in words)
+             or any(re.search(rf"(?<!\w){re.escape(name)}", text) for name in names))
+    assert named, (f"{type(err).__name__}({text!r}) names none of the call's parameters or "
+                   f"values {sorted(words, key=len)[:12]}")
 
 
 # --------------------------------------------------------------------------- junk

@@ -26,21 +26,109 @@ from spatialdp.datasets import synthetic_fleet
 from spatialdp.exceptions import SpatialDPError
 from spatialdp.geo import Partition, UnassignedPointsWarning, h3cells
 from tests._timeouts import time_limit
+from tests.test_fuzz_support import assert_names_the_input
 
 SETTINGS = settings(max_examples=40, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.too_slow])
 TIME_LIMIT_S = 10
 
 
-def only_spatialdp_errors(call: Callable[[], Any]) -> None:
-    """Run ``call``: success or a SpatialDPError pass; anything else fails the test."""
+def only_spatialdp_errors(call: Callable[[], Any],
+                          oracle: Callable[[Any], None] | None = None) -> None:
+    """Run ``call``: its result must pass ``oracle``; a refusal must name what it refuses.
+
+    Anything but a SpatialDPError fails the test; so does a refusal whose message names
+    none of the call's values or parameters (:func:`assert_names_the_input`) and a result
+    that disagrees with the independent computation in ``oracle``.
+    """
     with time_limit(TIME_LIMIT_S), warnings.catch_warnings():
         warnings.simplefilter("error")
         warnings.simplefilter("ignore", UnassignedPointsWarning)  # a legitimate outcome
         try:
-            call()
-        except SpatialDPError:
-            pass
+            result = call()
+        except SpatialDPError as err:
+            assert_names_the_input(err, call, (), {})
+            return
+    if oracle is not None:
+        oracle(result)
+
+
+def h3_text(cells: Any) -> list[str]:
+    """H3 ids as h3-py's strings (the independent reference), from strings or integers."""
+    return [c if isinstance(c, str) else h3.int_to_str(int(c)) for c in cells]
+
+
+def cover_oracle(resolution: int, max_cells: Any) -> Callable[[Partition], None]:
+    def check(part: Partition) -> None:
+        ids = list(part.region_ids)
+        assert len(set(ids)) == len(ids) <= max_cells
+        assert all(h3.is_valid_cell(c) and h3.get_resolution(c) == resolution for c in ids)
+    return check
+
+
+def cells_oracle(cells: Any) -> Callable[[Partition], None]:
+    def check(part: Partition) -> None:
+        assert set(part.region_ids) == {c.lower() for c in h3_text(cells)}
+    return check
+
+
+def assign_oracle(target: Partition, lon: Any, lat: Any) -> Callable[[Any], None]:
+    def check(where: Any) -> None:
+        ids = where.ids()
+        xs, ys = np.ravel(np.asarray(lon, dtype=float)), np.ravel(np.asarray(lat, dtype=float))
+        for x, y, got in zip(xs, ys, ids, strict=True):
+            if got is None:
+                continue
+            if target.kind == "h3":  # h3-py, one point at a time, is the reference
+                assert got == h3.latlng_to_cell(y, x, h3.get_resolution(got))
+            else:
+                box = target.regions.geometry.loc[got]
+                assert box.buffer(1e-9).covers(shapely.Point(x, y))
+    return check
+
+
+def parse_oracle(cells: Any) -> Callable[[Any], None]:
+    def check(parsed: Any) -> None:
+        assert [h3.int_to_str(int(c)) for c in parsed] == [c.lower() for c in h3_text(cells)]
+    return check
+
+
+def parents_oracle(cells: Any, resolution: int) -> Callable[[Any], None]:
+    def check(parents: Any) -> None:
+        assert [h3.int_to_str(int(p)) for p in parents] == [
+            h3.cell_to_parent(c.lower(), resolution) for c in h3_text(cells)]
+    return check
+
+
+def resolution_oracle(cells: Any) -> Callable[[Any], None]:
+    def check(resolutions: Any) -> None:
+        assert list(resolutions) == [h3.get_resolution(c.lower()) for c in h3_text(cells)]
+    return check
+
+
+def latlng_oracle(lat: Any, lon: Any, resolution: int) -> Callable[[Any], None]:
+    def check(cells: Any) -> None:
+        assert [h3.int_to_str(int(c)) for c in cells] == [
+            h3.latlng_to_cell(float(y), float(x), resolution)
+            for y, x in zip(np.ravel(lat), np.ravel(lon), strict=True)]
+    return check
+
+
+def disk_oracle(cells: Any, k: int) -> Callable[[Any], None]:
+    def check(result: Any) -> None:
+        offsets, disks = result
+        for i, cell in enumerate(h3_text(cells)):
+            got = {h3.int_to_str(int(c)) for c in disks[offsets[i]:offsets[i + 1]]}
+            assert got == set(h3.grid_disk(cell.lower(), k))
+    return check
+
+
+def fleet_oracle(n: int) -> Callable[[Any], None]:
+    def check(fleet: Any) -> None:
+        assert len(fleet) == n
+        assert fleet["lon"].between(-180, 180).all()
+        assert fleet["lat"].between(-90, 90).all()
+    return check
 
 
 # --------------------------------------------------------------------------- strategies
@@ -122,7 +210,8 @@ def cell_inputs() -> st.SearchStrategy[Any]:
        max_cells=st.one_of(st.just(20_000), scalars))
 def test_from_h3_cover(area: Any, resolution: Any, containment: Any, max_cells: Any) -> None:
     only_spatialdp_errors(lambda: Partition.from_h3_cover(
-        area, resolution, containment=containment, max_cells=max_cells))
+        area, resolution, containment=containment, max_cells=max_cells),
+        cover_oracle(resolution, max_cells))
 
 
 @SETTINGS
@@ -134,7 +223,7 @@ def test_from_geodataframe(frame: Any, id_column: Any) -> None:
 @SETTINGS
 @given(cells=cell_inputs(), name=st.one_of(st.just("x"), scalars))
 def test_from_h3_cells(cells: Any, name: Any) -> None:
-    only_spatialdp_errors(lambda: Partition.from_h3_cells(cells, name=name))
+    only_spatialdp_errors(lambda: Partition.from_h3_cells(cells, name=name), cells_oracle(cells))
 
 
 @SETTINGS
@@ -144,11 +233,12 @@ def test_assign(part: Partition, regions: Partition, data: st.DataObject,
     for target in (part, regions):
         if use_points:
             points = data.draw(geo_inputs)
-            only_spatialdp_errors(lambda t=target, p=points: t.assign(p))
+            only_spatialdp_errors(lambda t=target, points=points: t.assign(points))
         else:
             lon = data.draw(st.one_of(st.lists(coordinate, max_size=4), junk))
             lat = data.draw(st.one_of(st.lists(coordinate, max_size=4), junk))
-            only_spatialdp_errors(lambda t=target, a=lon, b=lat: t.assign(lon=a, lat=b))
+            only_spatialdp_errors(lambda t=target, lon=lon, lat=lat: t.assign(lon=lon, lat=lat),
+                                  assign_oracle(target, lon, lat))
 
 
 @SETTINGS
@@ -184,15 +274,17 @@ def test_partition_methods(part: Partition, regions: Partition, values: Any, res
        containment=containments)
 def test_h3cells_functions(cells: Any, resolution: Any, values: Any, k: Any, lat: Any,
                            lon: Any, geoms: list[Any], containment: Any) -> None:
-    only_spatialdp_errors(lambda: h3cells.parse_cells(cells))
+    only_spatialdp_errors(lambda: h3cells.parse_cells(cells), parse_oracle(cells))
     only_spatialdp_errors(lambda: h3cells.cells_to_str(cells))
-    only_spatialdp_errors(lambda: h3cells.cells_resolution(cells))
+    only_spatialdp_errors(lambda: h3cells.cells_resolution(cells), resolution_oracle(cells))
     only_spatialdp_errors(lambda: h3cells.single_resolution(cells))
-    only_spatialdp_errors(lambda: h3cells.cell_parents(cells, resolution))
+    only_spatialdp_errors(lambda: h3cells.cell_parents(cells, resolution),
+                          parents_oracle(cells, resolution))
     only_spatialdp_errors(lambda: h3cells.rollup_counts(cells, values, resolution))
     only_spatialdp_errors(lambda: h3cells.cell_polygons(cells))
-    only_spatialdp_errors(lambda: h3cells.grid_disk_lists(cells, k))
-    only_spatialdp_errors(lambda: h3cells.latlng_to_cells(lat, lon, resolution))
+    only_spatialdp_errors(lambda: h3cells.grid_disk_lists(cells, k), disk_oracle(cells, k))
+    only_spatialdp_errors(lambda: h3cells.latlng_to_cells(lat, lon, resolution),
+                          latlng_oracle(lat, lon, resolution))
     only_spatialdp_errors(lambda: h3cells.polygons_to_cell_lists(
         np.array(geoms, dtype=object), resolution, containment, max_cells=50_000))
 
@@ -203,7 +295,20 @@ def test_h3cells_functions(cells: Any, resolution: Any, values: Any, k: Any, lat
        partition=st.one_of(st.none(), junk))
 def test_synthetic_fleet(n: Any, share: Any, partition: Any) -> None:
     only_spatialdp_errors(lambda: synthetic_fleet(n, rng=0, rural_share=share,
-                                                  partition=partition))
+                                                  partition=partition), fleet_oracle(n))
+
+
+def test_oracles_can_fail(part: Partition) -> None:
+    """The oracles above are checks: a wrong result or a vague refusal fails them."""
+    cell = str(part.region_ids[0])
+    with pytest.raises(AssertionError):
+        cells_oracle([cell, h3.cell_to_parent(cell, 2)])(part)
+    with pytest.raises(AssertionError):
+        latlng_oracle([40.0], [-105.0], 5)(np.array([h3.str_to_int(cell)], dtype=np.uint64)
+                                           if cell != h3.latlng_to_cell(40.0, -105.0, 5)
+                                           else np.array([0], dtype=np.uint64))
+    with pytest.raises(AssertionError, match="names none"):
+        only_spatialdp_errors(lambda: (_ for _ in ()).throw(SpatialDPError("bad input")))
 
 
 def spin_for_ever_under(seconds: int) -> None:

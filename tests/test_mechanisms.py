@@ -187,8 +187,10 @@ def test_mechanism_attributes_are_read_only() -> None:
 
 def test_mechanisms_compare_by_identity() -> None:
     a, b = LaplaceMechanism(1.0), LaplaceMechanism(1.0)
-    assert a == a
+    assert type(a).__eq__ is object.__eq__  # identity, not a field-by-field comparison
     assert a != b
+    assert len({a, b}) == 2
+    assert [a, b].index(b) == 1  # found by identity, not by its twin
 
 
 def test_mechanism_attributes_are_python_floats() -> None:

@@ -35,6 +35,8 @@ from spatialdp.privacy.target import ReleaseTarget, Simulation
 from spatialdp.queries import measure_query_error, query_corpus, truth_grid
 from spatialdp.queries.measure import _setup, _simulate, _summarise
 
+pytestmark = pytest.mark.slow  # a 2-process LocalCluster, started once for the module
+
 LOSS = MetricSpec("loss", 0.0, 4.0)
 HIST = HistogramSpec("err", edges=(1.0, 2.0))
 

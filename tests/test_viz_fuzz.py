@@ -190,6 +190,7 @@ VIZ_FUZZ: dict[str, tuple[Callable[[], st.SearchStrategy[Call]], int]] = {
 }
 
 
+@pytest.mark.slow  # a long fuzz run (hypothesis, every public callable)
 @pytest.mark.parametrize("name", sorted(VIZ_FUZZ))
 def test_only_spatialdp_errors(name: str) -> None:
     fuzz_only_spatialdp_errors(*VIZ_FUZZ[name])

