@@ -12,32 +12,32 @@ from spatialdp.exceptions import InvalidInput
 from spatialdp.privacy.cadence import (
     cadence_table,
     detection_probability,
-    epsilon_for_half_width,
-    half_width_for_epsilon,
+    half_width_for_spend,
     plan_cadence,
+    spend_for_half_width,
 )
 
 BASE = {"sensitivity": 1.0, "cohort": 500, "rounds_per_epoch": 24}
 
 
 def test_laplace_half_width_is_b_ln_one_over_alpha_on_the_mean() -> None:
-    h = half_width_for_epsilon(sensitivity=2.0, cohort=400, epsilon=0.5, alpha=0.05)
+    h = half_width_for_spend(sensitivity=2.0, cohort=400, spend=0.5, alpha=0.05)
     b = 2.0 / 0.5 / 400  # b = sensitivity / epsilon, divided by n for the mean
     assert h == pytest.approx(b * math.log(20))
     # error on the mean shrinks as 1/n, not 1/sqrt(n)
-    assert half_width_for_epsilon(sensitivity=2.0, cohort=800, epsilon=0.5) == pytest.approx(h / 2)
+    assert half_width_for_spend(sensitivity=2.0, cohort=800, spend=0.5) == pytest.approx(h / 2)
 
 
 def test_gaussian_half_width_uses_rho() -> None:
-    h = half_width_for_epsilon(sensitivity=1.0, cohort=100, epsilon=0.125, mechanism="gaussian")
+    h = half_width_for_spend(sensitivity=1.0, cohort=100, spend=0.125, mechanism="gaussian")
     sigma = 1.0 / (100 * math.sqrt(2 * 0.125))
     assert h == pytest.approx(norm.ppf(0.975) * sigma)
 
 
 @pytest.mark.parametrize("mechanism", ["laplace", "gaussian"])
 def test_epsilon_and_half_width_are_inverse(mechanism: str) -> None:
-    eps = epsilon_for_half_width(sensitivity=1.0, cohort=300, half_width=0.02, mechanism=mechanism)
-    h = half_width_for_epsilon(sensitivity=1.0, cohort=300, epsilon=eps, mechanism=mechanism)
+    eps = spend_for_half_width(sensitivity=1.0, cohort=300, half_width=0.02, mechanism=mechanism)
+    h = half_width_for_spend(sensitivity=1.0, cohort=300, spend=eps, mechanism=mechanism)
     assert h == pytest.approx(0.02)
 
 
@@ -60,14 +60,14 @@ def test_detection_probability_matches_simulation(mechanism: str, ratio: float) 
 def test_cost_per_epoch_adds_up_releases() -> None:
     p = plan_cadence(every=5, shift=0.1, half_width=0.05, **BASE)
     assert p.releases_per_epoch == 5  # rounds 0, 5, 10, 15, 20 of 24
-    assert p.epsilon_per_epoch == pytest.approx(5 * p.epsilon_per_release)
+    assert p.spend_per_epoch == pytest.approx(5 * p.spend_per_release)
     assert p.unit == "epsilon"
 
 
 def test_fixed_budget_mode_spreads_the_budget_over_releases() -> None:
     p = plan_cadence(every=2, shift=0.1, epoch_budget=1.2, **BASE)
-    assert p.epsilon_per_release == pytest.approx(0.1)
-    bar = half_width_for_epsilon(sensitivity=1.0, cohort=500, epsilon=0.1)
+    assert p.spend_per_release == pytest.approx(0.1)
+    bar = half_width_for_spend(sensitivity=1.0, cohort=500, spend=0.1)
     assert p.half_width == pytest.approx(bar)
 
 
@@ -101,7 +101,7 @@ def test_certain_detection_latency_is_the_wait_for_the_next_release() -> None:
 def test_fixed_precision_every_fourth_round_costs_a_quarter() -> None:
     """The true half of the seed's Step 4 claim: same precision, a quarter of the releases."""
     t = cadence_table([1, 4], shift=0.1, half_width=0.05, **BASE)
-    assert t.loc[4, "epsilon_per_epoch"] == pytest.approx(t.loc[1, "epsilon_per_epoch"] / 4)
+    assert t.loc[4, "spend_per_epoch"] == pytest.approx(t.loc[1, "spend_per_epoch"] / 4)
     assert t.loc[4, "half_width"] == t.loc[1, "half_width"]
 
 
@@ -112,7 +112,7 @@ def test_at_equal_spend_laplace_cadence_beats_quarter_precision_for_bar_sized_sh
     several times faster, and every round only wins for shifts beyond ~4x the bar."""
     h4 = plan_cadence(every=4, shift=0.0, epoch_budget=1.0, **BASE).half_width
     t = cadence_table([1, 4], shift=2 * h4, epoch_budget=1.0, **BASE)
-    assert t.loc[1, "epsilon_per_epoch"] == pytest.approx(t.loc[4, "epsilon_per_epoch"])
+    assert t.loc[1, "spend_per_epoch"] == pytest.approx(t.loc[4, "spend_per_epoch"])
     assert t.loc[1, "half_width"] == pytest.approx(4 * h4)
     assert t.loc[4, "expected_latency_rounds"] * 4 < t.loc[1, "expected_latency_rounds"]
     assert t.loc[1, "false_alarms_per_epoch"] == pytest.approx(
@@ -139,14 +139,14 @@ def test_cadence_table_is_indexed_by_cadence() -> None:
     t = cadence_table([1, 2, 4, 8], shift=0.05, epoch_budget=1.0, **BASE)
     assert list(t.index) == [1, 2, 4, 8]
     assert {
-        "epsilon_per_release",
-        "epsilon_per_epoch",
+        "spend_per_release",
+        "spend_per_epoch",
         "half_width",
         "detection_probability",
         "expected_latency_rounds",
         "worst_latency_rounds",
     } <= set(t.columns)
-    assert np.allclose(t["epsilon_per_epoch"], 1.0)
+    assert np.allclose(t["spend_per_epoch"], 1.0)
 
 
 def test_no_shift_only_false_alarms_fire() -> None:
@@ -186,7 +186,7 @@ def test_numpy_scalars_are_accepted_like_python_numbers() -> None:
     numpy = plan_cadence(every=np.int64(4), shift=np.float32(0.1), half_width=np.float64(0.05),
                          sensitivity=np.float64(1.0), cohort=np.int32(500),
                          rounds_per_epoch=np.int64(24), alpha=np.float64(0.05))
-    assert numpy.epsilon_per_epoch == pytest.approx(plain.epsilon_per_epoch)
+    assert numpy.spend_per_epoch == pytest.approx(plain.spend_per_epoch)
     assert isinstance(numpy.every, int)
     assert numpy.releases_per_epoch == plain.releases_per_epoch
 
@@ -194,9 +194,9 @@ def test_numpy_scalars_are_accepted_like_python_numbers() -> None:
 @pytest.mark.parametrize(
     ("call", "pattern"),
     [
-        (lambda: half_width_for_epsilon(sensitivity=1.0, cohort=500, epsilon=0.1, mechanism="x"),
+        (lambda: half_width_for_spend(sensitivity=1.0, cohort=500, spend=0.1, mechanism="x"),
          "mechanism='x' is not one of the accepted values"),
-        (lambda: epsilon_for_half_width(sensitivity=1.0, cohort=0, half_width=0.1),
+        (lambda: spend_for_half_width(sensitivity=1.0, cohort=0, half_width=0.1),
          "cohort=0 is below the limit"),
         (lambda: detection_probability("0.1", 0.05), "shift='0.1' is a string"),
         (lambda: detection_probability(0.1, 0.05, alpha=0.0), "alpha=0.0 is below the limit"),

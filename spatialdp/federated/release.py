@@ -36,10 +36,10 @@ def predicted_error_bar(sensitivity: float, epsilon: float, cohort: int, alpha: 
     >>> round(predicted_error_bar(2.5, 1.0, 500), 5)   # 2.5 * ln(20) / 500
     0.01498
     """
-    from spatialdp.privacy.cadence import half_width_for_epsilon
+    from spatialdp.privacy.cadence import half_width_for_spend
 
-    bar = half_width_for_epsilon(sensitivity=sensitivity, cohort=cohort,
-                                 epsilon=check_epsilon(epsilon), alpha=check_alpha(alpha))
+    bar = half_width_for_spend(sensitivity=sensitivity, cohort=cohort,
+                               spend=check_epsilon(epsilon), alpha=check_alpha(alpha))
     if not (math.isfinite(bar) and bar > 0):
         raise InvalidInput(
             f"the error bar of sensitivity={sensitivity!r} at epsilon={epsilon!r} for "

@@ -25,9 +25,9 @@ Model (stated so it can be argued with)
   needed to alert with probability ``1 - latency_alpha``,
   ``m = ceil(ln(latency_alpha) / ln(1 - p))``.
 
-Privacy is counted in the ledger's unit: ``epsilon`` below is the pure-DP
-epsilon for ``"laplace"`` and the zCDP rho for ``"gaussian"`` (``CadencePlan.unit``
-says which), as in :meth:`~spatialdp.privacy.ledger.PrivacyLedger.summary`.
+Privacy is counted in the ledger's unit: a *spend* is the pure-DP epsilon for
+``"laplace"`` and the zCDP rho for ``"gaussian"`` (``CadencePlan.unit`` says
+which), as in :meth:`~spatialdp.privacy.ledger.PrivacyLedger.summary`.
 
 Comparing to a *noisy* baseline (e.g. the previous release) widens the combined
 error bar; this planner assumes the baseline is averaged over many releases.
@@ -58,9 +58,9 @@ __all__ = [
     "NoiseFamily",
     "cadence_table",
     "detection_probability",
-    "epsilon_for_half_width",
-    "half_width_for_epsilon",
+    "half_width_for_spend",
     "plan_cadence",
+    "spend_for_half_width",
 ]
 
 #: The noise a cadence is planned for: Laplace (spends pure epsilon) or Gaussian (zCDP rho).
@@ -85,15 +85,15 @@ def _width_factor(alpha: float, mechanism: NoiseFamily) -> float:
     return float(accuracy_half_width(mechanism, 1.0, m=1, alpha=check_alpha(alpha)))
 
 
-def half_width_for_epsilon(
+def half_width_for_spend(
     *,
     sensitivity: float,
     cohort: int,
-    epsilon: float,
+    spend: float,
     alpha: float = 0.05,
     mechanism: NoiseFamily = "laplace",
 ) -> float:
-    """Return the half-width of the (1 - alpha) error bar on a regional mean released at epsilon.
+    """Return the half-width of the (1 - alpha) error bar on a regional mean released at ``spend``.
 
     Parameters
     ----------
@@ -101,8 +101,9 @@ def half_width_for_epsilon(
         How far one client can move the regional sum (the clip width), > 0.
     cohort : int
         Clients in the region, >= 1.
-    epsilon : float
-        Per-release epsilon for ``"laplace"``; the zCDP rho for ``"gaussian"``.
+    spend : float
+        What the release charges, in its unit: epsilon for ``"laplace"``, the
+        zCDP rho for ``"gaussian"`` (the ledger's ``spend``).
     alpha : float, default 0.05
         One minus the bar's coverage.
     mechanism : {"laplace", "gaussian"}
@@ -115,16 +116,16 @@ def half_width_for_epsilon(
 
     Examples
     --------
-    >>> round(half_width_for_epsilon(sensitivity=1.0, cohort=500, epsilon=0.1), 5)
+    >>> round(half_width_for_spend(sensitivity=1.0, cohort=500, spend=0.1), 5)
     0.05991
     """
     mechanism = _check_mechanism(mechanism)
-    d, n, e = _pos("sensitivity", sensitivity), _count("cohort", cohort), _pos("epsilon", epsilon)
+    d, n, e = _pos("sensitivity", sensitivity), _count("cohort", cohort), _pos("spend", spend)
     scale = d / (n * e) if mechanism == "laplace" else d / (n * math.sqrt(2.0 * e))
     return _width_factor(alpha, mechanism) * scale
 
 
-def epsilon_for_half_width(
+def spend_for_half_width(
     *,
     sensitivity: float,
     cohort: int,
@@ -132,7 +133,7 @@ def epsilon_for_half_width(
     alpha: float = 0.05,
     mechanism: NoiseFamily = "laplace",
 ) -> float:
-    """Return the per-release epsilon (Laplace) or rho (Gaussian) giving a target half-width.
+    """Return the per-release spend giving a target half-width: epsilon (Laplace) or rho (Gaussian).
 
     Parameters
     ----------
@@ -154,7 +155,7 @@ def epsilon_for_half_width(
 
     Examples
     --------
-    >>> round(epsilon_for_half_width(sensitivity=1.0, cohort=500, half_width=0.05), 4)
+    >>> round(spend_for_half_width(sensitivity=1.0, cohort=500, half_width=0.05), 4)
     0.1198
     """
     mechanism = _check_mechanism(mechanism)
@@ -218,8 +219,8 @@ class CadencePlan:
     ----------
     every, releases_per_epoch : int
         The cadence (a release every ``every`` rounds) and the releases it makes per epoch.
-    epsilon_per_release, epsilon_per_epoch : float
-        What one release and one epoch's releases spend, in ``unit``.
+    spend_per_release, spend_per_epoch : float
+        What one release and one epoch's releases charge, in ``unit``.
     unit : {"epsilon", "rho"}
         Pure-DP epsilon (Laplace) or zCDP rho (Gaussian).
     half_width, shift : float
@@ -235,8 +236,8 @@ class CadencePlan:
 
     every: int
     releases_per_epoch: int
-    epsilon_per_release: float
-    epsilon_per_epoch: float
+    spend_per_release: float
+    spend_per_epoch: float
     unit: str
     half_width: float
     shift: float
@@ -297,7 +298,7 @@ def plan_cadence(
     --------
     >>> p = plan_cadence(every=4, sensitivity=1.0, cohort=500, rounds_per_epoch=24,
     ...                  shift=0.1, half_width=0.05)
-    >>> p.releases_per_epoch, round(p.epsilon_per_epoch, 3), round(p.expected_latency_rounds, 2)
+    >>> p.releases_per_epoch, round(p.spend_per_epoch, 3), round(p.expected_latency_rounds, 2)
     (6, 0.719, 1.6)
     """
     k = _count("every", every)
@@ -312,10 +313,10 @@ def plan_cadence(
     common = {"sensitivity": sensitivity, "cohort": cohort, "alpha": alpha, "mechanism": mechanism}
     if half_width is not None:
         h = _pos("half_width", half_width)
-        epsilon = epsilon_for_half_width(half_width=h, **common)  # type: ignore[arg-type]
+        spend = spend_for_half_width(half_width=h, **common)  # type: ignore[arg-type]
     else:
-        epsilon = _pos("epoch_budget", epoch_budget) / releases
-        h = half_width_for_epsilon(epsilon=epsilon, **common)  # type: ignore[arg-type]
+        spend = _pos("epoch_budget", epoch_budget) / releases
+        h = half_width_for_spend(spend=spend, **common)  # type: ignore[arg-type]
     p = detection_probability(shift, h, alpha=alpha, mechanism=mechanism)
     if p <= 0.0:
         expected = worst = math.inf
@@ -326,8 +327,8 @@ def plan_cadence(
     return CadencePlan(
         every=k,
         releases_per_epoch=releases,
-        epsilon_per_release=epsilon,
-        epsilon_per_epoch=epsilon * releases,
+        spend_per_release=spend,
+        spend_per_epoch=spend * releases,
         unit="epsilon" if mechanism == "laplace" else "rho",
         half_width=h,
         shift=abs(float(shift)),  # checked by detection_probability
