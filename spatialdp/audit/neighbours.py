@@ -100,9 +100,9 @@ class _Model:
                 histograms[cols] = max(bounds[c][1] for c in cols)
         for one in _spec_list(spec):
             if isinstance(one, MetricSpec):
-                bounds[one.name] = (one.clip_low, one.clip_high)
+                bounds[one.name] = one.value_range
             else:
-                bounds.update(dict.fromkeys(one.columns, (0.0, one.mass_cap)))
+                bounds.update(dict.fromkeys(one.columns, one.value_range))
                 histograms[tuple(one.columns)] = one.mass_cap
         return cls(bounds, list(histograms.items()))
 

@@ -477,7 +477,7 @@ def device_report(
     if loss_spec is not None:
         check_examples_frame(examples, ["loss"], "loss_spec=")
         add(loss_spec.name, _mean_loss(codes, n, finite_column(examples["loss"], "loss"),
-                                       loss_spec), loss_spec.clip_low, loss_spec.clip_high)
+                                       loss_spec), *loss_spec.value_range)
         attrs["specs"][loss_spec.name] = loss_spec.key
         used.append(loss_spec)
 
@@ -499,7 +499,7 @@ def device_report(
         if rmse_spec is not None:
             for name, rmse in (("along_rmse", along_rmse), ("across_rmse", across_rmse)):
                 add(name, np.where(present, rmse_spec.clip(rmse), rmse_spec.clip_low),
-                    rmse_spec.clip_low, rmse_spec.clip_high)
+                    *rmse_spec.value_range)
                 used.append(replace(rmse_spec, name=name))
             attrs["specs"]["rmse"] = rmse_spec.key
     elif roads is not None or rmse_spec is not None:
@@ -520,7 +520,7 @@ def device_report(
             )
         hist = _histograms(codes, n, source, hist_spec)
         for b in range(hist_spec.n_buckets):
-            add(f"{hist_spec.name}_{b}", hist[:, b], 0.0, hist_spec.mass_cap)
+            add(f"{hist_spec.name}_{b}", hist[:, b], *hist_spec.value_range)
         attrs["specs"][hist_spec.name] = hist_spec.key
         used.append(hist_spec)
 

@@ -174,6 +174,17 @@ class MetricSpec:
                     "no noise can cover; clip to a range you can state in numbers")
 
     @property
+    def value_range(self) -> tuple[float, float]:
+        """The range a client's reported value lies in: ``(clip_low, clip_high)``.
+
+        Examples
+        --------
+        >>> MetricSpec("loss", 0, 4).value_range
+        (0.0, 4.0)
+        """
+        return (float(self.clip_low), float(self.clip_high))
+
+    @property
     def sensitivity(self) -> float:
         """One client's largest influence on the cohort SUM (replace-one): the clip width.
 
@@ -313,6 +324,17 @@ class HistogramSpec:
     def n_buckets(self) -> int:
         """Number of buckets (``len(edges) + 1``)."""
         return len(self.edges) + 1
+
+    @property
+    def value_range(self) -> tuple[float, float]:
+        """The range each reported bucket lies in: ``(0, mass_cap)`` (their sum is capped too).
+
+        Examples
+        --------
+        >>> HistogramSpec("err", edges=(1.0, 2.0), mass_cap=1.0).value_range
+        (0.0, 1.0)
+        """
+        return (0.0, float(self.mass_cap))
 
     @property
     def sensitivity(self) -> float:

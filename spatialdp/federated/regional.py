@@ -156,8 +156,7 @@ class RegionalReport(Result):
         """
         original = self[metric]
         spec = self.estimates[str(metric)].spec
-        low, high = ((spec.clip_low, spec.clip_high) if isinstance(spec, MetricSpec)
-                     else (0.0, spec.mass_cap))
+        low, high = spec.value_range
         frame = original.copy()
         for col in ("value", "ci_low", "ci_high"):
             frame[col] = frame[col].clip(low, high)
@@ -788,10 +787,9 @@ def _metric_frame(est: Estimate, partition: Partition, round_index: pd.api.exten
         columns.update({label: est.values[:, i] for i, label in enumerate(est.spec.labels)})
         columns.update(value=est.values[:, -1], ci_low=est.ci_low[:, -1],
                        ci_high=est.ci_high[:, -1])
-        low, high = 0.0, est.spec.mass_cap
     else:
         columns.update(value=est.values, ci_low=est.ci_low, ci_high=est.ci_high)
-        low, high = est.spec.clip_low, est.spec.clip_high
+    low, high = est.spec.value_range
     with np.errstate(divide="ignore", invalid="ignore"):
         cv = est.noise_std / np.abs(np.asarray(columns["value"], dtype=np.float64))
     # Nothing is published below the floor, not even the size of the cohort.
