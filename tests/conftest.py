@@ -80,9 +80,15 @@ SLOW: dict[str, str] = {
          "test_process_killed_inside_a_write_transaction_leaves_a_consistent_ledger"),
         ("test_scale_local.py", "test_in_memory_paths_never_import_dask"),
     )},
+    "test_docs.py::test_page_runs": "runs the worked examples of every docs page (~1 s each)",
+    "test_geo_properties.py::test_timer_stops_a_hang": "waits for a 1 s timer to fire",
     **{f"{module}::{name}": "walks the AST of every module" for module, name in (
         ("test_release_path.py", "test_only_the_pipeline_charges_a_target"),
         ("test_release_path.py", "test_only_the_pipelines_target_calls_the_ledgers_spend"),
+        ("test_release_path.py",
+         "test_every_target_parameter_is_typed_by_the_accounting_protocol"),
+        ("test_release_path.py",
+         "test_no_module_reaches_a_targets_ledger_outside_the_privacy_package"),
     )},
     **{f"{module}::{name}": "a simulation or an audit run (many releases)" for module, name in (
         ("test_regression_estimators.py", "test_one_shot_error_falls_at_the_planners_rate"),
