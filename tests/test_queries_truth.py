@@ -57,6 +57,20 @@ def test_cell_array_grid_matches_partition(part: Partition) -> None:
     assert a.partition_version == b.partition_version == grid_version(part.cells)
 
 
+@pytest.mark.parametrize("grid", ["partition", "cells"])
+def test_cells_and_a_partition_read_points_alike(part: Partition, grid: str) -> None:
+    """Both grids read points with the partition's reader: a frame and lon/lat are refused."""
+    rng = np.random.default_rng(2)
+    lon, lat, _ = _points_in(part, 20, rng)
+    frame = gpd.GeoDataFrame(geometry=gpd.points_from_xy(lon, lat), crs=4326)
+    given = part if grid == "partition" else part.cells
+    with pytest.raises(InvalidInput, match="not both"):
+        truth_grid(given, frame, lon=lon, lat=lat, device_ids=np.arange(20))
+    with pytest.raises(InvalidInput, match="give a point GeoDataFrame"):
+        truth_grid(given, device_ids=np.arange(20))
+    assert truth_grid(given, frame, device_ids=np.arange(20)).n_devices == 20
+
+
 def test_points_outside_are_reported_not_counted(part: Partition) -> None:
     truth = truth_grid(part.cells, lon=[-99.8, 10.0], lat=[40.1, 10.0], device_ids=["a", "b"])
     assert truth.n_unassigned == 1

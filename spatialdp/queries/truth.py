@@ -48,9 +48,9 @@ from numpy.typing import ArrayLike, NDArray
 from spatialdp._clients import canonical_ids, id_kind, one_kind
 from spatialdp._dask_frames import compute, is_dask, require_frame, tree_sum
 from spatialdp._validation import check_flag, check_integer, check_text, fail
-from spatialdp.exceptions import ClippingFailure, InvalidInput
+from spatialdp.exceptions import ClippingFailure
 from spatialdp.geo import Partition, h3cells
-from spatialdp.geo.lonlat import check_lonlat, points_lonlat
+from spatialdp.geo.lonlat import read_points
 
 __all__ = ["TruthGrid", "grid_version", "truth_grid"]
 
@@ -191,12 +191,7 @@ def _positions(cells: NDArray[np.uint64], partition: Partition | None,
                points: Any, lon: Any, lat: Any) -> NDArray[np.int64]:
     if partition is not None:
         return partition.assign(points, lon=lon, lat=lat).positions
-    if points is not None:
-        lon_arr, lat_arr = points_lonlat(points, "points")
-    else:
-        if lon is None or lat is None:
-            raise InvalidInput("no points given; pass a point GeoDataFrame or lon= and lat=")
-        lon_arr, lat_arr = check_lonlat(lon, lat)
+    lon_arr, lat_arr = read_points(points, lon, lat)  # the partition's own reader
     res = h3cells.single_resolution(cells[:1])
     found = h3cells.latlng_to_cells_unchecked(lat_arr, lon_arr, res)
     lookup: Any = pd.Index(cells).get_indexer  # a hash table: faster than searchsorted here
