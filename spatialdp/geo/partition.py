@@ -66,7 +66,7 @@ from spatialdp.geo._grid import GridIndex, exact_positions
 from spatialdp.geo._h3grid import MIN_POINTS as H3_GRID_MIN_POINTS
 from spatialdp.geo._h3grid import UNKNOWN, H3PixelIndex
 from spatialdp.geo.lonlat import LONLAT_EPSG, check_polygons, geometry_array, read_points
-from spatialdp.geo.results import Assignment, CellIncidence
+from spatialdp.geo.results import Assignment, CellIncidence, incidence_matrix, lookup_cells
 
 __all__ = [  # results and the warning re-exported from here
     "MAX_PARTITION_CELLS",
@@ -554,7 +554,7 @@ class Partition:
             own = self._cells
             offsets, disk = h3cells._grid_disk(own, 1)
             row = np.repeat(np.arange(own.size), np.diff(offsets))
-            col = _lookup_cells(own, disk)
+            col = lookup_cells(own, disk)
         else:
             row, col = _shared_borders(self.regions.geometry.values, self.tree)
         keep = (col >= 0) & (row != col)
@@ -691,7 +691,7 @@ class Partition:
         resolution = int(self.resolution or 0)
         h3cells._check_size(geoms, resolution, limit, "for the query polygons")
         offsets, cells = h3cells._cell_lists(geoms, resolution, mode)
-        matrix, outside = _incidence(offsets, _lookup_cells(own, cells), own.size)
+        matrix, outside = incidence_matrix(offsets, lookup_cells(own, cells), own.size)
         return CellIncidence(matrix, outside, mode, self.version)
 
     # ------------------------------------------------------------------ hierarchy
@@ -787,35 +787,6 @@ class Partition:
         if expected_version is not None:
             part.require_version(expected_version, what=f"the caller (expected {path})")
         return part
-
-
-def _lookup_cells(own: NDArray[np.uint64], cells: NDArray[np.uint64]) -> NDArray[np.int64]:
-    """Return the position of each cell in the sorted ``own`` cells, -1 if absent."""
-    if own.size == 0:
-        return np.full(cells.size, -1, dtype=np.int64)
-    positions = np.searchsorted(own, cells)
-    clipped = np.minimum(positions, own.size - 1)
-    found = own[clipped] == cells
-    return np.where(found, clipped, -1).astype(np.int64)
-
-
-def _incidence(offsets: NDArray[np.int64], columns: NDArray[np.int64], n_cells: int
-              ) -> tuple[sparse.csr_array, NDArray[np.int64]]:
-    """Return the 0/1 query-by-cell matrix and, per query, its cells outside the partition.
-
-    ``columns`` holds the partition position of each listed cell (-1 when absent).
-    """
-    n_queries = offsets.size - 1
-    row = np.repeat(np.arange(n_queries), np.diff(offsets))
-    inside = columns >= 0
-    outside = np.bincount(row[~inside], minlength=n_queries).astype(np.int64)
-    matrix = sparse.csr_array(
-        (np.ones(int(inside.sum()), dtype=np.int8), (row[inside], columns[inside])),
-        shape=(n_queries, n_cells),
-    )
-    matrix.sum_duplicates()
-    matrix.data[:] = 1  # incidence, not multiplicity
-    return matrix, outside
 
 
 def _shared_borders(geoms: NDArray[np.object_], tree: shapely.STRtree

@@ -13,7 +13,7 @@ from spatialdp._validation import check_integer
 from spatialdp.exceptions import InvalidInput
 from spatialdp.geo.h3cells import check_cell_values
 
-__all__ = ["Assignment", "CellIncidence"]
+__all__ = ["Assignment", "CellIncidence", "incidence_matrix", "lookup_cells"]
 
 
 @dataclass(frozen=True)
@@ -66,6 +66,49 @@ class Assignment:
             f"Assignment(points={self.positions.size}, regions={len(self.region_ids)}, "
             f"unassigned={self.n_unassigned}, partition_version={self.partition_version!r})"
         )
+
+
+def lookup_cells(own: NDArray[np.uint64], cells: NDArray[np.uint64]) -> NDArray[np.int64]:
+    """Return the position of each cell in the sorted ``own`` cells, -1 if absent.
+
+    Examples
+    --------
+    >>> lookup_cells(np.array([3, 5, 9], dtype=np.uint64), np.array([5, 4], dtype=np.uint64))
+    array([ 1, -1])
+    """
+    if own.size == 0:
+        return np.full(cells.size, -1, dtype=np.int64)
+    positions = np.searchsorted(own, cells)
+    clipped = np.minimum(positions, own.size - 1)
+    found = own[clipped] == cells
+    return np.where(found, clipped, -1).astype(np.int64)
+
+
+def incidence_matrix(offsets: NDArray[np.int64], columns: NDArray[np.int64], n_cells: int
+              ) -> tuple[sparse.csr_array, NDArray[np.int64]]:
+    """Return the 0/1 query-by-cell matrix and, per query, its cells outside the partition.
+
+    ``offsets`` and ``columns`` are CSR-style lists: query ``i`` lists
+    ``columns[offsets[i]:offsets[i + 1]]``, the partition position of each of its
+    cells (-1 when absent, from :func:`lookup_cells`).
+
+    Examples
+    --------
+    >>> m, out = incidence_matrix(np.array([0, 2, 3]), np.array([1, -1, 0]), 2)
+    >>> m.toarray().tolist(), out.tolist()
+    ([[0, 1], [1, 0]], [1, 0])
+    """
+    n_queries = offsets.size - 1
+    row = np.repeat(np.arange(n_queries), np.diff(offsets))
+    inside = columns >= 0
+    outside = np.bincount(row[~inside], minlength=n_queries).astype(np.int64)
+    matrix = sparse.csr_array(
+        (np.ones(int(inside.sum()), dtype=np.int8), (row[inside], columns[inside])),
+        shape=(n_queries, n_cells),
+    )
+    matrix.sum_duplicates()
+    matrix.data[:] = 1  # incidence, not multiplicity
+    return matrix, outside
 
 
 @dataclass(frozen=True)

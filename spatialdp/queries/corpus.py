@@ -22,6 +22,7 @@ from scipy import sparse
 from spatialdp.exceptions import InvalidInput
 from spatialdp.geo import CellIncidence, Partition, h3cells
 from spatialdp.geo.lonlat import geometry_array
+from spatialdp.geo.results import incidence_matrix, lookup_cells
 
 __all__ = ["QueryCorpus", "incidence_from_cell_lists", "query_corpus"]
 
@@ -141,15 +142,8 @@ def incidence_from_cell_lists(grid_cells: NDArray[np.uint64], partition_version:
     >>> inc.cells_per_query.tolist()
     [1, 2]
     """
-    pos = np.minimum(np.searchsorted(grid_cells, cells), grid_cells.size - 1)
-    found = grid_cells[pos] == cells
-    row = np.repeat(np.arange(offsets.size - 1), np.diff(offsets))
-    outside = np.bincount(row[~found], minlength=offsets.size - 1).astype(np.int64)
-    matrix = sparse.csr_array(
-        (np.ones(int(found.sum()), dtype=np.int8), (row[found], pos[found])),
-        shape=(offsets.size - 1, grid_cells.size))
-    matrix.sum_duplicates()
-    matrix.data[:] = 1
+    matrix, outside = incidence_matrix(offsets, lookup_cells(grid_cells, cells),
+                                       grid_cells.size)
     return CellIncidence(matrix, outside, containment, partition_version)
 
 
