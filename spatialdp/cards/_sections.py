@@ -444,7 +444,9 @@ def cohorts_from_report(section: Mapping[str, Any]) -> dict[str, Any]:
             if old is None or old == "suppressed" or (new != "suppressed" and new > old):
                 best[row["region_id"]] = new
     neighbours = str(section.get("neighbours", "replace"))
-    return {"source": f"cohorts of round {section.get('round_index')} (largest over metrics)",
+    which = ("the report" if section.get("round_index") is None
+             else f"round {section.get('round_index')}")
+    return {"source": f"cohorts of {which} (largest over metrics)",
             "neighbours": neighbours,
             "regions": [{"region_id": k, "cohort": v} for k, v in best.items()],
             "provenance": "release" if neighbours == "add_remove" else "bookkeeping"}

@@ -15,7 +15,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -120,6 +120,16 @@ class RegionalReport(Result):
     accounting: dict[str, Any] = field(default_factory=dict)
     estimates: dict[str, Estimate] = field(default_factory=dict, repr=False)
     neighbours: Neighbours = "replace"
+
+    def __contains__(self, metric: object) -> bool:
+        return metric in self.frames
+
+    def __len__(self) -> int:
+        return len(self.frames)
+
+    def __iter__(self) -> Iterator[str]:
+        """Iterate over the metric names, as a mapping does (``report[name]`` is the frame)."""
+        return iter(self.frames)
 
     def __getitem__(self, metric: str) -> gpd.GeoDataFrame:
         try:
@@ -434,7 +444,8 @@ class RegionalReport(Result):
                 "unaccounted": f"UNACCOUNTED ({self.accounting.get('reason')}): "}.get(
                     str(kind), "")
         lines = [
-            f"{head}regional report, round {self.round_index}, partition "
+            f"{head}regional report, "
+            f"{'' if self.round_index is None else f'round {self.round_index}, '}partition "
             f"{self.partition_version}, epsilon {self.epsilon_total:g} per client "
             f"({NEIGHBOUR_TEXT[self.neighbours]}), {1 - self.alpha:.0%} error bars",
             f"  suppressed regions: {self.suppressed_regions}",

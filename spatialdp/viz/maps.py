@@ -142,6 +142,19 @@ def _project(report: gpd.GeoDataFrame, crs: Any) -> gpd.GeoDataFrame:
     return frame
 
 
+def _colour(value: Any, name: str) -> Any:
+    """Return ``value`` if matplotlib reads it as a colour; refuse it otherwise."""
+    from matplotlib.colors import to_rgba
+
+    try:
+        to_rgba(value)
+    except (TypeError, ValueError):
+        raise fail(name, value, "is not a matplotlib colour",
+                   "pass a name such as 'black', a hex code such as '#333333', or an RGB(A) "
+                   "tuple") from None
+    return value
+
+
 def _patch_style(missing_kwds: Any) -> dict[str, Any]:
     """Return the suppressed-region style: ours, with the caller's keywords over it."""
     from matplotlib.patches import PathPatch
@@ -217,6 +230,8 @@ def plot_uncertainty_choropleth(
     scheme: str | None = None,
     k: int = 5,
     classification_kwds: Mapping[str, Any] | None = None,
+    edgecolor: Any = _EDGE,
+    linewidth: float = 0.5,
 ) -> Axes:
     """Choropleth of a regional report with its uncertainty drawn on the map.
 
@@ -293,6 +308,10 @@ def plot_uncertainty_choropleth(
         Number of classes with ``scheme``.
     classification_kwds : dict, optional
         Passed to the classifier (``{"bins": [...]}`` for ``user_defined``).
+    edgecolor : matplotlib colour, default "white"
+        The regions' outline, as in ``GeoDataFrame.plot``.
+    linewidth : float, default 0.5
+        The outline's width in points, as in ``GeoDataFrame.plot``.
 
     Returns
     -------
@@ -345,6 +364,9 @@ def plot_uncertainty_choropleth(
     title = _optional_text(title, "title")
     figsize = _size(figsize, "figsize")
     supp_style = _patch_style(missing_kwds)
+    edgecolor = _colour(edgecolor, "edgecolor")
+    linewidth = check_number(linewidth, "linewidth", low=0.0, high=100.0,
+                             fix="pass an outline width in points, e.g. 0.5 (0: none)")
     if show_reliability is None:
         show_reliability = column in ("value", "ci_low", "ci_high")
     reliability = _reliability(report)
@@ -413,7 +435,7 @@ def plot_uncertainty_choropleth(
                  else cmap_obj(norm(values[idx])))
         faces[:, 3] = RELIABILITY_ALPHA.get(name, 1.0)
         collection = PathCollection([paths[i] for i in idx], facecolors=faces,
-                                    edgecolors=_EDGE, linewidths=0.5, zorder=1)
+                                    edgecolors=edgecolor, linewidths=linewidth, zorder=1)
         if name == "low":
             _dot(collection)
         collection.set_gid(f"reliability:{name}")
