@@ -181,8 +181,7 @@ class CoverageRelease(Result):
 
     def summary(self) -> str:
         """Return one line: regions confidently covered, the bar, the cost."""
-        label = " [SIMULATION]" if self.simulated else ""
-        return (f"coverage{label}: {self.n_confirmed} of {len(self.frame)} regions "
+        return (f"coverage{self.accounting_note}: {self.n_confirmed} of {len(self.frame)} regions "
                 f"confidently covered ({self.covered_share:.0%}), counts +/- "
                 f"{self.error_bar:g} ({1 - self.alpha:.0%}), epsilon {self.epsilon:g}")
 

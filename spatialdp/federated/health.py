@@ -76,9 +76,9 @@ class RoundHealth(Result):
     def summary(self) -> str:
         """Return one line: totals of the noised, coarsened counts."""
         total = self.table[list(HEALTH_STATUSES)].sum()
-        label = " [SIMULATION]" if self.simulated else ""
-        return (f"round health{label}: ~{int(total.sum()):,} selected, ~{int(total.dropped):,} "
-                f"dropped, ~{int(total.rejected):,} rejected (noised, epsilon {self.epsilon:g} "
+        return (f"round health{self.accounting_note}: ~{int(total.sum()):,} selected, "
+                f"~{int(total.dropped):,} dropped, ~{int(total.rejected):,} rejected (noised, "
+                f"epsilon {self.epsilon:g} "
                 f"{self.neighbours}, coarsened to {self.granularity})")
 
 

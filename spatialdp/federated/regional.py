@@ -439,10 +439,7 @@ class RegionalReport(Result):
 
     def summary(self) -> str:
         """Return a short text summary for the CLI and notebooks."""
-        kind = self.accounting.get("accounting")
-        head = {"simulation": "SIMULATION (not a release): ",
-                "unaccounted": f"UNACCOUNTED ({self.accounting.get('reason')}): "}.get(
-                    str(kind), "")
+        head = f"{self.accounting_note.strip()} " if self.accounting_note else ""
         lines = [
             f"{head}regional report, "
             f"{'' if self.round_index is None else f'round {self.round_index}, '}partition "
