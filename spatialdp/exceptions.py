@@ -36,6 +36,7 @@ __all__ = [
     "NotFitted",
     "NotNumeric",
     "PartitionMismatch",
+    "ReprojectedLayerWarning",
     "SpatialDPError",
     "StateFileError",
     "UnassignedPointsWarning",
@@ -113,6 +114,16 @@ class UnassignedPointsWarning(UserWarning):
     Usually lon and lat are swapped, or the points are in another CRS than the
     one they are labelled with. Silence it, when points far from the partition
     are expected, with ``warnings.simplefilter("ignore", UnassignedPointsWarning)``.
+    """
+
+
+class ReprojectedLayerWarning(UserWarning):
+    """A layer in another CRS was reprojected to lon/lat EPSG:4326 for the geography.
+
+    Its vertices are transformed and its edges are then straight lines in lon/lat,
+    so a long straight edge of a projected layer moves slightly. Pass layers already
+    converted with ``.to_crs(4326)``, or silence it with
+    ``warnings.simplefilter("ignore", ReprojectedLayerWarning)``.
     """
 
 

@@ -92,6 +92,7 @@ SKIP: dict[str, str] = {
     "UninformativeReleaseWarning": "warning class",
     "BudgetSplitWarning": "warning class",
     "UnassignedPointsWarning": "warning class",
+    "ReprojectedLayerWarning": "warning class",
     # Constants.
     "__version__": "constant",
     "DEVICE_MODULE_VERSION": "constant",

@@ -33,7 +33,7 @@ import shapely
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from spatialdp.exceptions import SpatialDPError
+from spatialdp.exceptions import ReprojectedLayerWarning, SpatialDPError
 from spatialdp.federated import (
     HistogramSpec,
     MetricSpec,
@@ -69,7 +69,8 @@ TIME_LIMIT_S = 10
 
 #: spatialdp's own warnings are outcomes, not failures; anything else is a failure.
 ALLOWED_WARNINGS: tuple[type[Warning], ...] = (
-    UninformativeReleaseWarning, UnassignedPointsWarning, BudgetSplitWarning)
+    UninformativeReleaseWarning, UnassignedPointsWarning, BudgetSplitWarning,
+    ReprojectedLayerWarning)
 
 
 #: Multiplies every entry's number of examples (``SPATIALDP_FUZZ_SCALE=10`` for a long hunt).

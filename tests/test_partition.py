@@ -12,7 +12,13 @@ import pyarrow.parquet as pq
 import pytest
 import shapely
 
-from spatialdp.exceptions import CRSError, InvalidCells, InvalidInput, PartitionMismatch
+from spatialdp.exceptions import (
+    CRSError,
+    InvalidCells,
+    InvalidInput,
+    PartitionMismatch,
+    ReprojectedLayerWarning,
+)
 from spatialdp.geo import UnassignedPointsWarning
 from spatialdp.geo._grid import GridIndex
 from spatialdp.geo.partition import Partition
@@ -41,11 +47,13 @@ def test_from_h3_cells_refuses_mixed_resolution_and_duplicates() -> None:
         Partition.from_h3_cells(["8a2a1072b59fff0"])
 
 
-def test_from_h3_cover_refuses_crs_problems(states: gpd.GeoDataFrame) -> None:
+def test_from_h3_cover_refuses_no_crs_and_reprojects_another(states: gpd.GeoDataFrame) -> None:
     with pytest.raises(CRSError, match=r"has no CRS.*set_crs\(4326\)"):
         Partition.from_h3_cover(states.set_crs(None, allow_override=True), 4)
-    with pytest.raises(CRSError, match=r"projected CRS.*to_crs\(4326\)"):
-        Partition.from_h3_cover(states.to_crs(5070), 4)
+    colorado = states[states.state == "CO"]
+    with pytest.warns(ReprojectedLayerWarning, match=r"projected CRS 'EPSG:5070'.*reprojected"):
+        reprojected = Partition.from_h3_cover(colorado.to_crs(5070), 4)
+    assert reprojected == Partition.from_h3_cover(colorado, 4)
 
 
 def test_from_h3_cover_empty_cover_refused() -> None:
@@ -72,8 +80,6 @@ def test_from_geodataframe_refusals(states: gpd.GeoDataFrame) -> None:
     points = gpd.GeoDataFrame({"id": ["x"]}, geometry=[shapely.Point(0, 0)], crs=4326)
     with pytest.raises(InvalidInput, match="is not a \\(Multi\\)Polygon"):
         Partition.from_geodataframe(points, "id")
-    with pytest.raises(CRSError, match="to_crs"):
-        Partition.from_geodataframe(states.to_crs(3857), "state")
 
 
 # --------------------------------------------------------------------------- assigning points
@@ -142,8 +148,9 @@ def test_assign_refuses_points_without_crs(colorado_h3: Partition) -> None:
     pts = gpd.GeoSeries([shapely.Point(-105, 39)])
     with pytest.raises(CRSError, match="has no CRS"):
         colorado_h3.assign(pts)
-    with pytest.raises(CRSError, match="to_crs"):
-        colorado_h3.assign(gpd.GeoSeries([shapely.Point(-105, 39)], crs=4326).to_crs(26913))
+    with pytest.warns(ReprojectedLayerWarning, match="EPSG:26913"):
+        utm = colorado_h3.assign(gpd.GeoSeries([shapely.Point(-105, 39)], crs=4326).to_crs(26913))
+    assert utm.n_unassigned == 0
     lines = gpd.GeoSeries([shapely.LineString([(0, 0), (1, 1)])], crs=4326)
     with pytest.raises(InvalidInput, match="Point geometries only"):
         colorado_h3.assign(lines)

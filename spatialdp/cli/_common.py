@@ -47,7 +47,10 @@ def lon_lat(frame: Any, what: str) -> tuple[Any, Any]:
     if {"lon", "lat"} <= set(frame.columns):
         return frame["lon"].to_numpy(dtype=float), frame["lat"].to_numpy(dtype=float)
     if isinstance(frame, gpd.GeoDataFrame) and frame.geometry is not None:
-        points = frame.geometry if frame.crs is None else frame.geometry.to_crs(4326)
+        from spatialdp.geo.lonlat import to_lonlat
+
+        # No CRS: taken as lon/lat; any other CRS: the API's reprojection, with its warning.
+        points = frame.geometry if frame.crs is None else to_lonlat(frame.geometry, what)
         if not (points.geom_type == "Point").all():
             raise fail(what, f"{len(frame)} rows", "holds geometries that are not points",
                        "pass points, or lon/lat columns")

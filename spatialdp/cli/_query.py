@@ -89,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
     from spatialdp._validation import check_resolution
     from spatialdp.cli._common import check_out_folder, lon_lat, read_table, release_target
     from spatialdp.geo import Partition
+    from spatialdp.geo.lonlat import to_lonlat
     from spatialdp.queries import measure_query_error, query_corpus, release_flat, truth_grid
     from spatialdp.queries.measure import check_measure_settings
 
@@ -101,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     if not isinstance(polygons, gpd.GeoDataFrame) or polygons.crs is None:
         raise fail("POLYGONS", args.polygons, "is not a polygon layer with a CRS",
                    "pass a GeoPackage, GeoJSON or Shapefile of polygons")
-    polygons = polygons.to_crs(4326)
+    polygons = to_lonlat(polygons, "POLYGONS")  # the API's reprojection, with its warning
     if not polygons.geom_type.isin(["Polygon", "MultiPolygon"]).all():
         raise fail("POLYGONS", args.polygons, "holds geometries that are not polygons",
                    "pass a layer of (multi)polygons")

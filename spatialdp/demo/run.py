@@ -96,8 +96,10 @@ class DemoResult:
 def load_partition(path: str | os.PathLike[str], id_column: str | None) -> Partition:
     """Read a user's polygon layer (GeoPackage, GeoJSON, Shapefile...) as a Partition.
 
-    The layer is reprojected to EPSG:4326; ``id_column`` names the region ids
-    (default: the first text or integer column with unique values).
+    A layer in another CRS is reprojected to EPSG:4326 by
+    :meth:`Partition.from_geodataframe` (the one reprojection path, with a
+    :class:`~spatialdp.exceptions.ReprojectedLayerWarning`); ``id_column`` names the
+    region ids (default: the first text or integer column with unique values).
     """
     import geopandas as gpd
 
@@ -114,7 +116,6 @@ def load_partition(path: str | os.PathLike[str], id_column: str | None) -> Parti
     if frame.crs is None:
         raise fail("partition", os.fspath(path), "has no CRS",
                    "set the layer's CRS (e.g. in QGIS) and export it again")
-    frame = frame.to_crs(4326)
     if id_column is None:
         candidates = [c for c in frame.columns if c != frame.geometry.name
                       and frame[c].dtype.kind in "OUiu" and frame[c].is_unique

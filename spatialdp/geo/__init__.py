@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from spatialdp._lazy import attach
 
 if TYPE_CHECKING:  # the public names, imported on first use (spatialdp._lazy)
-    from spatialdp.exceptions import UnassignedPointsWarning
+    from spatialdp.exceptions import ReprojectedLayerWarning, UnassignedPointsWarning
     from spatialdp.geo.h3cells import (
         cell_parents,
         cell_polygons,
@@ -24,6 +24,7 @@ __all__ = [
     "Assignment",
     "CellIncidence",
     "Partition",
+    "ReprojectedLayerWarning",
     "UnassignedPointsWarning",
     "cell_parents",
     "cell_polygons",

@@ -468,7 +468,7 @@ def polygons_to_cell_lists(
     if isinstance(geometries, shapely.Geometry):
         geometries = [geometries]
     geoms = np.asarray(geometries, dtype=object).ravel()
-    check_polygons(geoms, "the polygons")
+    geoms = check_polygons(geoms, "the polygons")
     _check_size(geoms, resolution, limit, "for these polygons")
     return _cell_lists(geoms, resolution, mode)
 

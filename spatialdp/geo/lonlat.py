@@ -9,12 +9,29 @@ plane; an edge that jumps more than 180 degrees of longitude, which GeoPandas
 reads the long way round and H3 as crossing the antimeridian, is refused as
 ambiguous (see :mod:`spatialdp.geo.h3cells` for how wide shapes are covered).
 
+Layers come as they are exported, so three things are repaired rather than
+refused:
+
+* a layer in any other CRS is reprojected to EPSG:4326, with a
+  :class:`~spatialdp.exceptions.ReprojectedLayerWarning` (:func:`to_lonlat`, the
+  one reprojection path of the Python API and the CLI); a layer without a CRS
+  is refused;
+* coordinates within :data:`SNAP_DEGREES` of +-180 longitude or +-90 latitude
+  (float noise such as ``180.00000000000006`` in Natural Earth) are snapped onto
+  the limit; beyond it they are refused;
+* an edge along a pole (two vertices at latitude -90, as Natural Earth's
+  Antarctica closes its ring) is a point on the sphere, not a jump across the
+  map, and is accepted.
+
 Every check returns the checked values or raises a
 :class:`~spatialdp.exceptions.SpatialDPError` naming the value and the fix.
 """
 
 from __future__ import annotations
 
+import os
+import sys
+import warnings
 from typing import Any
 
 import geopandas as gpd
@@ -24,49 +41,122 @@ import shapely
 from numpy.typing import ArrayLike, NDArray
 
 from spatialdp._validation import as_array, kind_name, short_repr
-from spatialdp.exceptions import CRSError, InvalidInput
+from spatialdp.exceptions import CRSError, InvalidInput, ReprojectedLayerWarning
 
 __all__ = [
     "LONLAT_EPSG",
+    "SNAP_DEGREES",
     "check_lonlat",
     "check_polygons",
     "geometry_array",
     "points_lonlat",
     "read_points",
+    "to_lonlat",
 ]
 
 #: The EPSG code of lon/lat degrees (WGS 84), the one CRS the geography works in.
 LONLAT_EPSG = 4326
+#: Coordinates within this many degrees of +-180 (longitude) or +-90 (latitude) are
+#: snapped onto the limit: float noise of an exported layer (``180.00000000000006``),
+#: 0.1 mm on the ground. Farther beyond the limit they are refused.
+SNAP_DEGREES = 1e-9
 
 _NUMERIC_KINDS = ("floating", "integer", "mixed-integer-float", "decimal", "empty")
 
 
-def _require_lonlat_crs(frame: gpd.GeoDataFrame | gpd.GeoSeries, what: str) -> None:
-    """Refuse a GeoDataFrame whose CRS is missing or is not lon/lat EPSG:4326."""
+def to_lonlat(frame: gpd.GeoDataFrame | gpd.GeoSeries, what: str
+              ) -> gpd.GeoDataFrame | gpd.GeoSeries:
+    """Return ``frame`` in lon/lat EPSG:4326, reprojecting (and saying so) when needed.
+
+    The one reprojection path of spatialdp: the Python API
+    (:meth:`~spatialdp.geo.Partition.from_geodataframe`, ``from_h3_cover``,
+    ``assign``...) and the CLI's layer readers all call it. A frame already in
+    EPSG:4326 or OGC:CRS84 is returned as it is.
+
+    Raises
+    ------
+    CRSError
+        If ``frame`` has no CRS (its coordinates could be anything), or the
+        reprojection fails.
+
+    Warns
+    -----
+    ReprojectedLayerWarning
+        When the frame was in another CRS and has been reprojected.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> metres = gpd.GeoSeries([shapely.Point(1113194.9, 0.0)], crs=3857)
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore", ReprojectedLayerWarning)
+    ...     to_lonlat(metres, "the points").round(6).to_wkt().tolist()
+    ['POINT (10 0)']
+    """
     crs = frame.crs
     if crs is None:
         raise CRSError(
-            f"{what} has no CRS; H3 and spatialdp partitions work in lon/lat EPSG:4326. "
-            "If the coordinates are lon/lat, call .set_crs(4326); otherwise set the "
-            "CRS they are in and call .to_crs(4326)"
+            f"{what} has no CRS, so its coordinates could be degrees or metres; H3 and "
+            "spatialdp partitions work in lon/lat EPSG:4326. If the coordinates are lon/lat, "
+            "call .set_crs(4326); otherwise set the CRS they are in with .set_crs(<EPSG code>)"
         )
-    if crs.to_epsg() != LONLAT_EPSG and not crs.equals("OGC:CRS84"):
-        kind = "geographic" if crs.is_geographic else "projected"
+    if crs.to_epsg() == LONLAT_EPSG or crs.equals("OGC:CRS84"):
+        return frame
+    try:
+        converted = frame.to_crs(LONLAT_EPSG)
+    except Exception as err:  # pyproj: a CRS without a transformation to WGS 84
+        raise CRSError(f"{what} is in CRS {crs.to_string()!r}, which cannot be converted to "
+                       f"lon/lat EPSG:4326 ({type(err).__name__}: {short_repr(str(err))}); "
+                       "convert it with .to_crs(4326) in the tool that made it") from None
+    _refuse_unconvertible(converted, crs.to_string(), what)
+    kind = "geographic" if crs.is_geographic else "projected"
+    warnings.warn(
+        f"{what} is in {kind} CRS {crs.to_string()!r}; spatialdp reprojected it to lon/lat "
+        "EPSG:4326, in which H3 and partitions work (its vertices are transformed, and "
+        "its edges are then straight lines in lon/lat). Pass .to_crs(4326) yourself to "
+        "silence this",
+        ReprojectedLayerWarning,
+        stacklevel=_caller_stacklevel(),
+    )
+    return converted
+
+
+def _refuse_unconvertible(converted: gpd.GeoDataFrame | gpd.GeoSeries, crs: str,
+                          what: str) -> None:
+    """Refuse a reprojection that left coordinates infinite (outside the CRS's domain)."""
+    bounds = np.asarray(converted.bounds, dtype=np.float64)
+    present = ~np.isnan(bounds).all(axis=1)  # missing and empty geometries have NaN bounds
+    lost = present & ~np.isfinite(bounds).all(axis=1)
+    if lost.any():
+        row = int(np.flatnonzero(lost)[0])
         raise CRSError(
-            f"{what} is in {kind} CRS {crs.to_string()!r}, but H3 and spatialdp "
-            "partitions need lon/lat EPSG:4326; convert it with .to_crs(4326)"
+            f"{what}: {int(lost.sum())} geometries (first at row {row}) have coordinates "
+            f"that CRS {crs!r} cannot convert to lon/lat (they come out infinite: points "
+            "outside the area the projection covers); repair the layer in its own CRS, or "
+            "export it again in lon/lat EPSG:4326"
         )
+
+
+def _caller_stacklevel() -> int:
+    """Return the ``stacklevel`` of the first frame outside spatialdp (the user's line)."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    level, frame = 1, sys._getframe(1)
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package):
+        level, frame = level + 1, frame.f_back  # type: ignore[assignment]
+    return level
 
 
 def geometry_array(frame: Any, name: str, what: str) -> NDArray[np.object_]:
-    """Return the geometries of a lon/lat GeoDataFrame or GeoSeries as an object array.
+    """Return the geometries of a GeoDataFrame or GeoSeries, in lon/lat, as an object array.
+
+    A frame in another CRS is reprojected by :func:`to_lonlat` (with a warning).
 
     Raises
     ------
     InvalidInput
         If ``frame`` is neither (a bare shapely geometry, a list, a DataFrame...).
     CRSError
-        If its CRS is missing or not lon/lat.
+        If it has no CRS.
 
     Examples
     --------
@@ -85,8 +175,7 @@ def geometry_array(frame: Any, name: str, what: str) -> NDArray[np.object_]:
     except AttributeError:
         raise InvalidInput(f"{name} has no active geometry column; set one with "
                            ".set_geometry(column)") from None
-    _require_lonlat_crs(geometry, what)
-    return np.asarray(geometry.values, dtype=object)
+    return np.asarray(to_lonlat(geometry, what).values, dtype=object)
 
 
 def _coordinates(values: Any, name: str) -> NDArray[np.float64]:
@@ -113,6 +202,9 @@ def _all_within(values: NDArray[np.float64], limit: float) -> bool:
 def check_lonlat(lon: ArrayLike, lat: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """Return lon/lat as float arrays; refuse non-numbers, NaN/inf and out-of-range values.
 
+    Values within :data:`SNAP_DEGREES` beyond +-180 / +-90 (float noise) are snapped
+    onto the limit.
+
     Raises
     ------
     InvalidInput
@@ -124,6 +216,8 @@ def check_lonlat(lon: ArrayLike, lat: ArrayLike) -> tuple[NDArray[np.float64], N
     --------
     >>> check_lonlat([10, 11.5], [45, 46])
     (array([10. , 11.5]), array([45., 46.]))
+    >>> check_lonlat([180.00000000000006], [-90.00000000000001])
+    (array([180.]), array([-90.]))
     """
     lon_arr = _coordinates(lon, "lon")
     lat_arr = _coordinates(lat, "lat")
@@ -141,6 +235,7 @@ def check_lonlat(lon: ArrayLike, lat: ArrayLike) -> tuple[NDArray[np.float64], N
                 f"{int(bad.sum())} {name} values are NaN or infinite (first at position "
                 f"{first}); drop or repair those points before assigning them"
             )
+    lon_arr, lat_arr = _snap_values(lon_arr, 180.0), _snap_values(lat_arr, 90.0)
     if (np.abs(lat_arr) > 90).any():
         first = int(np.flatnonzero(np.abs(lat_arr) > 90)[0])
         raise CRSError(
@@ -210,8 +305,17 @@ def read_points(points: Any, lon: Any, lat: Any
     return check_lonlat(lon, lat)
 
 
-def check_polygons(geoms: NDArray[np.object_], what: str) -> None:
-    """Refuse missing, empty, invalid, non-polygonal or out-of-range geometries.
+def check_polygons(geoms: NDArray[np.object_], what: str) -> NDArray[np.object_]:
+    """Return the polygons with float noise at +-180 and +-90 snapped; refuse bad ones.
+
+    Refuses missing, empty, invalid, non-polygonal or out-of-range geometries.
+    Coordinates within :data:`SNAP_DEGREES` of a limit are snapped onto it first
+    (:func:`snap_to_limits`), so a Natural Earth layer passes as it comes.
+
+    Returns
+    -------
+    numpy.ndarray of shapely geometries
+        ``geoms``, with the snapped rows replaced.
 
     Raises
     ------
@@ -223,7 +327,8 @@ def check_polygons(geoms: NDArray[np.object_], what: str) -> None:
 
     Examples
     --------
-    >>> check_polygons(np.array([shapely.box(0, 0, 1, 1)]), "the regions")
+    >>> check_polygons(np.array([shapely.box(0, 0, 180.00000000000006, 1)]), "the regions")
+    array([<POLYGON ((180 0, 180 1, 0 1, 0 0, 180 0))>], dtype=object)
     >>> check_polygons(np.array([shapely.Point(0, 0)]), "the regions")
     Traceback (most recent call last):
     ...
@@ -248,6 +353,7 @@ def check_polygons(geoms: NDArray[np.object_], what: str) -> None:
             "shapely.make_valid(geom, method='structure', keep_collapsed=False) or "
             ".explode() and a filter on geom_type"
         )
+    geoms = snap_to_limits(geoms)
     polygonal = np.isin(types, [shapely.GeometryType.POLYGON, shapely.GeometryType.MULTIPOLYGON])
     if not polygonal.all():
         raise InvalidInput(
@@ -263,6 +369,44 @@ def check_polygons(geoms: NDArray[np.object_], what: str) -> None:
         )
     _check_degrees(geoms, what)
     _check_edges(geoms, what)
+    return geoms
+
+
+def _snap_values(values: NDArray[np.float64], limit: float) -> NDArray[np.float64]:
+    """Return ``values`` with those within :data:`SNAP_DEGREES` of +-``limit`` on it."""
+    near = np.abs(np.abs(values) - limit) <= SNAP_DEGREES
+    if not near.any():
+        return values
+    return np.where(near, np.copysign(limit, values), values)
+
+
+def _snap_coordinates(coords: NDArray[np.float64]) -> NDArray[np.float64]:
+    return np.column_stack([_snap_values(coords[:, 0], 180.0),
+                            _snap_values(coords[:, 1], 90.0)])
+
+
+def snap_to_limits(geoms: NDArray[np.object_]) -> NDArray[np.object_]:
+    """Snap coordinates within :data:`SNAP_DEGREES` of +-180 / +-90 onto the limit.
+
+    Only geometries whose bounds come that close are rewritten; the others are
+    returned as they are (the same objects).
+
+    Examples
+    --------
+    >>> ring = shapely.box(179.5, -90.00000000000001, 180.00000000000006, -89)
+    >>> snap_to_limits(np.array([ring])).tolist()
+    [<POLYGON ((180 -90, 180 -89, 179.5 -89, 179.5 -90, 180 -90))>]
+    """
+    if geoms.size == 0:
+        return geoms
+    bounds = np.abs(shapely.bounds(geoms))
+    near = (np.abs(bounds[:, [0, 2]] - 180.0) <= SNAP_DEGREES).any(axis=1) | (
+        np.abs(bounds[:, [1, 3]] - 90.0) <= SNAP_DEGREES).any(axis=1)
+    if not near.any():
+        return geoms
+    out = geoms.copy()
+    out[near] = shapely.transform(geoms[near], _snap_coordinates)
+    return out
 
 
 def _refuse_rows(bad: NDArray[np.bool_], what: str, problem: str, fix: str) -> None:
@@ -312,7 +456,8 @@ def _refuse_beyond(bounds: NDArray[np.float64], limit: float, axis: str, what: s
         row = int(np.flatnonzero(beyond)[0])
         value = float(bounds[row][np.argmax(np.abs(bounds[row]))])
         raise CRSError(f"{what}: {axis}={value!r} at row {row} is outside "
-                       f"[-{limit:g}, {limit:g}]; {advice}")
+                       f"[-{limit:g}, {limit:g}] by more than the {SNAP_DEGREES:g} degrees "
+                       f"snapped onto the limit; {advice}")
 
 
 def _ring_coordinates(geoms: NDArray[np.object_]
@@ -328,7 +473,9 @@ def _check_edges(geoms: NDArray[np.object_], what: str) -> None:
     """Refuse edges that jump more than 180 degrees of longitude (ambiguous shapes).
 
     An edge between two points of the antimeridian (``-180`` to ``180``, as in
-    ``box(-180, 80, 180, 90)``) is not ambiguous and is accepted.
+    ``box(-180, 80, 180, 90)``) is not ambiguous and is accepted, and so is an edge
+    along a pole (both ends at latitude 90, or both at -90, as Natural Earth
+    closes Antarctica): on the sphere it is a single point.
 
     Raises
     ------
@@ -344,7 +491,9 @@ def _check_edges(geoms: NDArray[np.object_], what: str) -> None:
     lon = coords[:, 0]
     jump = np.abs(np.diff(lon)) > 180.0
     on_antimeridian = (np.abs(lon[1:]) == 180.0) & (np.abs(lon[:-1]) == 180.0)
-    bad = np.flatnonzero(same_ring & jump & ~on_antimeridian)
+    lat = coords[:, 1]
+    on_pole = (np.abs(lat[1:]) == 90.0) & (lat[1:] == lat[:-1])
+    bad = np.flatnonzero(same_ring & jump & ~on_antimeridian & ~on_pole)
     if bad.size:
         first = int(bad[0])
         row = int(ring_owner[vertex_ring[first]])

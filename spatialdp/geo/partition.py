@@ -261,7 +261,7 @@ class Partition:
         geoms = geometry_array(area, "area", "the area to cover")
         if geoms.size == 0:
             raise InvalidInput("the area to cover has no rows; give at least one polygon")
-        check_polygons(geoms, "the area to cover")
+        geoms = check_polygons(geoms, "the area to cover")
         h3cells._check_size(geoms, resolution, limit, "for the area to cover")
         _, cells = h3cells._cell_lists(geoms, resolution, mode)
         if cells.size == 0:
@@ -308,7 +308,7 @@ class Partition:
             raise InvalidInput("the region GeoDataFrame has no rows; a partition needs "
                                "at least one region")
         ids = _region_ids(frame, id_column)
-        check_polygons(geoms, "the region GeoDataFrame")
+        geoms = check_polygons(geoms, "the region GeoDataFrame")
         order = np.argsort(ids, kind="stable")
         return cls("polygons", ids[order], geoms[order], name=name)
 
@@ -687,7 +687,7 @@ class Partition:
         mode = h3cells._check_containment(containment)
         limit = check_integer(max_cells, "max_cells", low=1, fix="pass a positive whole number")
         geoms = geometry_array(queries, "queries", "the query polygons")
-        check_polygons(geoms, "the query polygons")
+        geoms = check_polygons(geoms, "the query polygons")
         resolution = int(self.resolution or 0)
         h3cells._check_size(geoms, resolution, limit, "for the query polygons")
         offsets, cells = h3cells._cell_lists(geoms, resolution, mode)
