@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from spatialdp.datasets import synthetic_fleet
-from spatialdp.exceptions import SpatialDPError
+from spatialdp.exceptions import ReprojectedLayerWarning, SpatialDPError
 from spatialdp.geo import Partition, UnassignedPointsWarning, h3cells
 from tests._timeouts import time_limit
 from tests.test_fuzz_support import assert_names_the_input
@@ -44,6 +44,7 @@ def only_spatialdp_errors(call: Callable[[], Any],
     with time_limit(TIME_LIMIT_S), warnings.catch_warnings():
         warnings.simplefilter("error")
         warnings.simplefilter("ignore", UnassignedPointsWarning)  # a legitimate outcome
+        warnings.simplefilter("ignore", ReprojectedLayerWarning)  # another CRS: reprojected
         try:
             result = call()
         except SpatialDPError as err:

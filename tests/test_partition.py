@@ -448,10 +448,12 @@ def test_grid_index_is_exact_near_borders(
 
 
 def test_grid_index_respects_overlapping_regions(grid_calls: list[np.ndarray]) -> None:
-    frame = gpd.GeoDataFrame(
-        {"id": ["a", "b"]}, geometry=[shapely.box(0, 0, 2, 2), shapely.box(1, 1, 3, 3)], crs=4326
-    )
-    part = Partition.from_geodataframe(frame, "id")
+    """from_geodataframe refuses overlaps; the grid index still handles them exactly."""
+    geoms = np.array([shapely.box(0, 0, 2, 2), shapely.box(1, 1, 3, 3)], dtype=object)
+    frame = gpd.GeoDataFrame({"id": ["a", "b"]}, geometry=geoms, crs=4326)
+    with pytest.raises(InvalidInput, match="regions 'a' and 'b' overlap"):
+        Partition.from_geodataframe(frame, "id")
+    part = Partition("polygons", np.array(["a", "b"], dtype=object), geoms, name="overlap")
     rng = np.random.default_rng(0)
     # 40,000 points where a and b overlap, 10,000 inside a alone, 10,000 inside b alone.
     lon = np.concatenate([rng.uniform(1.2, 1.8, 40_000), rng.uniform(0.2, 0.8, 10_000),

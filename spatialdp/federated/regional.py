@@ -178,10 +178,12 @@ class RegionalReport(Result):
         """Return all metrics side by side, columns ``<metric>.<column>``, one geometry."""
         first = next(iter(self.frames.values()))
         parts = [
-            frame.drop(columns="geometry").add_prefix(f"{name}.")
+            frame.drop(columns=["geometry", "name"], errors="ignore").add_prefix(f"{name}.")
             for name, frame in self.frames.items()
         ]
         wide = pd.concat(parts, axis=1)
+        if "name" in first.columns:  # the region names (Partition.names), once
+            wide.insert(0, "name", first["name"])
         for col in wide.columns:
             if isinstance(wide[col].dtype, pd.CategoricalDtype):
                 wide[col] = wide[col].astype(str)
@@ -336,7 +338,7 @@ class RegionalReport(Result):
             buckets = ({label: f"b{i}" for i, label in enumerate(spec.labels)}
                        if isinstance(spec, HistogramSpec) else {})
             for col in frame.columns:
-                if col == "geometry":
+                if col in ("geometry", "name"):  # the region name is one column of all
                     continue
                 dotted = f"{metric}.{col}"
                 out[dotted] = dotted if names == "dotted" else _sql_name(
@@ -810,7 +812,8 @@ def _metric_frame(est: Estimate, partition: Partition, round_index: pd.api.exten
         **_noise_columns(est))
     # The table is indexed by the partition's own region ids, in order: no join needed.
     regions = partition.regions
-    frame = gpd.GeoDataFrame({"geometry": regions.geometry.array, **columns},
+    names = {} if partition.names is None else {"name": partition.names.array}
+    frame = gpd.GeoDataFrame({"geometry": regions.geometry.array, **names, **columns},
                              index=regions.index, geometry="geometry", crs=regions.crs)
     frame.attrs["partition_version"] = partition.version
     return frame

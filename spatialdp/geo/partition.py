@@ -98,6 +98,10 @@ _SWAP_SAMPLE = 10_000
 _BORDER_TOLERANCE = 1e-6
 #: ...when the shared stretch is longer than this (a corner point is not a border).
 _MIN_SHARED_LENGTH = 1e-4
+#: Two regions overlap when their intersection covers more than this share of the
+#: smaller one's area (in lon/lat degrees squared): digitising noise along a shared
+#: border stays far below it, a region drawn over another far above.
+OVERLAP_SHARE = 1e-6
 #: The key of a partition file's metadata.
 _META_KEY = b"spatialdp.partition"
 
@@ -118,7 +122,8 @@ class Partition:
     resolution : int or None
         The H3 resolution (``None`` for polygon partitions).
     regions : geopandas.GeoDataFrame
-        One row per region, index = region id (str), in partition order, EPSG:4326.
+        One row per region, index = region id (str), in partition order, EPSG:4326;
+        a ``name`` column when the partition was built with ``name_column``.
 
     Examples
     --------
@@ -140,13 +145,16 @@ class Partition:
         name: str,
         resolution: int | None = None,
         cells: NDArray[np.uint64] | None = None,
+        names: NDArray[np.object_] | None = None,
     ) -> None:
         self.kind: PartitionKind = kind
         self.name = name
         self.resolution = resolution
         self._cells = cells
+        labels = {} if names is None else {"name": np.asarray(names, dtype=object)}
         self.regions = gpd.GeoDataFrame(
-            {"geometry": geometry}, index=pd.Index(ids, name="region_id"), crs=LONLAT_EPSG
+            {**labels, "geometry": geometry}, index=pd.Index(ids, name="region_id"),
+            crs=LONLAT_EPSG
         )
         # Lookup structures, each built on first use and kept (never pickled).
         self._tree: shapely.STRtree | None = None
@@ -275,17 +283,40 @@ class Partition:
 
     @classmethod
     def from_geodataframe(
-        cls, frame: gpd.GeoDataFrame, id_column: str, *, name: str = "regions"
+        cls,
+        frame: gpd.GeoDataFrame,
+        id_column: str,
+        *,
+        name: str = "regions",
+        name_column: str | None = None,
     ) -> Partition:
         """Build a partition of administrative (or any) polygons with an id column.
 
+        The layer is taken as it comes: a layer in another CRS is reprojected to
+        lon/lat EPSG:4326 (with a :class:`~spatialdp.exceptions.ReprojectedLayerWarning`;
+        the CLI reprojects through the same code), float noise within 1e-9 degrees of
+        +-180 and +-90 is snapped onto the limit, and an edge along a pole (Natural
+        Earth's Antarctica) is accepted. Countries split at the antimeridian come as
+        MultiPolygons with parts on either side of +-180.
+
+        Regions must not overlap: two regions whose intersection covers more than
+        :data:`OVERLAP_SHARE` of the smaller one's area are refused (a point in both
+        would belong to two regions). Regions that only touch are fine; a point
+        exactly on a shared border goes to the region that comes first in partition
+        order (region ids sorted as strings), see :meth:`assign`.
+
         Parameters
         ----------
-        frame : GeoDataFrame of (Multi)Polygons in EPSG:4326
+        frame : GeoDataFrame of (Multi)Polygons, in any CRS
         id_column : str
             Column of unique region ids (turned into strings).
         name : str
-            A human label (not part of the version).
+            A human label of the partition (not part of the version).
+        name_column : str, optional
+            Column of region names (turned into strings; repeats allowed) kept as
+            :attr:`names` and as the ``name`` column of :attr:`regions`, of every
+            frame :meth:`join` returns and of regional reports, so that tooltips and
+            labels show names, not codes such as ``"-99"``. Not part of the version.
 
         Returns
         -------
@@ -294,23 +325,44 @@ class Partition:
         Raises
         ------
         CRSError
-            No CRS, not EPSG:4326, or coordinates outside lon/lat degrees (a projected
-            layer labelled EPSG:4326).
+            No CRS, a CRS that cannot be converted to lon/lat, or coordinates outside
+            lon/lat degrees by more than 1e-9 (a projected layer labelled EPSG:4326).
         InvalidInput
-            No rows, missing id column, missing or duplicate ids, empty, invalid or
-            non-polygonal geometry.
+            No rows, a missing id or name column, missing or duplicate ids, missing
+            names, empty, invalid or non-polygonal geometry, or overlapping regions.
+
+        Warns
+        -----
+        ReprojectedLayerWarning
+            When ``frame`` was in another CRS than lon/lat and has been reprojected.
+
+        Examples
+        --------
+        >>> import geopandas as gpd, shapely
+        >>> layer = gpd.GeoDataFrame(
+        ...     {"code": ["-99", "FRA"], "NAME": ["Kosovo", "France"]},
+        ...     geometry=[shapely.box(20, 42, 21.5, 43.2), shapely.box(-5, 42, 8, 51)],
+        ...     crs=4326)
+        >>> part = Partition.from_geodataframe(layer, "code", name_column="NAME")
+        >>> part.names.to_dict()
+        {'-99': 'Kosovo', 'FRA': 'France'}
+        >>> part.assign(lon=[2.0, 20.5], lat=[48.0, 42.5]).region.tolist()
+        ['FRA', '-99']
         """
         name = check_text(name, "name", allow_empty=True)
         check_instance(frame, "frame", gpd.GeoDataFrame,
-                       "pass a geopandas.GeoDataFrame in EPSG:4326")
+                       "pass a geopandas.GeoDataFrame of polygons")
         geoms = geometry_array(frame, "frame", "the region GeoDataFrame")
         if geoms.size == 0:
             raise InvalidInput("the region GeoDataFrame has no rows; a partition needs "
                                "at least one region")
         ids = _region_ids(frame, id_column)
+        names = None if name_column is None else _region_names(frame, name_column)
         geoms = check_polygons(geoms, "the region GeoDataFrame")
+        _refuse_overlaps(ids, geoms)
         order = np.argsort(ids, kind="stable")
-        return cls("polygons", ids[order], geoms[order], name=name)
+        return cls("polygons", ids[order], geoms[order], name=name,
+                   names=None if names is None else names[order])
 
     # ------------------------------------------------------------------ identity
     def _content_hash(self) -> str:
@@ -339,6 +391,18 @@ class Partition:
         """Region ids in partition order."""
         ids: pd.Index = self.regions.index
         return ids
+
+    @property
+    def names(self) -> pd.Series | None:
+        """Region names (a ``str`` Series indexed by region id), or None without names.
+
+        Set by :meth:`from_geodataframe` with ``name_column``; kept in files
+        (:meth:`to_file`) but not part of the :attr:`version`.
+        """
+        if "name" not in self.regions.columns:
+            return None
+        names: pd.Series = self.regions["name"]
+        return names
 
     def require_version(self, version: str, what: str = "this result") -> None:
         """Refuse to use ``what`` if it was made on another partition version.
@@ -405,7 +469,8 @@ class Partition:
     ) -> Assignment:
         """Find the region of every point, vectorised; points in no region are reported.
 
-        Give either a point GeoDataFrame/GeoSeries in EPSG:4326 or ``lon`` and ``lat``.
+        Give either a point GeoDataFrame/GeoSeries (in any CRS: another than EPSG:4326
+        is reprojected, with a warning) or ``lon`` and ``lat`` in degrees.
         H3 partitions index all points at once (h3ronpy) and look the cells up in a
         hash table; once a partition has assigned 2 million points it builds, once, a
         raster whose pure pixels (wholly inside one cell) answer most points by
@@ -414,13 +479,14 @@ class Partition:
         once a partition has assigned 50,000 points (plus 2 per polygon vertex), it
         builds a grid index, once, and keeps it: the grid labels the points away
         from borders by arithmetic and leaves only those near a border to the exact
-        test. A point on a border (or in an overlap)
-        of two polygons goes to the region that comes first in partition order, as
+        test. A point exactly on a border shared by two regions (or in the
+        overlap, below :data:`OVERLAP_SHARE`, that digitising noise leaves) goes to
+        the region that comes first in partition order (ids sorted as strings), as
         the first match of ``geopandas.sjoin(..., predicate="intersects")`` would.
 
         Parameters
         ----------
-        points : GeoDataFrame or GeoSeries of Points in EPSG:4326, optional
+        points : GeoDataFrame or GeoSeries of Points, optional
         lon, lat : array-like of float, optional
             Longitudes (x) and latitudes (y) in degrees, instead of ``points``.
         warn : bool, default True
@@ -431,11 +497,13 @@ class Partition:
         Returns
         -------
         Assignment
+            ``.region`` is each point's region id as a Series aligned to the index
+            of ``points`` (or of ``lon`` when it is a Series).
 
         Raises
         ------
         CRSError, InvalidInput
-            Bad CRS, non-point geometries, NaN/inf or out-of-range coordinates.
+            No CRS, non-point geometries, NaN/inf or out-of-range coordinates.
 
         Warns
         -----
@@ -448,7 +516,8 @@ class Partition:
         positions = self._positions(lon_arr, lat_arr)
         if warn:
             self._warn_if_mostly_unassigned(positions, lon_arr, lat_arr)
-        return Assignment(positions, self.region_ids, self.version)
+        return Assignment(positions, self.region_ids, self.version,
+                          _input_index(points, lon, lat, positions.size))
 
     def _positions(self, lon: NDArray[np.float64], lat: NDArray[np.float64]
                    ) -> NDArray[np.int64]:
@@ -600,7 +669,9 @@ class Partition:
         -------
         GeoDataFrame
             Every region of the partition (regions without a value get NaN), with its
-            geometry (hexagons for H3 cells), ready for ``.plot()`` / ``.explore()``.
+            geometry (hexagons for H3 cells) and, when the partition has
+            :attr:`names`, their ``name`` column (unless the table brings its own),
+            ready for ``.plot()`` / ``.explore()``.
 
         Raises
         ------
@@ -634,7 +705,9 @@ class Partition:
                 f"duplicate region ids {list(index[index.duplicated()][:3])} in the table"
             )
         table = values.set_axis(index, axis=0)
-        joined = self.regions.join(table, how="left")
+        regions = self.regions.drop(columns=[c for c in table.columns
+                                             if c in self.regions.columns])
+        joined = regions.join(table, how="left")
         joined.attrs["partition_version"] = self.version
         return joined
 
@@ -803,6 +876,39 @@ def _shared_borders(geoms: NDArray[np.object_], tree: shapely.STRtree
     return left[long_enough].astype(np.int64), right[long_enough].astype(np.int64)
 
 
+def _input_index(points: Any, lon: Any, lat: Any, n: int) -> pd.Index:
+    """Return the index of the input points: the frame's, a ``lon``/``lat`` Series', or 0..n-1."""
+    for given in (points, lon, lat):
+        if isinstance(given, (pd.Series, pd.DataFrame)) and len(given.index) == n:
+            index: pd.Index = given.index
+            return index
+    return pd.RangeIndex(n)
+
+
+def _frame_column(frame: gpd.GeoDataFrame, column: Any, what: str) -> pd.Series:
+    """Return ``frame[column]``, refusing a column that is missing or repeated.
+
+    Raises
+    ------
+    InvalidInput
+        Naming ``what`` (``id_column``, ``name_column``) and the columns there are.
+    """
+    try:
+        present = column in frame.columns
+    except TypeError:
+        present = False
+    if not present:
+        raise InvalidInput(
+            f"{what} {short_repr(column)} is not a column; columns are "
+            f"{list(frame.columns)}"
+        )
+    values = frame[column]
+    if isinstance(values, pd.DataFrame):
+        raise InvalidInput(f"{what} {column!r} names {values.shape[1]} columns; "
+                           "rename the repeats so that it names one")
+    return values
+
+
 def _region_ids(frame: gpd.GeoDataFrame, id_column: Any) -> NDArray[np.object_]:
     """Return the region ids of ``frame[id_column]`` as strings: present and unique.
 
@@ -812,19 +918,7 @@ def _region_ids(frame: gpd.GeoDataFrame, id_column: Any) -> NDArray[np.object_]:
         A column that is missing or repeated, missing ids, or ids repeated once
         turned into strings.
     """
-    try:
-        present = id_column in frame.columns
-    except TypeError:
-        present = False
-    if not present:
-        raise InvalidInput(
-            f"id_column {short_repr(id_column)} is not a column; columns are "
-            f"{list(frame.columns)}"
-        )
-    column = frame[id_column]
-    if isinstance(column, pd.DataFrame):
-        raise InvalidInput(f"id_column {id_column!r} names {column.shape[1]} columns; "
-                           "rename the repeats so that it names one")
+    column = _frame_column(frame, id_column, "id_column")
     check_ids(column, f"id_column {id_column!r}", unique=False)  # no missing ids
     ids = column.astype(str).to_numpy(dtype=object)
     duplicated = pd.Index(ids).duplicated()
@@ -835,6 +929,70 @@ def _region_ids(frame: gpd.GeoDataFrame, id_column: Any) -> NDArray[np.object_]:
             "with frame.dissolve(by=id_column))"
         )
     return np.asarray(ids, dtype=object)
+
+
+def _region_names(frame: gpd.GeoDataFrame, name_column: Any) -> NDArray[np.object_]:
+    """Return the region names of ``frame[name_column]`` as strings (repeats allowed).
+
+    Raises
+    ------
+    InvalidInput
+        A column that is missing or repeated, or missing names.
+    """
+    column = _frame_column(frame, name_column, "name_column")
+    missing = column.isna().to_numpy()
+    if missing.any():
+        raise InvalidInput(
+            f"name_column {name_column!r} has {int(missing.sum())} missing names (first "
+            f"at row {int(np.flatnonzero(missing)[0])}); fill them, e.g. with "
+            "frame[name_column].fillna(frame[id_column])"
+        )
+    return np.asarray(column.astype(str).to_numpy(dtype=object), dtype=object)
+
+
+def _refuse_overlaps(ids: NDArray[np.object_], geoms: NDArray[np.object_]) -> None:
+    """Refuse regions whose pairwise overlap exceeds :data:`OVERLAP_SHARE` of the smaller.
+
+    GEOS's coverage validator (``shapely.coverage_invalid_edges``, one pass) clears
+    the regions whose every edge is matched exactly by a neighbour's or lies on the
+    outline: they overlap nothing. Only the others (overlaps, nested or repeated
+    regions, but also neighbours whose shared borders were digitised with different
+    vertices) are intersected with the regions they touch (an STRtree query), and
+    their shared area is measured.
+
+    Raises
+    ------
+    InvalidInput
+        Naming the two regions that overlap most, the share of the smaller one's area
+        that they share, how many pairs overlap, and the fix.
+    """
+    if geoms.size < 2:
+        return
+    suspect = np.arange(geoms.size)
+    if hasattr(shapely, "coverage_invalid_edges"):  # shapely >= 2.1 with GEOS >= 3.12
+        suspect = np.flatnonzero(~shapely.is_empty(shapely.coverage_invalid_edges(geoms)))
+    if suspect.size == 0:
+        return
+    hits, right = shapely.STRtree(geoms).query(geoms[suspect], predicate="intersects")
+    left = suspect[hits]
+    keep = left != right
+    pairs = np.unique(np.sort(np.column_stack([left[keep], right[keep]]), axis=1), axis=0)
+    left, right = pairs[:, 0], pairs[:, 1]
+    shared = shapely.area(shapely.intersection(geoms[left], geoms[right]))
+    smaller = np.minimum(shapely.area(geoms[left]), shapely.area(geoms[right]))
+    share = np.divide(shared, smaller, out=np.zeros_like(shared), where=smaller > 0)
+    bad = np.flatnonzero(share > OVERLAP_SHARE)
+    if bad.size:
+        first = int(bad[np.argmax(share[bad])])
+        a, b = str(ids[left[first]]), str(ids[right[first]])
+        raise InvalidInput(
+            f"the region GeoDataFrame: regions {a!r} and {b!r} overlap, sharing "
+            f"{share[first]:.3g} of the smaller one's area ({bad.size} overlapping pairs "
+            f"in all; up to {OVERLAP_SHARE:g} is taken for digitising noise). A partition's "
+            "regions must not overlap, or a point would belong to two of them: repair the "
+            "layer (e.g. subtract one region from the other with .difference(), or merge "
+            "them with .dissolve()), or drop one of the two"
+        )
 
 
 def _check_path(path: Any) -> Path:
@@ -874,7 +1032,9 @@ def _read_partition(path: str | os.PathLike[str]) -> Partition:
         if kind == "h3":
             part = Partition.from_h3_cells(frame["region_id"].to_numpy(), name=name)
         else:
-            part = Partition.from_geodataframe(frame, "region_id", name=name)
+            part = Partition.from_geodataframe(
+                frame, "region_id", name=name,
+                name_column="name" if "name" in frame.columns else None)
     except SpatialDPError:
         raise
     except Exception as err:  # Arrow, Parquet (OSError), GEOS and H3 errors of a damaged file

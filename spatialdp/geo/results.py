@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,20 +19,55 @@ __all__ = ["Assignment", "CellIncidence", "incidence_matrix", "lookup_cells"]
 
 @dataclass(frozen=True)
 class Assignment:
-    """Which region each point fell in.
+    """Which region each point fell in, aligned to the input points.
 
     Attributes
     ----------
     positions : numpy.ndarray of int64
         Region position per point, ``-1`` where the point is in no region.
-    region_ids : pandas.Index
-        The partition's region ids (``region_ids[positions]`` for assigned points).
+    partition_ids : pandas.Index
+        The partition's region ids, in partition order (``partition_ids[positions]``
+        for assigned points): one per region, not one per point.
     partition_version : str
+    index : pandas.Index
+        The input's index: the point GeoDataFrame's, or the ``lon`` Series' (a
+        ``RangeIndex`` for plain arrays). :attr:`region` is aligned to it.
+
+    Examples
+    --------
+    >>> where = Assignment(np.array([1, -1, 0]), pd.Index(["a", "b"]), "v1",
+    ...                    pd.Index([10, 11, 12]))
+    >>> where.region.to_dict()
+    {10: 'b', 11: None, 12: 'a'}
+    >>> where.counts().tolist()
+    [1, 1]
     """
 
     positions: NDArray[np.int64]
-    region_ids: pd.Index
+    partition_ids: pd.Index
     partition_version: str
+    index: pd.Index
+
+    @property
+    def region(self) -> pd.Series:
+        """Region id per point (``None`` outside every region), indexed like the input.
+
+        Assign it as a column of the frame the points came from:
+        ``frame["region_id"] = partition.assign(frame).region``.
+        """
+        return pd.Series(self.ids(), index=self.index, name="region_id", dtype=object)
+
+    @property
+    def region_ids(self) -> pd.Index:
+        """Deprecated: the partition's ids (one per region), now :attr:`partition_ids`.
+
+        The name read as one id per point, which is :attr:`region`.
+        """
+        warnings.warn(
+            "Assignment.region_ids is the partition's region ids (one per region), not one "
+            "per point; use .partition_ids for those, or .region for each point's region "
+            "(a Series aligned to the input index)", FutureWarning, stacklevel=2)
+        return self.partition_ids
 
     @property
     def assigned(self) -> NDArray[np.bool_]:
@@ -45,25 +81,32 @@ class Assignment:
 
     @property
     def unassigned_index(self) -> NDArray[np.int64]:
-        """Positions (in the input order) of the points in no region."""
+        """Positions (0 to n - 1, in input order) of the points in no region.
+
+        ``index[unassigned_index]`` gives their labels in the input's index.
+        """
         return np.flatnonzero(self.positions < 0)
 
     def ids(self) -> NDArray[np.object_]:
-        """Region id per point, ``None`` for unassigned points."""
+        """Region id per point as an array in input order (``None`` outside every region).
+
+        Positional, like :attr:`positions`; :attr:`region` is the same ids as a
+        Series aligned to the input index.
+        """
         out = np.full(self.positions.size, None, dtype=object)
         ok = self.assigned
-        out[ok] = np.asarray(self.region_ids)[self.positions[ok]]
+        out[ok] = np.asarray(self.partition_ids)[self.positions[ok]]
         return out
 
     def counts(self) -> NDArray[np.int64]:
         """Count the points of each region, in partition order."""
         counts: NDArray[np.int64] = np.bincount(self.positions[self.assigned],
-                                                minlength=len(self.region_ids))
+                                                minlength=len(self.partition_ids))
         return counts
 
     def __repr__(self) -> str:
         return (
-            f"Assignment(points={self.positions.size}, regions={len(self.region_ids)}, "
+            f"Assignment(points={self.positions.size}, regions={len(self.partition_ids)}, "
             f"unassigned={self.n_unassigned}, partition_version={self.partition_version!r})"
         )
 
