@@ -227,8 +227,11 @@ class Partition:
         """Build the partition of H3 cells at ``resolution`` that cover ``area``.
 
         Polygons are read as GeoPandas draws them, in lon/lat degrees within
-        ``[-180, 180] x [-90, 90]``: polar caps (``box(-180, 80, 180, 90)``) and
-        bands round the globe are covered as drawn, in every containment mode.
+        ``[-180, 180] x [-90, 90]`` (a layer in another CRS is reprojected, with a
+        :class:`~spatialdp.exceptions.ReprojectedLayerWarning`; float noise within
+        1e-9 degrees of the limits is snapped): polar caps (``box(-180, 80, 180, 90)``),
+        rings along a pole (Natural Earth's Antarctica) and bands round the globe are
+        covered as drawn, in every containment mode.
         A shape that crosses the antimeridian must be given split into parts on
         either side of +-180 (a MultiPolygon, as GeoJSON RFC 7946 asks); its cells
         then wrap round the antimeridian. Unsplit, its ring jumps more than 180
@@ -237,7 +240,7 @@ class Partition:
 
         Parameters
         ----------
-        area : GeoDataFrame or GeoSeries of (Multi)Polygons in EPSG:4326
+        area : GeoDataFrame or GeoSeries of (Multi)Polygons (any CRS: reprojected to EPSG:4326)
         resolution : int
             H3 resolution, 0 to 15.
         containment : {"center", "overlap", "full"}
@@ -258,7 +261,8 @@ class Partition:
         Raises
         ------
         CRSError
-            No CRS, a CRS other than lon/lat, or coordinates outside lon/lat degrees.
+            No CRS, a CRS that cannot be converted to lon/lat, or coordinates outside
+            lon/lat degrees by more than 1e-9 (float noise within it is snapped).
         InvalidInput
             Bad arguments or geometries, an edge across the antimeridian, a cover
             above ``max_cells``, or a cover with no cell.
@@ -737,8 +741,9 @@ class Partition:
 
         Parameters
         ----------
-        queries : GeoDataFrame or GeoSeries of (Multi)Polygons in EPSG:4326
-            Read as in :meth:`from_h3_cover` (polar caps work; antimeridian shapes split).
+        queries : GeoDataFrame or GeoSeries of (Multi)Polygons
+            Read as in :meth:`from_h3_cover` (polar caps work; antimeridian shapes split;
+            another CRS is reprojected, with a warning).
         containment : {"center", "overlap", "full"}
             Which cells a polygon covers: centre inside (default), any overlap, or
             wholly inside.
