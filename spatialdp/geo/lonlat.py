@@ -139,7 +139,7 @@ def _refuse_unconvertible(converted: gpd.GeoDataFrame | gpd.GeoSeries, crs: str,
 
 def _caller_stacklevel() -> int:
     """Return the ``stacklevel`` of the first frame outside spatialdp (the user's line)."""
-    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
     level, frame = 1, sys._getframe(1)
     while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package):
         level, frame = level + 1, frame.f_back  # type: ignore[assignment]
