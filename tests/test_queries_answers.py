@@ -7,7 +7,12 @@ import numpy as np
 import pytest
 import shapely
 
-from spatialdp.exceptions import CRSError, InvalidInput, PartitionMismatch
+from spatialdp.exceptions import (
+    CRSError,
+    InvalidInput,
+    PartitionMismatch,
+    ReprojectedLayerWarning,
+)
 from spatialdp.geo import Partition
 from spatialdp.privacy import Simulation
 from spatialdp.privacy.accuracy import half_width
@@ -93,9 +98,11 @@ def test_refusals(part: Partition, truth) -> None:  # type: ignore[no-untyped-de
     outside = gpd.GeoDataFrame(geometry=[shapely.box(-99.5, 40.3, -99.0, 40.8)], crs=4326)
     with pytest.raises(InvalidInput, match="reach outside the partition"):
         answer_polygons(grid, outside, part)
-    projected = polygons().to_crs(3857)
-    with pytest.raises(CRSError):
-        answer_polygons(grid, projected, part)
+    with pytest.raises(CRSError, match="has no CRS"):
+        answer_polygons(grid, polygons().set_crs(None, allow_override=True), part)
+    with pytest.warns(ReprojectedLayerWarning, match="EPSG:3857"):  # reprojected, not refused
+        projected = answer_polygons(grid, polygons().to_crs(3857), part)
+    np.testing.assert_allclose(projected.answer, answer_polygons(grid, polygons(), part).answer)
     other = Partition.from_h3_cover(gpd.GeoDataFrame(geometry=[BOX], crs=4326), 6)
     with pytest.raises(PartitionMismatch, match="partition version"):
         answer_polygons(grid, polygons(), other)

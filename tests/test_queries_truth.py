@@ -9,7 +9,7 @@ import shapely
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spatialdp.exceptions import ClippingFailure, CRSError, InvalidInput
+from spatialdp.exceptions import ClippingFailure, CRSError, InvalidInput, ReprojectedLayerWarning
 from spatialdp.geo import Partition, h3cells
 from spatialdp.queries import TruthGrid, grid_version, truth_grid
 
@@ -110,9 +110,11 @@ def test_refusals_of_bad_input(part: Partition) -> None:
         truth_grid(part, lon=[-99.8], lat=[40.1], device_ids=[1], max_cells_per_device=0)
     with pytest.raises(InvalidInput, match="missing values"):
         truth_grid(part, lon=[-99.8], lat=[40.1], device_ids=[None])
-    projected = gpd.GeoDataFrame(geometry=[shapely.Point(0, 0)], crs=3857)
-    with pytest.raises(CRSError):
-        truth_grid(part, projected, device_ids=[1])
+    with pytest.raises(CRSError, match="has no CRS"):
+        truth_grid(part, gpd.GeoDataFrame(geometry=[shapely.Point(-99.8, 40.1)]), device_ids=[1])
+    projected = gpd.GeoDataFrame(geometry=[shapely.Point(-99.8, 40.1)], crs=4326).to_crs(3857)
+    with pytest.warns(ReprojectedLayerWarning, match="EPSG:3857"):  # reprojected, not refused
+        assert truth_grid(part, projected, device_ids=[1]).n_unassigned == 0
 
 
 def test_grid_version_equals_partition_version() -> None:
