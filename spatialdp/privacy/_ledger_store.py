@@ -464,7 +464,10 @@ def tidy_side_files(path: str, timeout: float) -> None:
     side files (they are in use). Best effort: a ledger on read-only storage
     keeps them.
     """
-    if path == MEMORY or not any(os.path.exists(path + side) for side in ("-wal", "-shm")):
+    if path == MEMORY:
+        return
+    real = os.path.realpath(path)  # SQLite keeps them beside the file a link points to
+    if not any(os.path.exists(real + side) for side in ("-wal", "-shm")):
         return
     with suppress(sqlite3.Error, OSError):
         with closing(connect(path, timeout)) as conn:
