@@ -1,8 +1,8 @@
 """Per-region private metrics for a whole partition in one call.
 
 Each region is a disjoint set of clients, so every region spends the full
-evaluation epsilon (parallel composition) and the whole partition is one
-release per metric. Regions whose cohort is below the floor are suppressed
+evaluation epsilon (parallel composition) and the whole partition, all metrics
+together, is one release charged ``epsilon`` (split over the metrics). Regions whose cohort is below the floor are suppressed
 (never noised, never published) and the number of suppressed regions is itself
 published only coarsened. The result is a GeoDataFrame per metric, joined
 onto the region geometries (schema: :mod:`spatialdp.schema`), ready for
