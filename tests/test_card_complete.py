@@ -119,12 +119,13 @@ def test_uninformative_metrics_and_values_outside_the_range_are_flagged(
     assert hist["value_range"] == [0.0, ERRORS.mass_cap]
     assert hist["outside_range"] == negative + above
     limitations = card["considerations"]["limitations"]
-    assert any(text.startswith("abs_error_m is uninformative at this budget")
+    assert any(text.startswith("abs_error_m is uninformative at this budget at epsilon 0.02")
+               and f"{len(shown)} of its {len(shown)} published regions" in text
                for text in limitations)
     assert any(f"{negative + above} published abs_error_m values" in text
                and "unbiased noisy values" in text for text in limitations)
     md = _card(report).to_markdown()
-    assert "> **Uninformative at this budget:** all" in md
+    assert f"> **Uninformative at this budget:** {len(shown)} of {len(shown)} published" in md
     assert "deliberately not clamped" in md
     # A well-measured metric is not flagged.
     good = _card(_report(clients, 5.0)).to_dict()["quantitative_analysis"]["rounds"][0]
@@ -207,3 +208,36 @@ def test_the_demo_card_counts_blind_spots_as_its_coverage_map_does(demo: Path) -
     md = (demo / "model_card.md").read_text()
     assert (f"cells: **{summary['cells']['blind']:,}** of {cov['n_cells']:,} cells of the "
             "partition") in md
+
+
+def test_the_card_and_the_coverage_map_count_cells_over_one_denominator() -> None:
+    import matplotlib.pyplot as plt
+
+    from spatialdp.sampling import ParticipationPolicy, StratifiedSampler, epoch_coverage
+    from spatialdp.sampling.density import density_strata
+    from spatialdp.sampling.plots import plot_coverage_map
+
+    strata = density_strata()
+    fleet = synthetic_fleet(20_000, rng=5)
+    lon, lat = fleet.lon.to_numpy(), fleet.lat.to_numpy()
+    sampler = StratifiedSampler(strata, cohort=2_000, policy=ParticipationPolicy(
+        participation_cap=1, epsilon_per_round=0.25, rounds_per_epoch=1))
+    state = sampler.new_state(strata.assign(lon=lon, lat=lat), target=Simulation(rng=0))
+    sampler.select(state, 0)
+    cov = epoch_coverage(sampler, state,
+                         client_cells=strata.cell_partition.assign(lon=lon, lat=lat).positions)
+    table = cov.cell_table
+    with_clients = int((table.clients > 0).sum())
+    blind = int(table.blind_spot.sum())
+    assert blind > 0
+    assert with_clients < cov.n_cells  # empty cells exist: the two denominators differ
+    card = ModelCard.build(partition=strata.partition, coverage=cov)
+    cells = card.to_dict()["coverage"]["blind_summary"]["cells"]
+    assert cells == {"blind": blind, "of": with_clients, "of_what": "cells with clients"}
+    ax = plot_coverage_map(cov, level="cells", cells=strata.cell_partition)
+    assert f"{with_clients - blind:,} of {with_clients:,} cells with clients sampled" in (
+        ax.get_title())
+    plt.close(ax.figure)
+    md = card.to_markdown()
+    assert f"({with_clients - blind:,} of {with_clients:,} cells with clients;" in md
+    assert f"of {cov.n_cells:,}" not in md

@@ -498,15 +498,21 @@ def _value_range(wide: pd.DataFrame, name: str) -> tuple[float, float] | None:
     return None
 
 
+#: A metric is uninformative at its budget when this share of its published regions (or
+#: more) has low reliability: its map is mostly noise.
+UNINFORMATIVE_SHARE = 0.9
+
+
 def metric_flags(shown: Sequence[Mapping[str, Any]], value_range: tuple[float, float] | None
                  ) -> dict[str, Any]:
     """Return how informative a metric's published values are, from the values alone.
 
-    ``uninformative``: no published region has better than low reliability
-    (coefficient of variation above 0.40; or nothing is published), so the map
-    is mostly noise at this budget. ``outside_range``: published values beyond
-    what any client could report (e.g. a negative share): unbiased noisy
-    values, left as they are (clamping would bias them).
+    ``uninformative``: at least :data:`UNINFORMATIVE_SHARE` of the published
+    regions have low reliability (coefficient of variation above 0.40; or
+    nothing is published), so the map is mostly noise at this budget.
+    ``outside_range``: published values beyond what any client could report
+    (e.g. a negative share): unbiased noisy values, left as they are (clamping
+    would bias them).
 
     Examples
     --------
@@ -519,7 +525,7 @@ def metric_flags(shown: Sequence[Mapping[str, Any]], value_range: tuple[float, f
     outside = (None if value_range is None else
                sum(1 for v in values if v < value_range[0] or v > value_range[1]))
     return {"published": len(shown), "low_reliability": low,
-            "uninformative": low == len(shown),
+            "uninformative": low >= UNINFORMATIVE_SHARE * len(shown),
             "value_range": None if value_range is None else [*value_range],
             "outside_range": outside}
 
@@ -614,8 +620,9 @@ def _metric_limitations(metric: Mapping[str, Any], where: str, epsilon: Any) -> 
         out.append(
             f"{name} is uninformative at this budget{budget} in {where}: " + (
                 "no region is published" if not n else
-                f"all {n} published regions have low reliability (noise sd above 40% of "
-                "the value)") + "; read its error bars, not its colours.")
+                f"{metric.get('low_reliability')} of its {n} published regions have low "
+                "reliability (noise sd above 40% of the value)")
+            + "; read its error bars, not its colours.")
     outside = metric.get("outside_range")
     if outside:
         low, high = metric["value_range"]

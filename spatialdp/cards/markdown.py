@@ -419,8 +419,9 @@ def _metric_flags(m: Mapping[str, Any]) -> list[str]:
         n = m.get("published") or 0
         out += ["> **Uninformative at this budget:** " + (
             "no region is published." if not n else
-            f"all {n} published regions have low reliability (noise sd above 40% of the "
-            "value): the differences between regions are mostly noise.") + "", ""]
+            f"{m.get('low_reliability')} of {n} published regions have low reliability "
+            "(noise sd above 40% of the value): the differences between regions are "
+            "mostly noise."), ""]
     if m.get("outside_range"):
         low, high = m["value_range"]
         out += [f"> **{m['outside_range']} values lie outside [{low:g}, {high:g}]**, the range "

@@ -2,9 +2,10 @@
 
 Each region is a disjoint set of clients, so every region spends the full
 evaluation epsilon (parallel composition) and the whole partition, all metrics
-together, is one release charged ``epsilon`` (split over the metrics). Regions whose cohort is below the floor are suppressed
-(never noised, never published) and the number of suppressed regions is itself
-published only coarsened. The result is a GeoDataFrame per metric, joined
+together, is one release charged ``epsilon`` (split over the metrics). Regions
+whose cohort is below the floor are suppressed (never noised, never
+published) and the number of suppressed regions is itself published only
+coarsened. The result is a GeoDataFrame per metric, joined
 onto the region geometries (schema: :mod:`spatialdp.schema`), ready for
 :func:`spatialdp.viz.plot_uncertainty_choropleth` or ``.explore()``.
 """
