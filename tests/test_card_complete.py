@@ -71,6 +71,8 @@ def test_alerts_and_drift_are_on_the_card_with_their_rounds(clients: pd.DataFram
     assert "## Alerts and drift [SIMULATION: not a release]" in md
     assert "| drift (trend) | CO | 6 | 1 | 0.84 | 0.52 |" in md
     assert "- drift: rounds 1 to 6" in md
+    assert ("alerts and drift: round-to-round in CO (round 5), drift (trend) in CO "
+            "(round 6)") in card.summary()
     # From a run folder alone: the same section.
     write_run_folder(tmp_path, partition=us_states_partition(), specs=[LOSS, ERRORS],
                      reports=[_report(clients, 1.0)], monitoring=MONITORING)
@@ -127,6 +129,7 @@ def test_uninformative_metrics_and_values_outside_the_range_are_flagged(
     md = _card(report).to_markdown()
     assert f"> **Uninformative at this budget:** {len(shown)} of {len(shown)} published" in md
     assert "deliberately not clamped" in md
+    assert "uninformative at this budget: abs_error_m" in _card(report).summary()
     # A well-measured metric is not flagged.
     good = _card(_report(clients, 5.0)).to_dict()["quantitative_analysis"]["rounds"][0]
     assert not next(m for m in good["metrics"] if m["name"] == "loss")["uninformative"]
@@ -206,7 +209,7 @@ def test_the_demo_card_counts_blind_spots_as_its_coverage_map_does(demo: Path) -
     assert summary["cells"]["of"] == cov["n_cells"]
     assert summary["cells"]["blind"] == cov["n_cells"] - cov["cells_confirmed"] > 0
     md = (demo / "model_card.md").read_text()
-    assert (f"cells: **{summary['cells']['blind']:,}** of {cov['n_cells']:,} cells of the "
+    assert (f"cells: {summary['cells']['blind']:,} of {cov['n_cells']:,} cells of the "
             "partition") in md
 
 

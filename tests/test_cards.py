@@ -430,7 +430,9 @@ def test_repr_html_summarises(card: ModelCard, run: Run) -> None:
     assert "simulated inputs: fleet, model" in html
     assert "<table" in html
     assert "median bar loss" in html
-    assert "blind spots: " + ", ".join(run.coverage.blind_spots) in html
+    assert (f"blind spots: strata: {len(run.coverage.blind_spots)} of "
+            f"{run.strata.n_strata} strata; regions: {len(run.coverage.blind_regions)} of 48 "
+            "regions") in html
 
 
 # ----------------------------------------------------------------------------- privacy
@@ -695,7 +697,7 @@ def test_cell_coverage_and_blind_cells(run: Run) -> None:
         1 - len(blind) / populated.sum())
     md = run.build(cell_table=table).to_markdown()
     # One denominator for the cells, the cells with clients, in every line that counts them.
-    assert (f"cells: **{len(blind)}** of {int(populated.sum()):,} cells with clients") in md
+    assert (f"cells: {len(blind)} of {int(populated.sum()):,} cells with clients") in md
     assert f"of {int(populated.sum()):,} cells with clients; cells with no client" in md
     assert "cells of the partition" not in md
     assert f"`{blind[0]}`" in md

@@ -351,6 +351,24 @@ def blind_summary(section: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def blind_text(summary: Mapping[str, Any] | None) -> str:
+    """Say the blind spots of every level of a :func:`blind_summary` ("" when it has none).
+
+    Examples
+    --------
+    >>> blind_text({"strata": {"blind": 0, "of": 48, "of_what": "strata"},
+    ...             "cells": {"blind": 99, "of": 4408, "of_what": "cells with clients"}})
+    'strata: 0 of 48 strata; cells: 99 of 4,408 cells with clients'
+    """
+    parts = []
+    for level in ("strata", "regions", "cells"):
+        entry = (summary or {}).get(level)
+        if entry is not None:
+            blind = "not measured" if entry["blind"] is None else f"{entry['blind']:,}"
+            parts.append(f"{level}: {blind} of {entry['of']:,} {entry['of_what']}")
+    return "; ".join(parts)
+
+
 def history_rows(history: Any, epoch: int | None = None) -> list[dict[str, Any]]:
     """Return the coverage score's history as ``[{epoch, round_index, score}]``.
 

@@ -683,7 +683,19 @@ found_limitations`): public participation, a fully spent budget, uninformative
                              f"{cov['n_regions']} regions confirmed reached")
             else:
                 lines.append(f"  coverage: {cov['share_strata_sampled']:.0%} of strata "
-                             f"sampled; blind spots: {', '.join(cov['blind_spots']) or 'none'}")
+                             "sampled")
+            blind = sections.blind_text(cov.get("blind_summary"))
+            if blind:
+                lines.append(f"  blind spots: {blind}")
+        if c.get("monitoring") is not None:
+            events = c["monitoring"]["events"]
+            lines.append("  alerts and drift: " + (", ".join(
+                f"{e['test']} in {e['region_id']} (round {e['round']})" for e in events)
+                or "none"))
+        flagged = [m["name"] for m in (rounds[-1]["metrics"] if rounds else [])
+                   if m.get("uninformative")]
+        if flagged:
+            lines.append(f"  uninformative at this budget: {', '.join(flagged)}")
         if c["query_error"] is not None:
             lines.append(f"  query error: {len(c['query_error']['rows'])} buckets (against a "
                          f"released grid, {c['query_error']['provenance']})")

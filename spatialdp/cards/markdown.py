@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from spatialdp.cards._sections import card_relations
+from spatialdp.cards._sections import blind_text, card_relations
 
 __all__ = ["render_markdown"]
 
@@ -237,18 +237,11 @@ def _coverage(c: Mapping[str, Any]) -> list[str]:
 
 def _blind_overview(cov: Mapping[str, Any]) -> list[str]:
     """Return one line with the blind spots of every level, each over its one denominator."""
-    summary = cov.get("blind_summary") or {}
-    parts = []
-    for level in ("strata", "regions", "cells"):
-        entry = summary.get(level)
-        if entry is None:
-            continue
-        blind = "not measured" if entry["blind"] is None else f"{entry['blind']:,}"
-        parts.append(f"{level}: **{blind}** of {entry['of']:,} {entry['of_what']}")
-    if not parts:
+    text = blind_text(cov.get("blind_summary"))
+    if not text:
         return []
-    return ["", "**Blind spots at every level** (the coverage map shows the same): "
-            + "; ".join(parts) + ".", ""]
+    return ["", f"**Blind spots at every level** (the coverage map counts the same): {text}.",
+            ""]
 
 
 def _blind_spots(title: str, blind: Sequence[str], cov: Mapping[str, Any], what: str
