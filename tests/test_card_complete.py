@@ -121,7 +121,8 @@ def test_uninformative_metrics_and_values_outside_the_range_are_flagged(
     assert hist["value_range"] == [0.0, ERRORS.mass_cap]
     assert hist["outside_range"] == negative + above
     limitations = card["considerations"]["limitations"]
-    assert any(text.startswith("abs_error_m is uninformative at this budget at epsilon 0.02")
+    assert any(text.startswith("abs_error_m is uninformative at this budget (epsilon 0.01 of "
+                               "the round's 0.02)")
                and f"{len(shown)} of its {len(shown)} published regions" in text
                for text in limitations)
     assert any(f"{negative + above} published abs_error_m values" in text

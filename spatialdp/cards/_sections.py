@@ -634,7 +634,9 @@ def _metric_limitations(metric: Mapping[str, Any], where: str, epsilon: Any) -> 
     out = []
     name, n = metric["name"], metric.get("published")
     if metric.get("uninformative"):
-        budget = f" at epsilon {epsilon:g}" if isinstance(epsilon, (int, float)) else ""
+        share, total = metric.get("epsilon"), epsilon
+        budget = ("" if not isinstance(share, (int, float)) else f" (epsilon {share:g}" + (
+            f" of the round's {total:g})" if isinstance(total, (int, float)) else ")"))
         out.append(
             f"{name} is uninformative at this budget{budget} in {where}: " + (
                 "no region is published" if not n else
