@@ -478,9 +478,9 @@ class ModelCard:
                       monitoring: dict[str, Any] | None = None) -> ModelCard:
         """Assemble a card from ready sections (what :meth:`build` and :meth:`from_run` use).
 
-        The limitations gain what the sections show (:func:`~spatialdp.cards._sections.\
-found_limitations`): public participation, a fully spent budget, uninformative
-        metrics, values outside their range.
+        The limitations gain what the sections themselves show (public
+        participation, a fully spent budget, uninformative metrics, values
+        outside their range: ``_sections.found_limitations``).
         """
         from spatialdp import __version__
 
