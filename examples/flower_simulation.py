@@ -76,7 +76,8 @@ def parse() -> argparse.Namespace:
     p.add_argument("--clients", type=int, default=1_500)
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--cohort", type=int, default=150, help="training clients per round")
-    p.add_argument("--epsilon", type=float, default=0.5, help="per metric, per round")
+    p.add_argument("--epsilon", type=float, default=1.0,
+                   help="total per evaluation round, split equally over the two metrics")
     p.add_argument("--noise-multiplier", type=float, default=2.0,
                    help="z of Flower's DP wrapper (training noise z C / n on the mean)")
     p.add_argument("--clipping-norm", type=float, default=0.5,
@@ -113,11 +114,11 @@ def policy(args: argparse.Namespace) -> ParticipationPolicy:
 def epoch_budget(args: argparse.Namespace) -> float:
     """Return a zCDP epoch budget (rho) with room for the run twice over on both lines.
 
-    Evaluation: every round charges (2 metrics x epsilon) as epsilon^2 / 2 on the
+    Evaluation: every round charges its total epsilon as epsilon^2 / 2 on the
     regional line (30% x 80% of the budget); training: the rho derived from the
     DP wrapper (70% of the budget).
     """
-    evaluation = args.rounds * epsilon_to_rho(2 * args.epsilon) / (0.3 * 0.8)
+    evaluation = args.rounds * epsilon_to_rho(args.epsilon) / (0.3 * 0.8)
     training = training_privacy(private_fedavg(args), policy=policy(args),
                                 num_rounds=args.rounds).rho
     assert training is not None
@@ -198,7 +199,8 @@ def figures(strategy: SpatialDPStrategy, uniform: np.ndarray, out: Path) -> list
     report = strategy.releases[last].report
     ax = plot_uncertainty_choropleth(
         report["loss"], title=f"Published mean log loss per state, round {last} "
-        f"(epsilon {strategy.epsilon['loss']:g}, floor {strategy.min_cohort} clients)")
+        f"(epsilon {sum(strategy.epsilon.values()):g} for both metrics, floor "
+        f"{strategy.min_cohort} clients)")
     paths.append(save_figure(ax, out / "flower_choropleth.png"))
     plt.close("all")
 

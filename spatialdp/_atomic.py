@@ -24,7 +24,8 @@ removed by the next run into the same folder (when its process is gone).
 Files named in ``keep`` (the ledger) live in the output folder itself and are
 never staged, moved or removed. One run at a time writes into a folder: it
 holds an exclusive ``flock`` on ``<out>/.spatialdp.lock``, which the operating
-system releases when the process ends, however it ends.
+system releases when the process ends, however it ends; the run removes the
+file when it ends, so a finished folder holds only its outputs.
 
 Examples
 --------
@@ -36,7 +37,7 @@ Examples
 ...     _ = (stage.path / "run.json").write_text("{}")
 ...     published = stage.publish()
 >>> sorted(p.name for p in out.iterdir())
-['.spatialdp.lock', 'a.txt', 'run.json']
+['a.txt', 'run.json']
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ __all__ = ["LOCK", "StagedFolder", "fsync_folder", "make_folder", "process_alive
            "write_atomically", "write_text_atomically"]
 
 _STAGING = ".staging-"
-#: The lock file a run holds in the output folder (never published or removed).
+#: The lock file a run holds in the output folder while it runs (never published).
 LOCK = ".spatialdp.lock"
 
 
@@ -136,6 +137,16 @@ def fsync_folder(folder: Path) -> None:
             os.close(fd)
 
 
+def _same_file(fd: int, path: Path) -> bool:
+    """Whether ``path`` still names the open file ``fd`` (not removed or replaced)."""
+    try:
+        named = os.stat(path)
+    except OSError:
+        return False
+    held = os.fstat(fd)
+    return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
+
+
 def _unwritable(path: Path, err: OSError) -> InvalidInput:
     reason = err.strerror or type(err).__name__
     return InvalidInput(f"out={os.fspath(path)!r} cannot be written ({reason}); "
@@ -200,24 +211,37 @@ class StagedFolder:
         self._unlock()
 
     def _lock(self) -> None:
-        """Hold an exclusive lock on ``out`` for the run (released by the OS on any exit)."""
+        """Hold an exclusive lock on ``out`` for the run (released by the OS on any exit).
+
+        The lock file is removed when the run ends (:meth:`_unlock`), so the folder
+        holds nothing but outputs. A run that opened the file just before its
+        holder removed it may lock the removed file: it then sees that the path no
+        longer names the file it locked, and locks the new one instead.
+        """
         import fcntl
 
-        try:
-            self._lock_fd: int | None = os.open(self.out / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as err:
-            raise _unwritable(self.out, err) from err
-        try:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(self._lock_fd)
-            self._lock_fd = None
-            raise InvalidInput(f"out={os.fspath(self.out)!r} is being written by another run; "
-                               "wait for it to finish or pass another folder") from None
+        while True:
+            try:
+                fd = os.open(self.out / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as err:
+                raise _unwritable(self.out, err) from err
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                raise InvalidInput(f"out={os.fspath(self.out)!r} is being written by another "
+                                   "run; wait for it to finish or pass another folder") from None
+            if _same_file(fd, self.out / LOCK):
+                self._lock_fd: int | None = fd
+                return
+            os.close(fd)  # locked a file its holder had just removed: lock the new one
 
     def _unlock(self) -> None:
         fd = getattr(self, "_lock_fd", None)
         if fd is not None:
+            # Removed while still held, then released: no lock file is left in the folder.
+            with contextlib.suppress(OSError):
+                (self.out / LOCK).unlink()
             os.close(fd)  # closing the descriptor releases the lock
             self._lock_fd = None
 

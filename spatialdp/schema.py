@@ -35,12 +35,15 @@ One place for what a published per-region frame holds; the report builder
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from decimal import Decimal
+
 import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
 __all__ = ["MAP_COLUMNS", "NEIGHBOUR_NAME", "NEIGHBOUR_TEXT", "RELIABILITY_CLASSES",
-           "REPORT_COLUMNS", "reliability_class"]
+           "REPORT_COLUMNS", "epsilon_text", "reliability_class"]
 
 #: The short name of each neighbouring relation (legends, titles).
 NEIGHBOUR_NAME: dict[str, str] = {"replace": "replace-one", "add_remove": "add/remove"}
@@ -80,3 +83,23 @@ def reliability_class(cv: NDArray[np.float64], suppressed: NDArray[np.bool_]
     codes = np.where(suppressed, 3, graded).astype(np.int8)
     return pd.Categorical.from_codes(codes, categories=pd.Index(list(RELIABILITY_CLASSES)),
                                      ordered=True)
+
+
+def epsilon_text(split: Mapping[str, float]) -> str:
+    """Say what a release was charged: its total epsilon, then the split over its metrics.
+
+    One meaning of epsilon everywhere (titles, summaries, the card): the total
+    charged for the release (the exact decimal sum of the metrics' shares, as the
+    ledger adds them); with several metrics the split follows in parentheses.
+
+    Examples
+    --------
+    >>> epsilon_text({"loss": 0.2, "ratio": 0.2})
+    '0.4 (loss 0.2, ratio 0.2)'
+    >>> epsilon_text({"loss": 0.5})
+    '0.5'
+    """
+    total = float(sum((Decimal(repr(float(v))) for v in split.values()), Decimal(0)))
+    if len(split) < 2:
+        return f"{total:g}"
+    return f"{total:g} (" + ", ".join(f"{name} {float(v):g}" for name, v in split.items()) + ")"

@@ -36,6 +36,10 @@ SLOW: dict[str, str] = {
         "test_demo_on_a_users_polygon_layer",
         "test_demo_under_replace_one_publishes_participation_but_no_cell_locations",
         "test_query_error_reopens_a_ledger_with_its_own_budget_and_refuses_ledger_flags")},
+    **{f"test_card_complete.py::{name}": "runs the demo" for name in (
+        "test_the_demo_folder_holds_nothing_but_its_outputs",
+        "test_the_demo_card_lists_its_alerts_and_drift_with_rounds",
+        "test_the_demo_card_counts_blind_spots_as_its_coverage_map_does")},
     **{f"{module}::{name}": "a Monte Carlo check (many simulated releases)" for module, name in (
         ("test_accuracy.py", "test_many_polygons_vectorised"),
         ("test_accuracy.py", "test_accuracy_figures_are_finite_over_the_whole_range"),

@@ -99,7 +99,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
                              "loss": rng.uniform(0.0, 3.0, len(fleet)),
                              "error": rng.exponential(1.0, len(fleet))})
     clients = device_report(examples, loss_spec=LOSS, hist_spec=ERRORS, partition=states)
-    reports = [regional_report(clients, states, [LOSS, ERRORS], epsilon=0.3, min_cohort=100,
+    reports = [regional_report(clients, states, [LOSS, ERRORS], epsilon=0.6, min_cohort=100,
                                target=ReleaseTarget(ledger, epoch=1, round_index=r,
                                                     why="card test"))
                for r in (1, 2)]
@@ -399,7 +399,8 @@ def test_markdown_holds_every_element(run: Run, tmp_path: Path) -> None:
     assert f'partition: "{run.partition.key}"' in front
     assert "simulated: true" in front
     assert f"digest: {json.loads(js_path.read_text())['digest']}" in front
-    assert "#### squared position error (m²), loss (`loss@1`, mean, epsilon 0.3)" in md
+    assert ("#### squared position error (m²), loss (`loss@1`, mean, epsilon 0.3 of the "
+            "round's 0.6)") in md
     assert "| squared position error (m²) | metric | `loss@1` |" in md
 
 
@@ -429,7 +430,9 @@ def test_repr_html_summarises(card: ModelCard, run: Run) -> None:
     assert "simulated inputs: fleet, model" in html
     assert "<table" in html
     assert "median bar loss" in html
-    assert "blind spots: " + ", ".join(run.coverage.blind_spots) in html
+    assert (f"blind spots: strata: {len(run.coverage.blind_spots)} of "
+            f"{run.strata.n_strata} strata; regions: {len(run.coverage.blind_regions)} of 48 "
+            "regions") in html
 
 
 # ----------------------------------------------------------------------------- privacy
@@ -693,7 +696,10 @@ def test_cell_coverage_and_blind_cells(run: Run) -> None:
     assert cov["share_populated_cells_sampled"] == pytest.approx(
         1 - len(blind) / populated.sum())
     md = run.build(cell_table=table).to_markdown()
-    assert f"blind cells: {len(blind)}" in md
+    # One denominator for the cells, the cells with clients, in every line that counts them.
+    assert (f"cells: {len(blind)} of {int(populated.sum()):,} cells with clients") in md
+    assert f"of {int(populated.sum()):,} cells with clients; cells with no client" in md
+    assert "cells of the partition" not in md
     assert f"`{blind[0]}`" in md
 
 

@@ -39,7 +39,7 @@ def report(states_partition: Partition):  # type: ignore[no-untyped-def]
                       **histogram_columns(HIST, hists)},
                      [LOSS, HIST], partition=states_partition,
                      region_id=rng.choice(ids, size=n, p=weights / weights.sum()))
-    return regional_report(clients, states_partition, [LOSS, HIST], epsilon=0.5,
+    return regional_report(clients, states_partition, [LOSS, HIST], epsilon=1.0,
                            min_cohort=60, target=Simulation(rng))
 
 
@@ -80,6 +80,7 @@ def test_write_sql_names_metadata_and_sidecar(report, tmp_path: Path) -> None:  
     meta = json.loads(info["layer_metadata"]["spatialdp"])
     assert meta["alpha"] == report.alpha
     assert meta["epsilon"] == {"loss": 0.5, "err": 0.5}
+    assert meta["epsilon_total"] == 1.0
     assert meta["partition_version"] == report.partition_version
     assert "round_index" in meta
     assert meta["metric_specs"]["err"]["edges"] == [0.5, 1.0, 2.0, 5.0]

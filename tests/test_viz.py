@@ -254,15 +254,18 @@ def test_cohort_labels_do_not_overlap(report: gpd.GeoDataFrame) -> None:
     assert not {f"cohort:{r}" for r in SUPPRESSED} & gids
 
 
-def test_title_reads_a_per_metric_epsilon_dict(report: gpd.GeoDataFrame) -> None:
+def test_title_shows_the_charged_total_of_a_per_metric_epsilon_dict(
+        report: gpd.GeoDataFrame) -> None:
+    # One meaning of epsilon: the title says what the release was charged, then the split.
     multi = report.copy()
     multi.attrs["spatialdp"] = {**report.attrs["spatialdp"],
                                 "epsilon": {"loss": 0.25, "err": 0.5}}
-    assert "ε = 0.25 ·" in plot_uncertainty_choropleth(multi).get_title(loc="left")
+    assert "ε = 0.75 (loss 0.25, err 0.5) ·" in plot_uncertainty_choropleth(
+        multi).get_title(loc="left")
     del multi.attrs["spatialdp"]["metric"]
     title = plot_uncertainty_choropleth(multi).get_title(loc="left")
     assert title.startswith("value")
-    assert "ε = 0.75 (all metrics)" in title
+    assert "ε = 0.75 (loss 0.25, err 0.5)" in title
 
 
 def test_other_columns_and_no_data(report: gpd.GeoDataFrame) -> None:

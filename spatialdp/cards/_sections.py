@@ -309,6 +309,66 @@ def released_coverage_section(coverage: Any) -> dict[str, Any]:
     }
 
 
+def blind_summary(section: Mapping[str, Any]) -> dict[str, Any]:
+    """Return the blind spots of a coverage section per level, each over ONE denominator.
+
+    Strata and report regions count over all of them; H3 cells over the cells
+    with clients when the per-cell client counts are on the card (an empty cell
+    can be neither reached nor blind; the exact coverage map draws the same),
+    else over all cells of the partition (released coverage: which cells hold
+    devices is private, so its map and card both count every cell).
+
+    Examples
+    --------
+    >>> blind_summary({"provenance": "release", "blind_regions": ["VT"], "n_regions": 48,
+    ...                "blind_cells": [], "n_cells": None})["regions"]
+    {'blind': 1, 'of': 48, 'of_what': 'regions (not confirmed reached)'}
+    """
+    def level(blind: int | None, of: Any, what: str) -> dict[str, Any] | None:
+        return None if of is None else {"blind": blind, "of": int(of), "of_what": what}
+
+    released = section.get("provenance") == "release"
+    strata = section.get("strata_table")
+    regions = section.get("regions_table")
+    cells: dict[str, Any] | None
+    if released:
+        cells = level(len(section.get("blind_cells") or []), section.get("n_cells"),
+                      "cells of the partition (not confirmed reached)")
+    elif section.get("cells_with_clients") is not None:
+        cells = level(len(section.get("blind_cells") or []), section["cells_with_clients"],
+                      "cells with clients")
+    else:
+        cells = level(None, section.get("n_cells"),
+                      "cells of the partition (no per-cell client counts: blind cells not "
+                      "measured)")
+    return {
+        "strata": None if released or strata is None else level(
+            len(section.get("blind_spots") or []), len(strata), "strata"),
+        "regions": level(len(section.get("blind_regions") or []),
+                         section.get("n_regions") if released or regions is not None else None,
+                         "regions" + (" (not confirmed reached)" if released else "")),
+        "cells": cells,
+    }
+
+
+def blind_text(summary: Mapping[str, Any] | None) -> str:
+    """Say the blind spots of every level of a :func:`blind_summary` ("" when it has none).
+
+    Examples
+    --------
+    >>> blind_text({"strata": {"blind": 0, "of": 48, "of_what": "strata"},
+    ...             "cells": {"blind": 99, "of": 4408, "of_what": "cells with clients"}})
+    'strata: 0 of 48 strata; cells: 99 of 4,408 cells with clients'
+    """
+    parts = []
+    for level in ("strata", "regions", "cells"):
+        entry = (summary or {}).get(level)
+        if entry is not None:
+            blind = "not measured" if entry["blind"] is None else f"{entry['blind']:,}"
+            parts.append(f"{level}: {blind} of {entry['of']:,} {entry['of_what']}")
+    return "; ".join(parts)
+
+
 def history_rows(history: Any, epoch: int | None = None) -> list[dict[str, Any]]:
     """Return the coverage score's history as ``[{epoch, round_index, score}]``.
 
@@ -396,8 +456,10 @@ def report_section(meta: Mapping[str, Any], wide: pd.DataFrame, source: str | No
         metrics.append({
             "name": str(name), "key": str(key),
             "estimator": str(wide[cols["estimator"]].iloc[0]) if len(wide) else None,
+            "value_is": value_meaning(dict(meta.get("metric_specs") or {}).get(name)),
             "epsilon": epsilon.get(str(name)),
             "median_error_bar": float(np.median(bars)) if bars else None,
+            **metric_flags(shown, _value_range(wide, name)),
             "regions": regions,
         })
     round_index = meta.get("round_index")
@@ -406,12 +468,84 @@ def report_section(meta: Mapping[str, Any], wide: pd.DataFrame, source: str | No
         "epoch": None if meta.get("epoch") is None else int(meta["epoch"]),
         "accounting": accounting, "provenance": provenance,
         "partition_version": str(meta.get("partition_version")),
-        "epsilon": epsilon, "epsilon_total": float(sum(epsilon.values())),
+        "epsilon": epsilon, "epsilon_total": _total(epsilon),
         "alpha": float(meta.get("alpha", 0.05)), "min_cohort": int(meta.get("min_cohort", 0)),
         "suppressed_regions": _suppressed_count(meta.get("suppressed_regions"), metrics),
         "neighbours": str(meta.get("neighbours") or "replace"),
         "metrics": metrics,
     }
+
+
+def _total(epsilon: Mapping[str, float]) -> float:
+    """Return what a round was charged: the exact decimal sum of its metrics' shares."""
+    from spatialdp.privacy.pipeline import exact_total
+
+    return exact_total(list(epsilon.values())) if epsilon else 0.0
+
+
+def value_meaning(spec: Mapping[str, Any] | None) -> str:
+    """Say what a metric's published ``value`` is (a histogram's is its top bucket's share).
+
+    Examples
+    --------
+    >>> value_meaning({"kind": "histogram", "name": "err",
+    ...                "buckets": [{"label": "(0, 1]"}, {"label": "(1, inf)"}]})
+    "share of err in the top bucket (1, inf) (the histogram's tail, not a mean)"
+    >>> value_meaning({"kind": "mean", "name": "loss", "label": "squared error"})
+    'mean of squared error per client'
+    """
+    if not isinstance(spec, Mapping):
+        return "value"
+    name = str(spec.get("label") or spec.get("name") or "the metric")
+    if spec.get("kind") == "histogram":
+        buckets = spec.get("buckets") or []
+        top = f" {buckets[-1].get('label')}" if buckets and isinstance(buckets[-1], Mapping) \
+            else ""
+        return f"share of {name} in the top bucket{top} (the histogram's tail, not a mean)"
+    return f"mean of {name} per client"
+
+
+def _value_range(wide: pd.DataFrame, name: str) -> tuple[float, float] | None:
+    """Return the range a client's value lies in, from the report's clip columns."""
+    for low, high in ((f"{name}.clip_low", f"{name}.clip_high"),
+                      (f"{name}_clip_low", f"{name}_clip_high")):
+        if low in wide.columns and high in wide.columns and len(wide):
+            lo, hi = _number(wide[low].iloc[0]), _number(wide[high].iloc[0])
+            if lo is not None and hi is not None:
+                return lo, hi
+    return None
+
+
+#: A metric is uninformative at its budget when this share of its published regions (or
+#: more) has low reliability: its map is mostly noise.
+UNINFORMATIVE_SHARE = 0.9
+
+
+def metric_flags(shown: Sequence[Mapping[str, Any]], value_range: tuple[float, float] | None
+                 ) -> dict[str, Any]:
+    """Return how informative a metric's published values are, from the values alone.
+
+    ``uninformative``: at least :data:`UNINFORMATIVE_SHARE` of the published
+    regions have low reliability (coefficient of variation above 0.40; or
+    nothing is published), so the map is mostly noise at this budget.
+    ``outside_range``: published values beyond what any client could report
+    (e.g. a negative share): unbiased noisy values, left as they are (clamping
+    would bias them).
+
+    Examples
+    --------
+    >>> flags = metric_flags([{"value": -0.1, "reliability": "low"}], (0.0, 1.0))
+    >>> flags["uninformative"], flags["outside_range"]
+    (True, 1)
+    """
+    low = sum(1 for r in shown if r.get("reliability") == "low")
+    values = [r["value"] for r in shown if r.get("value") is not None]
+    outside = (None if value_range is None else
+               sum(1 for v in values if v < value_range[0] or v > value_range[1]))
+    return {"published": len(shown), "low_reliability": low,
+            "uninformative": low >= UNINFORMATIVE_SHARE * len(shown),
+            "value_range": None if value_range is None else [*value_range],
+            "outside_range": outside}
 
 
 def report_from_object(report: Any) -> dict[str, Any]:
@@ -450,6 +584,122 @@ def cohorts_from_report(section: Mapping[str, Any]) -> dict[str, Any]:
             "neighbours": neighbours,
             "regions": [{"region_id": k, "cohort": v} for k, v in best.items()],
             "provenance": "release" if neighbours == "add_remove" else "bookkeeping"}
+
+
+# ----------------------------------------------------------------------------- limitations
+#: Said on every card with a replace-one round (docs/threat_model.md).
+PUBLIC_PARTICIPATION = (
+    "Participation is public: the replace-one releases protect each client's values, not "
+    "whether or from which region it took part (cohorts are published exactly); knowing "
+    "that a client took part is not protected (docs/threat_model.md; use add/remove "
+    "neighbours to protect it).")
+
+
+def found_limitations(rounds: Sequence[Mapping[str, Any]],
+                      privacy: Mapping[str, Any] | None) -> list[str]:
+    """Return the limitations the card's own sections show, in plain words.
+
+    Public participation (any replace-one round), a ledger line item whose
+    budget an epoch has fully spent, and per metric of the last round: values
+    uninformative at this budget (every published region of low reliability)
+    and values outside what any client could report (unbiased noise, not
+    clamped).
+
+    Examples
+    --------
+    >>> found_limitations([], None)
+    []
+    """
+    found = []
+    if any(r.get("neighbours") == "replace" for r in rounds):
+        found.append(PUBLIC_PARTICIPATION)
+    for epoch in (privacy or {}).get("epochs", []):
+        for item in epoch["line_items"]:
+            if item["line_item"] != "total" and item["cap"] > 0 and item["remaining"] <= 0:
+                found.append(
+                    f"The ledger's {item['line_item']} budget of epoch {epoch['epoch']} is "
+                    f"fully spent ({item['spent']:g} of {item['cap']:g}): no further such "
+                    "release can be charged in that epoch.")
+    if rounds:
+        last = rounds[-1]
+        where = ("the report" if last.get("round_index") is None
+                 else f"round {last['round_index']}")
+        for m in last["metrics"]:
+            found += _metric_limitations(m, where, last.get("epsilon_total"))
+    return found
+
+
+def _metric_limitations(metric: Mapping[str, Any], where: str, epsilon: Any) -> list[str]:
+    """Return what a metric's flags (:func:`metric_flags`) mean for a reader."""
+    out = []
+    name, n = metric["name"], metric.get("published")
+    if metric.get("uninformative"):
+        share, total = metric.get("epsilon"), epsilon
+        budget = ("" if not isinstance(share, (int, float)) else f" (epsilon {share:g}" + (
+            f" of the round's {total:g})" if isinstance(total, (int, float)) else ")"))
+        out.append(
+            f"{name} is uninformative at this budget{budget} in {where}: " + (
+                "no region is published" if not n else
+                f"{metric.get('low_reliability')} of its {n} published regions have low "
+                "reliability (noise sd above 40% of the value)")
+            + "; read its error bars, not its colours.")
+    outside = metric.get("outside_range")
+    if outside:
+        low, high = metric["value_range"]
+        out.append(
+            f"{outside} published {name} values in {where} lie outside [{low:g}, {high:g}], "
+            "the range a client can report (e.g. a negative share): they are unbiased noisy "
+            "values, deliberately not clamped (clamping would bias them).")
+    return out
+
+
+# ----------------------------------------------------------------------------- monitoring
+_EVENT_FIELDS = ("test", "region_id", "round", "first_round", "statistic", "threshold")
+
+
+def monitoring_section(monitoring: Any) -> dict[str, Any] | None:
+    """Return the alerts and drift found on the released values, with their rounds (or None).
+
+    ``monitoring`` is a mapping with ``metric`` (what was tested), ``alpha``,
+    ``tests`` (one sentence per test that ran, or did not and why) and
+    ``events``: one row per alert or drifting region (a DataFrame or dicts) with
+    ``test``, ``region_id``, ``round`` (where it fired) and optionally
+    ``first_round`` (the first round the test looked at), ``statistic`` and
+    ``threshold``. Post-processing of released values: no further charge.
+    """
+    if monitoring is None:
+        return None
+    fix = ("pass {'metric': 'ratio', 'alpha': 0.01, 'tests': [...], 'events': "
+           "DataFrame(test, region_id, round, ...)}")
+    if not isinstance(monitoring, Mapping) or not {"metric", "tests", "events"} <= set(
+            monitoring):
+        raise fail("monitoring", monitoring, "is not a monitoring record", fix)
+    events = monitoring["events"]
+    rows = (events.to_dict(orient="records") if isinstance(events, pd.DataFrame)
+            else list(events) if isinstance(events, Sequence) and not isinstance(events, str)
+            else None)
+    if rows is None or not all(isinstance(r, Mapping) and {"test", "region_id", "round"}
+                               <= set(r) for r in rows):
+        raise fail("monitoring['events']", events, "is not one row per alert with test, "
+                   "region_id and round", fix)
+    tests = monitoring["tests"]
+    if isinstance(tests, str) or not isinstance(tests, Sequence):
+        raise fail("monitoring['tests']", tests, "is not a list of texts", fix)
+    alpha = _number(monitoring.get("alpha"))
+    return {"metric": str(monitoring["metric"]), "alpha": alpha,
+            "tests": [str(t) for t in tests],
+            "events": [_event(row) for row in rows], "provenance": "release"}
+
+
+def _event(row: Mapping[Any, Any]) -> dict[str, Any]:
+    """Return one alert or drift row as the card's entry (rounds as integers)."""
+    out: dict[str, Any] = {"test": str(row["test"]), "region_id": str(row["region_id"])}
+    for key in ("round", "first_round"):
+        value = _number(row.get(key))
+        out[key] = None if value is None else int(value)
+    for key in ("statistic", "threshold"):
+        out[key] = _number(row.get(key))
+    return out
 
 
 # ----------------------------------------------------------------------------- ledger

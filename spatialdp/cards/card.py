@@ -53,6 +53,7 @@ Layout (``RUN_FORMAT = "spatialdp-run/1"``; paths relative to ``RUN_DIR``)::
                                against a released grid (an internal table is refused)
       query_error.json         its settings (reference, epsilon, method, draws, ...;
                                DataFrame.attrs)
+      monitoring.json          the alerts and drift found on the released values, with rounds
       reports/<stem>.json      RegionalReport.write(RUN_DIR / "reports", stem) metadata
       reports/<stem>.csv       ... and its wide table (<metric>.<column>)
       reports/<stem>.gpkg      ... and its GeoPackage (not read by the card)
@@ -74,7 +75,8 @@ the manifest lists each report by its JSON path, so the label travels.
     partition           {name, version, kind, n_regions, resolution, key}
     specs               [{name, kind: "metric"|"histogram", key, version, fingerprint,
                           clip_low, clip_high, present | edges, mass_cap}]
-    epsilon             per-metric epsilon of one round, {name: float} (or one float)
+    epsilon             one round's epsilon: its split over the metrics {name: float}
+                        (the round is charged their sum), or one float, the total
     rounds              number of rounds in the run
     seeds               {what: int or null} (e.g. fleet, model, selection)
     simulated           {what: bool}: which inputs are simulated (fleet, model, noise)
@@ -125,6 +127,11 @@ DEFAULT_LIMITATIONS = [
     "by any metric in this card.",
     "Coverage figures describe who was selected, not who reported; devices that dropped "
     "out are not visible here.",
+    "The server is trusted: each client's evaluation report reaches the aggregator, which "
+    "clips, sums and noises it by this code (no secure aggregation); the guarantee covers "
+    "what is published, not what the server sees (docs/threat_model.md).",
+    "Clipping bounds each client's influence and biases values near the clip bounds "
+    "towards them.",
 ]
 DEFAULT_USES = ["Monitoring a federated spatial model's quality per region, with error bars.",
                 "Deciding where the model needs more data or a closer look."]
@@ -300,7 +307,8 @@ class ModelCard:
               figures: Mapping[str, str | os.PathLike[str]] | None = None,
               coverage_map: str | os.PathLike[str] | None = None,
               delta: float | None = None, cell_table: Any = None,
-              training: Any = None) -> ModelCard:
+              training: Any = None, monitoring: Mapping[str, Any] | None = None
+              ) -> ModelCard:
         """Build a card from a run's objects.
 
         Parameters
@@ -362,6 +370,11 @@ class ModelCard:
         training : TrainingPrivacy or dict, optional
             How training is accounted (``SpatialDPStrategy.training_privacy``):
             the card states the derived rho, or that training is not private.
+        monitoring : dict, optional
+            The alerts and drift found on the released values, with their rounds:
+            ``metric``, ``alpha``, ``tests`` (what ran) and ``events`` (one row
+            per alert or drifting region: ``test``, ``region_id``, ``round``,
+            optionally ``first_round``, ``statistic``, ``threshold``).
 
         Returns
         -------
@@ -409,7 +422,8 @@ class ModelCard:
             title=name, **_text_sections(name, details, simulated, seeds), partition=part,
             specs=spec_entries, sampling=sampling, cohort_sizes=cohorts,
             coverage=cover, privacy=privacy, rounds=rounds, query_error=qe, figures=figs,
-            training=sections.training_section(training))
+            training=sections.training_section(training),
+            monitoring=sections.monitoring_section(monitoring))
 
     @staticmethod
     def _check_details(manifest: Mapping[str, Any]) -> None:
@@ -460,8 +474,14 @@ class ModelCard:
                       privacy: dict[str, Any] | None, rounds: list[dict[str, Any]],
                       query_error: dict[str, Any] | None, figures: dict[str, str],
                       created: str | None = None,
-                      training: dict[str, Any] | None = None) -> ModelCard:
-        """Assemble a card from ready sections (what :meth:`build` and :meth:`from_run` use)."""
+                      training: dict[str, Any] | None = None,
+                      monitoring: dict[str, Any] | None = None) -> ModelCard:
+        """Assemble a card from ready sections (what :meth:`build` and :meth:`from_run` use).
+
+        The limitations gain what the sections themselves show (public
+        participation, a fully spent budget, uninformative metrics, values
+        outside their range: ``_sections.found_limitations``).
+        """
         from spatialdp import __version__
 
         for r in rounds:
@@ -474,7 +494,14 @@ class ModelCard:
                                      sampling=sampling, coverage=coverage,
                                      cohort_sizes=cohort_sizes)
         if coverage is not None:
-            coverage = {**coverage, "map": figures.get("coverage_map")}
+            coverage = {**coverage, "map": figures.get("coverage_map"),
+                        "blind_summary": sections.blind_summary(coverage)}
+        if monitoring is not None and rounds:
+            monitoring = {**monitoring, "provenance": rounds[-1]["provenance"]}
+        found = sections.found_limitations(rounds, privacy)
+        considerations = {**considerations, "limitations": [
+            *considerations["limitations"],
+            *(text for text in found if text not in considerations["limitations"])]}
         content: dict[str, Any] = {
             "schema_version": SCHEMA_VERSION,
             "card_format": "spatialdp-model-card",
@@ -493,6 +520,7 @@ class ModelCard:
             "query_error": query_error,
             "figures": figures,
             "training": training,
+            "monitoring": monitoring,
         }
         content["digest"] = canonical_digest(content)
         return cls(content)
@@ -655,7 +683,19 @@ class ModelCard:
                              f"{cov['n_regions']} regions confirmed reached")
             else:
                 lines.append(f"  coverage: {cov['share_strata_sampled']:.0%} of strata "
-                             f"sampled; blind spots: {', '.join(cov['blind_spots']) or 'none'}")
+                             "sampled")
+            blind = sections.blind_text(cov.get("blind_summary"))
+            if blind:
+                lines.append(f"  blind spots: {blind}")
+        if c.get("monitoring") is not None:
+            events = c["monitoring"]["events"]
+            lines.append("  alerts and drift: " + (", ".join(
+                f"{e['test']} in {e['region_id']} (round {e['round']})" for e in events)
+                or "none"))
+        flagged = [m["name"] for m in (rounds[-1]["metrics"] if rounds else [])
+                   if m.get("uninformative")]
+        if flagged:
+            lines.append(f"  uninformative at this budget: {', '.join(flagged)}")
         if c["query_error"] is not None:
             lines.append(f"  query error: {len(c['query_error']['rows'])} buckets (against a "
                          f"released grid, {c['query_error']['provenance']})")
@@ -722,6 +762,7 @@ class RunFolder:
     COHORT_SIZES = "cohort_sizes.json"
     QUERY_ERROR = "query_error.csv"
     QUERY_ERROR_SETTINGS = "query_error.json"
+    MONITORING = "monitoring.json"
     REPORTS = "reports"
     LEDGER = "ledger.sqlite"
 
@@ -765,7 +806,8 @@ class RunFolder:
         partition : Partition
         specs : sequence of MetricSpec / HistogramSpec
         epsilon : float or dict name -> float, optional
-            Per-metric epsilon of one round.
+            One round's epsilon: the total charged (a float), or its split over
+            the metrics (a dict whose sum is the total).
         rounds : int, optional
         seeds : dict what -> int or None, optional
         simulated : dict what -> bool, optional
@@ -912,6 +954,13 @@ class RunFolder:
         return [self._write(self.QUERY_ERROR, table.to_csv(index=False)),
                 self._write(self.QUERY_ERROR_SETTINGS, _json(section["settings"]))]
 
+    def write_monitoring(self, monitoring: Mapping[str, Any]) -> Path:
+        """Write ``monitoring.json``: the alerts and drift with their rounds (see ``build``)."""
+        section = sections.monitoring_section(monitoring)
+        assert section is not None
+        section.pop("provenance")
+        return self._write(self.MONITORING, _json(section))
+
     def write_report(self, report: Any, stem: str | None = None) -> list[Path]:
         """Write a RegionalReport into ``reports/`` and list it in ``run.json``.
 
@@ -1000,7 +1049,9 @@ class RunFolder:
                                           manifest.get('seeds')),
             partition=part, specs=specs, sampling=sampling, cohort_sizes=cohorts,
             coverage=coverage, privacy=privacy, rounds=rounds, query_error=query_error,
-            figures=figures, training=sections.training_section(manifest.get("training")))
+            figures=figures, training=sections.training_section(manifest.get("training")),
+            monitoring=(sections.monitoring_section(self._read_json(self.MONITORING))
+                        if (self.path / self.MONITORING).exists() else None))
 
     def _read_history(self) -> list[dict[str, Any]] | None:
         path = self.path / self.COVERAGE_HISTORY
@@ -1040,7 +1091,8 @@ def write_run_folder(run_dir: str | os.PathLike[str], *, partition: Any,
                      delta: float | None = None, title: str | None = None,
                      figures: Mapping[str, str] | None = None,
                      details: Mapping[str, Any] | None = None,
-                     training: Any = None) -> RunFolder:
+                     training: Any = None, monitoring: Mapping[str, Any] | None = None
+                     ) -> RunFolder:
     """Write every artefact of a run into ``run_dir`` at once; return the :class:`RunFolder`.
 
     The ledger is expected at ``run_dir/ledger.sqlite`` (open your
@@ -1053,8 +1105,9 @@ def write_run_folder(run_dir: str | os.PathLike[str], *, partition: Any,
     Parameters are those of :meth:`RunFolder.write_manifest` plus the artefacts:
     ``strata`` and ``merges`` (default ``coverage.merges``), ``coverage`` and
     ``coverage_history`` and ``cell_table``, ``cohort_sizes`` (exact; replace-one runs only),
-    ``reports`` (RegionalReports in round order), ``query_error`` and ``training``
-    (``SpatialDPStrategy.training_privacy``).
+    ``reports`` (RegionalReports in round order), ``query_error``, ``training``
+    (``SpatialDPStrategy.training_privacy``) and ``monitoring`` (the alerts and
+    drift with their rounds, as :meth:`ModelCard.build` takes them).
     """
     run = RunFolder(run_dir)
     if query_error is not None:  # an internal table is refused before anything is written
@@ -1078,4 +1131,6 @@ def write_run_folder(run_dir: str | os.PathLike[str], *, partition: Any,
         run.write_report(report)
     if query_error is not None:
         run.write_query_error(query_error)
+    if monitoring is not None:
+        run.write_monitoring(monitoring)
     return run

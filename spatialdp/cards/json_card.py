@@ -25,7 +25,9 @@ from spatialdp.exceptions import InvalidCard
 __all__ = ["SCHEMA_VERSION", "InvalidCard", "canonical_digest", "load_schema", "validate_card"]
 
 #: Version of ``model_card.schema.json``.
-SCHEMA_VERSION = "2.0.0"
+SCHEMA_VERSION = "2.1.0"
+#: Versions read back: 2.1.0 only adds optional fields to 2.0.0.
+READABLE_VERSIONS = ("2.0.0", SCHEMA_VERSION)
 
 
 @lru_cache(maxsize=1)
@@ -40,7 +42,7 @@ def load_schema() -> dict[str, Any]:
     Examples
     --------
     >>> schema = load_schema()
-    >>> schema["$schema"], schema["properties"]["schema_version"]["const"] == SCHEMA_VERSION
+    >>> schema["$schema"], SCHEMA_VERSION in schema["properties"]["schema_version"]["enum"]
     ('https://json-schema.org/draft/2020-12/schema', True)
     """
     schema: dict[str, Any] = json.loads(_schema_text())
@@ -95,7 +97,7 @@ def validate_card(content: Mapping[str, Any], *, check_digest: bool = True) -> N
     from jsonschema.exceptions import best_match
 
     version = content.get("schema_version")
-    if isinstance(version, str) and version != SCHEMA_VERSION:
+    if isinstance(version, str) and version not in READABLE_VERSIONS:
         raise InvalidCard(
             f"card has schema_version={version!r}; this spatialdp reads {SCHEMA_VERSION} "
             "(schema 2 states the neighbouring relation of every count of people). Rebuild "

@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from spatialdp.cards._sections import card_relations
+from spatialdp.cards._sections import blind_text, card_relations
 
 __all__ = ["render_markdown"]
 
@@ -193,19 +193,23 @@ def _coverage(c: Mapping[str, Any]) -> list[str]:
         out.append(f"- Share of report regions with any sampled client: "
                    f"**{_share(cov['share_regions_sampled'])}** of "
                    f"{_fmt(cov.get('n_regions'))}")
-    if cov.get("share_cells_sampled") is not None:
-        out.append(f"- Share of H3 cells with any sampled client: "
-                   f"**{_share(cov['share_cells_sampled'])}** ({_fmt(cov.get('cells_sampled'))}"
-                   f" of {_fmt(cov.get('n_cells'))} cells)")
+    # One denominator for the cells: those with clients when the card knows them (an
+    # empty cell can be neither reached nor blind; the coverage map counts the same).
     if cov.get("share_populated_cells_sampled") is not None:
-        out.append(f"- Share of H3 cells with devices that had a sampled client: "
+        out.append(f"- Share of H3 cells with clients that had a sampled client: "
                    f"**{_share(cov['share_populated_cells_sampled'])}** "
                    f"({_fmt(cov.get('populated_cells_sampled'))} of "
-                   f"{_fmt(cov.get('cells_with_clients'))}); blind cells: "
-                   f"{_fmt(len(cov.get('blind_cells', [])))}")
+                   f"{_fmt(cov.get('cells_with_clients'))} cells with clients; cells with "
+                   "no client are neither reached nor blind)")
+    elif cov.get("share_cells_sampled") is not None:
+        out.append(f"- Share of H3 cells with any sampled client: "
+                   f"**{_share(cov['share_cells_sampled'])}** ({_fmt(cov.get('cells_sampled'))}"
+                   f" of {_fmt(cov.get('n_cells'))} cells of the partition, cells with no "
+                   "client included: the card has no per-cell client counts)")
     if cov.get("epsilon_per_client") is not None:
         out.append(f"- Per-client epsilon of the epoch's selection policy: "
                    f"{_fmt(cov['epsilon_per_client'])}")
+    out += _blind_overview(cov)
     out += _blind_spots("**Blind spots** (strata with no sampled client this epoch):",
                         cov["blind_spots"], cov, "devices, none sampled")
     if cov.get("regions_table") is not None:
@@ -229,6 +233,15 @@ def _coverage(c: Mapping[str, Any]) -> list[str]:
                       [[r["stratum"], r.get("group", r["stratum"]), r["clients_sampled"],
                         "yes" if r["blind_spot"] else "no"] for r in cov["strata_table"]])
     return out
+
+
+def _blind_overview(cov: Mapping[str, Any]) -> list[str]:
+    """Return one line with the blind spots of every level, each over its one denominator."""
+    text = blind_text(cov.get("blind_summary"))
+    if not text:
+        return []
+    return ["", f"**Blind spots at every level** (the coverage map counts the same): {text}.",
+            ""]
 
 
 def _blind_spots(title: str, blind: Sequence[str], cov: Mapping[str, Any], what: str
@@ -261,6 +274,7 @@ def _released_coverage(cov: Mapping[str, Any]) -> list[str]:
     if cov.get("n_cells") is not None:
         out.append(f"- H3 cells confirmed reached: **{_fmt(cov.get('cells_confirmed'))}** of "
                    f"{_fmt(cov['n_cells'])} (each count ± {_fmt(cov.get('cell_error_bar'))})")
+    out += _blind_overview(cov)
     out += _blind_spots("**Regions not confirmed reached:**", cov["blind_regions"], cov,
                         "not confirmed reached")
     out += ["**Per region** (noised count of clients sampled this epoch):", ""]
@@ -367,11 +381,16 @@ def _metrics(c: Mapping[str, Any]) -> list[str]:
         spec = specs.get(m["name"])
         name = m["name"] if spec is None or not (spec.get("label") or spec.get("unit")) \
             else f"{_title(spec)}, {m['name']}"
-        out += _heading(4, f"{name} (`{m['key']}`, {m.get('estimator')}, epsilon "
-                        f"{_fmt(m.get('epsilon'))})")
-        if spec is not None and spec["kind"] == "histogram" and spec.get("labels"):
-            out += [f"The value is the mass in the top bucket ({spec['labels'][-1]}), the "
-                    "tail of the histogram.", ""]
+        histogram = spec is not None and spec["kind"] == "histogram"
+        estimator = "" if histogram else f", {m.get('estimator')}"
+        out += _heading(4, f"{name} (`{m['key']}`{estimator}, epsilon "
+                        f"{_fmt(m.get('epsilon'))} of the round's {_fmt(last['epsilon_total'])})")
+        if m.get("value_is"):
+            out += [f"The value is the {m['value_is']}.", ""]
+        elif spec is not None and histogram and spec.get("labels"):
+            out += [f"The value is the share in the top bucket ({spec['labels'][-1]}), the "
+                    "tail of the histogram (not a mean).", ""]
+        out += _metric_flags(m)
         rows = []
         for r in m["regions"]:
             if r["suppressed"]:
@@ -383,6 +402,42 @@ def _metrics(c: Mapping[str, Any]) -> list[str]:
         cohort = "cohort (noised)" if last["neighbours"] == "add_remove" else "cohort"
         out += _table(["region", "value", f"error bar ({level})", "interval", "reliability",
                        cohort], rows)
+    return out
+
+
+def _metric_flags(m: Mapping[str, Any]) -> list[str]:
+    """Return the warnings a metric's flags call for (uninformative, values out of range)."""
+    out = []
+    if m.get("uninformative"):
+        n = m.get("published") or 0
+        out += ["> **Uninformative at this budget:** " + (
+            "no region is published." if not n else
+            f"{m.get('low_reliability')} of {n} published regions have low reliability "
+            "(noise sd above 40% of the value): the differences between regions are "
+            "mostly noise."), ""]
+    if m.get("outside_range"):
+        low, high = m["value_range"]
+        out += [f"> **{m['outside_range']} values lie outside [{low:g}, {high:g}]**, the range "
+                "a client can report (e.g. negative shares): they are unbiased noisy values, "
+                "deliberately not clamped; clamping would bias them.", ""]
+    return out
+
+
+def _monitoring(c: Mapping[str, Any]) -> list[str]:
+    mon = c.get("monitoring")
+    if mon is None:
+        return []
+    out = _heading(2, "Alerts and drift", mon["provenance"])
+    alpha = "" if mon.get("alpha") is None else f" at alpha {_fmt(mon['alpha'])}"
+    out += [f"Tests on the released `{mon['metric']}` values{alpha} (post-processing of the "
+            "releases: no further charge):", ""]
+    out += _bullets(mon["tests"])
+    if not mon["events"]:
+        return [*out, "No alert fired and no region drifted.", ""]
+    out += _table(["test", "region", "round", "from round", "statistic", "threshold"],
+                  [[e["test"], e["region_id"], _fmt(e.get("round")),
+                    _fmt(e.get("first_round")), _fmt(e.get("statistic")),
+                    _fmt(e.get("threshold"))] for e in mon["events"]])
     return out
 
 
@@ -436,7 +491,8 @@ def render_markdown(content: Mapping[str, Any]) -> str:
              f"rounds: {len(rounds)}", f"simulated: {'true' if simulated else 'false'}",
              f"digest: {content['digest']}", "---", "", f"# {content['title']}", ""]
     for part in (_provenance, _details, _considerations, _geography, _sampling, _coverage,
-                 _cohorts, _privacy, _training, _metrics, _query_error, _figures):
+                 _cohorts, _privacy, _training, _metrics, _monitoring, _query_error,
+                 _figures):
         lines += part(content)
     lines += ["---", "", f"Model card schema {content['schema_version']}; content digest "
               f"`{content['digest']}`.", ""]

@@ -18,7 +18,8 @@ client with a client_id column, the client's location (a region_id column of
 the partition, or lon/lat columns, or point geometry) and one column per
 metric, the client's own value (e.g. its mean loss). Each --metric NAME:LOW:HIGH
 is clipped into [LOW, HIGH] per client (what a device would do before
-reporting), summed per region, noised once and published with 95% error bars;
+reporting), summed per region, noised once and published with 95% error bars
+(--epsilon is the total of the release, split equally over the metrics);
 regions below --min-cohort are suppressed. The release is charged to --ledger
 (epoch --epoch) before any noise is drawn; --unaccounted REASON releases without
 a ledger, visibly. Writes regional_report.gpkg/.csv/.json (and a choropleth
@@ -43,7 +44,9 @@ def add_parser(sub: Any) -> None:
     rep.add_argument("--metric", action="append", required=True, metavar="NAME:LOW:HIGH",
                      help="a metric column and its clipping range (repeatable)")
     rep.add_argument("--epsilon", type=float, required=True,
-                     help="epsilon of each metric's release (the report costs their sum)")
+                     help="total epsilon of the release, what the ledger is charged; split "
+                          "equally over the --metric columns (as demo --epsilon is the total "
+                          "of each round)")
     target = rep.add_mutually_exclusive_group(required=True)
     target.add_argument("--ledger", metavar="LEDGER.sqlite",
                         help="charge the release to this ledger (created if missing)")

@@ -50,6 +50,9 @@ RATIO_CLIP = 10.0
 RATIO_ERROR_BAR = 0.5
 #: Family-wise false-alarm rate of one round's comparison over all regions (Bonferroni).
 FAMILY_ALPHA = 0.01
+#: The drift test looks at the last rounds, at most this many, and needs this many at least.
+DRIFT_WINDOW = 8
+MIN_DRIFT_ROUNDS = 3
 #: Share of each round's regional epsilon per metric.
 METRIC_SHARES = {"ratio": 0.5, "loss": 0.375, "abs_error_m": 0.125}
 #: A region merges when its eligible pool falls below the report floor / MERGE_SHARE.
@@ -190,8 +193,8 @@ def run_epoch(world: World, plan: EpochPlan, ledger: PrivacyLedger, epoch: int, 
     table = (pd.concat(alerts).reset_index() if alerts else pd.DataFrame(
         columns=["region_id", "difference", "threshold", "fired", "round"]))
     trend = drift(pd.concat([r["ratio"] for r in reports]).drop(columns="geometry")
-                  .reset_index(), window=min(plan.rounds, 8), alpha=plan.alpha,
-                  sampling_sd=plan.ratio_sd) if plan.rounds >= 3 else pd.DataFrame()
+                  .reset_index(), window=drift_window(plan.rounds), alpha=plan.alpha,
+                  sampling_sd=plan.ratio_sd) if plan.rounds >= MIN_DRIFT_ROUNDS else pd.DataFrame()
     # Who was sampled, and where: a release in both modes. The fleet's locations below the
     # report regions (the H3 cells) are private even when participation per region is
     # public (replace-one), so the demo never publishes the server's exact records of them.
@@ -204,6 +207,11 @@ def run_epoch(world: World, plan: EpochPlan, ledger: PrivacyLedger, epoch: int, 
     return EpochResult(reports=reports, cohorts=cohorts, coverage=coverage, alerts=table,
                        trend=trend, history=history, incidents=incidents, sampler=sampler,
                        state=state, national=national)
+
+
+def drift_window(rounds: int) -> int:
+    """Return how many of the last rounds the epoch's drift test looks at."""
+    return min(rounds, DRIFT_WINDOW)
 
 
 def _history(reports: list[RegionalReport], metric: str) -> pd.DataFrame:

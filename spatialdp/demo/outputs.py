@@ -57,9 +57,10 @@ def draw_choropleths(report: RegionalReport, folder: Path) -> list[Path]:
 
 
 def _relation(report: RegionalReport) -> str:
-    """Name the report's neighbouring relation for a title."""
+    """Name the round's charged epsilon (all metrics) and neighbouring relation for a title."""
     cohorts = ": noised cohorts" if report.neighbours == "add_remove" else ""
-    return f"{NEIGHBOUR_NAME[report.neighbours]} neighbours{cohorts}"
+    return (f"ε = {report.epsilon_total:g} per round, {NEIGHBOUR_NAME[report.neighbours]} "
+            f"neighbours{cohorts}")
 
 
 def draw_significance(report: RegionalReport, plan: EpochPlan, result: EpochResult,

@@ -27,12 +27,14 @@ from .audit import QueryAudit, query_audit
 from .epoch import (
     COVERAGE_EPSILON,
     FAMILY_ALPHA,
+    MIN_DRIFT_ROUNDS,
     NATIONAL_EPSILON,
     PARTICIPATION_CAP,
     TRAINING_EPSILON_PER_ROUND,
     WHO,
     EpochPlan,
     EpochResult,
+    drift_window,
     plan_epoch,
     run_epoch,
 )
@@ -286,7 +288,8 @@ def run_demo(
             result.reports[-1].write(stage.path)
             alerts = alerts_table(world, plan, result)
             alerts.to_csv(stage.path / "alerts.csv", index=False)
-            _write_card(stage.path, stage.out / LEDGER, world, plan, result, audit, epoch, seed)
+            _write_card(stage.path, stage.out / LEDGER, world, plan, result, audit, epoch, seed,
+                        monitoring=_monitoring(plan, alerts))
         seconds = time.perf_counter() - start
         new_runs = pd.concat([runs, pd.DataFrame([{
             "epoch": epoch, "run_id": run_id,
@@ -356,8 +359,29 @@ def _interrupted(ledger: PrivacyLedger, done: set[int]) -> list[int]:
     return sorted({int(e) for e in demo.epoch} - done)
 
 
+def _monitoring(plan: EpochPlan, alerts: pd.DataFrame) -> dict[str, Any]:
+    """Return the card's alerts and drift (released values only), each with its rounds."""
+    window = drift_window(plan.rounds)
+    first = plan.rounds - window + 1
+    tests = [
+        ("round-to-round: each region's ratio against the previous round, rounds 2 to "
+         f"{plan.rounds} (family-wise alpha {FAMILY_ALPHA:g} per round over all regions)"
+         if plan.rounds >= 2 else "round-to-round: not run (one round)"),
+        (f"drift: a trend in each region's ratio over rounds {first} to {plan.rounds}"
+         if plan.rounds >= MIN_DRIFT_ROUNDS else
+         f"drift: not run (it needs at least {MIN_DRIFT_ROUNDS} rounds; this run has "
+         f"{plan.rounds})"),
+    ]
+    drift = alerts.test != "round-to-round"
+    events = alerts.assign(first_round=np.where(drift, first, alerts["round"] - 1))
+    return {"metric": "ratio", "alpha": plan.alpha, "tests": tests,
+            "events": events[["test", "region_id", "round", "first_round", "statistic",
+                              "threshold"]]}
+
+
 def _write_card(folder: Path, ledger: Path, world: World, plan: EpochPlan,
-                result: EpochResult, audit: QueryAudit, epoch: int, seed: int) -> None:
+                result: EpochResult, audit: QueryAudit, epoch: int, seed: int, *,
+                monitoring: dict[str, Any]) -> None:
     """Write the run-folder artefacts the card reads, then the card itself."""
     from spatialdp.cards import ModelCard, write_run_folder
 
@@ -373,14 +397,14 @@ def _write_card(folder: Path, ledger: Path, world: World, plan: EpochPlan,
         "The query-error table simulates releases against the released count grid, used as "
         "a plug-in truth: its relative errors and clamping bias are those of that grid, not "
         "of the truth (docs/queries.md).",
-        ("Neighbouring relation: add/remove. Whether and where a device took part is "
-         "protected: cohorts, floors and coverage are noised counts; the selection's merges "
-         "and exact records are not published." if released else
-         "Neighbouring relation: replace-one. Participation (who was selected and reported, "
-         "from which state) is public and published exactly; only each device's values are "
-         "protected."),
-        "The server is trusted to run this code (clipping checks, noise once, the ledger); a "
-        "malicious server and timing side channels are out of scope "
+        # Under replace-one the card adds its own statement: participation is public.
+        *(["Neighbouring relation: add/remove. Whether and where a device took part is "
+           "protected: cohorts, floors and coverage are noised counts; the selection's "
+           "merges and exact records are not published."] if released else []),
+        "The server is trusted: every device's evaluation report reaches the aggregator in "
+        "the clear (no secure aggregation), which runs this code (clipping checks, noise "
+        "once, the ledger); the guarantee covers what is published, not what the server "
+        "sees. A malicious server and timing side channels are out of scope "
         "(docs/threat_model.md).",
         "Clipping bounds every device's influence and biases values near the clip bounds "
         "(the ratio pinned at its clip is flagged as an incident).",
@@ -402,7 +426,7 @@ def _write_card(folder: Path, ledger: Path, world: World, plan: EpochPlan,
         coverage=result.coverage, merges=[] if released else list(result.state.merges),
         cohort_sizes=None if released else cohort_sizes(result), reports=result.reports,
         query_error=table, epsilon=plan.epsilons, rounds=plan.rounds,
-        seeds={"fleet": seed, "model": seed}, epochs=[epoch], alpha=0.05,
+        seeds={"fleet": seed, "model": seed}, epochs=[epoch], alpha=0.05, monitoring=monitoring,
         min_cohort=plan.min_cohort,
         simulated={"fleet": True, "model": True, "selection": False, "noise": False},
         title=f"Model card: simulated positioning model on {world.partition.key}",

@@ -14,6 +14,7 @@ import itertools
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 
 import numpy as np
 import pandas as pd
@@ -645,7 +646,12 @@ def check_specs(metrics: object) -> list[Spec]:
 
 def resolve_epsilons(specs: Sequence[Spec], epsilon: float | Mapping[str, float]
                      ) -> dict[str, float]:
-    """Return the per-metric epsilon from one number (each metric) or a mapping by name.
+    """Return each metric's share of a release's total epsilon.
+
+    ``epsilon`` is what the whole release is charged. One number is split
+    equally over the metrics (each share rounded down, so the shares never add
+    up to more than the number); a mapping by metric name gives the split
+    explicitly, and its sum is the total.
 
     Raises
     ------
@@ -654,8 +660,11 @@ def resolve_epsilons(specs: Sequence[Spec], epsilon: float | Mapping[str, float]
 
     Examples
     --------
-    >>> resolve_epsilons([MetricSpec("loss", 0, 4)], {"loss": 0.5})
-    {'loss': 0.5}
+    >>> resolve_epsilons([MetricSpec("loss", 0, 4), MetricSpec("ratio", 0, 9)], 0.4)
+    {'loss': 0.2, 'ratio': 0.2}
+    >>> resolve_epsilons([MetricSpec("loss", 0, 4), MetricSpec("ratio", 0, 9)],
+    ...                  {"loss": 0.1, "ratio": 0.3})
+    {'loss': 0.1, 'ratio': 0.3}
     """
     if isinstance(epsilon, Mapping):
         missing = [s.name for s in specs if s.name not in epsilon]
@@ -663,7 +672,26 @@ def resolve_epsilons(specs: Sequence[Spec], epsilon: float | Mapping[str, float]
         if missing or extra:
             raise InvalidInput(
                 f"epsilon has no value for metrics {missing} and values for unknown metrics "
-                f"{extra}; give one epsilon per released metric")
+                f"{extra}; give one epsilon per released metric (their sum is the total), "
+                "or one number, the total, to split equally")
         return {s.name: check_epsilon(epsilon[s.name], f"epsilon[{s.name!r}]") for s in specs}
-    eps = check_epsilon(epsilon)
-    return {s.name: eps for s in specs}
+    total = check_epsilon(epsilon)
+    share = _equal_share(total, len(specs))
+    return {s.name: share for s in specs}
+
+
+def _equal_share(total: float, parts: int) -> float:
+    """Return ``total / parts``, lowered until ``parts`` shares add up to at most ``total``.
+
+    The ledger adds the decimals the floats print as; a share one ulp too large
+    would charge more than the total the caller asked for.
+
+    Examples
+    --------
+    >>> _equal_share(1.0, 3), _equal_share(0.4, 2)
+    (0.3333333333333333, 0.2)
+    """
+    share = total / parts
+    while share > 0 and Decimal(repr(share)) * parts > Decimal(repr(total)):
+        share = math.nextafter(share, 0.0)
+    return share

@@ -1,10 +1,11 @@
 """Per-region private metrics for a whole partition in one call.
 
 Each region is a disjoint set of clients, so every region spends the full
-evaluation epsilon (parallel composition) and the whole partition is one
-release per metric. Regions whose cohort is below the floor are suppressed
-(never noised, never published) and the number of suppressed regions is itself
-published only coarsened. The result is a GeoDataFrame per metric, joined
+evaluation epsilon (parallel composition) and the whole partition, all metrics
+together, is one release charged ``epsilon`` (split over the metrics). Regions
+whose cohort is below the floor are suppressed (never noised, never
+published) and the number of suppressed regions is itself published only
+coarsened. The result is a GeoDataFrame per metric, joined
 onto the region geometries (schema: :mod:`spatialdp.schema`), ready for
 :func:`spatialdp.viz.plot_uncertainty_choropleth` or ``.explore()``.
 """
@@ -44,9 +45,9 @@ from spatialdp.federated.metrics import HistogramSpec, MetricSpec, check_specs, 
 from spatialdp.geo.partition import Partition
 from spatialdp.privacy.budget import Disjoint, Neighbours, check_neighbours
 from spatialdp.privacy.combined_noise import ratio_interval
-from spatialdp.privacy.pipeline import ReleasePlan, run_release
+from spatialdp.privacy.pipeline import ReleasePlan, exact_total, run_release
 from spatialdp.privacy.target import Accounting, check_target
-from spatialdp.schema import NEIGHBOUR_TEXT, reliability_class
+from spatialdp.schema import NEIGHBOUR_TEXT, epsilon_text, reliability_class
 
 __all__ = ["RegionalReport", "interval_at", "regional_report"]
 
@@ -68,7 +69,8 @@ class RegionalReport(Result):
     round_index : int or None
         The federated round.
     epsilon : dict of str -> float
-        Privacy loss of each metric's release (the round costs their sum).
+        Each metric's share of the round's epsilon; the round is charged their
+        sum, :attr:`epsilon_total` (what titles, summaries and cards show).
     alpha : float
         The level of the published error bars.
     min_cohort : int
@@ -142,8 +144,8 @@ class RegionalReport(Result):
 
     @property
     def epsilon_total(self) -> float:
-        """What the round cost each client (the metrics compose sequentially)."""
-        return float(sum(self.epsilon.values()))
+        """What the round was charged, per client: the exact sum of the metrics' shares."""
+        return exact_total(list(self.epsilon.values()))
 
     def conf_int(self, metric: str, alpha: float | None = None) -> pd.DataFrame:
         """Return per-region ``(1 - alpha)`` intervals, exact for any alpha.
@@ -203,6 +205,7 @@ class RegionalReport(Result):
             "partition_version": self.partition_version,
             "round_index": self.round_index,
             "epsilon": dict(self.epsilon),
+            "epsilon_total": self.epsilon_total,
             "alpha": self.alpha,
             "min_cohort": self.min_cohort,
             "suppressed_regions": self.suppressed_regions,
@@ -445,7 +448,7 @@ class RegionalReport(Result):
         lines = [
             f"{head}regional report, "
             f"{'' if self.round_index is None else f'round {self.round_index}, '}partition "
-            f"{self.partition_version}, epsilon {self.epsilon_total:g} per client "
+            f"{self.partition_version}, epsilon {epsilon_text(self.epsilon)} per client "
             f"({NEIGHBOUR_TEXT[self.neighbours]}), {1 - self.alpha:.0%} error bars",
             f"  suppressed regions: {self.suppressed_regions}",
         ]
@@ -574,8 +577,8 @@ def regional_report(
     """Private per-region metrics for a whole partition, in one call.
 
     Validates everything, computes every secure sum and noise scale, then charges
-    the round once (one release over the partition's disjoint regions costing the
-    sum of the metrics' epsilons), then draws the noise and publishes. Linear in
+    the round once (one release over the partition's disjoint regions costing
+    ``epsilon``, split over the metrics), then draws the noise and publishes. Linear in
     the number of clients and independent of the number of regions: one pass per
     metric column (:class:`~spatialdp.federated.group_sums.Groups`).
 
@@ -595,7 +598,10 @@ def regional_report(
     metrics : sequence of MetricSpec / HistogramSpec
         The released metrics; the devices must have clipped under exactly these.
     epsilon : float or mapping name -> float
-        Privacy loss of each metric's release; every region gets it in full.
+        The total privacy loss of the release, what the ledger is charged; every
+        region gets it in full (parallel composition). One number is split
+        equally over the metrics; a mapping by metric name gives the split, and
+        its sum is the total (:func:`~spatialdp.federated.metrics.resolve_epsilons`).
     target : ReleaseTarget, Simulation or Unaccounted
         Where the round is charged and how its noise is drawn; required.
     min_cohort : int
@@ -754,8 +760,11 @@ class RegionalRequest:
             neighbours=self.neighbours,
         )
         for name, frame in report.frames.items():
+            # "epsilon" is what the release was charged (titles show it), with its split.
             frame.attrs["spatialdp"] = {**report.metadata(), "metric": name,
-                                        "epsilon": epsilons[name],
+                                        "epsilon": report.epsilon_total,
+                                        "epsilon_split": dict(epsilons),
+                                        "metric_epsilon": epsilons[name],
                                         "estimator": report.estimates[name].estimator,
                                         **_labels(report.estimates[name].spec)}
         return report

@@ -152,7 +152,8 @@ def release_evaluation(
     metrics : sequence of MetricSpec / HistogramSpec
         The released specs (the devices clipped under exactly these).
     epsilon : float or mapping name -> float
-        Per-client privacy loss of each metric's release this round.
+        Per-client privacy loss of this round's release, all metrics together: one
+        number is split equally over the metrics, a mapping gives the split.
     target : ReleaseTarget, Simulation or Unaccounted
         Where the round is charged (once, line item ``evaluation.regional`` by
         default) and how the noise is drawn.

@@ -131,7 +131,9 @@ class SpatialDPStrategy(Strategy):
     metrics : sequence of MetricSpec / HistogramSpec
         What devices report, clipped under these specs (sent as instructions).
     epsilon : float or mapping name -> float
-        Per-client privacy loss of each metric's release, every evaluation round.
+        Per-client privacy loss of each evaluation round's release, all metrics
+        together (what the ledger is charged per round): one number is split
+        equally over the metrics, a mapping gives the split (its sum is the total).
     target : ReleaseTarget, Simulation or Unaccounted
         Where each round's release is charged: a template; each round gets a copy
         with ``round_index`` set to Flower's server round. Use a ``ReleaseTarget``

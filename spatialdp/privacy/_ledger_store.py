@@ -453,6 +453,27 @@ def use_wal(conn: sqlite3.Connection) -> None:
             conn.execute("PRAGMA journal_mode = DELETE")
 
 
+def tidy_side_files(path: str, timeout: float) -> None:
+    """Let SQLite remove the ``-wal`` and ``-shm`` files a read-only connection left.
+
+    A read-only connection to a WAL ledger creates them and, being read-only,
+    cannot remove them when it closes; a read-write connection that is the last
+    one to close checkpoints the (empty) log and removes both. So after a
+    read-only ledger closes, one read-write connection opens, reads and closes:
+    nothing is written, and a ledger another connection still has open keeps its
+    side files (they are in use). Best effort: a ledger on read-only storage
+    keeps them.
+    """
+    if path == MEMORY:
+        return
+    real = os.path.realpath(path)  # SQLite keeps them beside the file a link points to
+    if not any(os.path.exists(real + side) for side in ("-wal", "-shm")):
+        return
+    with suppress(sqlite3.Error, OSError):
+        with closing(connect(path, timeout)) as conn:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+
+
 def check_file(path: str) -> None:
     """Refuse, before SQLite opens it, a path that cannot hold a ledger.
 

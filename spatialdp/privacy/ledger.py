@@ -605,11 +605,17 @@ class PrivacyLedger:
     # -- lifecycle ----------------------------------------------------------------------
 
     def close(self) -> None:
-        """Close the connection (idempotent; waits for another thread's transaction)."""
+        """Close the connection (idempotent; waits for another thread's transaction).
+
+        A read-only ledger then lets SQLite remove the ``-wal``/``-shm`` files its
+        connection created (:func:`~spatialdp.privacy._ledger_store.tidy_side_files`).
+        """
         with self._lock:
             conn, self._conn = self._conn, None
             if conn is not None:
                 conn.close()
+                if self._read_only:
+                    store.tidy_side_files(self._path, self._timeout)
 
     def __enter__(self) -> PrivacyLedger:
         return self

@@ -147,9 +147,11 @@ def plot_coverage_map(coverage: Coverage, *, column: str = "clients_sampled",
         handles.append(Line2D([], [], color="#ff7f0e", linewidth=2.2,
                               label=f"merged strata, one outline ({len(groups)} groups)"))
     ax.legend(handles=handles, loc="lower left", fontsize=8, framealpha=0.9)
-    share = {"strata": coverage.share_strata_sampled,
-             "cells": coverage.share_cells_sampled}.get(level)
-    reached = "" if share is None else f"{share:.0%} of {noun} sampled; "
+    # One denominator, as on the model card: the units with clients (an empty one can be
+    # neither reached nor a blind spot).
+    populated = int((~empty_mask).sum())
+    reached = (f"{populated - int(blind_mask.sum()):,} of {populated:,} {noun} with clients "
+               "sampled; ")
     ax.set_title(f"Coverage of epoch {coverage.epoch} by {noun}: {reached}"
                  f"per-client epsilon {coverage.epsilon_per_client:g}")
     ax.set_xlabel("longitude")

@@ -16,7 +16,7 @@ from numpy.typing import NDArray
 
 from spatialdp._validation import check_flag, check_number, check_text, fail
 from spatialdp.exceptions import InvalidInput
-from spatialdp.schema import MAP_COLUMNS, NEIGHBOUR_NAME
+from spatialdp.schema import MAP_COLUMNS, NEIGHBOUR_NAME, epsilon_text
 from spatialdp.schema import RELIABILITY_CLASSES as _RELIABILITY_CLASSES
 
 if TYPE_CHECKING:
@@ -160,20 +160,19 @@ def _level_text(meta: Mapping[str, Any]) -> str:
 
 
 def _epsilon_text(meta: Mapping[str, Any]) -> str:
-    """``ε = 0.5`` from the metadata (a per-metric dict is read at the metric)."""
-    eps = meta.get("epsilon")
-    if isinstance(eps, Mapping):
-        metric = meta.get("metric")
+    """``ε = 0.4 (loss 0.2, ratio 0.2)``: what the release was charged, then its split.
+
+    Reads the split (``epsilon_split`` of a frame, or a per-metric ``epsilon``
+    mapping of a report's metadata); a bare ``epsilon`` number is the total.
+    """
+    split = meta.get("epsilon_split", meta.get("epsilon"))
+    if isinstance(split, Mapping):
         try:
-            if metric in eps:
-                eps = eps[metric]
-            else:
-                relation = _relation_name(meta)
-                return (f"ε = {float(sum(eps.values())):g} (all metrics"
-                        f"{f', {relation}' if relation else ''})" if eps else "")
-        except (TypeError, ValueError, OverflowError):
-            return ""
-    number = _meta_number({"epsilon": eps}, "epsilon")
+            text = epsilon_text(split) if split else ""
+        except (TypeError, ValueError, ArithmeticError):
+            return ""  # metadata edited by hand: no label rather than a wrong one
+        return f"ε = {text}{_relation_text(meta)}" if text else ""
+    number = _meta_number(meta, "epsilon")
     return f"ε = {number:g}{_relation_text(meta)}" if number is not None else ""
 
 
