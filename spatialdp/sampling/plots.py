@@ -3,12 +3,15 @@
 The coverage map never lets a blind spot pass for a small number: strata with no
 client this epoch are drawn white with a red cross-hatch and named in the
 legend, not coloured at the bottom of the scale; merged strata are drawn with
-one thick outline around the group (their inner borders dashed) and labelled
-with the group's name.
+one thick outline around the group (their inner borders dashed) and a numbered
+badge, named in the key beside the map (no label or leader line crosses the
+map). Maps are drawn in the equal-area projection of :mod:`spatialdp.viz.projection`;
+side-by-side maps share one colour scale (:func:`plot_coverage_maps`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -26,13 +29,17 @@ from spatialdp.sampling.allocation import allocation_table
 from spatialdp.sampling.coverage import Coverage
 
 if TYPE_CHECKING:
+    import geopandas as gpd
     from matplotlib.axes import Axes
+    from matplotlib.colors import Normalize
+    from matplotlib.figure import Figure
 
-__all__ = ["plot_allocation", "plot_coverage_map", "plot_staircase"]
+__all__ = ["plot_allocation", "plot_coverage_map", "plot_coverage_maps", "plot_staircase"]
 
 _BLIND: dict[str, Any] = {"facecolor": "white", "edgecolor": "#c0392b", "hatch": "xxx",
                           "linewidth": 0.6}
 _EMPTY: dict[str, Any] = {"facecolor": "#d9d9d9", "edgecolor": "#aaaaaa", "linewidth": 0.3}
+_MERGE = "#ff7f0e"
 
 
 def _axes(ax: Any, size: tuple[float, float]) -> Axes:
@@ -62,8 +69,17 @@ def _layer(coverage: Coverage, level: str) -> tuple[Any, str]:
 
 def plot_coverage_map(coverage: Coverage, *, column: str = "clients_sampled",
                       level: str = "strata", cells: Any = None,
-                      ax: Axes | None = None, cmap: str = "viridis") -> Axes:
+                      ax: Axes | None = None, cmap: str = "viridis",
+                      projection: Any = "auto") -> Axes:
     """Map a :class:`Coverage`: values per region, blind spots hatched, merges outlined.
+
+    The map is drawn like every spatialdp map (an equal-area projection chosen
+    from the extent, no lon/lat axes, the CRS named in the corner; see
+    :mod:`spatialdp.viz.projection`). Each merged group gets one orange
+    outline and a numbered badge inside it; the legend, beside the map, names
+    the groups by number, so no label or leader line crosses the map. To put
+    several coverage maps side by side on one colour scale, use
+    :func:`plot_coverage_maps`.
 
     Parameters
     ----------
@@ -78,15 +94,117 @@ def plot_coverage_map(coverage: Coverage, *, column: str = "clients_sampled",
         The cell partition, for ``level="cells"``.
     ax : matplotlib Axes, optional
     cmap : str
+    projection : "auto", None, or a CRS
+        As for :func:`~spatialdp.viz.plot_uncertainty_choropleth`.
 
     Returns
     -------
     matplotlib.axes.Axes
     """
-    import matplotlib as mpl
-    from matplotlib.lines import Line2D
-    from matplotlib.patches import Patch
+    frame, noun = _coverage_layer(coverage, column, level, cells)
+    colours = check_cmap(cmap)
+    ax = _axes(ax, (10, 6))
+    norm = _count_norm([frame[column]])
+    _draw_coverage(ax, coverage, frame, noun, column, level, colours, norm, projection)
+    _colorbar(ax.figure, [ax], colours, norm, column)
+    return ax
 
+
+def plot_coverage_maps(panels: Sequence[Any], *, column: str = "clients_sampled",
+                       cells: Any = None, cmap: str = "viridis", projection: Any = "auto",
+                       titles: Sequence[str] | None = None,
+                       figsize: tuple[float, float] | None = None) -> Figure:
+    """Draw coverage maps side by side on ONE colour scale, with one colour bar.
+
+    Separate colour bars on neighbouring panels make equal colours mean
+    different counts; here every panel shares one normalisation (1 to the
+    largest count over all panels) and one projection (chosen from the first
+    panel's layer).
+
+    Parameters
+    ----------
+    panels : sequence of Coverage or (Coverage, level)
+        One panel each; a bare Coverage is drawn at the strata level.
+    column, cmap, projection
+        As for :func:`plot_coverage_map`.
+    cells : Partition, optional
+        The cell partition, for panels at ``level="cells"``.
+    titles : sequence of str, optional
+        One title per panel (default: each panel's own title).
+    figsize : (float, float), optional
+        Default 8 x 5.5 inches per panel.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        One axes per panel (``gid="coverage:<i>"``) and one colour bar.
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> from spatialdp.privacy.target import Simulation
+    >>> from spatialdp.sampling import (ParticipationPolicy, StratifiedSampler,
+    ...                                 epoch_coverage, row_strata)
+    >>> strata, fleet = row_strata({"a": 300, "b": 40, "c": 3})
+    >>> policy = ParticipationPolicy(participation_cap=1, epsilon_per_round=0.1,
+    ...                              rounds_per_epoch=1)
+    >>> covs = []
+    >>> for cohort in (20, 60):
+    ...     sampler = StratifiedSampler(strata, cohort=cohort, policy=policy)
+    ...     state = sampler.new_state(fleet, target=Simulation(rng=0))
+    ...     _ = sampler.select(state, 0)
+    ...     covs.append(epoch_coverage(sampler, state))
+    >>> fig = plot_coverage_maps(covs, titles=["cohort 20", "cohort 60"])
+    >>> left, right = (ax for ax in fig.axes if ax.get_gid())
+    >>> left.collections[0].norm is right.collections[0].norm
+    True
+    """
+    import matplotlib.pyplot as plt
+
+    from spatialdp.viz.projection import _resolve_crs
+
+    items = _panels(panels)
+    if titles is not None and (isinstance(titles, str) or len(list(titles)) != len(items)):
+        raise fail("titles", titles, f"is not one title per panel ({len(items)})",
+                   "pass a list of titles as long as panels, or None")
+    colours = check_cmap(cmap)
+    layers = [_coverage_layer(cov, column, level, cells) for cov, level in items]
+    norm = _count_norm([frame[column] for frame, _ in layers])
+    crs = _resolve_crs(layers[0][0], projection)
+    size = figsize if figsize is not None else (8.0 * len(items), 5.5)
+    # Constrained layout leaves room for each key beside its map, clear of the next map.
+    fig, axes = plt.subplots(1, len(items), figsize=size, squeeze=False, layout="constrained")
+    for i, (ax, (cov, level), (frame, noun)) in enumerate(
+            zip(axes[0], items, layers, strict=True)):
+        _draw_coverage(ax, cov, frame, noun, column, level, colours, norm,
+                       projection if crs is None else crs)
+        ax.set_gid(f"coverage:{i}")
+        if titles is not None:
+            ax.set_title(str(list(titles)[i]), fontsize=10)
+    _colorbar(fig, list(axes[0]), colours, norm, column,
+              note=" (one scale for all panels)" if len(items) > 1 else "")
+    return fig
+
+
+def _panels(panels: Any) -> list[tuple[Coverage, str]]:
+    """Return ``(coverage, level)`` per panel; refuse anything else."""
+    fix = "pass a list of Coverage objects or (coverage, level) pairs"
+    if isinstance(panels, (Coverage, str)) or not isinstance(panels, Sequence) or not panels:
+        raise fail("panels", panels, "is not a non-empty list of coverage panels", fix)
+    items = []
+    for panel in panels:
+        cov, level = (panel, "strata") if isinstance(panel, Coverage) else (
+            tuple(panel) if isinstance(panel, tuple) and len(panel) == 2 else (None, None))
+        if not isinstance(cov, Coverage):
+            raise fail("panels", panels, f"holds {panel!r:.60}, not a Coverage panel", fix)
+        items.append((cov, check_choice(level, "level", ("strata", "report", "cells"))))
+    return items
+
+
+def _coverage_layer(coverage: Coverage, column: str, level: str,
+                    cells: Any) -> tuple[gpd.GeoDataFrame, str]:
+    """Check the arguments and return the layer to draw and what its regions are called."""
     from spatialdp.geo.partition import Partition
 
     if not isinstance(coverage, Coverage):
@@ -94,7 +212,6 @@ def plot_coverage_map(coverage: Coverage, *, column: str = "clients_sampled",
                    "pass epoch_coverage(sampler, state)")
     column = check_text(column, "column")
     level = check_choice(level, "level", ("strata", "report", "cells"))
-    colours = check_cmap(cmap)
     if column not in ("clients_sampled", "selections") or (
             column == "selections" and level != "strata"):
         raise fail("column", column, "is not a coverage count of this level",
@@ -105,7 +222,39 @@ def plot_coverage_map(coverage: Coverage, *, column: str = "clients_sampled",
             raise fail("cells", cells, "is not the cell Partition",
                        "pass strata.cell_partition")
         frame = cells.join(frame)
-    ax = _axes(ax, (10, 6))
+    return frame, noun
+
+
+def _count_norm(columns: list[Any]) -> Normalize:
+    """One normalisation from 1 to the largest count of all the layers (at least 2)."""
+    from matplotlib.colors import Normalize
+
+    top = max((float(np.nanmax(c.to_numpy(dtype=float))) for c in columns if len(c)),
+              default=2.0)
+    return Normalize(vmin=1, vmax=max(top, 2.0))
+
+
+def _colorbar(fig: Any, axes: list[Axes], colours: Any, norm: Normalize, column: str,
+              note: str = "") -> None:
+    import matplotlib as mpl
+
+    sm = mpl.cm.ScalarMappable(norm=norm, cmap=colours)
+    bar = fig.colorbar(sm, ax=axes, shrink=0.5 if len(axes) == 1 else 0.35,
+                       location="bottom", pad=0.02, aspect=40,
+                       label=column.replace("_", " ") + f" this epoch (>= 1){note}")
+    bar.ax.set_gid("colorbar:coverage")
+
+
+def _draw_coverage(ax: Axes, coverage: Coverage, frame: gpd.GeoDataFrame, noun: str,
+                   column: str, level: str, colours: Any, norm: Normalize,
+                   projection: Any) -> None:
+    """Draw one coverage map on ``ax`` with the colour normalisation ``norm``."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    from spatialdp.viz.projection import map_axes, project_layer
+
+    frame = project_layer(frame, projection)
     blind_mask = frame.blind_spot.fillna(False).astype(bool).to_numpy()
     empty_mask = np.zeros(len(frame), dtype=bool)
     if "clients" in frame:
@@ -113,14 +262,10 @@ def plot_coverage_map(coverage: Coverage, *, column: str = "clients_sampled",
     blind_mask = blind_mask & ~empty_mask  # nobody to sample: grey, not a blind spot
     seen = frame[~blind_mask & ~empty_mask]
     blind = frame[blind_mask]
-    values = seen[column].to_numpy(dtype=float)
-    norm = mpl.colors.Normalize(vmin=1, vmax=max(values.max() if values.size else 2, 2))
     if len(seen):
         seen.plot(column=column, ax=ax, cmap=colours, norm=norm, edgecolor="#555555",
                   linewidth=0.4)
-        sm = mpl.cm.ScalarMappable(norm=norm, cmap=colours)
-        ax.figure.colorbar(sm, ax=ax, shrink=0.5, location="bottom", pad=0.12, aspect=40,
-                           label=column.replace("_", " ") + " this epoch (>= 1)")
+        ax.collections[-1].set_norm(norm)  # the very object other panels share
     if len(blind):
         blind.plot(ax=ax, **_BLIND)
     handles: list[Any] = [Patch(label=f"blind spot: clients, none sampled this epoch "
@@ -133,28 +278,35 @@ def plot_coverage_map(coverage: Coverage, *, column: str = "clients_sampled",
     if len(merged):
         merged.boundary.plot(ax=ax, color="black", linewidth=0.8, linestyle=(0, (3, 2)))
         groups = merged.dissolve(by="group")
-        groups.boundary.plot(ax=ax, color="#ff7f0e", linewidth=2.2)
-        west, south, east, north = frame.total_bounds
-        for i, (name, geom) in enumerate(zip(groups.index, groups.geometry, strict=True)):
-            point = geom.representative_point()
-            # Labels stacked in the margin with an arrow: small merged groups stay visible.
-            ax.annotate(f"merged: {name}", (point.x, point.y),
-                        xytext=(east + 0.02 * (east - west), north - (i + 0.5) * 0.07
-                                * (north - south)),
-                        fontsize=7, ha="left", va="center", annotation_clip=False,
-                        arrowprops={"arrowstyle": "-", "color": "#ff7f0e", "lw": 0.8},
-                        bbox={"boxstyle": "round", "fc": "white", "ec": "#ff7f0e"})
-        handles.append(Line2D([], [], color="#ff7f0e", linewidth=2.2,
+        groups.boundary.plot(ax=ax, color=_MERGE, linewidth=2.2)
+        handles.append(Line2D([], [], color=_MERGE, linewidth=2.2,
                               label=f"merged strata, one outline ({len(groups)} groups)"))
-    ax.legend(handles=handles, loc="lower left", fontsize=8, framealpha=0.9)
+        handles.extend(_number_merges(ax, groups))
+    map_axes(ax, frame)
+    # Beside the map, never over it: the key names the merged groups by number.
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8,
+              framealpha=0.9, borderaxespad=0.3)
     share = {"strata": coverage.share_strata_sampled,
              "cells": coverage.share_cells_sampled}.get(level)
     reached = "" if share is None else f"{share:.0%} of {noun} sampled; "
     ax.set_title(f"Coverage of epoch {coverage.epoch} by {noun}: {reached}"
-                 f"per-client epsilon {coverage.epsilon_per_client:g}")
-    ax.set_xlabel("longitude")
-    ax.set_ylabel("latitude")
-    return ax
+                 f"per-client epsilon {coverage.epsilon_per_client:g}", fontsize=10)
+
+
+def _number_merges(ax: Axes, groups: gpd.GeoDataFrame) -> list[Any]:
+    """Put a numbered badge inside each merged group; return the key's entries for them."""
+    from matplotlib.lines import Line2D
+
+    entries = []
+    for i, (name, geom) in enumerate(zip(groups.index, groups.geometry, strict=True), 1):
+        point = geom.representative_point()
+        badge = ax.text(point.x, point.y, str(i), ha="center", va="center", fontsize=7,
+                        color="black", zorder=5,
+                        bbox={"boxstyle": "circle,pad=0.25", "fc": "white", "ec": _MERGE})
+        badge.set_gid(f"merge:{name}")
+        entries.append(Line2D([], [], linestyle="none", marker=f"${i}$", markersize=7,
+                              color="black", label=f"merged: {name}"))
+    return entries
 
 
 def plot_allocation(populations: Any, cohort: int, *,
