@@ -156,7 +156,7 @@ def plot_coverage_maps(panels: Sequence[Any], *, column: str = "clients_sampled"
     ...     _ = sampler.select(state, 0)
     ...     covs.append(epoch_coverage(sampler, state))
     >>> fig = plot_coverage_maps(covs, titles=["cohort 20", "cohort 60"])
-    >>> left, right = (ax for ax in fig.axes if ax.get_gid())
+    >>> left, right = (ax for ax in fig.axes if str(ax.get_gid()).startswith("coverage:"))
     >>> left.collections[0].norm is right.collections[0].norm
     True
     """
@@ -316,7 +316,19 @@ def plot_allocation(populations: Any, cohort: int, *,
     """Draw the fractional seats of each mode side by side per stratum (the seed's chart).
 
     Bars are the fractional shares, labelled with one decimal; the pool of each
-    stratum is marked, so over-drawing a small stratum shows.
+    stratum is marked, so over-drawing a small stratum shows. A pool above the
+    top of the axis is written at the top with an arrow instead; the key lists
+    only what is drawn.
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> ax = plot_allocation({"city": 9_000, "town": 600, "farm": 30}, 80)
+    >>> [t.get_text() for t in ax.get_legend().get_texts()][-1]
+    'stratum pool (clients)'
+    >>> [t.get_text() for t in ax.texts]
+    ['pool 9,000 ↑', 'pool 600 ↑']
     """
     table = allocation_table(populations, cohort, modes=modes, sigma=sigma)
     if order is not None:
@@ -335,22 +347,36 @@ def plot_allocation(populations: Any, cohort: int, *,
         bars = ax.bar(x + (i - (len(modes) - 1) / 2) * width, shares, width,
                       label="sqrt-weighted" if mode == "sqrt" else mode)
         ax.bar_label(bars, labels=[f"{v:.1f}" for v in shares], fontsize=7, padding=1)
-    ax.scatter(x, pops.to_numpy(), marker="_", s=400, color="black", zorder=3,
-               label="stratum pool (clients)")
     ax.set_xticks(x, [str(i) for i in table.index])
     ax.set_ylabel("clients selected per round")
-    ax.set_ylim(0, min(float(pops.max()), 1.15 * float(np.nanmax(
-        table.xs("share", axis=1, level=1).to_numpy()))) * 1.15)
+    top = min(float(pops.max()), 1.15 * float(np.nanmax(
+        table.xs("share", axis=1, level=1).to_numpy()))) * 1.15
+    ax.set_ylim(0, top)
+    _mark_pools(ax, x, pops.to_numpy(dtype=float), top)
     ax.set_title(f"Allocations of a cohort of {cohort} clients (fractional shares)")
     ax.legend(fontsize=8)
     return ax
+
+
+def _mark_pools(ax: Axes, x: Any, pools: Any, top: float) -> None:
+    """Mark each stratum's pool: a tick on the chart, or its number at the top if above it."""
+    inside = pools <= top
+    if inside.any():
+        ax.scatter(x[inside], pools[inside], marker="_", s=400, color="black", zorder=3,
+                   label="stratum pool (clients)")
+    for xi, pool in zip(x[~inside], pools[~inside], strict=True):
+        ax.annotate(f"pool {pool:,.0f} ↑", (xi, top), xytext=(0, -2), textcoords="offset points",
+                    ha="center", va="top", fontsize=7, color="#333333")
 
 
 def plot_staircase(table: pd.DataFrame, group: str, *, ax: Axes | None = None) -> Axes:
     """Plot a stratum's eligible pool round by round, per mode, with its seats wanted.
 
     ``table`` is :func:`~spatialdp.sampling.simulation.simulate_rounds` output.
-    Rounds whose seats went unfilled are marked with a red x.
+    The step line is the eligible pool (at x = 0 before the first round, at
+    x = r after round r); rounds whose seats went unfilled are marked with a red
+    x on that line, at the pool left after the round, so every mark is read on
+    the axis it is drawn against.
     """
     counts = ("round_index", "wanted", "filled", "eligible_remaining", "shortfall")
     if (not isinstance(table, pd.DataFrame) or not {"mode", "group", *counts} <= set(table)
@@ -372,10 +398,13 @@ def plot_staircase(table: pd.DataFrame, group: str, *, ax: Axes | None = None) -
         ax.plot(part.round_index + 1, part.wanted, linestyle=":", color=line.get_color(),
                 label=f"{mode}: wanted per round")
         short = part[part.shortfall > 0]
-        ax.scatter(short.round_index + 1, short.filled, marker="x", color="#c0392b", zorder=3)
-    ax.scatter([], [], marker="x", color="#c0392b", label="filled < wanted (shortfall)")
+        # On the pool line the axis measures: what was left after the short round.
+        ax.scatter(short.round_index + 1, short.eligible_remaining, marker="x",
+                   color="#c0392b", zorder=3, gid=f"shortfall:{mode}")
+    ax.scatter([], [], marker="x", color="#c0392b",
+               label="round with a shortfall (filled < wanted), at the pool left after it")
     ax.set_xlabel("round (1 = first round of the epoch)")
-    ax.set_ylabel("eligible clients remaining")
+    ax.set_ylabel("clients: eligible pool (steps), seats wanted (dotted)")
     ax.set_title(f"Eligible pool of {group!r}, round by round")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # clear of the lines
     return ax
