@@ -325,9 +325,9 @@ def plot_allocation(populations: Any, cohort: int, *,
     >>> import matplotlib
     >>> matplotlib.use("Agg")
     >>> ax = plot_allocation({"city": 9_000, "town": 600, "farm": 30}, 80)
-    >>> [t.get_text() for t in ax.get_legend().get_texts()][-1]
-    'stratum pool (clients)'
-    >>> [t.get_text() for t in ax.texts]
+    >>> [t.get_text() for t in ax.get_legend().get_texts()]
+    ['stratum pool (clients)', 'proportional', 'sqrt-weighted', 'equal']
+    >>> [t.get_text() for t in ax.texts if t.get_text().startswith("pool")]
     ['pool 9,000 ↑', 'pool 600 ↑']
     """
     table = allocation_table(populations, cohort, modes=modes, sigma=sigma)
