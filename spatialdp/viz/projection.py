@@ -56,6 +56,7 @@ WORLD_CRS = "EPSG:8857"
 #: A layer spanning more longitude than this is drawn as the world.
 WORLD_SPAN_DEG = 180.0
 _BIN_DEG = 0.25  # resolution of the longitude-coverage circle
+_DENSIFY_DEG = 1.0  # longest lon/lat edge drawn straight
 _SEAM_GAP_DEG = 1e-7  # keep pieces this far off the seam, so PROJ never wraps them
 
 
@@ -367,17 +368,22 @@ def _project(report: gpd.GeoDataFrame, crs: Any) -> gpd.GeoDataFrame:
     """Return the report in ``crs`` (as it is for None); refuse a CRS that cannot hold it.
 
     A lon/lat layer is cut at the projection's seam first (:func:`split_at_seam`),
-    so regions split at, or crossing, the antimeridian are drawn whole.
+    so regions split at, or crossing, the antimeridian are drawn whole, and its
+    edges longer than a degree get intermediate vertices, so they curve as the
+    projection bends them.
     """
     if crs is None:
         return report
     frame = report
     try:
         if report.crs is not None and report.crs.is_geographic:
+            import geopandas as gpd
+
+            # Long edges get vertices every degree, so they curve as the projection bends
+            # them (a parallel in Albers, a box's side in Equal Earth).
+            cut = shapely.segmentize(split_at_seam(report.geometry.values, crs), _DENSIFY_DEG)
             frame = report.copy()
-            frame.geometry = frame.geometry.set_crs(report.crs, allow_override=True)
-            frame[frame.geometry.name] = split_at_seam(report.geometry.values, crs)
-            frame = frame.set_crs(report.crs, allow_override=True)
+            frame[report.geometry.name] = gpd.GeoSeries(cut, index=report.index, crs=report.crs)
         frame = frame.to_crs(crs)
     except CRSError:
         raise
