@@ -98,7 +98,7 @@ def draw_coverage(world: World, result: EpochResult, folder: Path) -> Path:
     from matplotlib.patches import Patch
 
     from spatialdp.viz.maps import save_figure
-    from spatialdp.viz.projection import _resolve_crs, map_axes
+    from spatialdp.viz.projection import map_axes, resolve_crs
 
     plt = _pyplot()
     coverage = result.coverage
@@ -110,7 +110,7 @@ def draw_coverage(world: World, result: EpochResult, folder: Path) -> Path:
     norm = LogNorm(vmin=1, vmax=max(2.0, float(counts.max())))
     fig, axes = plt.subplots(1, len(panels), figsize=(9.5 * len(panels), 6.4), squeeze=False,
                              gridspec_kw={"wspace": 0.15})
-    crs = _resolve_crs(world.partition.regions, "auto")  # one equal-area CRS for both panels
+    crs = resolve_crs(world.partition.regions)  # one equal-area CRS for both panels
     layer = None
     for ax, (name, partition, release) in zip(axes[0], panels, strict=True):
         drawn = _drawn_regions(partition, crs)
@@ -147,9 +147,9 @@ def draw_coverage(world: World, result: EpochResult, folder: Path) -> Path:
 
 def _drawn_regions(partition: Any, crs: Any) -> Any:
     """Return the partition's regions in the map's CRS (cut at its seam, see viz.projection)."""
-    from spatialdp.viz.projection import _project
+    from spatialdp.viz.projection import project_layer
 
-    return _project(partition.regions, crs)
+    return project_layer(partition.regions, crs)
 
 
 def _all_rings(regions: Any) -> tuple[list[np.ndarray], np.ndarray]:

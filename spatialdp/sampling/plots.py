@@ -22,6 +22,7 @@ from spatialdp._validation import (
     check_choice,
     check_cmap,
     check_finite_array,
+    check_number,
     check_text,
     fail,
 )
@@ -162,17 +163,18 @@ def plot_coverage_maps(panels: Sequence[Any], *, column: str = "clients_sampled"
     """
     import matplotlib.pyplot as plt
 
-    from spatialdp.viz.projection import _resolve_crs
+    from spatialdp.viz.projection import resolve_crs
 
     items = _panels(panels)
-    if titles is not None and (isinstance(titles, str) or len(list(titles)) != len(items)):
+    if titles is not None and (isinstance(titles, str) or not isinstance(titles, Sequence)
+                               or len(titles) != len(items)):
         raise fail("titles", titles, f"is not one title per panel ({len(items)})",
                    "pass a list of titles as long as panels, or None")
+    size = _figure_size(figsize, len(items))
     colours = check_cmap(cmap)
     layers = [_coverage_layer(cov, column, level, cells) for cov, level in items]
     norm = _count_norm([frame[column] for frame, _ in layers])
-    crs = _resolve_crs(layers[0][0], projection)
-    size = figsize if figsize is not None else (8.0 * len(items), 5.5)
+    crs = resolve_crs(layers[0][0], projection)
     # Constrained layout leaves room for each key beside its map, clear of the next map.
     fig, axes = plt.subplots(1, len(items), figsize=size, squeeze=False, layout="constrained")
     for i, (ax, (cov, level), (frame, noun)) in enumerate(
@@ -185,6 +187,18 @@ def plot_coverage_maps(panels: Sequence[Any], *, column: str = "clients_sampled"
     _colorbar(fig, list(axes[0]), colours, norm, column,
               note=" (one scale for all panels)" if len(items) > 1 else "")
     return fig
+
+
+def _figure_size(figsize: Any, n_panels: int) -> tuple[float, float]:
+    """Return the figure size: 8 x 5.5 inches per panel by default, else two sizes checked."""
+    if figsize is None:
+        return 8.0 * n_panels, 5.5
+    fix = "pass (width, height) in inches, e.g. (16, 5.5)"
+    if isinstance(figsize, str) or not isinstance(figsize, Sequence) or len(figsize) != 2:
+        raise fail("figsize", figsize, "is not a (width, height) pair", fix)
+    width, height = (check_number(v, "figsize", low=0.0, low_open=True, high=200.0, fix=fix)
+                     for v in figsize)
+    return width, height
 
 
 def _panels(panels: Any) -> list[tuple[Coverage, str]]:

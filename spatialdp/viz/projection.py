@@ -44,7 +44,8 @@ if TYPE_CHECKING:
     import pyproj
     from matplotlib.axes import Axes
 
-__all__ = ["auto_crs", "plotting_crs"]
+__all__ = ["auto_crs", "lonlat_extent", "map_axes", "plotting_crs", "project_layer",
+           "resolve_crs", "split_at_seam"]
 
 #: Lon/lat box of the contiguous US: maps inside it default to CONUS Albers.
 CONUS_BOUNDS = (-130.0, 20.0, -60.0, 55.0)
@@ -201,8 +202,25 @@ def _laea(lon: float, lat: float) -> pyproj.CRS:
 
 
 # ---------------------------------------------------------------------------- resolving
-def _resolve_crs(report: gpd.GeoDataFrame, projection: Any) -> Any:
-    """Return the CRS to draw in (``None``: as the report is)."""
+def resolve_crs(report: gpd.GeoDataFrame, projection: Any = "auto") -> Any:
+    """Return the CRS a map draws ``report`` in for ``projection`` (``None``: as it is).
+
+    ``"auto"`` is :func:`auto_crs`; ``None`` keeps the layer's CRS (returns
+    ``None``); anything else is read by pyproj.
+
+    Raises
+    ------
+    CRSError
+        ``projection`` is not a CRS, or the layer has no CRS to reproject from.
+
+    Examples
+    --------
+    >>> import geopandas as gpd
+    >>> from shapely.geometry import box
+    >>> layer = gpd.GeoDataFrame(geometry=[box(0, 45, 20, 55)], crs=4326)
+    >>> resolve_crs(layer).to_epsg(), resolve_crs(layer, None), resolve_crs(layer, 3857).to_epsg()
+    (3035, None, 3857)
+    """
     if projection is None:
         return None
     if isinstance(projection, str) and projection == "auto":
@@ -259,10 +277,13 @@ def plotting_crs(report: gpd.GeoDataFrame, projection: Any = "auto") -> Any:
     from spatialdp.viz._report import _check_report
 
     report = _check_report(report)
-    crs = _resolve_crs(report, projection)
+    crs = resolve_crs(report, projection)
     if crs is None:
         return report.crs
     return pyproj.CRS.from_user_input(crs)
+
+
+_resolve_crs = resolve_crs  # the name the map modules import
 
 
 # ---------------------------------------------------------------------------- projecting
@@ -398,8 +419,20 @@ def _project(report: gpd.GeoDataFrame, crs: Any) -> gpd.GeoDataFrame:
 
 
 def project_layer(frame: gpd.GeoDataFrame, projection: Any = "auto") -> gpd.GeoDataFrame:
-    """Return ``frame`` in the CRS a map draws it in (``projection`` as for the maps)."""
-    return _project(frame, _resolve_crs(frame, projection))
+    """Return ``frame`` in the CRS a map draws it in (``projection`` as for the maps).
+
+    The layer is cut at the projection's seam and densified first (see
+    :func:`split_at_seam`), so what comes back draws without streaks.
+
+    Examples
+    --------
+    >>> import geopandas as gpd
+    >>> from shapely.geometry import box
+    >>> layer = gpd.GeoDataFrame(geometry=[box(-120, 30, -100, 45)], crs=4326)
+    >>> project_layer(layer).crs.to_epsg()
+    5070
+    """
+    return _project(frame, resolve_crs(frame, projection))
 
 
 # ---------------------------------------------------------------------------- axes
@@ -435,6 +468,20 @@ def _set_map_aspect(ax: Axes, frame: gpd.GeoDataFrame) -> None:
 
 
 def map_axes(ax: Axes, frame: gpd.GeoDataFrame) -> None:
-    """Give a drawn map the house style: equal aspect, no axes, its CRS named."""
+    """Give a drawn map the house style: equal aspect, no axes, its CRS named.
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> import geopandas as gpd, matplotlib.pyplot as plt
+    >>> from shapely.geometry import box
+    >>> layer = project_layer(gpd.GeoDataFrame(geometry=[box(0, 45, 20, 55)], crs=4326))
+    >>> ax = layer.plot()
+    >>> map_axes(ax, layer)
+    >>> ax.axison, [t.get_text()[:9] for t in ax.texts]
+    (False, ['EPSG:3035'])
+    >>> plt.close(ax.figure)
+    """
     _set_map_aspect(ax, frame)
     _name_crs(ax, frame.crs)
