@@ -385,6 +385,32 @@ def split_at_seam(geoms: Any, crs: Any) -> NDArray[np.object_]:
     return geoms
 
 
+def _split_at_antimeridian(geoms: NDArray[np.object_]) -> list[int]:
+    """Positions of multipolygons with parts on both sides of +-180 (Fiji, split cells)."""
+    present = ~shapely.is_missing(geoms) & ~shapely.is_empty(geoms)
+    multi = present & (shapely.get_type_id(geoms) == 6)
+    bounds = np.full((len(geoms), 4), np.nan)
+    bounds[multi] = shapely.bounds(geoms[multi])
+    return [int(i) for i in np.flatnonzero(multi & (bounds[:, 0] <= -180.0 + _SEAM_GAP_DEG)
+                                           & (bounds[:, 2] >= 180.0 - _SEAM_GAP_DEG))]
+
+
+def _join_parts(frame: gpd.GeoDataFrame, positions: list[int]) -> None:
+    """Merge the parts of split regions that the projection made adjacent (no seam line).
+
+    Both sides of +-180 project to the same points up to rounding, so the parts
+    are merged on a grid a ten-millionth of the region's size.
+    """
+    if not positions:
+        return
+    geoms = np.asarray(frame.geometry.values, dtype=object).copy()
+    for i in positions:
+        west, south, east, north = shapely.bounds(geoms[i])
+        grid = 1e-7 * max(east - west, north - south)
+        geoms[i] = shapely.union_all(shapely.get_parts(geoms[i]), grid_size=grid)
+    frame[frame.geometry.name] = type(frame.geometry)(geoms, index=frame.index, crs=frame.crs)
+
+
 def _project(report: gpd.GeoDataFrame, crs: Any) -> gpd.GeoDataFrame:
     """Return the report in ``crs`` (as it is for None); refuse a CRS that cannot hold it.
 
@@ -405,7 +431,11 @@ def _project(report: gpd.GeoDataFrame, crs: Any) -> gpd.GeoDataFrame:
             cut = shapely.segmentize(split_at_seam(report.geometry.values, crs), _DENSIFY_DEG)
             frame = report.copy()
             frame[report.geometry.name] = gpd.GeoSeries(cut, index=report.index, crs=report.crs)
-        frame = frame.to_crs(crs)
+            split = _split_at_antimeridian(cut) if abs(_seam(crs)) < 180.0 else []
+            frame = frame.to_crs(crs)
+            _join_parts(frame, split)
+        else:
+            frame = frame.to_crs(crs)
     except CRSError:
         raise
     except Exception as err:  # pyproj raises several kinds for a CRS that cannot hold the data
