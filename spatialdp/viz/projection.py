@@ -23,7 +23,9 @@ error, coverage maps, H3 layers, the demo's maps) goes through this module:
 * Regions split at the antimeridian, and rings that cross it (longitudes that
   jump from 179.9 to -179.9), are unwrapped and cut at the projection's own
   seam (the meridian opposite its centre) before projecting, so nothing
-  streaks across the map and split regions are drawn whole.
+  streaks across the map; where the projection is centred on the layer, the
+  parts of a region split at +-180 are joined after projecting, so it is
+  drawn whole, without a seam line.
 * Maps have no lon/lat axes: the axes are off and the drawing CRS is named in
   the bottom-right corner (gid ``"crs"``) so an overlay can match it.
 """
