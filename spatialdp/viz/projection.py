@@ -102,11 +102,11 @@ def lonlat_extent(geoms: Any) -> tuple[float, float, float, float]:
     if xy.size == 0:
         return 0.0, 0.0, 0.0, 0.0
     south, north = float(xy[:, 1].min()), float(xy[:, 1].max())
-    lon = np.clip(xy[:, 0], -180.0, 180.0)
     same = ring[1:] == ring[:-1]
+    if np.any(_along_antimeridian(xy[:-1, 0][same], xy[1:, 0][same])):
+        return 0.0, 360.0, south, north  # an edge from -180 to 180: all the way round
+    lon = ((xy[:, 0] + 180.0) % 360.0) - 180.0  # on the circle (190 is -170)
     start, end = lon[:-1][same], lon[1:][same]
-    if np.any(_along_antimeridian(start, end)):  # an edge from -180 to 180: all the way round
-        return 0.0, 360.0, south, north
     step = end - start
     step = np.where(step > 180.0, step - 360.0, np.where(step < -180.0, step + 360.0, step))
     lo, hi = np.minimum(start, start + step), np.maximum(start, start + step)
@@ -177,9 +177,12 @@ def auto_crs(frame: gpd.GeoDataFrame) -> pyproj.CRS | None:
     """
     import pyproj
 
-    if frame.crs is None or frame.geometry.is_empty.all():
+    if frame.crs is None:
         return None
-    centre, span, south, north = lonlat_extent(_lonlat_geoms(frame))
+    geoms = _lonlat_geoms(frame)
+    if not shapely.get_num_coordinates(geoms).any():  # no geometry: nothing to centre on
+        return None
+    centre, span, south, north = lonlat_extent(geoms)
     if span > WORLD_SPAN_DEG:
         return pyproj.CRS.from_user_input(WORLD_CRS)
     if _inside(span, centre, south, north, CONUS_BOUNDS):
