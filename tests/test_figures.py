@@ -104,7 +104,7 @@ def test_side_by_side_coverage_maps_share_one_colour_scale() -> None:
 
 
 def test_coverage_maps_refuse_what_is_not_a_panel() -> None:
-    from spatialdp.exceptions import InvalidInput
+    from spatialdp.exceptions import CRSError, InvalidInput
 
     cov = coverage(20)
     with pytest.raises(InvalidInput, match="panels=.* is not a non-empty list"):
@@ -115,6 +115,13 @@ def test_coverage_maps_refuse_what_is_not_a_panel() -> None:
         plot_coverage_maps([(cov, "county")])
     with pytest.raises(InvalidInput, match=r"titles=\['one'\] is not one title per panel"):
         plot_coverage_maps([cov, cov], titles=["one"])
+    with pytest.raises(InvalidInput, match="figsize='big' is not a .width, height. pair"):
+        plot_coverage_maps([cov], figsize="big")  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput,
+                       match=r"figsize=0.0 is below the limit > 0; pass \(width, height\)"):
+        plot_coverage_maps([cov], figsize=(0.0, 4.0))
+    with pytest.raises(CRSError, match="projection='EPSG:99999' is not a CRS pyproj knows"):
+        plot_coverage_map(cov, projection="EPSG:99999")
 
 
 # ------------------------------------------------------------------ staircase, allocation
