@@ -62,6 +62,7 @@ from spatialdp.sampling import (
     merge_suppressed_regions,
     plot_allocation,
     plot_coverage_map,
+    plot_coverage_maps,
     plot_staircase,
     published_composition,
     release_epoch_coverage,
@@ -758,7 +759,22 @@ def plot_coverage_map_calls(draw: st.DrawFn) -> Call:
                 level=draw(arg(st.sampled_from(["strata", "report", "cells"]))),
                 cells=draw(maybe(arg(st.just(cells()[0]), boxes()))),
                 ax=draw(st.one_of(st.none(), st.builds(lambda: plt.subplots()[1]), junk)),
-                cmap=draw(arg(st.sampled_from(["viridis", "cividis"]), "nope", "")))
+                cmap=draw(arg(st.sampled_from(["viridis", "cividis"]), "nope", "")),
+                projection=draw(arg(st.sampled_from(["auto", None, "EPSG:3857"]),
+                                    "EPSG:99999", 3.5)))
+
+
+@st.composite
+def plot_coverage_maps_calls(draw: st.DrawFn) -> Call:
+    cov = draw(coverages)
+    panel = st.one_of(st.just(cov), st.tuples(st.just(cov), arg(
+        st.sampled_from(["strata", "report", "cells"]))))
+    return call("plot_coverage_maps", plot_coverage_maps,
+                draw(arg(st.lists(panel, min_size=1, max_size=2), [], cov, [cov, 3], "ab")),
+                cells=draw(maybe(arg(st.just(cells()[0]), boxes()))),
+                titles=draw(maybe(arg(st.just(["a", "b"]), "ab", 3, ["a"]))),
+                figsize=draw(maybe(arg(st.just((8.0, 4.0)), (0.0, 1.0), "big", (1.0,)))),
+                projection=draw(arg(st.sampled_from(["auto", None]), "EPSG:99999")))
 
 
 @st.composite
@@ -858,6 +874,7 @@ FUZZ: dict[str, tuple[Callable[[], st.SearchStrategy[Call]], int]] = {
     "merge_suppressed_regions": (merge_suppressed_calls, 30),
     "plot_allocation": (plot_allocation_calls, 15),
     "plot_coverage_map": (plot_coverage_map_calls, 8),
+    "plot_coverage_maps": (plot_coverage_maps_calls, 8),
     "explore_coverage": (explore_coverage_calls, 3),
     "plot_staircase": (plot_staircase_calls, 20),
     "published_composition": (composition_calls, 25),

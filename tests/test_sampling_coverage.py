@@ -196,7 +196,7 @@ def test_figures_draw_blind_spots_hatched_and_merges_outlined(states_epoch: tupl
     assert any(text.startswith("merged strata, one outline") for text in labels)
     hatched = [p for c in ax.collections for p in [c] if c.get_hatch() == "xxx"]
     assert len(hatched) == (1 if cov.blind_spots else 0)
-    merged_labels = [t.get_text() for t in ax.texts if t.get_text().startswith("merged: ")]
+    merged_labels = [text for text in labels if text.startswith("merged: ")]
     assert len(merged_labels) == len(set(cov.table.group[cov.table.merged]))
     plt.close(ax.figure)
     ax = plot_allocation(SEED_POPULATIONS, 80)

@@ -202,19 +202,20 @@ def test_projection_auto_conus_albers_or_as_given(report: gpd.GeoDataFrame) -> N
     x0, x1 = albers.get_xlim()
     assert x1 - x0 > 4e6  # CONUS is ~4,600 km wide in EPSG:5070
     lonlat = plot_uncertainty_choropleth(report, projection=None)
-    assert lonlat.axison
+    assert not lonlat.axison  # no lon/lat axes on any map
     assert -130 < lonlat.get_xlim()[0] < -120
-    assert lonlat.get_xticklabels()[1].get_text().endswith("°W")
     mercator = plot_uncertainty_choropleth(report, projection="EPSG:3857")
     assert mercator.get_xlim()[0] < -1.3e7
-    # Outside the contiguous US, "auto" keeps lon/lat.
+    # Outside the contiguous US, "auto" is an equal-area projection centred on the layer.
     moved = report.copy()
     shift = np.array([200.0, 0.0])
     moved["geometry"] = shapely.transform(report.geometry.values, lambda xy: xy + shift)
     moved = moved.set_crs(4326, allow_override=True)
     elsewhere = plot_uncertainty_choropleth(moved)
-    assert elsewhere.axison
-    assert elsewhere.get_xlim()[0] > 60
+    assert not elsewhere.axison
+    (label,) = [t for t in elsewhere.texts if t.get_gid() == "crs"]
+    assert label.get_text().startswith("custom CRS (Lambert azimuthal equal-area centred on")
+    assert abs(sum(elsewhere.get_xlim())) < 1e6  # centred on the layer
 
 
 def test_robust_range_and_extension_triangles(report: gpd.GeoDataFrame) -> None:

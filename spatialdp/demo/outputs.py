@@ -99,6 +99,7 @@ def draw_coverage(world: World, result: EpochResult, folder: Path) -> Path:
     from matplotlib.patches import Patch
 
     from spatialdp.viz.maps import save_figure
+    from spatialdp.viz.projection import map_axes, resolve_crs
 
     plt = _pyplot()
     coverage = result.coverage
@@ -110,9 +111,11 @@ def draw_coverage(world: World, result: EpochResult, folder: Path) -> Path:
     norm = LogNorm(vmin=1, vmax=max(2.0, float(counts.max())))
     fig, axes = plt.subplots(1, len(panels), figsize=(9.5 * len(panels), 6.4), squeeze=False,
                              gridspec_kw={"wspace": 0.15})
+    crs = resolve_crs(world.partition.regions)  # one equal-area CRS for both panels
     layer = None
     for ax, (name, partition, release) in zip(axes[0], panels, strict=True):
-        rings, owner = _all_rings(partition)  # every part: islands and exclaves too
+        drawn = _drawn_regions(partition, crs)
+        rings, owner = _all_rings(drawn)  # every part: islands and exclaves too
         frame = release.frame
         clients = frame.clients.to_numpy(dtype=float)[owner]
         covered = frame.covered.to_numpy(dtype=bool)[owner]
@@ -124,15 +127,14 @@ def draw_coverage(world: World, result: EpochResult, folder: Path) -> Path:
                                          facecolor="#f0f0f0", edgecolor="#c0392b",
                                          hatch="xxxx", linewidths=0.3))
         ax.autoscale_view()
-        ax.set_aspect(1.0 / np.cos(np.radians(float(np.mean(ax.get_ylim())))))
-        ax.set_xlabel("longitude")
-        ax.set_ylabel("latitude")
+        map_axes(ax, drawn)
         ax.set_title(f"{name}: {release.n_confirmed:,} of {len(frame):,} confirmed reached "
                      f"(counts ± {release.error_bar:.0f})", fontsize=11)
-        ax.legend(handles=[Patch(facecolor="#f0f0f0", edgecolor="#c0392b", hatch="xxxx",
-                                 label="not confirmed reached: noised count within its "
-                                       "error bar")], loc="lower left", fontsize=9)
     assert layer is not None
+    # One key for both panels, in the figure's corner: never over a map.
+    fig.legend(handles=[Patch(facecolor="#f0f0f0", edgecolor="#c0392b", hatch="xxxx",
+                              label="not confirmed reached: noised count within its "
+                                    "error bar")], loc="lower left", fontsize=9)
     fig.colorbar(layer, ax=list(axes[0]), orientation="horizontal", shrink=0.5, pad=0.1,
                  label="clients sampled this epoch, noised (log scale; one scale for both "
                        "panels)")
@@ -144,11 +146,18 @@ def draw_coverage(world: World, result: EpochResult, folder: Path) -> Path:
     return path
 
 
-def _all_rings(partition: Any) -> tuple[list[np.ndarray], np.ndarray]:
-    """Return every part's exterior ring (lon, lat) and the region position it belongs to."""
+def _drawn_regions(partition: Any, crs: Any) -> Any:
+    """Return the partition's regions in the map's CRS (cut at its seam, see viz.projection)."""
+    from spatialdp.viz.projection import project_layer
+
+    return project_layer(partition.regions, crs)
+
+
+def _all_rings(regions: Any) -> tuple[list[np.ndarray], np.ndarray]:
+    """Return every part's exterior ring (map coordinates) and the region it belongs to."""
     import shapely
 
-    parts, owner = shapely.get_parts(partition.regions.geometry.to_numpy(), return_index=True)
+    parts, owner = shapely.get_parts(regions.geometry.to_numpy(), return_index=True)
     rings = [np.asarray(shapely.get_coordinates(shapely.get_exterior_ring(g))) for g in parts]
     return rings, np.asarray(owner)
 

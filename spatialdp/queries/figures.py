@@ -20,6 +20,19 @@ if TYPE_CHECKING:
 __all__ = ["flat_cell_sd", "plot_error_vs_cells"]
 
 
+def _draw_measured(ax: Axes, rep: pd.DataFrame, m: Any, column: str, colour: str,
+                   label: str) -> None:
+    """Measured points with +-2 Monte Carlo standard errors (when the table has them)."""
+    y = rep[column].to_numpy(dtype=float)
+    se: Any = rep.get(f"{column}_se")
+    if se is None:
+        ax.plot(m, y, "o", color=colour, zorder=5, label=f"{label}: measured")
+        return
+    ax.errorbar(m, y, yerr=2 * np.nan_to_num(se.to_numpy(dtype=float)), fmt="o",
+                color=colour, ms=5, capsize=3, elinewidth=1, zorder=5,
+                label=f"{label}: measured ± 2 Monte Carlo SE")
+
+
 def flat_cell_sd(reports: dict[str, pd.DataFrame]) -> float:
     """Return the noise sd of one flat cell of the grid the reports were measured on.
 
@@ -46,6 +59,12 @@ def plot_error_vs_cells(reports: dict[str, pd.DataFrame], *, ax: Axes | None = N
                         cell_sd: float | None = None, column: str = "rms",
                         publishable: bool = False) -> Axes:
     """Plot measured error (points) and its expectation (lines) against cells covered, log-log.
+
+    Measured points carry +-2 Monte Carlo standard errors (the table's
+    ``<column>_se``, from the spread over its simulated draws). The analytic
+    lines are wide and pale and the ``sqrt(m)`` reference is a thin dashed line
+    on top, so a flat analytic line that equals the reference stays visible
+    (the key says when they coincide).
 
     Parameters
     ----------
@@ -86,6 +105,7 @@ def plot_error_vs_cells(reports: dict[str, pd.DataFrame], *, ax: Axes | None = N
     spatialdp.exceptions.InvalidInput: reports['flat']='INTERNAL: query error measured ...
     """
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, NullFormatter
 
     from spatialdp.queries.measure import _publication_problem, require_publishable
 
@@ -98,22 +118,34 @@ def plot_error_vs_cells(reports: dict[str, pd.DataFrame], *, ax: Axes | None = N
     if ax is None:
         _, ax = plt.subplots(figsize=(6.4, 4.6))
     lo, hi = np.inf, 0.0
+    analytic: list[tuple[str, Any, Any]] = []
     for (label, rep), colour in zip(reports.items(), ["C0", "C3", "C2", "C4"], strict=False):
         if column not in rep:
             raise fail("column", column, f"is not in the {label!r} report",
                        "pass rms, mean_abs_error or p95_abs_error")
         m = rep["mean_cells"].to_numpy(dtype=float)
         lo, hi = min(lo, float(m.min())), max(hi, float(m.max()))
-        ax.plot(m, rep[column], "o", color=colour, label=f"{label}: measured")
+        _draw_measured(ax, rep, m, column, colour, label)
         expected: Any = rep.get(f"expected_{column}")
         if expected is not None:
-            ax.plot(m, expected, "-", color=colour, alpha=0.7, label=f"{label}: analytic")
+            # Under the reference line when they agree: wide and pale, so both show.
+            ax.plot(m, expected, "-", color=colour, lw=3.5, alpha=0.45, zorder=2,
+                    solid_capstyle="round", label=f"{label}: analytic")
+            analytic.append((label, m, np.asarray(expected, dtype=float)))
     if cell_sd is not None:
         grid = np.geomspace(lo, hi, 50)
-        ax.plot(grid, np.sqrt(grid) * cell_sd, "k--", lw=1,
-                label=r"$\sqrt{m}\,\sigma$ (flat RMS)")
+        same = [label for label, m, e in analytic if column == "rms"
+                and np.allclose(e, np.sqrt(m) * cell_sd, rtol=0.01)]
+        note = f" = {' and '.join(same)}: analytic" if same else ""
+        ax.plot(grid, np.sqrt(grid) * cell_sd, color="black", lw=1, ls=(0, (4, 3)), zorder=4,
+                label=r"$\sqrt{m}\,\sigma$ (flat RMS)" + note)
     ax.set_xscale("log")
     ax.set_yscale("log")
+    plain = FuncFormatter(lambda v, _pos: f"{v:g}")  # 30, not 3 x 10^1
+    some = FuncFormatter(lambda v, _pos: f"{v:g}" if f"{v:.0e}"[0] in "25" else "")
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_formatter(plain)
+        axis.set_minor_formatter(some if axis is ax.yaxis else NullFormatter())
     ax.set_xlabel("cells covered by the polygon (m)")
     ax.set_ylabel({"rms": "RMS error (devices)", "mean_abs_error": "mean |error| (devices)",
                    "p95_abs_error": "p95 |error| (devices)"}.get(column, column))

@@ -89,7 +89,7 @@ DEFAULT_CELL_BUCKETS = tuple(4**i for i in range(13))
 COLUMNS = ["bucket", "n_queries", "mean_cells", "mean_abs_error", "expected_mean_abs_error",
            "p95_abs_error", "expected_p95_abs_error", "rms", "expected_rms", "bias",
            "expected_bias", "n_above_floor", "mean_rel_error", "expected_mean_rel_error",
-           "p95_rel_error"]
+           "p95_rel_error", "rms_se", "mean_abs_error_se"]
 
 
 def plug_in_counts(grid: NoisyGrid) -> NDArray[np.int64]:
@@ -306,8 +306,10 @@ def measure_query_error(
     pandas.DataFrame
         One row per non-empty bucket: ``bucket``, ``n_queries``, ``mean_cells``,
         ``mean_abs_error``, ``p95_abs_error``, ``rms``, ``bias`` (mean signed error),
-        ``n_above_floor``, ``mean_rel_error``, ``p95_rel_error``, and the
-        ``expected_*`` figures next to them. ``attrs`` records the settings:
+        ``n_above_floor``, ``mean_rel_error``, ``p95_rel_error``, the
+        ``expected_*`` figures next to them, and the Monte Carlo standard errors
+        ``rms_se`` and ``mean_abs_error_se`` (from the spread over the draws;
+        the error bars of the sqrt(m) plot). ``attrs`` records the settings:
         ``reference`` (``"released grid"`` or ``"truth"``), ``internal``,
         ``title``, the released grid's accounting (``reference_*``), epsilon,
         method, draws and the rest.
@@ -515,6 +517,25 @@ def _simulate_on_dask(setup: _Setup, gen: np.random.Generator, chunks: int, prog
     return np.asarray(errors, dtype=np.float64)
 
 
+def _monte_carlo_se(err: NDArray[np.float64]) -> dict[str, float]:
+    """Monte Carlo standard errors of a bucket's RMS and mean |error|, from its draws.
+
+    The draws (columns) are independent replicates: each gives the bucket's mean
+    squared and mean absolute error; their spread over the draws, divided by
+    sqrt(draws), is the standard error of the average (the RMS's by the delta
+    method, ``se(MSE) / (2 RMS)``). NaN with a single draw.
+    """
+    draws = err.shape[1]
+    if draws < 2:
+        return {"rms_se": float("nan"), "mean_abs_error_se": float("nan")}
+    mse = (err**2).mean(axis=0)
+    mae = np.abs(err).mean(axis=0)
+    rms = float(np.sqrt(mse.mean()))
+    se_mse = float(mse.std(ddof=1) / np.sqrt(draws))
+    return {"rms_se": se_mse / (2 * rms) if rms > 0 else 0.0,
+            "mean_abs_error_se": float(mae.std(ddof=1) / np.sqrt(draws))}
+
+
 def _summarise(setup: _Setup, errors: NDArray[np.float64], expected: bool) -> pd.DataFrame:
     """Return the per-bucket table of simulated errors (and their expectations)."""
     labels, m, answer, floor = setup.labels, setup.m, setup.reference_answer, setup.floor
@@ -536,6 +557,7 @@ def _summarise(setup: _Setup, errors: NDArray[np.float64], expected: bool) -> pd
             "n_above_floor": int(above.size),
             "mean_rel_error": float(rel.mean()) if rel.size else float("nan"),
             "p95_rel_error": _pooled_quantile(rel.ravel()),
+            **_monte_carlo_se(err),
         }
         if expected:
             row.update(ex.bucket_expectations(

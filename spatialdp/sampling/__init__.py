@@ -34,7 +34,12 @@ if TYPE_CHECKING:  # the public names, imported on first use (spatialdp._lazy)
     from spatialdp.sampling.density import DENSITY_CLASSES, density_cells, density_strata
     from spatialdp.sampling.explore import explore_coverage
     from spatialdp.sampling.merges import Merge, merge_small_groups
-    from spatialdp.sampling.plots import plot_allocation, plot_coverage_map, plot_staircase
+    from spatialdp.sampling.plots import (
+        plot_allocation,
+        plot_coverage_map,
+        plot_coverage_maps,
+        plot_staircase,
+    )
     from spatialdp.sampling.policy import ParticipationPolicy
     from spatialdp.sampling.regional import merge_suppressed_regions
     from spatialdp.sampling.sampler import RoundCohort, StratifiedSampler
@@ -72,6 +77,7 @@ __all__ = [
     "merge_suppressed_regions",
     "plot_allocation",
     "plot_coverage_map",
+    "plot_coverage_maps",
     "plot_staircase",
     "published_composition",
     "release_epoch_coverage",

@@ -106,14 +106,8 @@ def plot_bivariate(
     from matplotlib.patches import Patch, PathPatch
 
     from spatialdp.viz.classify import classify_report
-    from spatialdp.viz.maps import (
-        _SUPPRESSED_STYLE,
-        _name_crs,
-        _project,
-        _region_path,
-        _resolve_crs,
-        _set_map_aspect,
-    )
+    from spatialdp.viz.maps import _SUPPRESSED_STYLE, _region_path
+    from spatialdp.viz.projection import _name_crs, _project, _resolve_crs, _set_map_aspect
 
     frame = _check_report(report)
     check_axes(ax)

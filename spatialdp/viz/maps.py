@@ -34,7 +34,7 @@ from numpy.typing import NDArray
 
 from spatialdp._atomic import write_atomically
 from spatialdp._validation import check_axes, check_cmap, check_flag, check_number, check_text, fail
-from spatialdp.exceptions import CRSError, InvalidInput
+from spatialdp.exceptions import InvalidInput
 from spatialdp.viz._explore import explore_report
 from spatialdp.viz._legend import _dot, _draw_class_legend, _draw_legend, _extend
 from spatialdp.viz._report import (
@@ -53,6 +53,13 @@ from spatialdp.viz._report import (
     _size,
     _suppressed,
     _title,
+)
+from spatialdp.viz.projection import (
+    _name_crs,
+    _project,
+    _resolve_crs,
+    _set_map_aspect,
+    plotting_crs,
 )
 
 if TYPE_CHECKING:
@@ -87,9 +94,6 @@ _NO_DATA_STYLE: dict[str, Any] = {
     "label": "no data",
 }
 _EDGE = "white"
-# Lon/lat box of the contiguous US: maps inside it default to CONUS Albers.
-_CONUS_BOUNDS = (-130.0, 20.0, -60.0, 55.0)
-_CONUS_CRS = "EPSG:5070"
 #: Lowest resolution save_figure writes (below it FreeType cannot size the text).
 MIN_DPI = 20.0
 #: Highest resolution save_figure writes (a 10 x 6.5 inch map is then 20,000 pixels wide).
@@ -97,51 +101,6 @@ MAX_DPI = 2000.0
 
 
 # ---------------------------------------------------------------------------- geometry
-def _resolve_crs(report: gpd.GeoDataFrame, projection: Any) -> Any:
-    """Return the CRS to draw in (``None``: as the report is)."""
-    if projection is None:
-        return None
-    if isinstance(projection, str) and projection == "auto":
-        crs = report.crs
-        if crs is None or not crs.is_geographic:
-            return None
-        west, south, east, north = report.total_bounds
-        cw, cs, ce, cn = _CONUS_BOUNDS
-        inside = west > cw and south > cs and east < ce and north < cn
-        return _CONUS_CRS if inside else None
-    if report.crs is None:
-        raise CRSError(
-            f"the report has no CRS, so it cannot be drawn in projection={projection!r:.60}; "
-            "set its CRS with .set_crs(4326) (reports are lon/lat) or pass projection=None"
-        )
-    import pyproj
-
-    fix = "pass 'auto', None, an EPSG code or a CRS string such as 'EPSG:5070'"
-    if isinstance(projection, (bool, np.bool_, float, np.floating, np.ndarray)):
-        raise CRSError(f"projection={projection!r:.60} is not a CRS; {fix}")
-    try:
-        return pyproj.CRS.from_user_input(projection)
-    except (pyproj.exceptions.CRSError, TypeError, ValueError, OverflowError) as err:
-        raise CRSError(f"projection={projection!r:.60} is not a CRS pyproj knows ({err}); "
-                       f"{fix}") from None
-
-
-def _project(report: gpd.GeoDataFrame, crs: Any) -> gpd.GeoDataFrame:
-    """Return the report in ``crs`` (as it is for None); refuse a CRS that cannot hold it."""
-    if crs is None:
-        return report
-    try:
-        frame = report.to_crs(crs)
-    except Exception as err:  # pyproj raises several kinds for a CRS that cannot hold the data
-        raise CRSError(f"the report cannot be drawn in {str(crs)[:60]!r}: {err}; pass "
-                       "projection=None or a CRS that covers the regions") from None
-    bounds = np.asarray(frame.total_bounds, dtype=np.float64)
-    if not frame.geometry.is_empty.all() and not np.isfinite(bounds).all():
-        raise CRSError(f"the report's regions fall outside the area {str(crs)[:60]!r} can draw "
-                       "(infinite coordinates); pass projection=None or a CRS that covers them")
-    return frame
-
-
 def _colour(value: Any, name: str) -> Any:
     """Return ``value`` if matplotlib reads it as a colour; refuse it otherwise."""
     from matplotlib.colors import to_rgba
@@ -267,9 +226,14 @@ def plot_uncertainty_choropleth(
         has no label otherwise. Labels that would overlap a label of a larger
         region are left out, so small regions may go unlabelled.
     projection : "auto", None, or a CRS
-        ``"auto"`` draws a lon/lat report that lies in the contiguous US in
-        CONUS Albers equal-area (EPSG:5070) and anything else as it is; ``None``
-        draws as it is; any CRS pyproj understands draws in that CRS.
+        ``"auto"`` draws in an equal-area projection chosen from the report's
+        extent (CONUS Albers EPSG:5070 for the contiguous US, ETRS89 LAEA
+        EPSG:3035 for Europe, Equal Earth EPSG:8857 for the world, a Lambert
+        azimuthal equal-area centred on any other extent; see
+        :func:`~spatialdp.viz.projection.auto_crs`); ``None`` draws as it is;
+        any CRS pyproj understands draws in that CRS. Regions split at, or
+        crossing, the antimeridian are drawn whole; the map has no lon/lat
+        axes and names its CRS in the bottom-right corner.
     vmin, vmax : float, optional
         Colour range; default the range of the published (unsuppressed) values.
         Values outside are drawn in the end colours and the key gets end triangles.
@@ -486,87 +450,6 @@ def plot_uncertainty_choropleth(
         _draw_legend(ax, cmap_obj, norm, column, _meta(report), show_reliability,
                      extend=_extend(values[published], norm), handles=handles)
     return ax
-
-
-def plotting_crs(report: gpd.GeoDataFrame, projection: Any = "auto") -> Any:
-    """Return the CRS a map of ``report`` is drawn in, to overlay your own layers in it.
-
-    :func:`plot_uncertainty_choropleth` reprojects the report (``"auto"``: a
-    lon/lat report inside the contiguous US is drawn in CONUS Albers,
-    EPSG:5070). Anything drawn on the same axes must be in this CRS:
-    ``layer.to_crs(plotting_crs(report)).plot(ax=ax)``. The map also names it
-    in its bottom-right corner.
-
-    Returns
-    -------
-    pyproj.CRS or None
-        ``None`` when the report has no CRS.
-
-    Examples
-    --------
-    >>> import pandas as pd
-    >>> from spatialdp.datasets import us_states_partition
-    >>> part = us_states_partition()
-    >>> table = pd.DataFrame({"value": 1.0, "error_bar": 0.1, "cohort": 90,
-    ...                       "reliability": "high", "suppressed": False},
-    ...                      index=part.region_ids)
-    >>> plotting_crs(part.join(table)).to_epsg()
-    5070
-    >>> plotting_crs(part.join(table), projection=None).to_epsg()
-    4326
-    """
-    import pyproj
-
-    report = _check_report(report)
-    crs = _resolve_crs(report, projection)
-    if crs is None:
-        return report.crs
-    return pyproj.CRS.from_user_input(crs)
-
-
-def _crs_text(crs: Any) -> str:
-    if crs is None:
-        return "CRS: unknown"
-    epsg = crs.to_epsg()
-    code = f"EPSG:{epsg}" if epsg else "custom CRS"
-    return f"{code} ({crs.name})"
-
-
-def _name_crs(ax: Axes, crs: Any) -> None:
-    """Name the drawing CRS on the map, so an overlay can match it."""
-    text = ax.text(0.995, 0.005, _crs_text(crs), transform=ax.transAxes, ha="right",
-                   va="bottom", fontsize=6.5, color="#6b6b6b", zorder=4)
-    text.set_gid("crs")
-    if crs is not None and crs.is_geographic:
-        ax.set_xlabel("longitude", fontsize=8, color="#444444")
-        ax.set_ylabel("latitude", fontsize=8, color="#444444")
-
-
-def _set_map_aspect(ax: Axes, frame: gpd.GeoDataFrame) -> None:
-    from matplotlib.ticker import FuncFormatter, MaxNLocator
-
-    crs = frame.crs
-    if crs is not None and crs.is_geographic:
-        south, north = frame.total_bounds[1], frame.total_bounds[3]
-        mid = math.radians((south + north) / 2)
-        ax.set_aspect(1 / max(math.cos(mid), 1e-6))
-        ax.xaxis.set_major_formatter(FuncFormatter(_degrees("E", "W")))
-        ax.yaxis.set_major_formatter(FuncFormatter(_degrees("N", "S")))
-        # Few enough ticks that "120°W" labels never run into each other.
-        ax.xaxis.set_major_locator(MaxNLocator(nbins=6, steps=[1, 2, 2.5, 5, 10]))
-        ax.yaxis.set_major_locator(MaxNLocator(nbins=6, steps=[1, 2, 2.5, 5, 10]))
-        ax.tick_params(labelsize=8)
-    else:
-        ax.set_aspect("equal")
-        ax.set_axis_off()
-
-
-def _degrees(positive: str, negative: str) -> Any:
-    def fmt(x: float, _pos: int | None = None) -> str:
-        hemisphere = positive if x > 0 else negative if x < 0 else ""
-        return f"{abs(x):g}°{hemisphere}"
-
-    return fmt
 
 
 def _annotate_cohort(
