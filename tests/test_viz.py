@@ -143,9 +143,9 @@ def test_suppressed_regions_are_hatched_one_patch_each(report: gpd.GeoDataFrame)
         assert abs(g - b) < 1e-6
     legend = ax.get_legend()
     assert legend is not None
-    assert [t.get_text() for t in legend.get_texts()] == [
-        f"suppressed ({len(SUPPRESSED)})"]
-    assert legend.legend_handles[0].get_hatch() == "///"
+    texts = [t.get_text() for t in legend.get_texts()]
+    entry = texts.index(f"suppressed ({len(SUPPRESSED)})")
+    assert legend.legend_handles[entry].get_hatch() == "///"
 
 
 def test_reliability_classes_fade_and_the_low_class_is_dotted(
@@ -169,18 +169,21 @@ def test_reliability_classes_fade_and_the_low_class_is_dotted(
 
 
 def test_value_colours_follow_the_values(report: gpd.GeoDataFrame) -> None:
-    ax = plot_uncertainty_choropleth(report, cmap="viridis")
+    ax = plot_uncertainty_choropleth(report, cmap="viridis", scheme=None)  # the ramp
     high = _by_gid(ax, "reliability:high")
     ids = report.index[(report.reliability == "high") & ~report.suppressed]
     values = report.loc[ids, "value"].to_numpy()
     faces = high.get_facecolors()
     top = plt.get_cmap("viridis")(1.0)
-    assert np.allclose(faces[np.argmax(values)], top)  # the outlier gets the end colour
+    # The outlier gets the end colour (as the hex colour the folium map shares: 8 bits).
+    assert np.allclose(faces[np.argmax(values)], top, atol=1 / 255)
     assert ids[np.argmax(values)] == OUTLIER
+    # ... beyond the robust range, so it is marked, not silently clamped.
+    assert len(_by_gid(ax, "out-of-range:above").get_paths()) == 1
 
 
 def test_two_way_key_and_title(report: gpd.GeoDataFrame) -> None:
-    ax = plot_uncertainty_choropleth(report)
+    ax = plot_uncertainty_choropleth(report, scheme=None)  # the continuous ramp's key
     title = ax.get_title(loc="left")
     for part in ("loss", "round 12", "ε = 1", "95% error bars",
                  f"{len(SUPPRESSED)} of "):
@@ -191,7 +194,7 @@ def test_two_way_key_and_title(report: gpd.GeoDataFrame) -> None:
     assert "faded by reliability" in key.get_title(loc="left")
     (image,) = key.get_images()
     assert np.allclose(image.get_array()[:, 0, 3], [1.0, 0.5, 0.22])
-    no_legend = plot_uncertainty_choropleth(report, legend=False)
+    no_legend = plot_uncertainty_choropleth(report, legend=False, scheme=None)
     assert no_legend.get_legend() is None
     assert not no_legend.child_axes
 
@@ -266,8 +269,9 @@ def test_title_reads_a_per_metric_epsilon_dict(report: gpd.GeoDataFrame) -> None
 
 
 def test_other_columns_and_no_data(report: gpd.GeoDataFrame) -> None:
-    ax = plot_uncertainty_choropleth(report, column="cohort")
-    assert [c.get_gid() for c in ax.collections] == ["reliability:all"]  # no fading
+    ax = plot_uncertainty_choropleth(report, column="cohort")  # no noise: the ramp
+    # No fading; the far-out cohort is beyond the robust range and marked.
+    assert [c.get_gid() for c in ax.collections] == ["reliability:all", "out-of-range:above"]
     assert "loss: cohort" in ax.get_title(loc="left")
     # A region absent from the table (NaN everywhere, not suppressed) is "no data".
     part = us_states_partition()

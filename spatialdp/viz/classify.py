@@ -56,6 +56,9 @@ SCHEMES: tuple[str, ...] = (
     "user_defined", "jenks_caspall", "headtail_breaks", "max_breaks", "box_plot",
     "std_mean", "percentiles", "maximum_breaks", "prettybreaks")
 
+#: Columns that carry the report's noise: the default classes are drawn for them.
+NOISY_COLUMNS: tuple[str, ...] = ("value", "ci_low", "ci_high")
+
 #: Legend text of a map whose published values are one class.
 ONE_CLASS_TEXT = "no differences beyond the noise"
 
@@ -310,9 +313,12 @@ def map_colours(
         Column to colour by.
     cmap : str or Colormap
     scheme : str or None
-        ``"auto"`` (default): the ``separable`` classes, or the continuous
-        ramp when ``vmin``, ``vmax`` or ``robust`` is given; ``None``: the
-        continuous ramp; a scheme of :data:`SCHEMES`.
+        ``"auto"`` (default): the ``separable`` classes for a noisy estimate
+        (``value``, ``ci_low``, ``ci_high``) whose noise the report gives
+        (``noise_std``, or ``error_bar`` with ``attrs["spatialdp"]["alpha"]``);
+        the continuous ramp for other columns, a report without its noise, or
+        when ``vmin``, ``vmax`` or ``robust`` is given. ``None``: the continuous
+        ramp. A scheme of :data:`SCHEMES`.
     k, classification_kwds
         As for :func:`classify_report`.
     vmin, vmax, robust
@@ -358,7 +364,7 @@ def map_colours(
     ranged = vmin is not None or vmax is not None or robust is not None
     name = None if scheme is None else check_text(scheme, "scheme").lower()
     if name == "auto":
-        name = None if ranged else "separable"
+        name = "separable" if not ranged and _noise_known(frame, column) else None
     elif name is not None and ranged:
         raise fail("scheme", scheme, "is a classification, but vmin, vmax or robust is given",
                    "pass scheme=None for a continuous ramp with that range, or leave out "
@@ -385,6 +391,17 @@ def map_colours(
     fill[published] = [to_hex(c, keep_alpha=False) for c in ramp(norm(shown))]
     out[published] = np.where(shown < lo, -1, np.where(shown > hi, 1, 0))
     return MapColours(None, fill, out, lo, hi, published, values)
+
+
+def _noise_known(frame: pd.DataFrame, column: str) -> bool:
+    """Does the report give the noise of ``column`` (an estimate with noise_std or a level)?"""
+    if column not in NOISY_COLUMNS:
+        return False
+    try:
+        noise_model(frame)
+    except InvalidInput:
+        return False
+    return True
 
 
 def _ramp_range(shown: NDArray[np.float64], robust: bool | None, vmin: float | None,
