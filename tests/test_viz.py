@@ -471,14 +471,13 @@ def _walk(element):
 
 def test_explore_report_tooltip_and_styles(report: gpd.GeoDataFrame) -> None:
     folium = pytest.importorskip("folium")
-    pytest.importorskip("mapclassify")
     m = explore_report(report, tiles=None)
     assert isinstance(m, folium.Map)
     html = m.get_root().render()
     (tooltip,) = [c for c in _walk(m) if isinstance(c, folium.GeoJsonTooltip)]
-    assert tooltip.fields == ["region", "estimate", "interval", "cohort_n", "cv_text",
-                              "reliability_class"]
-    assert tooltip.aliases == ["region", "value ± error bar (95%)", "interval (95%)",
+    assert tooltip.fields == ["region", "class_text", "estimate", "interval", "cohort_n",
+                              "cv_text", "reliability_class"]
+    assert tooltip.aliases == ["region", "class", "value ± error bar (95%)", "interval (95%)",
                                "cohort", "CV", "reliability"]
     assert "20,356" in html
     assert '"reliability_class": "suppressed"' in html
@@ -486,10 +485,14 @@ def test_explore_report_tooltip_and_styles(report: gpd.GeoDataFrame) -> None:
     assert html.count(f'"cohort_n": "\\u003c{FLOOR}"') == len(SUPPRESSED)  # "<10", escaped
     assert '"cohort_n": "4"' not in html
     assert "new L.StripePattern(" in html  # the suppressed regions' hatch
-    assert r'.text("loss \u00b7 round 12 \u00b7 \u03b5=1")' in html  # the legend caption
-    # The fade by reliability survives a style_kwds of the caller's.
-    m2 = explore_report(report, column="cv", tiles=None, style_kwds={"weight": 3})
-    assert '"fillOpacity": 0.2' in m2.get_root().render()
+    assert "loss · round 12<br>ε = 1 · 95% error bars · 3 of 48 regions suppressed" in html
+    # The fade by reliability (the static map's opacities) survives a style_kwds of the
+    # caller's; a column without noise (cv) is not faded.
+    m2 = explore_report(report, column="value", tiles=None, style_kwds={"weight": 3})
+    assert '"fillOpacity": 0.22' in m2.get_root().render()
+    assert '"weight": 3' in m2.get_root().render()
+    m3 = explore_report(report, column="cv", tiles=None)
+    assert '"fillOpacity": 0.22' not in m3.get_root().render()
 
 
 def test_plain_explore_works_with_the_schema(report: gpd.GeoDataFrame) -> None:
@@ -505,7 +508,7 @@ def test_explore_without_folium_says_what_to_install(
     report: gpd.GeoDataFrame, monkeypatch
 ) -> None:
     monkeypatch.setitem(sys.modules, "folium", None)
-    with pytest.raises(ImportError, match="pip install folium mapclassify"):
+    with pytest.raises(ImportError, match="pip install folium"):
         explore_report(report)
 
 

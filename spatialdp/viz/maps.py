@@ -43,6 +43,7 @@ from spatialdp.viz._report import (
     _check_report,
     _cohort_text,
     _column_name,
+    _labelled,
     _meta,
     _numeric_column,
     _optional_flag,
@@ -300,7 +301,8 @@ def plot_uncertainty_choropleth(
         (``value_label``, set from the spec's ``label``/``unit`` by
         :func:`~spatialdp.federated.regional_report`), round, epsilon, level and
         the coarsened number of suppressed regions. The drawing CRS is named on
-        the map (see :func:`plotting_crs`).
+        the map (see :func:`plotting_crs`). A simulation's title, the caller's
+        own included, starts with ``[SIMULATION]``.
     figsize : (float, float)
         Size of the new figure when ``ax`` is not given.
     scheme : str or None, default "auto"
@@ -461,7 +463,7 @@ def plot_uncertainty_choropleth(
     ax.autoscale_view()
     _set_map_aspect(ax, frame)
     _name_crs(ax, frame.crs)
-    ax.set_title(title if title is not None else
+    ax.set_title(_labelled(title, _meta(report)) if title is not None else
                  _title(_meta(report), column, int(suppressed.sum()), len(report)),
                  fontsize=12, loc="left")
 
