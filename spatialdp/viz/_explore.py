@@ -55,7 +55,7 @@ def _fmt(x: Any, digits: int = 4) -> str:
 
 
 def region_class_name(region_id: Any) -> str:
-    """The CSS class of a region's path on the folium map: ``spatialdp-region-<id>``.
+    """Return the CSS class of a region's path on the folium map: ``spatialdp-region-<id>``.
 
     Characters other than letters, digits, ``-`` and ``_`` become ``_``.
 
@@ -266,7 +266,7 @@ def _features(report: gpd.GeoDataFrame, column: str, fills: MapColours,
 
 
 def _opacity(reliability: str, show_reliability: bool) -> float:
-    """The static map's opacity of a reliability class (a value without one counts as low)."""
+    """Return the static map's opacity of a reliability class (no class counts as low)."""
     if reliability == "suppressed":
         return _SUPPRESSED_OPACITY
     if not show_reliability:
@@ -305,7 +305,7 @@ _SWATCH = ("display: inline-block; width: 26px; height: 12px; vertical-align: mi
 
 
 def _add_title_box(m: Any, text: str) -> None:
-    """A fixed box at the top of the map with its title ([SIMULATION] first, for a simulation)."""
+    """Add a fixed box at the top of the map with its title ([SIMULATION] first if simulated)."""
     import folium
 
     lines = "<br>".join(html.escape(line) for line in text.splitlines())
@@ -316,7 +316,7 @@ def _add_title_box(m: Any, text: str) -> None:
 
 def _add_legend(m: Any, fills: MapColours, cmap: Any, name: str, meta: Mapping[str, Any],
                 show_reliability: bool) -> None:
-    """A fixed key: the classes (or the ramp and its out-of-range marks), opacity, suppressed."""
+    """Add a fixed key: the classes (or the ramp and its out-of-range marks), opacity."""
     import folium
 
     rows = [f'<div style="font-weight: bold; margin-bottom: 4px;">{html.escape(name)}</div>']

@@ -249,15 +249,16 @@ def _column_name(meta: Mapping[str, Any], column: str) -> str:
 
 
 def _accounting_label(meta: Mapping[str, Any]) -> str:
-    """``[SIMULATION]`` or ``[UNACCOUNTED]`` from the metadata; empty for a ledger release."""
+    """Return ``[SIMULATION]`` or ``[UNACCOUNTED]`` from the metadata (empty for a release)."""
     label = {"simulation": "SIMULATION", "unaccounted": "UNACCOUNTED"}.get(
         str(meta.get("accounting")))
     return f"[{label}]" if label else ""
 
 
 def _labelled(title: str, meta: Mapping[str, Any]) -> str:
-    """Return ``title`` led by the accounting label (a caller's own title too): a simulation
-    or an unaccounted release never reaches a figure unmarked.
+    """Return ``title`` led by the accounting label (a caller's own title too).
+
+    A simulation or an unaccounted release never reaches a figure unmarked.
 
     Examples
     --------

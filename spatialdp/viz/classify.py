@@ -394,7 +394,7 @@ def map_colours(
 
 
 def _noise_known(frame: pd.DataFrame, column: str) -> bool:
-    """Does the report give the noise of ``column`` (an estimate with noise_std or a level)?"""
+    """Return whether the report gives the noise of ``column`` (noise_std, or a level)."""
     if column not in NOISY_COLUMNS:
         return False
     try:
