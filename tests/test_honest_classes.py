@@ -144,7 +144,7 @@ def test_one_region_shifted_by_several_error_bars_stands_out_alone() -> None:
 def test_default_map_of_noise_is_one_class_and_a_shifted_region_stands_out(
         tmp_path: Path) -> None:
     """The default map (report.plot / plot_uncertainty_choropleth): noise only, one colour
-    and "no differences beyond the noise"; Colorado shifted by 8 error bars, alone."""
+    and "no class break beyond the noise"; Colorado shifted by 8 error bars, alone."""
     flat = flat_report()
     ax = plot_uncertainty_choropleth(flat)
     faces = np.concatenate([c.get_facecolors()[:, :3] for c in ax.collections

@@ -60,7 +60,7 @@ SCHEMES: tuple[str, ...] = (
 NOISY_COLUMNS: tuple[str, ...] = ("value", "ci_low", "ci_high")
 
 #: Legend text of a map whose published values are one class.
-ONE_CLASS_TEXT = "no differences beyond the noise"
+ONE_CLASS_TEXT = "no class break beyond the noise"
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,7 @@ class Classification:
     def labels(self, fmt: str = "{:.3g}") -> list[str]:
         """Class-interval labels, ``'0.31 – 0.42'`` (first closed, others open below).
 
-        A map of one class reads ``'0.31 – 0.42: no differences beyond the noise'``.
+        A map of one class reads ``'0.31 – 0.42: no class break beyond the noise'``.
         """
         lows = [self.lower, *self.bins[:-1]]
         labels = [f"{fmt.format(lo)} – {fmt.format(hi)}"

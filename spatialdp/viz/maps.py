@@ -323,7 +323,7 @@ def plot_uncertainty_choropleth(
         ``GeoDataFrame.plot(scheme=...)``. With classes the key is a
         class-interval legend that says of each break whether it is beyond
         the noise or whether the neighbouring classes are within each other's
-        error bars; a map of one class says "no differences beyond the noise"
+        error bars; a map of one class says "no class break beyond the noise"
         and is drawn in the ramp's middle colour.
     k : int
         Number of classes with a mapclassify scheme; the most classes with
