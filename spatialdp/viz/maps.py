@@ -238,10 +238,11 @@ def plot_uncertainty_choropleth(
 ) -> Axes:
     """Choropleth of a regional report with its uncertainty drawn on the map.
 
-    Colour is the class of ``column``'s value: by default only the class breaks
-    that noise alone would not produce anywhere on the map (family-wise 95%, see
-    ``scheme``), so a map of pure noise is one colour; opacity is the reliability class (high:
-    opaque, medium: faded, low: very faded with a dotted fill); suppressed
+    Colour is the class of ``column``'s value: by default only the class
+    breaks that noise alone would not produce anywhere on the map (family-wise
+    95%, see ``scheme``), so a map of pure noise is one colour; opacity is the
+    reliability class (high: opaque, medium: faded, low: very faded with a
+    dotted fill); suppressed
     regions are light grey, hatched ``///``. The legend is two-way: value across,
     reliability down, so a faded colour reads as "this value, unreliable" and
     not as another value. Nothing is saved (see :func:`save_figure`).
