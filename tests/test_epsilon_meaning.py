@@ -67,8 +67,10 @@ def test_one_number_is_the_total_split_equally(clients: pd.DataFrame) -> None:
     title = plot_uncertainty_choropleth(report["loss"]).get_title(loc="left")
     assert "ε = 0.4 (loss 0.2, speed 0.2) (replace-one)" in title
     html = explore_report(report["speed"], tiles=None).get_root().render()
-    assert r"\u03b5=0.4 (replace-one)" in html  # the legend caption
-    assert r"\u03b5=0.2" not in html
+    box = html[html.index('id="spatialdp-title"'):]
+    box = box[:box.index("</div>")]
+    assert "ε = 0.4 (loss 0.2, speed 0.2) (replace-one)" in box  # the map's title box
+    assert "ε = 0.2 " not in html
 
 
 def test_a_mapping_is_the_split_and_its_sum_the_total(clients: pd.DataFrame) -> None:

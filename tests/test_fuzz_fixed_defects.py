@@ -361,7 +361,7 @@ def report_frame() -> Any:
     (lambda: viz.explore_report(report_frame(), column=[]), InvalidInput,
      r"column=\[\] is a list"),
     (lambda: viz.explore_report(report_frame(), tiles=3), InvalidInput,
-     "GeoDataFrame.explore refused"),
+     "folium.Map refused the map options"),
 ])
 def test_viz_refusals(call: Any, error: type[Exception], match: str) -> None:
     with pytest.raises(error, match=match):

@@ -143,9 +143,9 @@ def test_suppressed_regions_are_hatched_one_patch_each(report: gpd.GeoDataFrame)
         assert abs(g - b) < 1e-6
     legend = ax.get_legend()
     assert legend is not None
-    assert [t.get_text() for t in legend.get_texts()] == [
-        f"suppressed ({len(SUPPRESSED)})"]
-    assert legend.legend_handles[0].get_hatch() == "///"
+    texts = [t.get_text() for t in legend.get_texts()]
+    entry = texts.index(f"suppressed ({len(SUPPRESSED)})")
+    assert legend.legend_handles[entry].get_hatch() == "///"
 
 
 def test_reliability_classes_fade_and_the_low_class_is_dotted(
@@ -169,18 +169,21 @@ def test_reliability_classes_fade_and_the_low_class_is_dotted(
 
 
 def test_value_colours_follow_the_values(report: gpd.GeoDataFrame) -> None:
-    ax = plot_uncertainty_choropleth(report, cmap="viridis")
+    ax = plot_uncertainty_choropleth(report, cmap="viridis", scheme=None)  # the ramp
     high = _by_gid(ax, "reliability:high")
     ids = report.index[(report.reliability == "high") & ~report.suppressed]
     values = report.loc[ids, "value"].to_numpy()
     faces = high.get_facecolors()
     top = plt.get_cmap("viridis")(1.0)
-    assert np.allclose(faces[np.argmax(values)], top)  # the outlier gets the end colour
+    # The outlier gets the end colour (as the hex colour the folium map shares: 8 bits).
+    assert np.allclose(faces[np.argmax(values)], top, atol=1 / 255)
     assert ids[np.argmax(values)] == OUTLIER
+    # ... beyond the robust range, so it is marked, not silently clamped.
+    assert len(_by_gid(ax, "out-of-range:above").get_paths()) == 1
 
 
 def test_two_way_key_and_title(report: gpd.GeoDataFrame) -> None:
-    ax = plot_uncertainty_choropleth(report)
+    ax = plot_uncertainty_choropleth(report, scheme=None)  # the continuous ramp's key
     title = ax.get_title(loc="left")
     for part in ("loss", "round 12", "ε = 1", "95% error bars",
                  f"{len(SUPPRESSED)} of "):
@@ -191,7 +194,7 @@ def test_two_way_key_and_title(report: gpd.GeoDataFrame) -> None:
     assert "faded by reliability" in key.get_title(loc="left")
     (image,) = key.get_images()
     assert np.allclose(image.get_array()[:, 0, 3], [1.0, 0.5, 0.22])
-    no_legend = plot_uncertainty_choropleth(report, legend=False)
+    no_legend = plot_uncertainty_choropleth(report, legend=False, scheme=None)
     assert no_legend.get_legend() is None
     assert not no_legend.child_axes
 
@@ -270,8 +273,9 @@ def test_title_shows_the_charged_total_of_a_per_metric_epsilon_dict(
 
 
 def test_other_columns_and_no_data(report: gpd.GeoDataFrame) -> None:
-    ax = plot_uncertainty_choropleth(report, column="cohort")
-    assert [c.get_gid() for c in ax.collections] == ["reliability:all"]  # no fading
+    ax = plot_uncertainty_choropleth(report, column="cohort")  # no noise: the ramp
+    # No fading; the far-out cohort is beyond the robust range and marked.
+    assert [c.get_gid() for c in ax.collections] == ["reliability:all", "out-of-range:above"]
     assert "loss: cohort" in ax.get_title(loc="left")
     # A region absent from the table (NaN everywhere, not suppressed) is "no data".
     part = us_states_partition()
@@ -471,14 +475,13 @@ def _walk(element):
 
 def test_explore_report_tooltip_and_styles(report: gpd.GeoDataFrame) -> None:
     folium = pytest.importorskip("folium")
-    pytest.importorskip("mapclassify")
     m = explore_report(report, tiles=None)
     assert isinstance(m, folium.Map)
     html = m.get_root().render()
     (tooltip,) = [c for c in _walk(m) if isinstance(c, folium.GeoJsonTooltip)]
-    assert tooltip.fields == ["region", "estimate", "interval", "cohort_n", "cv_text",
-                              "reliability_class"]
-    assert tooltip.aliases == ["region", "value ± error bar (95%)", "interval (95%)",
+    assert tooltip.fields == ["region", "class_text", "estimate", "interval", "cohort_n",
+                              "cv_text", "reliability_class"]
+    assert tooltip.aliases == ["region", "class", "value ± error bar (95%)", "interval (95%)",
                                "cohort", "CV", "reliability"]
     assert "20,356" in html
     assert '"reliability_class": "suppressed"' in html
@@ -486,10 +489,14 @@ def test_explore_report_tooltip_and_styles(report: gpd.GeoDataFrame) -> None:
     assert html.count(f'"cohort_n": "\\u003c{FLOOR}"') == len(SUPPRESSED)  # "<10", escaped
     assert '"cohort_n": "4"' not in html
     assert "new L.StripePattern(" in html  # the suppressed regions' hatch
-    assert r'.text("loss \u00b7 round 12 \u00b7 \u03b5=1")' in html  # the legend caption
-    # The fade by reliability survives a style_kwds of the caller's.
-    m2 = explore_report(report, column="cv", tiles=None, style_kwds={"weight": 3})
-    assert '"fillOpacity": 0.2' in m2.get_root().render()
+    assert "loss · round 12<br>ε = 1 · 95% error bars · 3 of 48 regions suppressed" in html
+    # The fade by reliability (the static map's opacities) survives a style_kwds of the
+    # caller's; a column without noise (cv) is not faded.
+    m2 = explore_report(report, column="value", tiles=None, style_kwds={"weight": 3})
+    assert '"fillOpacity": 0.22' in m2.get_root().render()
+    assert '"weight": 3' in m2.get_root().render()
+    m3 = explore_report(report, column="cv", tiles=None)
+    assert '"fillOpacity": 0.22' not in m3.get_root().render()
 
 
 def test_plain_explore_works_with_the_schema(report: gpd.GeoDataFrame) -> None:
@@ -505,7 +512,7 @@ def test_explore_without_folium_says_what_to_install(
     report: gpd.GeoDataFrame, monkeypatch
 ) -> None:
     monkeypatch.setitem(sys.modules, "folium", None)
-    with pytest.raises(ImportError, match="pip install folium mapclassify"):
+    with pytest.raises(ImportError, match="pip install folium"):
         explore_report(report)
 
 

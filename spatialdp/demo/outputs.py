@@ -47,7 +47,7 @@ def draw_choropleths(report: RegionalReport, folder: Path) -> list[Path]:
     for metric, (stem, what) in CHOROPLETHS.items():
         fig, ax = plt.subplots(figsize=(11, 6.5))
         plot_uncertainty_choropleth(
-            report[metric], ax=ax, robust=True,
+            report[metric], ax=ax,  # the default classes: the same as ratio_map.html
             title=f"{what} by region, round {report.round_index}, "
                   f"{_relation(report)} (95% error bars; faded = less reliable, "
                   f"hatched = suppressed)")

@@ -278,8 +278,8 @@ class RegionalReport(Result):
     def explore(self, metric: str, column: str = "value", **kwargs: Any) -> Any:
         """Interactive folium map of one metric: :func:`~spatialdp.viz.explore_report`.
 
-        Opacity is reliability (the legend says so); ``**kwargs`` go to
-        ``GeoDataFrame.explore``.
+        The static map's classes and colours (opacity is reliability, the legend
+        says so); ``**kwargs`` go to :func:`~spatialdp.viz.explore_report`.
         """
         from spatialdp import viz
 

@@ -126,25 +126,24 @@ def _draw_class_legend(
     show_reliability: bool,
     handles: list[Patch],
 ) -> None:
-    """Class-interval legend to the right of the map, each break graded by its separability.
+    """Class-interval legend to the right of the map, each break said beyond the noise or not.
 
-    One entry per class (``0.31 – 0.42 (12)``), with the break's separability
-    between consecutive classes (``┄ 97% separable``: the least separable pair
-    across the break is ordered correctly with that probability), then the
-    reliability fading and the suppressed / no-data entries.
+    One entry per class (``0.31 – 0.42 (12)``), and between consecutive classes
+    the break's verdict (:meth:`~spatialdp.viz.classify.Classification.break_notes`:
+    ``┄ break 0.42: beyond the noise (99.9% separable)``, or ``classes within
+    each other's error bars``), then the reliability fading and the
+    suppressed / no-data entries. A map of one class has one entry, "no
+    differences beyond the noise".
     """
     from matplotlib.patches import Patch as MplPatch
 
     entries: list[Any] = []
     labels: list[str] = []
-    grades = classes.separability
+    notes = classes.break_notes()
     for c, (text, count) in enumerate(zip(classes.labels(), classes.counts, strict=True)):
-        if c > 0:
-            grade = grades.separability.iloc[c - 1] if c - 1 < len(grades) else np.nan
-            if np.isfinite(grade):
-                entries.append(MplPatch(facecolor="none", edgecolor="none"))
-                labels.append(f"   ┄ break {grades['break'].iloc[c - 1]:.3g}: "
-                              f"{_percent(grade)} separable")
+        if 0 < c <= len(notes):
+            entries.append(MplPatch(facecolor="none", edgecolor="none"))
+            labels.append(f"   ┄ {notes[c - 1]}")
         entries.append(MplPatch(facecolor=colours[c], edgecolor="#8a8a8a", linewidth=0.4))
         labels.append(f"{text}  ({int(count)})")
     if show_reliability:
@@ -158,17 +157,9 @@ def _draw_class_legend(
     for handle in handles:
         entries.append(handle)
         labels.append(str(handle.get_label()))
+    plural = "class" if classes.k == 1 else "classes"
     box = ax.legend(entries, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0),
                     frameon=False, fontsize=8, title=f"{name}\n({classes.scheme}, "
-                    f"{classes.k} classes)", title_fontsize=8.5, alignment="left",
+                    f"{classes.k} {plural})", title_fontsize=8.5, alignment="left",
                     handlelength=1.8, handleheight=1.2, borderaxespad=0)
     box.set_gid("legend:classes")
-
-
-def _percent(p: float) -> str:
-    """Format a probability as a percentage that never rounds a doubt away (99.96% is not 100%)."""
-    if p >= 1.0:
-        return "100%"
-    if p >= 0.99:
-        return f"{np.floor(p * 1000) / 10:.1f}%"
-    return f"{np.floor(p * 100):.0f}%"

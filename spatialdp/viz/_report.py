@@ -247,12 +247,35 @@ def _column_name(meta: Mapping[str, Any], column: str) -> str:
                            u=_unit_suffix(meta))
 
 
-def _title(meta: Mapping[str, Any], column: str, n_suppressed: int, n_regions: int) -> str:
-    head = _column_name(meta, column)
+def _accounting_label(meta: Mapping[str, Any]) -> str:
+    """Return ``[SIMULATION]`` or ``[UNACCOUNTED]`` from the metadata (empty for a release)."""
     label = {"simulation": "SIMULATION", "unaccounted": "UNACCOUNTED"}.get(
         str(meta.get("accounting")))
-    if label:
-        head = f"[{label}] {head}"
+    return f"[{label}]" if label else ""
+
+
+def _labelled(title: str, meta: Mapping[str, Any]) -> str:
+    """Return ``title`` led by the accounting label (a caller's own title too).
+
+    A simulation or an unaccounted release never reaches a figure unmarked.
+
+    Examples
+    --------
+    >>> _labelled("loss by region", {"accounting": "simulation"})
+    '[SIMULATION] loss by region'
+    >>> _labelled("[SIMULATION] loss", {"accounting": "simulation"})
+    '[SIMULATION] loss'
+    >>> _labelled("loss", {"accounting": "ledger"})
+    'loss'
+    """
+    label = _accounting_label(meta)
+    if not label or label in title:
+        return title
+    return f"{label} {title}" if title else label
+
+
+def _title(meta: Mapping[str, Any], column: str, n_suppressed: int, n_regions: int) -> str:
+    head = _labelled(_column_name(meta, column), meta)
     if meta.get("round_index") is not None:
         head += f" · round {meta['round_index']}"
     details = []

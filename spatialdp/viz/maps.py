@@ -22,7 +22,6 @@ two-way key in :mod:`spatialdp.viz._legend` and the folium map in
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -42,18 +41,18 @@ from spatialdp.viz._report import (
     REPORT_COLUMNS,
     _check_report,
     _cohort_text,
-    _colour_range,
     _column_name,
+    _labelled,
     _meta,
     _numeric_column,
     _optional_flag,
-    _optional_number,
     _optional_text,
     _reliability,
     _size,
     _suppressed,
     _title,
 )
+from spatialdp.viz.classify import MapColours, map_colours
 from spatialdp.viz.projection import (
     _name_crs,
     _project,
@@ -94,6 +93,9 @@ _NO_DATA_STYLE: dict[str, Any] = {
     "label": "no data",
 }
 _EDGE = "white"
+# Regions beyond the continuous ramp's range: drawn in the end colour, and marked.
+_OUT_OF_RANGE_HATCH = "xx"
+_OUT_OF_RANGE_EDGE = "#1a1a1a"
 #: Lowest resolution save_figure writes (below it FreeType cannot size the text).
 MIN_DPI = 20.0
 #: Highest resolution save_figure writes (a 10 x 6.5 inch map is then 20,000 pixels wide).
@@ -186,7 +188,7 @@ def plot_uncertainty_choropleth(
     missing_kwds: Mapping[str, Any] | None = None,
     title: str | None = None,
     figsize: tuple[float, float] = (10.0, 6.5),
-    scheme: str | None = None,
+    scheme: str | None = "auto",
     k: int = 5,
     classification_kwds: Mapping[str, Any] | None = None,
     edgecolor: Any = _EDGE,
@@ -194,8 +196,11 @@ def plot_uncertainty_choropleth(
 ) -> Axes:
     """Choropleth of a regional report with its uncertainty drawn on the map.
 
-    Colour is the value of ``column``; opacity is the reliability class (high:
-    opaque, medium: faded, low: very faded with a dotted fill); suppressed
+    Colour is the class of ``column``'s value: by default only the class
+    breaks that noise alone would not produce anywhere on the map (family-wise
+    95%, see ``scheme``), so a map of pure noise is one colour; opacity is the
+    reliability class (high: opaque, medium: faded, low: very faded with a
+    dotted fill); suppressed
     regions are light grey, hatched ``///``. The legend is two-way: value across,
     reliability down, so a faded colour reads as "this value, unreliable" and
     not as another value. Nothing is saved (see :func:`save_figure`).
@@ -235,8 +240,11 @@ def plot_uncertainty_choropleth(
         crossing, the antimeridian are drawn whole; the map has no lon/lat
         axes and names its CRS in the bottom-right corner.
     vmin, vmax : float, optional
-        Colour range; default the range of the published (unsuppressed) values.
-        Values outside are drawn in the end colours and the key gets end triangles.
+        Range of the continuous ramp (giving one draws the ramp, not classes);
+        default the range of the published (unsuppressed) values. Values
+        outside are drawn in the end colour and MARKED: cross-hatched, with a
+        dark outline and a key entry ("above the colour range (n)"); the key
+        gets end triangles.
     robust : bool, optional
         ``True``: the colour range is the 2nd–98th percentiles of the published
         values. ``False``: their full range. ``None`` (default): the full range
@@ -244,7 +252,7 @@ def plot_uncertainty_choropleth(
         quartiles, Tukey's far-out fence), in which case the range stops at the
         most extreme values inside the fences, so that one extreme region does
         not wash out the others; the far-out regions are drawn in the end
-        colour and the key gets an end triangle.
+        colour, marked as out of range. Giving ``robust`` draws the ramp.
     show_reliability : bool, optional
         Fade by reliability class; default ``True`` for ``value``, ``ci_low``
         and ``ci_high`` (the noisy estimates) and ``False`` for other columns.
@@ -257,21 +265,36 @@ def plot_uncertainty_choropleth(
         (``value_label``, set from the spec's ``label``/``unit`` by
         :func:`~spatialdp.federated.regional_report`), round, epsilon, level and
         the coarsened number of suppressed regions. The drawing CRS is named on
-        the map (see :func:`plotting_crs`).
+        the map (see :func:`plotting_crs`). A simulation's title, the caller's
+        own included, starts with ``[SIMULATION]``.
     figsize : (float, float)
         Size of the new figure when ``ax`` is not given.
-    scheme : str, optional
-        Draw classes instead of a continuous colour ramp, as
-        ``GeoDataFrame.plot(scheme=...)``: a mapclassify scheme
+    scheme : str or None, default "auto"
+        ``"auto"``: the ``"separable"`` classes for ``value``, ``ci_low`` and
+        ``ci_high`` when the report gives their noise (``noise_std``, or the
+        level ``alpha`` of its error bars in ``attrs["spatialdp"]``); the
+        continuous ramp for other columns (``error_bar``, ``cohort``, ``cv``,
+        which carry no noise of their own), a report without its noise, or
+        when ``vmin``, ``vmax`` or ``robust`` is given. ``"separable"``: a break
+        only where the gap between published values is larger than noise
+        alone would produce anywhere on this map (with no true difference, one
+        class with probability at least 95%; a region shifted by several
+        error bars is a class of its own; see
+        :func:`~spatialdp.viz.classify.classify_report`). ``None``: the
+        continuous ramp, as GeoPandas draws by default. Any mapclassify scheme
         (``"quantiles"``, ``"natural_breaks"``, ``"fisher_jenks"``,
-        ``"equal_interval"``, ``"user_defined"``...) or ``"separable"`` (breaks
-        the noise is least likely to have crossed, see
-        :func:`~spatialdp.viz.classify.classify_report`). The key becomes a
-        class-interval legend that grades each break's separability.
+        ``"equal_interval"``, ``"user_defined"``...), as
+        ``GeoDataFrame.plot(scheme=...)``. With classes the key is a
+        class-interval legend that says of each break whether it is beyond
+        the noise or whether the neighbouring classes are within each other's
+        error bars; a map of one class says "no class break beyond the noise"
+        and is drawn in the ramp's middle colour.
     k : int
-        Number of classes with ``scheme``.
+        Number of classes with a mapclassify scheme; the most classes with
+        ``"separable"``.
     classification_kwds : dict, optional
-        Passed to the classifier (``{"bins": [...]}`` for ``user_defined``).
+        Passed to the classifier (``{"bins": [...]}`` for ``user_defined``;
+        ``alpha``, ``min_size`` for ``separable``).
     edgecolor : matplotlib colour, default "white"
         The regions' outline, as in ``GeoDataFrame.plot``.
     linewidth : float, default 0.5
@@ -312,7 +335,7 @@ def plot_uncertainty_choropleth(
     """
     import matplotlib.pyplot as plt
     from matplotlib.collections import PathCollection
-    from matplotlib.colors import Normalize
+    from matplotlib.colors import Normalize, to_rgba_array
     from matplotlib.patches import Patch, PathPatch
 
     column = check_text(column, "column")
@@ -321,10 +344,7 @@ def plot_uncertainty_choropleth(
     cmap_obj = check_cmap(cmap)
     legend = check_flag(legend, "legend")
     annotate_cohort = check_flag(annotate_cohort, "annotate_cohort")
-    robust = _optional_flag(robust, "robust")
     show_reliability = _optional_flag(show_reliability, "show_reliability")
-    vmin = _optional_number(vmin, "vmin")
-    vmax = _optional_number(vmax, "vmax")
     title = _optional_text(title, "title")
     figsize = _size(figsize, "figsize")
     supp_style = _patch_style(missing_kwds)
@@ -335,16 +355,11 @@ def plot_uncertainty_choropleth(
         show_reliability = column in ("value", "ci_low", "ci_high")
     reliability = _reliability(report)
     suppressed = _suppressed(report)
-    try:
-        values = _numeric_column(report, column, "the report")
-    except InvalidInput:
-        raise InvalidInput(
-            f"column {column!r} is not numeric (dtype {report[column].dtype}); colour by a "
-            "numeric column such as 'value', 'error_bar' or 'cv'"
-        ) from None
+    fills = map_colours(report, column, cmap=cmap_obj, scheme=scheme, k=k,
+                        classification_kwds=classification_kwds, vmin=vmin, vmax=vmax,
+                        robust=robust)
+    values, published, classes = fills.values, fills.published, fills.classes
     cohorts = _numeric_column(report, "cohort", "the report") if annotate_cohort else None
-    values = np.where(np.isinf(values), np.nan, values)
-    published = ~suppressed & np.isfinite(values)
 
     crs = _resolve_crs(report, projection)
     frame = _project(report, crs)
@@ -354,27 +369,7 @@ def plot_uncertainty_choropleth(
         if path is not None:
             paths[i] = path
     ids = [str(i) for i in frame.index]
-
-    shown = values[published]
-    lo, hi = _colour_range(shown, robust)
-    lo = lo if vmin is None else vmin
-    hi = hi if vmax is None else vmax
-    if not (math.isfinite(lo) and math.isfinite(hi)) or lo > hi:
-        raise InvalidInput(f"vmin={lo!r} and vmax={hi!r} do not make a colour range; "
-                           "give finite vmin <= vmax")
-    if not math.isfinite(hi - lo):
-        raise InvalidInput(f"vmin={lo!r} and vmax={hi!r} span more than a float holds; give a "
-                           "narrower colour range")
-    if hi - lo <= 1e-9 * max(1.0, abs(lo), abs(hi)):  # one colour: widen around it
-        pad = max(abs(lo) * 0.05, 1e-9 * max(1.0, abs(lo))) if lo else 0.5
-        lo, hi = lo - pad, hi + pad
-    norm = Normalize(vmin=lo, vmax=hi, clip=True)
-    classes = None
-    if scheme is not None:
-        from spatialdp.viz.classify import classify_report
-
-        classes = classify_report(report, column, scheme, k, classification_kwds)
-        class_colours = cmap_obj(np.linspace(0.0, 1.0, classes.k))
+    norm = Normalize(vmin=fills.vmin, vmax=fills.vmax, clip=True)
 
     if ax is None:
         _, ax = plt.subplots(figsize=figsize)
@@ -395,8 +390,7 @@ def plot_uncertainty_choropleth(
         idx = [int(i) for i in np.flatnonzero(mask) if i in paths]
         if not idx:
             continue
-        faces = (class_colours[classes.yb[idx]] if classes is not None
-                 else cmap_obj(norm(values[idx])))
+        faces = to_rgba_array(list(fills.fill[idx]))
         faces[:, 3] = RELIABILITY_ALPHA.get(name, 1.0)
         collection = PathCollection([paths[i] for i in idx], facecolors=faces,
                                     edgecolors=edgecolor, linewidths=linewidth, zorder=1)
@@ -405,7 +399,7 @@ def plot_uncertainty_choropleth(
         collection.set_gid(f"reliability:{name}")
         ax.add_collection(collection, autolim=True)
 
-    handles: list[Patch] = []
+    handles: list[Patch] = _mark_out_of_range(ax, fills, paths, cmap_obj)
     # Regions with no value that are not suppressed: "no data".
     nd_idx = [int(i) for i in np.flatnonzero(~suppressed & ~np.isfinite(values))
               if i in paths]
@@ -433,7 +427,7 @@ def plot_uncertainty_choropleth(
     ax.autoscale_view()
     _set_map_aspect(ax, frame)
     _name_crs(ax, frame.crs)
-    ax.set_title(title if title is not None else
+    ax.set_title(_labelled(title, _meta(report)) if title is not None else
                  _title(_meta(report), column, int(suppressed.sum()), len(report)),
                  fontsize=12, loc="left")
 
@@ -444,12 +438,40 @@ def plot_uncertainty_choropleth(
         _annotate_cohort(ax, frame, labels, np.isin(np.arange(len(frame)), list(paths)))
 
     if legend and classes is not None:
-        _draw_class_legend(ax, classes, class_colours, _column_name(_meta(report), column),
-                           show_reliability, handles)
+        _draw_class_legend(ax, classes, to_rgba_array(classes.colours(cmap_obj)),
+                           _column_name(_meta(report), column), show_reliability, handles)
     elif legend:
         _draw_legend(ax, cmap_obj, norm, column, _meta(report), show_reliability,
                      extend=_extend(values[published], norm), handles=handles)
     return ax
+
+
+def _mark_out_of_range(ax: Axes, fills: MapColours, paths: dict[int, MplPath],
+                       cmap: Colormap) -> list[Patch]:
+    """Cross-hatch and outline the regions beyond the ramp's range; return their key entries.
+
+    They are drawn in the end colour (the ramp stops there), so the mark is what
+    tells them apart from the regions at the end of the range.
+    """
+    from matplotlib.collections import PathCollection
+    from matplotlib.patches import Patch
+
+    handles: list[Patch] = []
+    for side, sign, end in (("below", -1, 0.0), ("above", 1, 1.0)):
+        idx = [int(i) for i in np.flatnonzero(fills.out_of_range == sign) if i in paths]
+        if not idx:
+            continue
+        mark = PathCollection([paths[i] for i in idx], facecolors="none",
+                              edgecolors=_OUT_OF_RANGE_EDGE, linewidths=1.3, zorder=1.6)
+        mark.set_hatch(_OUT_OF_RANGE_HATCH)
+        mark.set_gid(f"out-of-range:{side}")
+        ax.add_collection(mark, autolim=False)
+        limit = fills.vmin if sign < 0 else fills.vmax
+        handles.append(Patch(facecolor=cmap(end), edgecolor=_OUT_OF_RANGE_EDGE,
+                             hatch=_OUT_OF_RANGE_HATCH, linewidth=1.0,
+                             label=f"{side} the colour range ({'<' if sign < 0 else '>'} "
+                                   f"{limit:.3g}): {len(idx)}"))
+    return handles
 
 
 def _annotate_cohort(

@@ -29,7 +29,20 @@ higher than Sun & Wong's adjacent-class grade).
 
 :func:`separable_breaks` chooses ``k - 1`` breaks that maximise the smallest
 separability (the bottleneck), then, among the break sets that reach it, the one
-whose classes are closest to equal size.
+whose classes are closest to equal size. It always makes ``k`` classes, even on
+pure noise.
+
+:func:`honest_breaks` (the default classes of the maps) keeps a break only where
+the gap between the published values is larger than noise alone produces
+*anywhere on the map*: every pair of regions across the break must be ordered
+with probability at least :func:`family_grade` ``= 1 - alpha / (n (n - 1))``
+(a Bonferroni bound over the ``n (n - 1) / 2`` pairs, two-sided since the order
+is read off the data). When no region truly differs, some break is kept only if
+some pair's noise difference exceeds its ``alpha / (n (n - 1) / 2)`` two-sided
+quantile, which happens with probability at most ``alpha``: the map shows one
+class with probability at least ``1 - alpha``. ``k`` is then a maximum, and a
+class may hold a single region, so one region shifted by several error bars
+stands out alone.
 """
 
 from __future__ import annotations
@@ -42,17 +55,24 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
-from spatialdp._validation import check_count, check_finite_array
+from spatialdp._validation import check_alpha, check_count, check_finite_array
 from spatialdp.exceptions import InvalidInput
 from spatialdp.privacy.combined_noise import laplace_difference_sf
 
 __all__ = [
+    "FAMILY_ALPHA",
     "NoiseModel",
     "break_separability",
+    "family_grade",
+    "honest_breaks",
     "noise_model",
     "order_probability",
     "separable_breaks",
 ]
+
+#: Family-wise error rate of :func:`honest_breaks` (the default classes of every map): on a
+#: map where no region truly differs, the classes show a difference with at most this chance.
+FAMILY_ALPHA = 0.05
 
 #: Regions either side of a break whose pairs are graded: pairs further apart in rank
 #: than this are not graded (every pair, for reports of up to this many regions).
@@ -300,15 +320,95 @@ def separable_breaks(values: ArrayLike, noise: NoiseModel, k: int = 5, *,
         raise InvalidInput(f"k={k} classes need {k} distinct published values, got "
                            f"{positions.size + 1}; lower k")
     grades = _all_grades(x, model)[positions - 1]
-    # Bottleneck: the highest grade tau at which k-1 breaks fit with the spacing.
+    return _bins(x, _bottleneck(positions, grades, n, k - 1, size))
+
+
+def family_grade(n: int, alpha: float = FAMILY_ALPHA) -> float:
+    """Separability a break needs to be beyond the noise of a map of ``n`` values.
+
+    ``1 - alpha / (n (n - 1))``: the pair across the break is ordered with a
+    probability that noise alone reaches, for any of the ``n (n - 1) / 2``
+    pairs of the map, with probability at most ``alpha`` (Bonferroni, two-sided).
+
+    Examples
+    --------
+    >>> round(family_grade(48), 7)
+    0.9999778
+    """
+    n = check_count(n, "n", low=1)
+    return 1.0 - alpha / max(n * (n - 1), 1)
+
+
+def honest_breaks(values: ArrayLike, noise: NoiseModel, k: int = 5, *,
+                  alpha: float = FAMILY_ALPHA, min_size: int = 1) -> NDArray[np.float64]:
+    """Class upper bounds at gaps the noise is unlikely to have made anywhere on the map.
+
+    A break is a candidate only where every pair of values across it (up to
+    ``PAIR_WINDOW`` ranks apart) is at least :func:`family_grade` separable;
+    when more than ``k - 1`` candidates remain, the ``k - 1`` most separable
+    (bottleneck, then most even class sizes, as :func:`separable_breaks`) are
+    kept. With no true difference on the map, the result is one class with
+    probability at least ``1 - alpha``.
+
+    Parameters
+    ----------
+    values : array-like
+        The published values (NaN where suppressed: left out).
+    noise : NoiseModel
+        Their noise.
+    k : int
+        The most classes to make (fewer when the noise explains the gaps).
+    alpha : float
+        Family-wise error rate (default :data:`FAMILY_ALPHA`).
+    min_size : int
+        Fewest regions per class (default 1: one region may stand out alone).
+
+    Returns
+    -------
+    ndarray
+        The upper bound of each class (the last is the largest value); one
+        entry when the map is one class, none when no value is given.
+
+    Examples
+    --------
+    >>> noise = NoiseModel.laplace_scales([0.05] * 6)
+    >>> honest_breaks([1.0, 1.02, 1.04, 1.06, 1.08, 3.0], noise).tolist()
+    [1.08, 3.0]
+    >>> honest_breaks([1.0, 1.02, 1.04, 1.06, 1.08, 1.1], noise).tolist()
+    [1.1]
+    """
+    k = check_count(k, "k", low=1)
+    alpha = check_alpha(alpha)
+    size = check_count(min_size, "min_size", low=1)
+    x, model, _ = _sorted(values, noise)
+    n = x.size
+    if n == 0:
+        return np.empty(0)
+    positions = np.flatnonzero(np.diff(x) > 0) + 1  # a break never splits tied values
+    grades = _all_grades(x, model)[positions - 1] if positions.size else np.empty(0)
+    keep = grades >= family_grade(n, alpha)
+    candidates, strong = positions[keep], grades[keep]
+    m = min(k - 1, candidates.size)
+    while m > 0 and not _fits(candidates, n, m, size):
+        m -= 1
+    if m == 0:
+        return np.asarray([float(x[-1])])
+    return _bins(x, _bottleneck(candidates, strong, n, m, size))
+
+
+def _bins(x: NDArray[np.float64], chosen: Sequence[int]) -> NDArray[np.float64]:
+    return np.asarray([float(x[p - 1]) for p in chosen] + [float(x[-1])])
+
+
+def _bottleneck(positions: NDArray[np.int64], grades: NDArray[np.float64], n: int, m: int,
+                size: int) -> list[int]:
+    """Pick m breaks with the highest least grade, then the most even class sizes."""
     best = 0.0
     for tau in np.unique(grades)[::-1]:
-        if _fits(positions[grades >= tau], n, k - 1, size):
+        if _fits(positions[grades >= tau], n, m, size):
             best = float(tau)
             break
-    chosen = _balanced(positions[grades >= best], n, k - 1, size)
-    bins = [float(x[p - 1]) for p in chosen] + [float(x[-1])]
-    return np.asarray(bins)
+    return _balanced(positions[grades >= best], n, m, size)
 
 
 def _fits(candidates: NDArray[np.int64], n: int, m: int, size: int) -> bool:

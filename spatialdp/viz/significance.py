@@ -47,6 +47,7 @@ from spatialdp.privacy.combined_noise import (
 from spatialdp.viz._report import (
     _check_report,
     _column_name,
+    _labelled,
     _level_text,
     _meta,
     _numeric_column,
@@ -206,7 +207,9 @@ def plot_significance(
 
     Red: above, blue: below, light grey: no evidence of a difference at
     ``alpha``, hatched grey: suppressed. See :func:`significance_table` for the
-    test; the key gives the counts and the national value.
+    test; the key gives the counts and the national value. A simulation's (or
+    an unaccounted release's) title, the caller's own included, starts with
+    ``[SIMULATION]`` (``[UNACCOUNTED]``).
 
     Examples
     --------
@@ -226,7 +229,8 @@ def plot_significance(
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch, PathPatch
 
-    from spatialdp.viz.maps import _name_crs, _project, _region_path, _resolve_crs, _set_map_aspect
+    from spatialdp.viz.maps import _region_path
+    from spatialdp.viz.projection import _name_crs, _project, _resolve_crs, _set_map_aspect
 
     frame = _check_report(report, extra=["noise_std"])
     size = _size(figsize, "figsize")
@@ -259,10 +263,11 @@ def plot_significance(
     value, _ = _national(national, national_error_bar, level)
     name = _column_name(meta, "value")
     test = f"alpha = {level:g}" + (" per map (Bonferroni)" if adjust else " per region")
-    ax.set_title(title if title is not None else
-                 f"{name}: regions different from the national value\n"
-                 f"national {value:.3g} · noise-aware test at {test}"
-                 + (f" · {_level_text(meta)} error bars" if _level_text(meta) else ""),
+    ax.set_title(_labelled(title if title is not None else
+                           f"{name}: regions different from the national value\n"
+                           f"national {value:.3g} · noise-aware test at {test}"
+                           + (f" · {_level_text(meta)} error bars" if _level_text(meta) else ""),
+                           meta),
                  fontsize=12, loc="left")
     if legend:
         counts = table.verdict.value_counts()

@@ -20,6 +20,7 @@ from spatialdp.exceptions import InvalidInput, PartitionMismatch
 from spatialdp.viz._report import (
     MAX_INCHES,
     _epsilon_text,
+    _labelled,
     _level_text,
     _meta,
     _numeric_column,
@@ -187,7 +188,9 @@ def plot_region_timeseries(
     fig : Figure, optional
         An empty figure to draw in; a new one by default.
     title : str, optional
-        Figure title; default from ``attrs["spatialdp"]``.
+        Figure title; default from ``attrs["spatialdp"]``. A simulation's
+        history (``attrs["spatialdp"]["accounting"] == "simulation"``) is
+        titled ``[SIMULATION] ...``, the caller's own title too.
     legend : bool
         A figure legend (band, value, suppressed, alert) above the panels.
 
@@ -369,7 +372,7 @@ def plot_region_timeseries(
         if _epsilon_text(meta):
             bits.append(_epsilon_text(meta))
         title = " · ".join(bits)
-    fig.suptitle(title, fontsize=11, x=0.01, ha="left")
+    fig.suptitle(_labelled(title, meta), fontsize=11, x=0.01, ha="left")
     if legend:
         handles: list[Any] = [
             Patch(facecolor=_BAND, alpha=0.6, label=band_label),
