@@ -81,6 +81,7 @@ SLOW: dict[str, str] = {
         ("test_scale_local.py", "test_in_memory_paths_never_import_dask"),
         ("test_dask_scheduler.py",
          "test_a_scheduler_and_two_workers_run_the_report_from_relative_paths"),
+        ("test_cluster_configs.py", "test_the_helm_shims_run_the_dask_commands"),
     )},
     "test_docs.py::test_page_runs": "runs the worked examples of every docs page (~1 s each)",
     "test_geo_properties.py::test_timer_stops_a_hang": "waits for a 1 s timer to fire",
