@@ -370,6 +370,8 @@ def read_parquet(path: str | Path | Sequence[str | Path], *, columns: Sequence[s
     Returns
     -------
     dask.dataframe.DataFrame or dask_geopandas.GeoDataFrame
+        Categorical columns have unknown categories (each file has its own), as
+        with ``dask.dataframe.read_parquet``.
 
     Examples
     --------
