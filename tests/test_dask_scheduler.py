@@ -40,18 +40,29 @@ def _dask(*args: str) -> list[str]:
     return [sys.executable, "-m", "dask", *args]
 
 
+def _signal_group(group: int, sig: int) -> bool:
+    """Send ``sig`` to a process group this test started; False if none of it is left."""
+    try:
+        os.killpg(group, sig)  # the group of a process started with start_new_session
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _running(process: subprocess.Popen[bytes]) -> bool:
+    """The process or anything of its group (a worker's nanny and its child) still runs."""
+    return process.poll() is None or _signal_group(process.pid, 0)  # 0: is it there
+
+
 def _stop(process: subprocess.Popen[bytes]) -> None:
-    """SIGTERM the process group (a worker's nanny and its child), SIGKILL it if it lingers."""
+    """SIGTERM the process group, SIGKILL it if anything of it is left after 20 s."""
     for sig, wait in ((signal.SIGTERM, 20.0), (signal.SIGKILL, 10.0)):
-        try:
-            os.killpg(process.pid, sig)  # the group this test started (start_new_session)
-        except ProcessLookupError:
-            pass
-        try:
-            process.wait(timeout=wait)
-            break
-        except subprocess.TimeoutExpired:
-            continue
+        _signal_group(process.pid, sig)
+        deadline = time.monotonic() + wait
+        while _running(process) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if not _running(process):
+            return
 
 
 @contextmanager
@@ -63,7 +74,7 @@ def _processes(logs: Path) -> Iterator[list[subprocess.Popen[bytes]]]:
     finally:
         for process in reversed(started):
             _stop(process)
-        leaked = [p.pid for p in started if p.poll() is None]
+        leaked = [p.pid for p in started if _running(p)]
         assert not leaked, f"processes still running: {leaked}; logs in {logs}"
 
 
