@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import operator
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import partial, reduce
 from pathlib import Path
 from typing import Any
@@ -181,24 +181,56 @@ def compute(*collections: Any, progress: bool = False) -> tuple[Any, ...]:
     return tuple(dask.compute(*collections))
 
 
-def _files(path: str | Path | Sequence[str | Path]) -> list[str]:
-    """Return the Parquet files of a file, a folder (its ``*.parquet``, sorted) or a glob."""
-    import glob
+def _filesystem(path: str, storage_options: Mapping[str, Any] | None) -> tuple[Any, str]:
+    """Return the fsspec file system of ``path`` and the path on it.
 
+    A local path comes back absolute (resolved against the caller's working
+    directory: a worker started elsewhere reads the same file); a URL
+    (``s3://``, ``gs://``, ``https://``, any fsspec protocol) comes back on its
+    own file system, unchanged but for the protocol, which fsspec strips.
+    """
+    from fsspec.core import url_to_fs
+
+    try:
+        return url_to_fs(path, **(storage_options or {}))
+    except (ImportError, ValueError) as error:  # an unknown protocol, or its package missing
+        raise fail("path", path, f"names a file system fsspec cannot open ({error})",
+                   "install the fsspec implementation of its protocol (e.g. s3fs, gcsfs) "
+                   "or pass a local path") from None
+
+
+def _is_local(fs: Any) -> bool:
+    from fsspec.implementations.local import LocalFileSystem
+
+    return isinstance(fs, LocalFileSystem)
+
+
+def _files(path: str | Path | Sequence[str | Path],
+           storage_options: Mapping[str, Any] | None = None) -> list[str]:
+    """Return the Parquet files of a file, a folder (its ``*.parquet``, sorted) or a glob.
+
+    Local paths come back absolute (resolved on the driver), URLs with their
+    protocol (``s3://bucket/key``): each names the same file on every worker.
+    """
     if isinstance(path, (list, tuple)):
-        found = [str(p) for p in path]
+        given = [str(p) for p in path]
     elif isinstance(path, (str, Path)):
-        text = str(path)
-        if Path(text).is_dir():
-            found = sorted(str(p) for p in Path(text).glob("*.parquet"))
-        elif any(ch in text for ch in "*?["):
-            found = sorted(glob.glob(text))
-        else:
-            found = [text]
+        given = [str(path)]
     else:
         raise fail("path", type(path).__name__, "is not a path",
                    "pass a str or pathlib.Path (file, folder or glob), or a list of them")
-    missing = [f for f in found if not Path(f).is_file()]
+    found: list[str] = []
+    missing: list[str] = []
+    for text in given:
+        fs, where = _filesystem(text, storage_options)
+        if fs.isdir(where):
+            names = sorted(fs.glob(where.rstrip("/") + "/*.parquet"))
+        elif any(ch in text for ch in "*?[") and isinstance(path, (str, Path)):
+            names = sorted(fs.glob(where))
+        else:
+            names = [where]
+        missing += [n for n in names if not fs.isfile(n)]
+        found += [n if _is_local(fs) else fs.unstrip_protocol(n) for n in names]
     if not found or missing:
         which = f" ({missing[0]})" if missing else ""
         raise fail("path", str(path), f"names no Parquet file{which}",
@@ -206,36 +238,45 @@ def _files(path: str | Path | Sequence[str | Path]) -> list[str]:
     return found
 
 
-def _read_file(file: str, columns: list[str] | None, index: str | None,
-               geometry: bool) -> Any:
-    """Read one Parquet file into pandas (runs on a worker)."""
+def _source(file: Any, storage_options: Mapping[str, Any] | None) -> tuple[Any, Any]:
+    """Return what pyarrow opens for ``file`` and its file system (None: a local path, a buffer)."""
+    if not isinstance(file, str):
+        return file, None
+    fs, where = _filesystem(file, storage_options)
+    return (where, None) if _is_local(fs) else (where, fs)
+
+
+def _read_file(file: Any, columns: list[str] | None, index: str | None,
+               geometry: bool, storage_options: Mapping[str, Any] | None = None) -> Any:
+    """Read one Parquet file (path, URL or buffer) into pandas (runs on a worker)."""
+    source, filesystem = _source(file, storage_options)
     if geometry:
         import geopandas as gpd
 
-        frame = gpd.read_parquet(file, columns=columns)
+        frame = gpd.read_parquet(source, columns=columns, filesystem=filesystem)
     else:
         import pyarrow.parquet as pq
 
-        frame = pq.read_table(file, columns=columns).to_pandas()
+        frame = pq.read_table(source, columns=columns, filesystem=filesystem).to_pandas()
     return frame if index is None else frame.set_index(index)
 
 
-def _footer(file: str) -> Any:
+def _footer(file: str, storage_options: Mapping[str, Any] | None = None) -> Any:
     """Return a Parquet file's footer (``pyarrow.parquet.FileMetaData``); refuse other files."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    source, filesystem = _source(file, storage_options)
     try:
-        return pq.read_metadata(file)
+        return pq.read_metadata(source, filesystem=filesystem)
     except (pa.ArrowException, OSError):
         raise fail("path", file, "is not a Parquet file (its footer cannot be read)",
                    "pass Parquet files only (a folder: its *.parquet files)") from None
 
 
-def _check_schema(file: str, columns: list[str] | None, index: str | None,
+def _check_schema(file: str, footer: Any, columns: list[str] | None, index: str | None,
                   geometry: bool) -> None:
     """Refuse columns, an index or GeoParquet that the first file's footer does not have."""
-    footer = _footer(file)
     names = footer.schema.names
     if index is not None and index not in names:
         raise fail("index", index, f"is not a column of {file}", f"pass one of {names[:8]}")
@@ -248,11 +289,26 @@ def _check_schema(file: str, columns: list[str] | None, index: str | None,
                    "GeoDataFrame.to_parquet)")
 
 
-def _divisions(files: list[str], index: str) -> tuple[Any, ...] | None:
+def _empty_like(footer: Any) -> Any:
+    """Return an in-memory Parquet file of no rows with ``footer``'s schema and metadata.
+
+    Read with :func:`_read_file`, it gives the frame's meta (dtypes, index,
+    CRS) by the very code that reads the data, without reading any data page.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    sink = pa.BufferOutputStream()
+    pq.write_table(footer.schema.to_arrow_schema().empty_table(), sink)
+    return pa.BufferReader(sink.getvalue())
+
+
+def _divisions(files: list[str], index: str,
+               storage_options: Mapping[str, Any] | None = None) -> tuple[Any, ...] | None:
     """Divisions from the files' footers (min/max statistics): None unless sorted, disjoint."""
     lows, highs = [], []
     for file in files:
-        meta = _footer(file)
+        meta = _footer(file, storage_options)
         names = [meta.schema.column(i).name for i in range(meta.num_columns)]
         if index not in names or meta.num_rows == 0:
             return None
@@ -268,14 +324,23 @@ def _divisions(files: list[str], index: str) -> tuple[Any, ...] | None:
 
 
 def read_parquet(path: str | Path | Sequence[str | Path], *, columns: Sequence[str] | None = None,
-                 geometry: bool = False, index: str | None = None) -> Any:
+                 geometry: bool = False, index: str | None = None,
+                 storage_options: Mapping[str, Any] | None = None) -> Any:
     """Open Parquet (or GeoParquet) files as a lazy Dask DataFrame, one partition per file.
 
-    Nothing is read here but the files' footers: each file is read by the
-    worker that processes it, when the result is computed (pass
+    Nothing is read here but the files' footers (the columns and their types
+    come from the first file's Parquet metadata, not from its data): each file
+    is read by the worker that processes it, when the result is computed (pass
     ``progress=True`` to the function that computes it for a progress bar).
     Memory is therefore bounded by a few files per worker, not by the size of
     the data set: write files of a size a worker holds comfortably.
+
+    Paths are resolved here, on the driver: a relative local path becomes
+    absolute against the driver's working directory, so workers started in
+    another directory read the same files (they must see them at the same
+    absolute path: a shared file system or volume). URLs (``s3://``, ``gs://``,
+    ``https://``, any fsspec protocol) are passed to the workers as they are
+    and read there with fsspec.
 
     (Built on ``dask.dataframe.from_map`` and pyarrow rather than
     ``dask.dataframe.read_parquet``, which with pandas 3.1 calls the
@@ -284,7 +349,8 @@ def read_parquet(path: str | Path | Sequence[str | Path], *, columns: Sequence[s
     Parameters
     ----------
     path : str, Path or list of them
-        A file, a folder of ``*.parquet`` files (in name order), or a glob.
+        A file, a folder of ``*.parquet`` files (in name order), or a glob;
+        local, or a URL of any fsspec file system.
     columns : list of str, optional
         Read only these (Parquet is columnar: the others are never touched).
     geometry : bool, default False
@@ -297,10 +363,15 @@ def read_parquet(path: str | Path | Sequence[str | Path], *, columns: Sequence[s
         :func:`spatialdp.federated.device_report` needs no shuffle (it does not
         trust them: it checks each partition's real id range on the data).
         Otherwise the divisions stay unknown and a shuffle gathers the clients.
+    storage_options : mapping, optional
+        Options of the URL's fsspec file system (credentials, endpoint), as for
+        ``fsspec.open``; they travel to the workers with the task graph.
 
     Returns
     -------
     dask.dataframe.DataFrame or dask_geopandas.GeoDataFrame
+        Categorical columns have unknown categories (each file has its own), as
+        with ``dask.dataframe.read_parquet``.
 
     Examples
     --------
@@ -317,7 +388,8 @@ def read_parquet(path: str | Path | Sequence[str | Path], *, columns: Sequence[s
     ...
     spatialdp.exceptions.InvalidInput: columns=['region_id'] are not columns of ...part-0.parquet...
     """
-    files = _files(path)
+    options = _check_options(storage_options)
+    files = _files(path, options)
     if columns is not None and (isinstance(columns, (str, bytes))
                                 or not hasattr(columns, "__iter__")):
         raise fail("columns", columns, "is not a list of column names",
@@ -325,15 +397,29 @@ def read_parquet(path: str | Path | Sequence[str | Path], *, columns: Sequence[s
     cols = None if columns is None else [check_text(c, "columns") for c in columns]
     geo = check_flag(geometry, "geometry")
     key = None if index is None else check_text(index, "index")
-    _check_schema(files[0], cols, key, geo)
+    footer = _footer(files[0], options)
+    _check_schema(files[0], footer, cols, key, geo)
     if cols is not None and key is not None and key not in cols:
         cols = [key, *cols]
     import dask.dataframe as dd
 
     if geo:
         import dask_geopandas  # noqa: F401  (registers the GeoDataFrame collection)
-    meta = _read_file(files[0], cols, key, geo).iloc[:0]
-    divisions = None if key is None else _divisions(files, key)
-    reader = partial(_read_file, columns=cols, index=key, geometry=geo)
+    from dask.dataframe.utils import clear_known_categories
+
+    # each file has its own categories: the first file's would be a claim about all of them
+    meta = clear_known_categories(_read_file(_empty_like(footer), cols, key, geo))
+    divisions = None if key is None else _divisions(files, key, options)
+    reader = partial(_read_file, columns=cols, index=key, geometry=geo, storage_options=options)
     return dd.from_map(reader, files, meta=meta, divisions=divisions, label="read-parquet",
                        enforce_metadata=False)
+
+
+def _check_options(storage_options: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """Return ``storage_options`` as a dict (None stays None); refuse anything else."""
+    if storage_options is None:
+        return None
+    if not isinstance(storage_options, Mapping):
+        raise fail("storage_options", type(storage_options).__name__, "is not a mapping",
+                   "pass a dict of fsspec options, e.g. {'anon': True}")
+    return dict(storage_options)

@@ -1,12 +1,25 @@
-"""Run the spatialdp regional report on Kubernetes with the dask-kubernetes operator (untested).
+"""Run the spatialdp regional report on Kubernetes with the dask-kubernetes operator.
 
 Either apply docs/cluster/daskcluster.yaml and connect to its scheduler service
 (``Client("tcp://spatialdp-scheduler.fleet:8786")``), or let the operator create the
-cluster from Python as below. Run this driver in a pod of the same namespace (a Job),
-with the ledger on a volume only this pod mounts read-write.
+cluster from Python as below, from that same file. Run this driver in a pod of the same
+namespace (a Job), with the ledger on a volume only this pod mounts read-write and the
+examples' volume mounted at the workers' path (/data/examples): the driver reads the
+files' footers (columns, divisions) before the workers read the data.
+
+Why the DaskCluster file rather than ``KubeCluster(name=..., image=..., ...)``: the spec
+that dask-kubernetes generates from keywords (up to its July 2025 release at least) starts
+the scheduler with ``dask-scheduler``, a script distributed 2026.8 no longer ships
+(``dask scheduler`` replaced it), so its scheduler pod would not start. A
+``custom_cluster_spec`` runs the commands written in the file.
+
+CI compiles this file and checks the file it names (tests/test_cluster_configs.py);
+it has not run on Kubernetes here.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from dask_kubernetes.operator import KubeCluster
 from distributed import Client
@@ -16,21 +29,11 @@ from spatialdp.datasets import us_states_partition
 from spatialdp.federated import MetricSpec, device_report, regional_report
 from spatialdp.privacy import PrivacyLedger, ReleaseTarget
 
-IMAGE = "registry.example.org/fleet/spatialdp:1.0-dask2026.8"
+#: the DaskCluster resource (image, `dask scheduler` and `dask worker` commands, volumes)
+SPEC = Path(__file__).with_name("daskcluster.yaml")
 
 if __name__ == "__main__":
-    cluster = KubeCluster(
-        name="spatialdp",
-        namespace="fleet",
-        image=IMAGE,
-        n_workers=8,
-        resources={"requests": {"cpu": "2", "memory": "8Gi"},
-                   "limits": {"cpu": "2", "memory": "8Gi"}},
-        env={"DASK_DATAFRAME__SHUFFLE__METHOD": "p2p",
-             # glibc keeps freed arrays in the heap (docs/scale.md, "Worker memory settings")
-             "MALLOC_TRIM_THRESHOLD_": "67108864", "MALLOC_MMAP_THRESHOLD_": "16777216"},
-        worker_command=["dask-worker", "--nthreads", "2", "--memory-limit", "7GiB"],
-    )
+    cluster = KubeCluster(custom_cluster_spec=str(SPEC), namespace="fleet")
     cluster.adapt(minimum=2, maximum=32)
     with Client(cluster):
         states = us_states_partition()

@@ -1,9 +1,16 @@
-"""Run the spatialdp regional report on a SLURM cluster with dask-jobqueue (untested here).
+"""Run the spatialdp regional report on a SLURM cluster with dask-jobqueue.
+
+dask-jobqueue starts each worker with ``python -m distributed.cli.dask_worker`` (the
+module behind ``dask worker``); CI compiles this file and checks the worker flags these
+settings produce against the installed distributed, and that they are those of
+jobqueue.yaml (tests/test_cluster_configs.py). It has not run on SLURM here.
 
 Assumes: a shared file system (Lustre/GPFS/NFS) visible from the login node and every
 compute node; the same Python environment (spatialdp, dask, distributed, pyarrow, numpy,
 pandas at the same versions) on all of them, e.g. a conda env on the shared file system;
-the privacy ledger on storage only the driver (this script) writes.
+the privacy ledger on storage only the driver (this script) writes. The driver reads the
+files' footers, so the examples folder is on the shared file system; a relative path is
+resolved against the folder this script runs in.
 
     pip install "spatialdp[dask]" dask-jobqueue
     python docs/cluster/slurm.py /shared/fleet/examples-2026-11-30/ /shared/ledger/ledger.db
