@@ -33,18 +33,20 @@ def clients(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+def _report_args(clients: Path, out: Path, ledger: Path) -> list[str]:
+    return ["report", str(clients), "--partition", str(data_dir() / "us48_states.gpkg"),
+            "--id-column", "state", "--metric", "loss:0:4", "--metric", "speed:0:30",
+            "--epsilon", "0.5", "--min-cohort", "80", "--ledger", str(ledger), "--epoch", "2",
+            "--out", str(out)]
+
+
 @pytest.fixture(scope="module")
 def report_folder(clients: Path, tmp_path_factory: pytest.TempPathFactory
                   ) -> tuple[Path, Path]:
-    """`python -m spatialdp.cli report` on the shipped states layer, charged to a ledger."""
+    """`spatialdp report --plot` on the shipped states layer, charged to a ledger."""
     root = tmp_path_factory.mktemp("run")
     out, ledger = root / "out", root / "ledger.sqlite"
-    subprocess.run(
-        [sys.executable, "-m", "spatialdp.cli", "report", str(clients),
-         "--partition", str(data_dir() / "us48_states.gpkg"), "--id-column", "state",
-         "--metric", "loss:0:4", "--metric", "speed:0:30", "--epsilon", "0.5",
-         "--min-cohort", "80", "--ledger", str(ledger), "--epoch", "2", "--out", str(out),
-         "--plot"], check=True, capture_output=True, text=True)
+    assert main([*_report_args(clients, out, ledger), "--plot"]) == 0
     return out, ledger
 
 
@@ -62,13 +64,13 @@ def test_a_report_folder_is_a_run_folder(report_folder: tuple[Path, Path]) -> No
 
 
 def test_card_of_a_report_folder_through_the_cli(report_folder: tuple[Path, Path],
-                                                 tmp_path: Path) -> None:
+                                                 tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
     out, ledger = report_folder
     report = read_report(out / "regional_report.gpkg")
-    result = subprocess.run(
-        [sys.executable, "-m", "spatialdp.cli", "card", str(out), "--ledger", str(ledger),
-         "--out", str(tmp_path)], check=True, capture_output=True, text=True)
-    assert "model_card.json" in result.stdout
+    capsys.readouterr()
+    assert main(["card", str(out), "--ledger", str(ledger), "--out", str(tmp_path)]) == 0
+    assert "model_card.json" in capsys.readouterr().out
     card = json.loads((tmp_path / "model_card.json").read_text())
     validate_card(card)
     (round_,) = card["quantitative_analysis"]["rounds"]
@@ -137,3 +139,30 @@ def test_an_unaccounted_report_folder_makes_a_card(
     assert main(["card", str(out)]) == 0
     card = json.loads((out / "model_card.json").read_text())
     assert card["quantitative_analysis"]["rounds"][0]["provenance"] == "unaccounted"
+
+
+def test_a_read_report_makes_the_same_card_round(report_folder: tuple[Path, Path]) -> None:
+    out, _ = report_folder
+    back = read_report(out / "regional_report.parquet")
+    built = ModelCard.build(partition=us_states_partition(), report=back).to_dict()
+    from_folder = ModelCard.from_run(out).to_dict()
+    (mine,) = built["quantitative_analysis"]["rounds"]
+    (theirs,) = from_folder["quantitative_analysis"]["rounds"]
+    assert {k: v for k, v in mine.items() if k != "source"} == {
+        k: v for k, v in theirs.items() if k != "source"}
+
+
+@pytest.mark.slow  # two Python processes (about 15 s)
+def test_python_m_spatialdp_report_then_card(clients: Path, tmp_path: Path) -> None:
+    """The same chain as a user types it, each command in its own process."""
+    out, ledger = tmp_path / "out", tmp_path / "ledger.sqlite"
+    for args in (_report_args(clients, out, ledger),
+                 ["card", str(out), "--ledger", str(ledger)]):
+        subprocess.run([sys.executable, "-m", "spatialdp.cli", *args], check=True,
+                       capture_output=True, text=True)
+    card = json.loads((out / "model_card.json").read_text())
+    (round_,) = card["quantitative_analysis"]["rounds"]
+    assert (round_["accounting"], round_["epoch"]) == ("ledger", 2)
+    with PrivacyLedger(ledger, read_only=True) as book:
+        assert card["privacy"]["epochs"][0]["epsilon_per_client"] == pytest.approx(
+            book.spent(2))

@@ -380,3 +380,15 @@ def test_written_parquet_is_geoparquet_with_the_metadata(simulated: RegionalRepo
     shown = simulated["loss"].index[~simulated["loss"].suppressed][0]
     assert frame.set_index("region_id").loc[shown, "loss_value"] == simulated["loss"].loc[
         shown, "value"]
+
+
+@pytest.mark.parametrize("fmt", ["csv-wide-sql", "csv-long-sql"])
+def test_csv_keeps_text_ids_as_text(fmt: str, states: gpd.GeoDataFrame, tmp_path: Path) -> None:
+    """FIPS codes ("01" is Alabama) stay text: a CSV never turns them into numbers."""
+    part = Partition.from_geodataframe(states, "state_fips", name="fips")
+    rng = np.random.default_rng(2)
+    report = regional_report(_clients(part, 4_000, rng), part, [LOSS], epsilon=1.0,
+                             min_cohort=10, target=Simulation(rng))
+    back = _read(report, tmp_path, fmt, part)
+    assert_same_report(back, report)
+    assert "01" in back["loss"].index

@@ -56,8 +56,10 @@ FRAME_COLUMNS = ("value", "ci_low", "ci_high", "error_bar", "noise_std", "cohort
 _REPORT_KEYS = frozenset({"format", "partition_version", "round_index", "epsilon", "alpha",
                           "min_cohort", "suppressed_regions", "neighbours", "metrics",
                           "metric_specs", "estimators"})
-#: Keys the JSON sidecar adds to the metadata.
-_SIDECAR_KEYS = frozenset({"layout", "column_names", "columns"})
+#: Keys of a release target's record (``Accounting.metadata()``) that the metadata holds
+#: beside the report's own, and ``read_from`` (a report read, then written again).
+_ACCOUNTING_KEYS = ("accounting", "simulated", "ledger", "epoch", "line_item", "reason",
+                    "read_from")
 _TEXT_COLUMNS = ("estimator", "metric", "partition_version")
 _LAYER = "regional_report"
 _FIX_REWRITE = "read the files as RegionalReport.write() made them (or write the report again)"
@@ -139,11 +141,14 @@ def read_report(path: str | os.PathLike[str], *, partition: Any = None) -> Regio
         meta = _read_sidecar(sidecar)
         layout = meta.get("layout")
         if layout == "long":
-            table = _read_csv(csv, long=True)
+            table = _read_csv(csv, ["region_id", "metric", "statistic", "reliability",
+                                    "partition_version"])
             _check_columns(table.columns, meta["columns"], csv)
             frames = _frames_from_long(table, meta, csv)
         else:
-            table = _read_csv(csv, long=False)
+            table = _read_csv(csv, ["region_id", *(
+                str(row["column"]) for row in meta["columns"]
+                if row.get("statistic") in (*_TEXT_COLUMNS, "reliability", "accounting"))])
             _check_columns(table.columns, meta["columns"], csv)
             frames = _frames_from_wide(table.set_index("region_id"), meta, meta["columns"], csv)
         frames = _with_geometry(frames, meta, partition, csv)
@@ -218,13 +223,14 @@ def _read_sidecar(sidecar: Path) -> dict[str, Any]:
     return meta
 
 
-def _read_csv(csv: Path, *, long: bool) -> pd.DataFrame:
+def _read_csv(csv: Path, text: list[str]) -> pd.DataFrame:
+    """Read a report's CSV; ``text`` columns stay text (ids "01001", a version "1e23...")."""
     _missing(csv)
-    text = {"region_id": str, **({"metric": str, "statistic": str} if long else {})}
     try:
         # Only empty fields are missing values: a region may be called "NA". The default
         # float parser reads back the shortest repr that to_csv wrote, exactly.
-        return pd.read_csv(csv, dtype=text, keep_default_na=False, na_values=[""])
+        return pd.read_csv(csv, dtype=dict.fromkeys(text, str), keep_default_na=False,
+                           na_values=[""])
     except (OSError, ValueError, UnicodeDecodeError) as err:
         first = (str(err).splitlines() or [type(err).__name__])[0]
         raise fail("path", os.fspath(csv), f"cannot be read as a CSV ({first})",
@@ -487,7 +493,7 @@ def _report(frames: Mapping[str, pd.DataFrame], meta: Mapping[str, Any], file: P
         raise fail("path", os.fspath(file), f"was edited: {int(every.sum())} regions are "
                    f"suppressed in every metric, its metadata says "
                    f"{meta['suppressed_regions']}", _FIX_REWRITE)
-    accounting = {k: v for k, v in meta.items() if k not in _REPORT_KEYS | _SIDECAR_KEYS}
+    accounting = {k: meta[k] for k in _ACCOUNTING_KEYS if k in meta}
     if accounting.get("accounting") not in ("ledger", "simulation", "unaccounted"):
         raise fail("path", os.fspath(file), f"records the accounting "
                    f"{accounting.get('accounting')!r}", _FIX_REWRITE)
