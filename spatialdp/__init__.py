@@ -83,6 +83,7 @@ if TYPE_CHECKING:  # the public names, imported on first use (spatialdp._lazy)
         aggregate_histogram,
         aggregate_metric,
         device_report,
+        read_report,
         regional_report,
     )
     from spatialdp.geo import Partition
@@ -126,6 +127,7 @@ __all__ = [
     "device_report",
     "plot_uncertainty_choropleth",
     "read_parquet",
+    "read_report",
     "regional_report",
     "worker_environment",
 ]

@@ -179,7 +179,8 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 DEMO_FILES = {"ratio_choropleth.png", "loss_choropleth.png", "loss_significance.png",
               "coverage_map.png", "ratio_timeseries.png", "query_error.png", "ratio_map.html",
               "model_card.md", "model_card.json", "run.json", "regional_report.gpkg",
-              "regional_report.csv", "regional_report.json", "alerts.csv", "demo_runs.csv",
+              "regional_report.csv", "regional_report.json", "regional_report.parquet",
+              "alerts.csv", "demo_runs.csv",
               "strata.json", "coverage.json", "monitoring.json", "query_error.csv",
               "query_error.json", "ledger.sqlite", "reports"}
 

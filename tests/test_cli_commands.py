@@ -122,8 +122,8 @@ def test_report_unaccounted_is_marked_on_its_files(
                  "--metric", "loss:0:4", "--epsilon", "1", "--unaccounted",
                  "synthetic benchmark", "--out", str(out)]) == 0
     assert "not charged to any ledger: synthetic benchmark" in capsys.readouterr().out
-    assert {p.name for p in out.iterdir()} == {
-        f"regional_report.UNACCOUNTED.{ext}" for ext in ("gpkg", "csv", "json")}
+    assert {p.name for p in out.iterdir()} == {"run.json", *(
+        f"regional_report.UNACCOUNTED.{ext}" for ext in ("gpkg", "parquet", "csv", "json"))}
     report = pd.read_csv(out / "regional_report.UNACCOUNTED.csv", index_col=0)
     assert int(report["loss_cohort"].sum()) == len(table)
 

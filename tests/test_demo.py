@@ -37,6 +37,7 @@ PNGS = {"ratio_choropleth.png", "loss_choropleth.png", "loss_significance.png",
         "coverage_map.png", "ratio_timeseries.png", "query_error.png"}
 TOP_FILES = PNGS | {"ratio_map.html", "model_card.md", "model_card.json", "run.json",
                     "regional_report.gpkg", "regional_report.csv", "regional_report.json",
+                    "regional_report.parquet",
                     "alerts.csv", "demo_runs.csv", "strata.json", "coverage.json",
                     "query_error.csv", "query_error.json", "monitoring.json", "ledger.sqlite"}
 
@@ -105,7 +106,7 @@ def test_the_rerun_recovers_and_publishes_everything(scenario: dict[str, Any]) -
     # Nothing but outputs: the dead runs' lock file and the ledger's side files are gone.
     assert names - TOP_FILES == {"reports"}
     assert {p.name for p in (out / "reports").iterdir()} == {
-        f"round_00{r}.{ext}" for r in (1, 2) for ext in ("csv", "gpkg", "json")}
+        f"round_00{r}.{ext}" for r in (1, 2) for ext in ("csv", "gpkg", "json", "parquet")}
     # The dead runs' staging folders are gone.
     assert not list(out.parent.glob(f".{out.name}.staging-*"))
     manifest = json.loads((out / "run.json").read_text())

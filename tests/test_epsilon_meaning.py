@@ -127,4 +127,5 @@ def test_report_and_demo_epsilon_mean_the_total(tmp_path: Path, capsys: pytest.C
     # Nothing but outputs: the report's files and the ledger the user put there; no lock
     # file, no -wal/-shm of the ledger.
     assert sorted(p.name for p in out.iterdir()) == [
-        "ledger.sqlite", "regional_report.csv", "regional_report.gpkg", "regional_report.json"]
+        "ledger.sqlite", "regional_report.csv", "regional_report.gpkg", "regional_report.json",
+        "regional_report.parquet", "run.json"]

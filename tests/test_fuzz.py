@@ -593,6 +593,35 @@ def regional_write_calls(draw: st.DrawFn) -> Call:
     return call("RegionalReport.write", base_regional().write, folder, stem)
 
 
+def _report_files() -> list[str]:
+    """The files of base_regional() in two layouts, and a GeoPackage that is no report."""
+    folder = os.path.join(TMP, "read")
+    if not os.path.isdir(folder):
+        paths = base_regional().write(folder, "wide", names="sql")
+        paths += base_regional().write(folder, "long", names="dotted", layout="long")
+        boxes().regions.reset_index().to_file(os.path.join(folder, "plain.gpkg"),
+                                              layer="regional_report", engine="pyogrio")
+        return [os.fspath(p) for p in paths]
+    return sorted(os.path.join(folder, name) for name in os.listdir(folder)
+                  if name.startswith(("wide", "long")))
+
+
+@st.composite
+def read_report_calls(draw: st.DrawFn) -> Call:
+    files = _report_files()
+    folder = os.path.dirname(files[0])
+    path = draw(arg(st.sampled_from(files), os.path.join(folder, "plain.gpkg"),
+                    os.path.join(folder, "missing.csv"), os.path.join(TMP, "f.unknown"),
+                    TMP, 3, None))
+    partition = draw(maybe(arg(st.just(boxes()), other_boxes(), "boxes")))
+
+    def check(report: Any) -> None:
+        assert report.accounting["read_from"] == os.fspath(path)
+        pd.testing.assert_series_equal(report["loss"].value, base_regional()["loss"].value)
+
+    return call("read_report", fed.read_report, path, partition=partition, check=check)
+
+
 # --------------------------------------------------------------------------- helpers
 
 
@@ -1324,6 +1353,7 @@ FUZZ: dict[str, tuple[Callable[[], st.SearchStrategy[Call]], int]] = {
     "plot_clip_tradeoff": (clip_plot_calls, 20),
     "save_figure": (save_figure_calls, 15),
     "read_parquet": (read_parquet_calls, 20),
+    "read_report": (read_report_calls, 20),
 }
 
 

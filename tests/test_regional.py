@@ -250,7 +250,8 @@ def test_report_written_atomically_and_labelled(tmp_path: Path, states_partition
     # A simulation's files say so in their names, columns and metadata.
     assert sorted(p.name for p in paths) == ["regional_report.SIMULATION.csv",
                                              "regional_report.SIMULATION.gpkg",
-                                             "regional_report.SIMULATION.json"]
+                                             "regional_report.SIMULATION.json",
+                                             "regional_report.SIMULATION.parquet"]
     back = gpd.read_file(tmp_path / "regional_report.SIMULATION.gpkg")
     assert len(back) == 48
     assert "loss_value" in back.columns

@@ -70,7 +70,7 @@ def test_labels_reach_the_frames_and_unlabelled_specs_stay_compatible(
 
 def test_write_sql_names_metadata_and_sidecar(report, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     paths = report.write(tmp_path, names="sql")
-    gpkg, csv, sidecar = paths
+    gpkg, _, csv, sidecar = paths
     back = gpd.read_file(gpkg)  # one layer: no warning about several
     assert all(SQL_NAME.match(c) for c in back.columns if c != "geometry")
     assert {"loss_value", "loss_error_bar", "err_b0", "err_b4", "err_value"} <= set(back.columns)
@@ -99,7 +99,7 @@ def test_write_sql_names_metadata_and_sidecar(report, tmp_path: Path) -> None:  
 
 
 def test_write_long_layout(report, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    _, csv, sidecar = report.write(tmp_path, stem="tidy", layout="long")
+    *_, csv, sidecar = report.write(tmp_path, stem="tidy", layout="long")
     long = pd.read_csv(csv, keep_default_na=True)
     assert list(long.columns) == ["region_id", "metric", "statistic", "estimate",
                                   "reliability", "suppressed", "partition_version",

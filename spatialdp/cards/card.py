@@ -84,7 +84,8 @@ the manifest lists each report by its JSON path, so the label travels.
     alpha, min_cohort   error-bar level and publication floor
     delta               for a zCDP ledger: the delta per-client epsilon is reported at
     ledger              "ledger.sqlite" (or null: no ledger)
-    reports             ["reports/<stem>.json", ...] in round order
+    reports             ["reports/<stem>.json", ...] in round order (``spatialdp report``
+                        lists its own "regional_report.json", written in the folder itself)
     figures             {"coverage_map": "coverage_map.png", ...}
     details             {model_details: {...}, intended_use: {...}, limitations: [...],
                          ethical_considerations: [...]}
@@ -526,14 +527,21 @@ class ModelCard:
         return cls(content)
 
     @classmethod
-    def from_run(cls, run_dir: str | os.PathLike[str]) -> ModelCard:
+    def from_run(cls, run_dir: str | os.PathLike[str], *,
+                 ledger: str | os.PathLike[str] | None = None) -> ModelCard:
         """Rebuild the card from a run folder alone (layout: :class:`RunFolder`).
 
         Parameters
         ----------
         run_dir : path
             A folder written by :class:`~spatialdp.cards.RunFolder` (``run.json``
-            and the artefacts it lists).
+            and the artefacts it lists): the output folder of ``spatialdp demo``
+            or of ``spatialdp report``.
+        ledger : path, optional
+            The run's privacy ledger when it is kept outside the folder (``spatialdp
+            report --ledger``: the folder never records a ledger's path); opened
+            read-only, it gives the card its privacy section. Default: the
+            folder's own ``ledger.sqlite`` when ``run.json`` lists it.
 
         Returns
         -------
@@ -547,7 +555,7 @@ class ModelCard:
         LedgerError
             A damaged ledger file.
         """
-        return RunFolder(run_dir).card()
+        return RunFolder(run_dir).card(ledger=ledger)
 
     @classmethod
     def from_json(cls, source: str | os.PathLike[str]) -> ModelCard:
@@ -798,7 +806,7 @@ class RunFolder:
                        ledger: bool = True, title: str | None = None,
                        figures: Mapping[str, str] | None = None,
                        details: Mapping[str, Any] | None = None,
-                       training: Any = None) -> Path:
+                       training: Any = None, reports: Sequence[str] | None = None) -> Path:
         """Write ``run.json``; reports already listed in an existing one are kept.
 
         Parameters
@@ -824,6 +832,11 @@ class RunFolder:
             ``ethical_considerations`` (as :meth:`ModelCard.build` takes them).
         training : TrainingPrivacy or dict, optional
             How training is accounted (``SpatialDPStrategy.training_privacy``).
+        reports : sequence of str, optional
+            The JSON sidecars of reports already written in the folder, relative
+            to it, in round order (``RegionalReport.write(run_dir)`` makes
+            ``regional_report.json``): they replace those an existing ``run.json``
+            lists. Default: keep those (:meth:`write_report` adds more).
 
         Returns
         -------
@@ -854,7 +867,8 @@ class RunFolder:
             "min_cohort": None if min_cohort is None else int(min_cohort),
             "delta": None if delta is None else float(delta),
             "ledger": self.LEDGER if ledger else None,
-            "reports": list(old.get("reports", [])),
+            "reports": (list(old.get("reports", [])) if reports is None
+                        else self._report_entries(reports)),
             "figures": {**dict(old.get("figures", {})),
                         **{str(k): Path(v).as_posix() for k, v in dict(figures or {}).items()}},
             "details": dict(details or {}),
@@ -876,11 +890,32 @@ class RunFolder:
             raise fail("run_dir", os.fspath(self.path), f"holds an unreadable {name} ({err})",
                        "rewrite the run's artefacts") from err
 
+    def _report_entries(self, reports: Sequence[str]) -> list[str]:
+        """Return report sidecars given relative to the folder, refusing any it does not hold."""
+        if isinstance(reports, (str, bytes)) or not isinstance(reports, Sequence):
+            raise fail("reports", reports, "is not a list of paths",
+                       "pass e.g. ['regional_report.json']")
+        entries = []
+        for rel in reports:
+            entry = Path(check_text(os.fspath(rel), "reports[]"))
+            if entry.is_absolute() or entry.suffix != ".json" or not (self.path / entry).is_file():
+                raise fail("reports[]", os.fspath(rel), f"is not a report's JSON sidecar in "
+                           f"{os.fspath(self.path)}", "write the report into the run folder "
+                           "first and pass its .json relative to the folder")
+            entries.append(entry.as_posix())
+        return entries
+
     def read_manifest(self) -> dict[str, Any]:
         """Return ``run.json``, checked (format, required keys)."""
         if not self.path.is_dir():
             raise fail("run_dir", os.fspath(self.path), "is not a folder",
                        "pass the folder a run was written into")
+        if not (self.path / self.MANIFEST).exists() and any(self.path.glob("*.gpkg")):
+            raise fail("run_dir", os.fspath(self.path), "holds report files but no "
+                       f"{self.MANIFEST} (written by RegionalReport.write or an older "
+                       "spatialdp report)", "run `spatialdp report` again (it writes "
+                       "run.json), or write the run with RunFolder.write_manifest(..., "
+                       "reports=['<stem>.json'])")
         manifest = self._read_json(self.MANIFEST)
         if not isinstance(manifest, dict) or manifest.get("format") != RUN_FORMAT:
             got = manifest.get("format") if isinstance(manifest, dict) else manifest
@@ -1003,8 +1038,12 @@ class RunFolder:
         wide.index = wide.index.astype(str)
         return sections.report_section(meta, wide, rel)
 
-    def card(self) -> ModelCard:
-        """Return the :class:`~spatialdp.cards.ModelCard` of this folder (``from_run``)."""
+    def card(self, *, ledger: str | os.PathLike[str] | None = None) -> ModelCard:
+        """Return the :class:`~spatialdp.cards.ModelCard` of this folder (``from_run``).
+
+        ``ledger`` is the run's ledger when it lives outside the folder (see
+        :meth:`ModelCard.from_run`).
+        """
         manifest = self.read_manifest()
         part = sections.partition_section(manifest["partition"])
         specs = [sections.spec_section(s) for s in manifest["specs"]]
@@ -1038,7 +1077,10 @@ class RunFolder:
             query_error = sections.query_error_section(
                 table, settings, name=os.fspath(self.path / self.QUERY_ERROR))
         privacy = None
-        if manifest.get("ledger"):
+        if ledger is not None:
+            privacy = self._read_ledger(manifest, check_path(
+                ledger, "ledger", "pass the path of the run's ledger file"))
+        elif manifest.get("ledger"):
             privacy = self._read_ledger(manifest)
         # Absolute here; ModelCard.write links them relative to wherever the card goes.
         figures = {str(k): os.path.abspath(self.path / str(v))
@@ -1065,10 +1107,14 @@ class RunFolder:
                        "RunFolder.write_coverage") from err
         return sections.history_rows(frame)
 
-    def _read_ledger(self, manifest: Mapping[str, Any]) -> dict[str, Any]:
+    def _read_ledger(self, manifest: Mapping[str, Any], given: Path | None = None
+                     ) -> dict[str, Any]:
         from spatialdp.privacy.ledger import PrivacyLedger
 
-        path = self.path / str(manifest["ledger"])
+        path = self.path / str(manifest["ledger"]) if given is None else given
+        if given is not None and not given.is_file():
+            raise fail("ledger", os.fspath(given), "does not exist",
+                       "pass the ledger the run was charged to")
         if not path.exists():
             raise fail("run_dir", os.fspath(self.path), f"has no {manifest['ledger']} "
                        "though run.json lists it", "copy the run's ledger into the folder, "

@@ -22,8 +22,10 @@ reporting), summed per region, noised once and published with 95% error bars
 (--epsilon is the total of the release, split equally over the metrics);
 regions below --min-cohort are suppressed. The release is charged to --ledger
 (epoch --epoch) before any noise is drawn; --unaccounted REASON releases without
-a ledger, visibly. Writes regional_report.gpkg/.csv/.json (and a choropleth
-per metric with --plot) into --out."""
+a ledger, visibly. Writes regional_report.gpkg/.parquet/.csv/.json (and a
+choropleth per metric with --plot) into --out, with run.json: `spatialdp card
+OUT` (with --ledger LEDGER for the privacy section) then writes its model
+card, and spatialdp.read_report(OUT/regional_report.gpkg) reads it back."""
 
 EXAMPLE = """\
 example:
@@ -163,8 +165,8 @@ def run(args: argparse.Namespace) -> int:
                                  target=charged.target, neighbours=args.neighbours)
     ledger_line = charged.line
     files = report.write(out)
-    if args.plot:
-        files += _plots(report, out)
+    plots = _plots(report, out) if args.plot else {}
+    files += [*plots.values(), _run_manifest(report, partition, specs, out, files, plots)]
     print(report.summary())
     print(ledger_line)
     print("wrote:")
@@ -173,7 +175,25 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _plots(report: Any, out: Path) -> list[Path]:
+def _run_manifest(report: Any, partition: Any, specs: list[Any], out: Path,
+                  files: list[Path], plots: dict[str, Path]) -> Path:
+    """Write ``run.json``: the folder is then a run folder that ``spatialdp card`` reads.
+
+    It records the partition, the specs, epsilon, alpha, the floor, the charged
+    epoch and the report (its JSON sidecar) and figures; never the ledger's path.
+    """
+    from spatialdp.cards import RunFolder
+
+    epoch = report.accounting.get("epoch")
+    return RunFolder(out).write_manifest(
+        partition=partition, specs=specs, epsilon=report.epsilon, rounds=1,
+        epochs=[] if epoch is None else [int(epoch)], alpha=report.alpha,
+        min_cohort=report.min_cohort, ledger=False,
+        figures={f"{metric}_choropleth": path.name for metric, path in plots.items()},
+        reports=[p.name for p in files if p.suffix == ".json"])
+
+
+def _plots(report: Any, out: Path) -> dict[str, Path]:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -181,11 +201,11 @@ def _plots(report: Any, out: Path) -> list[Path]:
 
     from spatialdp.viz.maps import plot_uncertainty_choropleth, save_figure
 
-    paths = []
+    paths = {}
     label = {"unaccounted": ".UNACCOUNTED"}.get(str(report.accounting.get("accounting")), "")
     for metric in report.frames:
         fig, ax = plt.subplots(figsize=(11, 6.5))
         plot_uncertainty_choropleth(report[metric], ax=ax)
-        paths.append(save_figure(fig, out / f"{metric}_choropleth{label}.png"))
+        paths[metric] = save_figure(fig, out / f"{metric}_choropleth{label}.png")
         plt.close(fig)
     return paths

@@ -40,6 +40,7 @@ if TYPE_CHECKING:  # the public names, imported on first use (spatialdp._lazy)
     from spatialdp.federated.monitor import compare_releases, compare_reports, drift
     from spatialdp.federated.regional import RegionalReport, regional_report
     from spatialdp.federated.release import HistogramRelease, MetricRelease, predicted_error_bar
+    from spatialdp.federated.report_files import read_report
 
 __getattr__, __dir__ = attach(__name__, __file__)
 
@@ -72,6 +73,7 @@ __all__ = [
     "persistently_empty_buckets",
     "predicted_error_bar",
     "ratio_pinned_at_clip",
+    "read_report",
     "regional_report",
     "release_coverage",
     "round_health",

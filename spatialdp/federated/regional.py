@@ -49,9 +49,13 @@ from spatialdp.privacy.pipeline import ReleasePlan, exact_total, run_release
 from spatialdp.privacy.target import Accounting, check_target
 from spatialdp.schema import NEIGHBOUR_TEXT, epsilon_text, reliability_class
 
-__all__ = ["RegionalReport", "interval_at", "regional_report"]
+__all__ = ["REPORT_FORMAT", "RegionalReport", "interval_at", "regional_report"]
 
 REGIONAL_LINE_ITEM = "evaluation.regional"
+
+#: Format tag of the metadata :meth:`RegionalReport.write` records with every file;
+#: :func:`~spatialdp.federated.read_report` reads this version only.
+REPORT_FORMAT = "spatialdp-regional-report/1"
 
 
 @dataclass(repr=False)
@@ -199,9 +203,13 @@ class RegionalReport(Result):
 
         ``metric_specs`` holds each released spec in full (clip range or bucket
         edges, version, fingerprint, label and unit; a histogram's buckets with
-        their file column names), so a file read back alone says what it holds.
+        their file column names), so a file read back alone says what it holds;
+        ``estimators`` says which metrics are means and which ratio estimates;
+        ``format`` is :data:`REPORT_FORMAT` (what
+        :func:`~spatialdp.federated.read_report` reads).
         """
         return {
+            "format": REPORT_FORMAT,
             "partition_version": self.partition_version,
             "round_index": self.round_index,
             "epsilon": dict(self.epsilon),
@@ -212,6 +220,7 @@ class RegionalReport(Result):
             "neighbours": self.neighbours,
             "metrics": dict(self.metrics),
             "metric_specs": {name: est.spec.describe() for name, est in self.estimates.items()},
+            "estimators": {name: est.estimator for name, est in self.estimates.items()},
             **{k: v for k, v in self.accounting.items() if k != "round_index"},
         }
 
@@ -291,12 +300,14 @@ class RegionalReport(Result):
 
         Columns ``region_id``, ``metric``, ``statistic`` (``value``,
         ``error_bar``, ``ci_low``, ``ci_high``, ``noise_std``, ``cohort``,
-        ``cv``, and a histogram's buckets ``b0``, ``b1`` ...), ``estimate`` (a
+        ``cv``, what recomputes an interval at another level: ``noise_scale``,
+        ``noisy_sum``, ``noisy_count``, ``sum_scale``, ``count_scale``, and a
+        histogram's buckets ``b0``, ``b1`` ...), ``estimate`` (a
         number, NaN where suppressed), then ``reliability``, ``suppressed``,
         ``partition_version`` and ``round_index`` of the region's metric. No
         geometry: join it back on ``region_id``.
         """
-        stats = ("value", "error_bar", "ci_low", "ci_high", "noise_std", "cohort", "cv")
+        stats = LONG_STATISTICS
         parts = []
         for name, frame in self.frames.items():
             est = self.estimates.get(name)
@@ -353,7 +364,7 @@ class RegionalReport(Result):
 
     def write(self, folder: str | os.PathLike[str], stem: str = "regional_report", *,
               names: str = "sql", layout: str = "wide") -> list[Path]:
-        """Write a GeoPackage, a CSV and a JSON of the metadata into ``folder``, each atomically.
+        """Write a GeoPackage, a GeoParquet, a CSV and a JSON of the metadata, each atomically.
 
         The metadata (:meth:`metadata`: epsilon, alpha, round, partition version,
         floors, accounting and every metric spec with its label, unit and
@@ -362,8 +373,14 @@ class RegionalReport(Result):
         ``spatialdp``, the metadata in JSON, and ``spatialdp_columns``, what each
         column holds with a histogram's bucket edges; QGIS shows them under the
         layer's properties, ``pyogrio.read_info(path)["layer_metadata"]`` reads
-        them), and beside the CSV as the JSON sidecar ``<stem>.json`` (the
-        metadata, plus the same ``columns`` table).
+        them), in the GeoParquet's file metadata under the same two keys
+        (``pyarrow.parquet.read_schema(path).metadata[b"spatialdp"]``, beside
+        GeoParquet's own ``geo``), and beside the CSV as the JSON sidecar
+        ``<stem>.json`` (the metadata, plus the same ``columns`` table).
+        :func:`~spatialdp.federated.read_report` reads any of them back into
+        this report. Geometries are written as they are (a polygon stays a
+        polygon beside multipolygons: the GeoPackage layer's type is then
+        ``GEOMETRY``).
 
         A simulation's files are named ``<stem>.SIMULATION.*`` (and an
         unaccounted release's ``<stem>.UNACCOUNTED.*``), so they never pass for a
@@ -384,7 +401,12 @@ class RegionalReport(Result):
         layout : {"wide", "long"}
             The CSV's layout: one row per region (``"wide"``) or one row per
             region, metric and statistic (``"long"``, :meth:`to_long`). The
-            GeoPackage is always one feature per region.
+            GeoPackage and the GeoParquet are always one feature per region.
+
+        Returns
+        -------
+        list of Path
+            The ``.gpkg``, ``.parquet``, ``.csv`` and ``.json`` files, in this order.
         """
         target, stem = check_output(folder, stem, "regional_report")
         layout = check_text(layout, "layout")
@@ -403,14 +425,26 @@ class RegionalReport(Result):
         table = (wide.drop(columns="geometry") if layout == "wide"
                  else self.to_long().set_index("region_id"))
 
+        file_metadata = {"spatialdp": json.dumps(metadata, default=str),
+                         "spatialdp_columns": json.dumps(columns, default=str)}
+
         def write_gpkg(path: str) -> None:
             wide.reset_index().to_file(
                 path, driver="GPKG", layer="regional_report", engine="pyogrio",
-                metadata={"spatialdp": json.dumps(metadata, default=str),
-                          "spatialdp_columns": json.dumps(columns, default=str)})
+                promote_to_multi=False, metadata=file_metadata)
+
+        def write_parquet(path: str) -> None:
+            import pyarrow.parquet as pq
+
+            wide.reset_index().to_parquet(path, index=False)
+            written = pq.read_table(path)  # GeoParquet's own metadata, then ours beside it
+            pq.write_table(written.replace_schema_metadata({
+                **(written.schema.metadata or {}),
+                **{key.encode(): text.encode() for key, text in file_metadata.items()}}), path)
 
         writers: list[tuple[str, Callable[[str], object]]] = [
             (".gpkg", write_gpkg),
+            (".parquet", write_parquet),
             (".csv", lambda p: table.to_csv(p)),
             (".json", lambda p: Path(p).write_text(meta)),
         ]
@@ -452,6 +486,9 @@ class RegionalReport(Result):
             f"({NEIGHBOUR_TEXT[self.neighbours]}), {1 - self.alpha:.0%} error bars",
             f"  suppressed regions: {self.suppressed_regions}",
         ]
+        if self.accounting.get("read_from"):
+            lines.append(f"  read from {self.accounting['read_from']}: the release it records, "
+                         "not a new one (reading charges nothing)")
         for name, frame in self.frames.items():
             shown = frame[~frame.suppressed]
             lines.append(
@@ -543,11 +580,17 @@ _STAT_TEXT = {
     "count_scale": "Laplace scale of the noise on noisy_count",
 }
 
+#: The statistics of a metric in the long layout (:meth:`RegionalReport.to_long`), besides
+#: a histogram's buckets: every number column of the report's frames.
+LONG_STATISTICS: tuple[str, ...] = (
+    "value", "error_bar", "ci_low", "ci_high", "noise_std", "cohort", "cv", "noise_scale",
+    "noisy_sum", "noisy_count", "sum_scale", "count_scale")
+
 _LONG_COLUMNS = [
     {"column": "region_id", "description": "region id"},
     {"column": "metric", "description": "metric name (see metric_specs)"},
-    {"column": "statistic", "description": "value, error_bar, ci_low, ci_high, noise_std, "
-     "cohort, cv, or a histogram bucket b0, b1 ... (see metric_specs[...].buckets)"},
+    {"column": "statistic", "description": ", ".join(LONG_STATISTICS)
+     + ", or a histogram bucket b0, b1 ... (see metric_specs[...].buckets)"},
     {"column": "estimate", "description": "the statistic's number (NaN where suppressed)"},
     {"column": "reliability", "description": _STAT_TEXT["reliability"]},
     {"column": "suppressed", "description": _STAT_TEXT["suppressed"]},
@@ -759,15 +802,21 @@ class RegionalRequest:
             estimates={est.spec.name: est for est in estimates},
             neighbours=self.neighbours,
         )
-        for name, frame in report.frames.items():
-            # "epsilon" is what the release was charged (titles show it), with its split.
-            frame.attrs["spatialdp"] = {**report.metadata(), "metric": name,
-                                        "epsilon": report.epsilon_total,
-                                        "epsilon_split": dict(epsilons),
-                                        "metric_epsilon": epsilons[name],
-                                        "estimator": report.estimates[name].estimator,
-                                        **_labels(report.estimates[name].spec)}
+        label_frames(report)
         return report
+
+
+def label_frames(report: RegionalReport) -> None:
+    """Record the report's metadata in each frame's ``attrs`` (what the maps' titles read)."""
+    for name, frame in report.frames.items():
+        frame.attrs["partition_version"] = report.partition_version
+        # "epsilon" is what the release was charged (titles show it), with its split.
+        frame.attrs["spatialdp"] = {**report.metadata(), "metric": name,
+                                    "epsilon": report.epsilon_total,
+                                    "epsilon_split": dict(report.epsilon),
+                                    "metric_epsilon": report.epsilon[name],
+                                    "estimator": report.estimates[name].estimator,
+                                    **_labels(report.estimates[name].spec)}
 
 
 def _labels(spec: MetricSpec | HistogramSpec) -> dict[str, Any]:
@@ -822,7 +871,5 @@ def _metric_frame(est: Estimate, partition: Partition, round_index: pd.api.exten
     # The table is indexed by the partition's own region ids, in order: no join needed.
     regions = partition.regions
     names = {} if partition.names is None else {"name": partition.names.array}
-    frame = gpd.GeoDataFrame({"geometry": regions.geometry.array, **names, **columns},
-                             index=regions.index, geometry="geometry", crs=regions.crs)
-    frame.attrs["partition_version"] = partition.version
-    return frame
+    return gpd.GeoDataFrame({"geometry": regions.geometry.array, **names, **columns},
+                            index=regions.index, geometry="geometry", crs=regions.crs)

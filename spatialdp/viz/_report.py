@@ -43,10 +43,29 @@ def _require_columns(frame: Any, required: Iterable[str], what: str, fix: str) -
         raise InvalidInput(f"{what} repeats the column names {repeated}; {fix}")
     missing = [c for c in required if c not in frame.columns]
     if missing:
+        _refuse_file_table(frame, missing, what)
         raise InvalidInput(
             f"{what} is missing the required columns {missing} (it has "
             f"{[str(c) for c in frame.columns]}); {fix}"
         )
+
+
+def _refuse_file_table(frame: pd.DataFrame, missing: list[str], what: str) -> None:
+    """Refuse a report file's table (``loss_value`` or ``loss.value``) naming ``read_report``.
+
+    A report read with ``geopandas.read_file`` has one column per metric and
+    statistic; the maps draw one metric's frame, which ``read_report`` rebuilds.
+    """
+    found = [str(c) for c in frame.columns if str(c).endswith(("_value", ".value"))]
+    if not found:
+        return
+    metric = found[0][: -len("_value")]
+    raise InvalidInput(
+        f"{what} has the columns of a report file ({', '.join(found[:3])}), not those of "
+        f"one metric's frame ({missing[:4]} ...); read the file with "
+        f"spatialdp.read_report(path)['{metric}'] and draw that (or "
+        f"spatialdp.read_report(path).plot('{metric}')): it restores the columns, the "
+        "metadata the titles need, and the geometry")
 
 
 def _check_report(report: Any, extra: Iterable[str] = ()) -> gpd.GeoDataFrame:
