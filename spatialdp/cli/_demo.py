@@ -32,6 +32,8 @@ def add_parser(sub: Any) -> None:
                            "Shapefile); default the shipped 48 states")
     demo.add_argument("--id-column", metavar="NAME",
                       help="region id column of --partition (default: the first unique one)")
+    demo.add_argument("--name-column", metavar="NAME",
+                      help="region name column of --partition (kept for labels and tooltips)")
     demo.add_argument("--devices", type=int, default=200_000,
                       help="simulated fleet size (default 200,000)")
     demo.add_argument("--epsilon", type=float, default=0.4,
@@ -60,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
             f"--devices {args.devices} is too small for a regional epoch over 48 states; use "
             "at least 10,000 (the documented run uses 200,000)")
     result = run_demo(args.out, partition=args.partition, id_column=args.id_column,
+                      name_column=args.name_column,
                       devices=args.devices, epsilon=args.epsilon, rounds=args.rounds,
                       seed=args.seed, quiet=args.quiet, neighbours=args.neighbours)
     print(result.summary)

@@ -43,6 +43,8 @@ def add_parser(sub: Any) -> None:
     rep.add_argument("--partition", required=True, metavar="REGIONS",
                      help="polygon layer of the report regions (GeoPackage, GeoJSON, ...)")
     rep.add_argument("--id-column", metavar="NAME", help="region id column of REGIONS")
+    rep.add_argument("--name-column", metavar="NAME",
+                     help="region name column of REGIONS (kept for labels and tooltips)")
     rep.add_argument("--metric", action="append", required=True, metavar="NAME:LOW:HIGH",
                      help="a metric column and its clipping range (repeatable)")
     rep.add_argument("--epsilon", type=float, required=True,
@@ -153,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
     from spatialdp.federated import regional_report
 
     specs = _specs(args.metric)
-    partition = load_partition(args.partition, args.id_column)
+    partition = load_partition(args.partition, args.id_column, args.name_column)
     table = read_table(args.clients, "CLIENTS")
     clients = client_reports(table, partition, specs)
     min_cohort = check_count(args.min_cohort, "--min-cohort", low=1)

@@ -95,13 +95,15 @@ class DemoResult:
         return self.epoch_result.reports
 
 
-def load_partition(path: str | os.PathLike[str], id_column: str | None) -> Partition:
+def load_partition(path: str | os.PathLike[str], id_column: str | None,
+                   name_column: str | None = None) -> Partition:
     """Read a user's polygon layer (GeoPackage, GeoJSON, Shapefile...) as a Partition.
 
     A layer in another CRS is reprojected to EPSG:4326 by
     :meth:`Partition.from_geodataframe` (the one reprojection path, with a
     :class:`~spatialdp.exceptions.ReprojectedLayerWarning`); ``id_column`` names the
-    region ids (default: the first text or integer column with unique values).
+    region ids (default: the first text or integer column with unique values);
+    ``name_column`` keeps the regions' names for titles, labels and tooltips.
     """
     import geopandas as gpd
 
@@ -131,8 +133,16 @@ def load_partition(path: str | os.PathLike[str], id_column: str | None) -> Parti
         raise fail("id_column", id_column, f"is not a column of {file.name} "
                    f"({[c for c in frame.columns if c != frame.geometry.name]})",
                    "pass --id-column with one of them")
-    return Partition.from_geodataframe(frame[[id_column, frame.geometry.name]], id_column,
-                                       name=file.stem)
+    keep = [id_column]
+    if name_column is not None:
+        name_column = check_text(name_column, "name_column")
+        if name_column not in frame.columns:
+            raise fail("name_column", name_column, f"is not a column of {file.name} "
+                       f"({[c for c in frame.columns if c != frame.geometry.name]})",
+                       "pass --name-column with one of them")
+        keep.append(name_column)
+    return Partition.from_geodataframe(frame[[*dict.fromkeys(keep), frame.geometry.name]],
+                                       id_column, name=file.stem, name_column=name_column)
 
 
 def runs_table(folder: str | os.PathLike[str]) -> pd.DataFrame:
@@ -178,6 +188,7 @@ def run_demo(
     *,
     partition: str | os.PathLike[str] | Partition | None = None,
     id_column: str | None = None,
+    name_column: str | None = None,
     devices: int = 200_000,
     epsilon: float = 0.4,
     rounds: int = 6,
@@ -197,6 +208,8 @@ def run_demo(
         with ``id_column``; default the shipped 48 states.
     id_column : str, optional
         Region id column of the ``partition`` file.
+    name_column : str, optional
+        Column of ``partition`` with the regions' names (titles, labels, tooltips).
     devices : int
         Size of the simulated fleet.
     epsilon : float
@@ -237,7 +250,7 @@ def run_demo(
     n, eps, n_rounds, seed = _check_args(devices, epsilon, rounds, seed)
     relation = check_neighbours(neighbours)
     part = (partition if isinstance(partition, Partition) or partition is None
-            else load_partition(partition, id_column))
+            else load_partition(partition, id_column, name_column))
     _check_budget(SPLIT, eps, n_rounds)
     run_id = secrets.token_hex(4)
     progress = Progress(quiet=quiet)

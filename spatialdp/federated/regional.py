@@ -456,6 +456,9 @@ class RegionalReport(Result):
         rows: list[dict[str, Any]] = [{"column": "region_id", "metric": None,
                                        "statistic": "region id", "description":
                                        f"region of partition {self.partition_version}"}]
+        if any("name" in frame.columns for frame in self.frames.values()):
+            rows.append({"column": "name", "metric": None, "statistic": "region name",
+                         "description": "the region's name (public: the partition layer's)"})
         for dotted, column in renames.items():
             metric, stat = dotted.split(".", 1)
             est = self.estimates.get(metric)

@@ -150,8 +150,10 @@ def read_report(path: str | os.PathLike[str], *, partition: Any = None) -> Regio
                 str(row["column"]) for row in meta["columns"]
                 if row.get("statistic") in (*_TEXT_COLUMNS, "reliability", "accounting"))])
             _check_columns(table.columns, meta["columns"], csv)
-            frames = _frames_from_wide(table.set_index("region_id"), meta, meta["columns"], csv)
-        frames = _with_geometry(frames, meta, partition, csv)
+            table = table.set_index("region_id")
+            frames = _frames_from_wide(table, meta, meta["columns"], csv)
+        names = _names(table) if layout != "long" else None
+        frames = _with_geometry(frames, meta, partition, csv, names)
         return _report(frames, meta, file)
     if partition is not None:
         raise fail("partition", partition, f"is given with a {suffix} file, which carries its "
@@ -161,7 +163,7 @@ def read_report(path: str | os.PathLike[str], *, partition: Any = None) -> Regio
     wide = table.set_index("region_id")
     frames = _frames_from_wide(pd.DataFrame(wide.drop(columns=table.geometry.name)), meta,
                                columns, file)
-    frames = {name: _geo(frame, wide.geometry.array, table.crs)
+    frames = {name: _geo(frame, wide.geometry.array, table.crs, _names(wide))
               for name, frame in frames.items()}
     return _report(frames, meta, file)
 
@@ -441,12 +443,16 @@ def _check_accounting_column(wide: pd.DataFrame, meta: Mapping[str, Any], file: 
 
 
 def _with_geometry(frames: Mapping[str, pd.DataFrame], meta: Mapping[str, Any],
-                   partition: Any, file: Path) -> dict[str, gpd.GeoDataFrame]:
-    """Return a CSV's frames with the partition's geometries (empty ones without it)."""
+                   partition: Any, file: Path, names: pd.Series | None = None
+                   ) -> dict[str, gpd.GeoDataFrame]:
+    """Return a CSV's frames with the partition's geometries (empty ones without it).
+
+    The region names are the file's (``names``), else the partition's.
+    """
     from spatialdp.geo.partition import Partition
 
     if partition is None:
-        return {name: _geo(frame, gpd.GeoSeries([None] * len(frame)).array, None)
+        return {name: _geo(frame, gpd.GeoSeries([None] * len(frame)).array, None, names)
                 for name, frame in frames.items()}
     if not isinstance(partition, Partition):
         raise fail("partition", partition, "is not a Partition",
@@ -467,14 +473,28 @@ def _with_geometry(frames: Mapping[str, pd.DataFrame], meta: Mapping[str, Any],
                 f"{len(ids)} in all) that are not the {len(regions)} of partition "
                 f"{partition.key!r}; pass the partition the report is keyed by")
         geometry = regions.geometry.set_axis(regions.index.astype(str)).reindex(ids)
-        out[name] = _geo(frame, geometry.array, regions.crs)
+        if names is None and partition.names is not None:
+            names = partition.names.set_axis(partition.names.index.astype(str))
+        out[name] = _geo(frame, geometry.array, regions.crs, names)
     return out
 
 
-def _geo(frame: pd.DataFrame, geometry: Any, crs: Any) -> gpd.GeoDataFrame:
-    """Return a metric's frame with ``geometry`` first, as :func:`regional_report` builds it."""
-    return gpd.GeoDataFrame({"geometry": geometry, **frame}, index=frame.index,
+def _geo(frame: pd.DataFrame, geometry: Any, crs: Any, names: pd.Series | None = None
+         ) -> gpd.GeoDataFrame:
+    """Return a metric's frame with ``geometry`` first, as :func:`regional_report` builds it.
+
+    ``names``: the regions' names (the partition's name column), put after the geometry.
+    """
+    named = {} if names is None else {"name": names.reindex(frame.index).astype(str).array}
+    return gpd.GeoDataFrame({"geometry": geometry, **named, **frame}, index=frame.index,
                             geometry="geometry", crs=crs)
+
+
+def _names(wide: pd.DataFrame) -> pd.Series | None:
+    """Return the region-name column of a wide table (``None`` when the report had none)."""
+    if "name" not in wide.columns:
+        return None
+    return pd.Series(wide["name"].to_numpy(), index=wide.index.astype(str))
 
 
 # ---------------------------------------------------------------------------- the report
