@@ -63,3 +63,22 @@ def test_no_budget_is_refused() -> None:
 def test_non_positive_budget_is_refused() -> None:
     with pytest.raises(InvalidInput, match=r"epsilons=0"):
         compare_estimators(toy(), seeds=2, epsilons=[0.0])
+
+
+def test_data_that_is_not_a_pair_is_refused() -> None:
+    with pytest.raises(InvalidInput, match=r"(?s)datasets\['toy'\]=.* is not a pair \(X, y\)"):
+        compare_estimators({"toy": np.ones((30, 2))}, seeds=2, epsilons=[1.0])
+
+
+def test_labels_that_do_not_match_the_rows_are_refused() -> None:
+    X, y = toy()["toy"]
+    with pytest.raises(InvalidInput, match=r"'300 feature rows, 299 labels' do not match or "
+                                           r"are fewer than 25; give one label per"):
+        compare_estimators({"toy": (X, y[:-1])}, seeds=2, epsilons=[1.0])
+
+
+def test_non_finite_features_are_refused() -> None:
+    X, y = toy()["toy"]
+    X[3, 1] = np.nan
+    with pytest.raises(InvalidInput, match=r"datasets\['toy'\] X has 1 NaN or infinite"):
+        compare_estimators({"toy": (X, y)}, seeds=2, epsilons=[1.0])

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from spatialdp._validation import check_integer, check_positive, fail
+from spatialdp._validation import check_finite_array, check_integer, check_positive, fail
 from spatialdp.privacy import Simulation
 from spatialdp.regression.accounting import rho_for_epsilon
 from spatialdp.regression.client import transform_clients
@@ -248,6 +248,24 @@ def _summarise(per_seed: pd.DataFrame) -> pd.DataFrame:
                  typical_params=("params", lambda p: p.mode().iloc[0])).reset_index()
 
 
+#: Fewest rows of a data set: a 60/20/20 split leaves at least 5 rows to test on.
+MIN_ROWS = 25
+
+
+def _checked(name: Any, pair: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Return ``(X, y)`` of a data set given by the caller, checked."""
+    if not isinstance(pair, tuple) or len(pair) != 2:
+        raise fail(f"datasets[{name!r}]", pair, "is not a pair (X, y)",
+                   "map each name to (features of shape (n, d), labels of shape (n,))")
+    X = check_finite_array(pair[0], f"datasets[{name!r}] X", ndim=(2,))
+    y = check_finite_array(pair[1], f"datasets[{name!r}] y")
+    if len(y) != len(X) or len(y) < MIN_ROWS:
+        raise fail(f"datasets[{name!r}]", f"{len(X)} feature rows, {len(y)} labels",
+                   f"do not match or are fewer than {MIN_ROWS}",
+                   f"give one label per feature row, at least {MIN_ROWS} rows")
+    return X, y
+
+
 def compare_estimators(datasets: Sequence[str] | Mapping[str, tuple[np.ndarray, np.ndarray]],
                        *, seeds: int = 20, epsilons: Sequence[float] = EPSILONS,
                        progress: bool = False) -> pd.DataFrame:
@@ -290,9 +308,11 @@ def compare_estimators(datasets: Sequence[str] | Mapping[str, tuple[np.ndarray, 
     epsilons = [check_positive(e, "epsilons") for e in epsilons]
     if not epsilons:
         raise fail("epsilons", epsilons, "is empty", "pass at least one per-client epsilon")
-    if not isinstance(datasets, Mapping):
-        datasets = {name: load_reproduction_data(name)[:2] for name in datasets}
-    per_seed = _per_seed(datasets, seeds, epsilons, progress)
+    if isinstance(datasets, Mapping):
+        data = {str(name): _checked(name, pair) for name, pair in datasets.items()}
+    else:
+        data = {name: load_reproduction_data(name)[:2] for name in datasets}
+    per_seed = _per_seed(data, seeds, epsilons, progress)
     table = _summarise(per_seed)
     table.attrs["per_seed"] = per_seed
     return table
