@@ -8,10 +8,11 @@ one-shot estimator (:func:`fit_one_shot`) and the iterative protocol
 estimator's error before any budget is spent. :class:`ModulatedRegression` is
 the scikit-learn face; :func:`fit_geodataframe` fits from a spatial join;
 :func:`fit_dpsgd` is the baseline; :func:`reconstruction_bound` the
-Cramér-Rao bound. See ``docs/modulated.md``.
+Cramér-Rao bound; :func:`compare_estimators` the comparison on real data (every row one
+client) that ``benchmarks/reproduce_modulated.py`` runs in full. See ``docs/modulated.md``.
 
-``ModulatedRegression`` (scikit-learn) and the spatial helpers (GeoPandas) are
-imported on first use, so that the numerical core loads fast.
+``ModulatedRegression`` (scikit-learn), the spatial helpers (GeoPandas) and the
+comparison (pandas) are imported on first use, so that the numerical core loads fast.
 """
 
 from __future__ import annotations
@@ -49,12 +50,14 @@ __all__ = [
     "RegressionPlan",
     "Regularization",
     "clip_rows",
+    "compare_estimators",
     "debiased_covariance",
     "debiased_cross_moment",
     "fit_dpsgd",
     "fit_geodataframe",
     "fit_iterative",
     "fit_one_shot",
+    "load_reproduction_data",
     "modulate",
     "optimal_ridge",
     "plan_regression",
@@ -63,6 +66,7 @@ __all__ = [
     "random_directions",
     "reconstruction_bound",
     "reconstruction_table",
+    "reproduction_findings",
     "resolve_rho",
     "rho_for_epsilon",
     "spatial_features",
@@ -74,6 +78,9 @@ __all__ = [
 _LAZY = {
     "ModulatedRegression": "spatialdp.regression.estimator",
     "NotFitted": "spatialdp.exceptions",
+    "compare_estimators": "spatialdp.regression.reproduction",
+    "load_reproduction_data": "spatialdp.regression.reproduction",
+    "reproduction_findings": "spatialdp.regression.reproduction",
     "fit_geodataframe": "spatialdp.regression.spatial",
     "spatial_features": "spatialdp.regression.spatial",
 }
