@@ -61,7 +61,7 @@ class SarModel:
     def structure(self, rho: float) -> FloatArray:
         """Return ``C(rho) = [(I - rho W')(I - rho W)]^-1`` over all areas."""
         B = np.eye(self.W.shape[0]) - rho * self.W
-        return np.asarray(linalg.inv(B.T @ B), dtype=np.float64)
+        return np.asarray(np.linalg.inv(B.T @ B), dtype=np.float64)
 
     def structure_derivative(self, rho: float, C: FloatArray) -> FloatArray:
         """Return ``dC/drho = -C [d(B'B)/drho] C``."""
