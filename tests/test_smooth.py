@@ -60,17 +60,21 @@ def test_a_frame_joinable_like_the_report_with_labels_and_map_columns(report, st
     smooth = small_area_estimates(report, covariates=area, weights=states, **PUBLIC)
     frame = smooth.frame
     assert isinstance(smooth, SmallAreaEstimates)
-    assert frame.index.equals(report["loss"].index) and frame.crs == report["loss"].crs
+    assert frame.index.equals(report["loss"].index)
+    assert frame.crs == report["loss"].crs
     for column in ("eblup", "mse", "ci_low", "ci_high", "shrinkage", "label", "value",
                    "error_bar", "cohort", "reliability", "suppressed"):
         assert column in frame.columns
     suppressed = report["loss"].suppressed.to_numpy()
-    assert (frame.label[suppressed] == "suppressed").all() and frame.eblup[suppressed].isna().all()
+    assert (frame.label[suppressed] == "suppressed").all()
+    assert frame.eblup[suppressed].isna().all()
     shown = frame[~suppressed]
     assert set(shown.label) <= {"direct", "composite"}
     assert ((shown.label == "direct") == (shown.shrinkage >= 0.95)).all()
-    assert (shown.ci_low < shown.eblup).all() and (shown.eblup < shown.ci_high).all()
-    assert smooth.simulated and "[SIMULATION" in smooth.summary()
+    assert (shown.ci_low < shown.eblup).all()
+    assert (shown.eblup < shown.ci_high).all()
+    assert smooth.simulated
+    assert "[SIMULATION" in smooth.summary()
     assert "no epsilon charged" in smooth.summary()
     assert smooth.accounting["post_processing"].startswith("small-area model")
 
@@ -81,7 +85,8 @@ def test_suppressed_regions_get_a_modelled_estimate_only_when_asked(report, stat
     filled = small_area_estimates(report, model="sfh", weights=states, include_suppressed=True,
                                   **PUBLIC)
     assert (filled.frame.label[suppressed] == "modelled").all()
-    assert filled.frame.eblup.notna().all() and filled.modelled_share == 1.0
+    assert filled.frame.eblup.notna().all()
+    assert filled.modelled_share == 1.0
     assert not filled.frame.suppressed.any()
     plain = small_area_estimates(report, model="sfh", weights=states, **PUBLIC)
     assert plain.modelled_share == 0.0
@@ -173,7 +178,7 @@ def test_bad_covariates_are_refused(report):
         small_area_estimates(report, covariates=pd.DataFrame({"x": 2.0}, index=index))
     with pytest.raises(InvalidInput, match="repeated region ids"):
         small_area_estimates(report, covariates=pd.DataFrame(
-            {"x": 1.0}, index=list(index) + [index[0]]))
+            {"x": 1.0}, index=[*list(index), index[0]]))
     with pytest.raises(InvalidInput, match="dtype bool"):
         small_area_estimates(report, covariates=pd.DataFrame({"x": True}, index=index))
     with pytest.raises(InvalidInput, match="is not a DataFrame"):
@@ -263,6 +268,9 @@ def test_without_libpysal_only_the_export_refuses(report, states, monkeypatch):
 def test_summary_and_html_name_the_model(report, states):
     smooth = small_area_estimates(report, model="sfh", weights=states, **PUBLIC)
     text = smooth.summary()
-    assert "spatial Fay-Herriot" in text and "rho" in text and "spatial term: LR" in text
+    assert "spatial Fay-Herriot" in text
+    assert "rho" in text
+    assert "spatial term: LR" in text
     assert "<table" in smooth._repr_html_()
-    assert smooth.spatial_test is not None and 0 <= smooth.spatial_test.p_value <= 1
+    assert smooth.spatial_test is not None
+    assert 0 <= smooth.spatial_test.p_value <= 1
