@@ -111,9 +111,9 @@ def to_libpysal(partition: Partition) -> Any:
     Examples
     --------
     >>> from spatialdp.datasets import us_states_partition
-    >>> w = to_libpysal(us_states_partition())          # doctest: +SKIP
-    >>> sorted(w.neighbors["VT"])                        # doctest: +SKIP
-    ['MA', 'NH', 'NY']
+    >>> w = to_libpysal(us_states_partition())      # needs libpysal
+    >>> sorted(w.neighbors["VT"]), w.n
+    (['MA', 'NH', 'NY'], 48)
     """
     if not isinstance(partition, Partition):
         raise fail("partition", partition, "is not a Partition", "pass a Partition")
