@@ -39,7 +39,13 @@ from spatialdp.smooth.diagnostics import (
 from spatialdp.smooth.direct import DirectEstimates, read_direct
 from spatialdp.smooth.fay_herriot import AreaFit, fay_herriot_predict, fit_fay_herriot
 from spatialdp.smooth.intervals import interval_factor
-from spatialdp.smooth.spatial import DENSE_LIMIT, SarModel, fit_sar, sar_predict
+from spatialdp.smooth.spatial import (
+    DENSE_LIMIT,
+    SarModel,
+    fit_sar,
+    one_blas_thread,
+    sar_predict,
+)
 from spatialdp.smooth.weights import spatial_weights
 
 __all__ = ["DIRECT_WEIGHT", "SmallAreaEstimates", "small_area_estimates"]
@@ -333,10 +339,12 @@ def _fit(kind: str, method: str, direct: DirectEstimates, X: FloatArray,
             f"the spatial model is dense and takes at most {DENSE_LIMIT} regions; this "
             f"report has {obs.size}: use model='fh' or a coarser partition")
     sar = SarModel(y, X, d, W.toarray(), obs)
-    fit = fit_sar(sar, method)
-    eblup, mse, gamma, synthetic = sar_predict(sar, fit)
-    V = fit.s2u * sar.structure(fit.rho)[np.ix_(obs, obs)] + np.diag(d)
-    resid = linalg.solve_triangular(np.linalg.cholesky(V), y - X[obs] @ fit.beta, lower=True)
+    with one_blas_thread():
+        fit = fit_sar(sar, method)
+        eblup, mse, gamma, synthetic = sar_predict(sar, fit)
+        V = fit.s2u * sar.structure(fit.rho)[np.ix_(obs, obs)] + np.diag(d)
+        resid = linalg.solve_triangular(np.linalg.cholesky(V), y - X[obs] @ fit.beta,
+                                        lower=True)
     return fit, eblup, mse, gamma, synthetic, resid
 
 
