@@ -2,7 +2,7 @@
 
 Simulated truths on two partitions, the 48 states and an H3 resolution-5 cover
 of them (30,772 cells), with real cohort sizes: the per-region counts of
-:func:`spatialdp.datasets.synthetic_fleet` (200,000 devices on the states,
+:func:`spatialdp.datasets.synthetic_fleet` (20,000 devices on the states,
 1,000,000 on the cells). Per region, the truth is
 
     theta = 1.5 + 0.25 lat + 0.15 lon + u + r,
@@ -53,12 +53,14 @@ CLIP = (0.0, 4.0)
 CLIENT_SD = 0.6
 EPSILONS = (0.1, 0.25, 0.5, 1.0, 2.0)
 SPATIAL_RHO, SPATIAL_VAR, REGION_VAR = 0.8, 0.03, 0.01
+STATE_DEVICES = 20_000
+CLASSES = ("<2x floor", "2-10x floor", ">10x floor", "suppressed")
 
 
 def setting(kind: str) -> tuple[Partition, np.ndarray, int, str]:
     """Return the partition, its real cohort sizes, the floor and the model used."""
     if kind == "states":
-        part, devices, floor, model = us_states_partition(), 200_000, 100, "sfh"
+        part, devices, floor, model = us_states_partition(), STATE_DEVICES, 100, "sfh"
     else:
         part = Partition.from_h3_cover(load_us_states(), 5, containment="overlap",
                                        name="us-r5")
@@ -101,14 +103,14 @@ def published_frame(part: Partition, truth: np.ndarray, cohort: np.ndarray, floo
     return pd.DataFrame({
         "value": np.where(shown, value, np.nan),
         "noise_std": np.where(shown, math.sqrt(2.0) * scale, np.nan),
-        "cohort": pd.array(np.where(shown, cohort, 0), dtype="Int64").where(shown, pd.NA),
+        "cohort": pd.arrays.IntegerArray(cohort.astype(np.int64), ~shown),
         "suppressed": ~shown, "clip_low": CLIP[0], "clip_high": CLIP[1]},
         index=part.region_ids.astype(str))
 
 
 def check_noise_scale(part: Partition, cohort: np.ndarray, floor: int) -> None:
     """Assert that the simulated noise is the real report's (one real release on the states)."""
-    fleet = synthetic_fleet(200_000, rng=0, partition=part, progress=False)
+    fleet = synthetic_fleet(STATE_DEVICES, rng=0, partition=part, progress=False)
     spec = MetricSpec("loss", *CLIP)
     examples = pd.DataFrame({"client_id": fleet.device_id, "region_id": fleet.region_id,
                              "loss": 1.0})
@@ -153,7 +155,10 @@ def run(kind: str, reps: int) -> tuple[list[dict[str, object]], Partition, pd.Da
                 "covered": (out.ci_low.to_numpy() <= truth) & (truth <= out.ci_high.to_numpy()),
                 "modelled": out.label.to_numpy() == "modelled"}))
         table = pd.concat(parts)
-        for name, group in table.groupby("class", sort=False):
+        for name in CLASSES:
+            group = table[table["class"] == name]
+            if group.empty:
+                continue
             rows.append({
                 "partition": kind, "model": model, "epsilon": epsilon, "class": name,
                 "regions": int((classes == name).sum()),
