@@ -214,7 +214,9 @@ def sar_predict(model: SarModel, fit: AreaFit
     The EBLUP is ``x' b + s2u C_io V^-1 (y - X b)``; the shrinkage weight is the
     weight of the area's own direct estimate (0 where unobserved). The MSE is
     ``g1 + g2 + 2 g3 - g4`` (``sae::mseSFH``; ``g4`` on observed areas), and for
-    ML minus the parameters' bias terms times the gradient of ``g1``.
+    ML minus the parameters' bias terms times the gradient of ``g1``; never
+    below ``g1 + g2`` (the MSE with known variance parameters), which the
+    approximation can undercut when ``rho`` is near its bound.
     """
     obs = model.observed
     parts = _Parts.at(model, fit.s2u, fit.rho)
@@ -238,6 +240,9 @@ def sar_predict(model: SarModel, fit: AreaFit
     mse = g1 + g2 + 2.0 * np.asarray(g3) - g4
     if fit.method == "ML":
         mse = mse - _ml_bias(model, parts, info_inv, weight)
+    # The second-order terms only add the cost of estimating (s2u, rho); where
+    # -g4 or the ML bias outweighs them (rho near its bound), keep g1 + g2.
+    mse = np.maximum(mse, np.maximum(g1 + g2, 0.0))
     return eblup, mse, own, synthetic
 
 
