@@ -31,7 +31,7 @@ def states() -> Partition:
     return us_states_partition()
 
 
-def _clients(states: Partition, seed: int = 0, shift: dict[int, float] | None = None
+def _clients(states: Partition, seed: int = 1, shift: dict[int, float] | None = None
              ) -> pd.DataFrame:
     fleet = synthetic_fleet(20_000, rng=0)
     rng = np.random.default_rng(seed)

@@ -245,7 +245,7 @@ def small_area_estimates(
     >>> from spatialdp.privacy import Simulation
     >>> states = us_states_partition()
     >>> fleet = synthetic_fleet(20_000, rng=0)
-    >>> rng = np.random.default_rng(0)
+    >>> rng = np.random.default_rng(1)       # not the noise's seed
     >>> examples = pd.DataFrame({"client_id": fleet.device_id, "region_id": fleet.region_id,
     ...                          "loss": rng.uniform(0, 2, len(fleet))})
     >>> spec = MetricSpec("loss", 0.0, 4.0)
