@@ -9,10 +9,11 @@ of them (30,772 cells), with real cohort sizes: the per-region counts of
 
 with ``lat``/``lon`` the standardised centroid coordinates (public covariates),
 ``u`` a smooth spatial field (a SAR(0.8) process on the neighbour graph) and
-``r`` independent region noise. Each round publishes, per region above the
-floor, the mean of its cohort's clipped values (client sd 0.6 around theta) plus
-the Laplace noise of :func:`~spatialdp.federated.regional_report` under
-replace-one neighbours (scale ``(clip_high - clip_low) / (epsilon n)``; checked
+``r`` independent region noise, both drawn afresh each round. Each round
+publishes, per region above the floor, the mean of its cohort's clipped values
+(client sd 0.6 around theta) plus the Laplace noise of
+:func:`~spatialdp.federated.regional_report` under replace-one neighbours
+(scale ``(clip_high - clip_low) / (epsilon n)``; checked
 against a real report once). The direct estimate is that value; the EBLUP is
 :func:`spatialdp.smooth.small_area_estimates` on the published frame with the
 public covariates (spatial Fay-Herriot on the states, Fay-Herriot on the
@@ -79,16 +80,21 @@ def public_covariates(part: Partition) -> pd.DataFrame:
 
 
 def truth_generator(part: Partition, covariates: pd.DataFrame):
-    """Return a function drawing one truth (fixed field, fresh region noise)."""
+    """Return a function drawing one truth: a fresh spatial field and fresh region noise.
+
+    The MSE and the intervals are statements over the model (field included),
+    so each round draws both; with one fixed field, the few suppressed states
+    would measure a handful of field values, not the model.
+    """
     W = row_standardised(part.adjacency())
     n = part.n_regions
     lu = sla.splu(sparse.csc_matrix(sparse.identity(n) - SPATIAL_RHO * W))
-    rng = np.random.default_rng(2026)
-    field = lu.solve(rng.normal(0.0, math.sqrt(SPATIAL_VAR * (1 - SPATIAL_RHO**2)), n))
-    mean = 1.5 + 0.25 * covariates.lat.to_numpy() + 0.15 * covariates.lon.to_numpy() + field
+    trend = 1.5 + 0.25 * covariates.lat.to_numpy() + 0.15 * covariates.lon.to_numpy()
+    innovation = math.sqrt(SPATIAL_VAR * (1 - SPATIAL_RHO**2))
 
     def draw(rng: np.random.Generator) -> np.ndarray:
-        return mean + rng.normal(0.0, math.sqrt(REGION_VAR), n)
+        field = lu.solve(rng.normal(0.0, innovation, n))
+        return trend + field + rng.normal(0.0, math.sqrt(REGION_VAR), n)
 
     return draw
 
