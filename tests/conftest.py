@@ -61,6 +61,10 @@ SLOW: dict[str, str] = {
          "test_sqrt_selection_beats_flower_uniform_sampling_on_a_skewed_fleet"),
         ("test_geo_grid.py", "test_random_polygons_match_shapely"),
         ("test_h3grid.py", "test_partition_assign_builds_the_raster_once_and_stays_exact"),
+        ("test_smooth_recovery.py", "test_spatial_fay_herriot_recovers_rho_and_the_area_variance"),
+        ("test_smooth_recovery.py", "test_intervals_cover_and_mse_matches_the_empirical_error"),
+        ("test_smooth_recovery.py",
+         "test_normal_intervals_undercover_where_laplace_noise_dominates"),
     )},
     **{f"{module}::{name}": "a long fuzz run (hypothesis)" for module, name in (
         ("test_accuracy.py", "test_accuracy_functions_raise_only_spatialdp_errors"),

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1] / "spatialdp"
 #: form the base and import no subpackage; the top-level ``__init__`` is the
 #: facade over all of them.
 LAYERS: tuple[str, ...] = (
-    "privacy", "geo", "datasets", "viz", "federated", "queries", "regression",
+    "privacy", "geo", "datasets", "viz", "federated", "smooth", "queries", "regression",
     "sampling", "cards", "audit", "flower", "demo", "cli",
 )
 

@@ -1,0 +1,410 @@
+"""Small-area estimates of a regional report: EBLUPs that borrow strength, free of epsilon.
+
+:func:`small_area_estimates` fits an area-level model (Fay-Herriot, or its
+spatial SAR version on the partition's neighbour graph) to one metric of a
+:class:`~spatialdp.federated.RegionalReport` and returns, per region, the
+EBLUP, its estimated MSE, an interval, the shrinkage weight and a label. It
+reads the report's published values and public parameters only
+(:data:`~spatialdp.smooth.direct.READ_COLUMNS`) plus public covariates: it is
+post-processing, and charges no epsilon.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import geopandas as gpd
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+from scipy import linalg, sparse, stats
+
+from spatialdp._results import Result
+from spatialdp._validation import check_alpha, check_choice, check_flag, fail
+from spatialdp.exceptions import InvalidInput
+from spatialdp.federated.regional import RegionalReport
+from spatialdp.geo.partition import Partition
+from spatialdp.schema import reliability_class
+from spatialdp.smooth.covariates import design_matrix
+from spatialdp.smooth.diagnostics import (
+    CHECK_LEVEL,
+    MoranTest,
+    SmallAreaModelWarning,
+    morans_i,
+    outlier_bound,
+)
+from spatialdp.smooth.direct import DirectEstimates, read_direct
+from spatialdp.smooth.fay_herriot import AreaFit, fay_herriot_predict, fit_fay_herriot
+from spatialdp.smooth.intervals import interval_factor
+from spatialdp.smooth.spatial import (
+    DENSE_LIMIT,
+    SarModel,
+    fit_sar,
+    one_blas_thread,
+    sar_predict,
+)
+from spatialdp.smooth.weights import spatial_weights
+
+__all__ = ["DIRECT_WEIGHT", "SmallAreaEstimates", "small_area_estimates"]
+
+FloatArray = NDArray[np.float64]
+
+#: A published region whose own direct estimate gets at least this weight is labelled ``direct``.
+DIRECT_WEIGHT = 0.95
+
+#: What a smoothed result records about its accounting.
+POST_PROCESSING = "small-area model of published values: post-processing, no epsilon charged"
+
+MODELS = {"fh": "Fay-Herriot", "sfh": "spatial Fay-Herriot (SAR)"}
+
+
+@dataclass(frozen=True)
+class SpatialTest:
+    """The likelihood-ratio test of the spatial term (``rho = 0``), chi-squared with 1 df."""
+
+    statistic: float
+    p_value: float
+
+
+@dataclass(repr=False)
+class SmallAreaEstimates(Result):
+    """Per-region small-area estimates of one metric, and the fitted model.
+
+    Attributes
+    ----------
+    frame : GeoDataFrame or DataFrame
+        Indexed by region id like the report (joinable, with its geometry when
+        the report had one). Columns: ``direct`` (the published value),
+        ``direct_variance`` (noise + sampling), ``eblup``, ``mse``, ``rmse``,
+        ``ci_low``/``ci_high`` (the ``1 - alpha`` interval), ``shrinkage`` (the
+        weight of the region's own direct estimate), ``synthetic`` (the
+        regression part), ``label`` (``direct``, ``composite``, ``modelled``
+        or ``suppressed`` where no estimate was asked for), and the map columns
+        ``value`` (= ``eblup``), ``error_bar``, ``cohort``, ``cv``,
+        ``reliability`` and ``suppressed``, so that the maps of
+        :mod:`spatialdp.viz` draw it as they draw a report.
+    model : {"fh", "sfh"}
+    method : {"REML", "ML"}
+    metric : str
+    coefficients : DataFrame
+        ``beta`` and its standard error per covariate.
+    sigma2_u, sigma2_u_se : float
+        The area-effect variance and its standard error.
+    rho, rho_se : float
+        The spatial parameter (0 and NaN for Fay-Herriot).
+    loglik : float
+        The (RE)ML log-likelihood at the estimate.
+    spatial_test : SpatialTest or None
+        The likelihood-ratio test of ``rho = 0`` (spatial model only).
+    moran : MoranTest or None
+        Moran's I of the whitened residuals (when weights are known).
+    sampling : str
+        How the sampling variance of each direct estimate was obtained.
+    alpha : float
+    accounting : dict
+        The report's accounting, plus ``post_processing`` (no epsilon is charged).
+    """
+
+    frame: pd.DataFrame
+    model: str
+    method: str
+    metric: str
+    coefficients: pd.DataFrame
+    sigma2_u: float
+    sigma2_u_se: float
+    rho: float
+    rho_se: float
+    loglik: float
+    spatial_test: SpatialTest | None
+    moran: MoranTest | None
+    sampling: str
+    alpha: float
+    accounting: dict[str, Any] = field(default_factory=dict)
+    laplace_share: FloatArray = field(default_factory=lambda: np.zeros(0), repr=False)
+
+    @property
+    def modelled_share(self) -> float:
+        """The share of suppressed regions given a (modelled) estimate."""
+        hidden = self.frame["label"].isin(["modelled", "suppressed"])
+        return float((self.frame["label"] == "modelled").sum() / max(int(hidden.sum()), 1))
+
+    def conf_int(self, alpha: float | None = None) -> pd.DataFrame:
+        """Return per-region ``(1 - alpha)`` intervals (Laplace-aware, see :mod:`.intervals`)."""
+        level = self.alpha if alpha is None else check_alpha(alpha)
+        half = interval_factor(self.laplace_share, level) * self.frame["rmse"].to_numpy()
+        eblup = self.frame["eblup"].to_numpy()
+        return pd.DataFrame({"ci_low": eblup - half, "ci_high": eblup + half},
+                            index=self.frame.index)
+
+    def summary(self) -> str:
+        """Return a short plain-text summary."""
+        labels = self.frame["label"].value_counts()
+        lines = [
+            f"{MODELS[self.model]} small-area estimates of {self.metric!r} ({self.method}), "
+            f"{len(self.frame)} regions: "
+            + ", ".join(f"{k}={int(labels.get(k, 0))}" for k in
+                        ("direct", "composite", "modelled", "suppressed")),
+            f"  area-effect variance {self.sigma2_u:.4g} (se {self.sigma2_u_se:.2g})"
+            + (f", rho {self.rho:.3f} (se {self.rho_se:.2g})" if self.model == "sfh" else ""),
+            "  coefficients: " + ", ".join(
+                f"{name} {row.beta:.4g} ({row.se:.2g})"
+                for name, row in self.coefficients.iterrows()),
+            f"  sampling variance: {self.sampling}",
+        ]
+        if self.spatial_test is not None:
+            lines.append(f"  spatial term: LR {self.spatial_test.statistic:.3g}, "
+                         f"p {self.spatial_test.p_value:.3g}")
+        if self.moran is not None:
+            lines.append(f"  Moran's I of whitened residuals {self.moran.statistic:.3f} "
+                         f"(p {self.moran.p_value:.3g})")
+        lines.append(f"  {POST_PROCESSING}{self.accounting_note}")
+        return "\n".join(lines)
+
+    def _html_table(self) -> tuple[pd.DataFrame | None, str]:
+        columns = ["direct", "eblup", "rmse", "ci_low", "ci_high", "shrinkage", "label"]
+        return pd.DataFrame(self.frame[columns]), "per region"
+
+
+def small_area_estimates(
+    report: RegionalReport | pd.DataFrame,
+    metric: str | None = None,
+    *,
+    covariates: pd.DataFrame | None = None,
+    model: str = "fh",
+    weights: Any = None,
+    method: str = "REML",
+    client_variance: float | str = "bound",
+    include_suppressed: bool = False,
+    alpha: float = 0.05,
+    intercept: bool = True,
+) -> SmallAreaEstimates:
+    """Smooth one metric of a regional report with an area-level small-area model.
+
+    Each region's published value is combined with a regression on public
+    covariates (and, for ``model="sfh"``, with its neighbours through a
+    spatially autocorrelated area effect), weighted by how precise the value
+    is: precise regions keep their direct estimate, noisy ones borrow strength.
+    Post-processing of published values: no epsilon is charged.
+
+    Parameters
+    ----------
+    report : RegionalReport or DataFrame
+        The report (give ``metric`` when it has several), or one metric's frame.
+    metric : str, optional
+        The metric to smooth.
+    covariates : DataFrame, optional
+        Public covariates indexed by region id (area, density class, a
+        previous round's published value...). Columns the report produced from
+        private data (cohort, error bar, reliability...) are refused.
+    model : {"fh", "sfh"}
+        Fay-Herriot (independent area effects; any number of regions, O(n)) or
+        the spatial Fay-Herriot model with a SAR(1) area effect on ``weights``
+        (dense: at most :data:`~spatialdp.smooth.spatial.DENSE_LIMIT` regions).
+    weights : Partition, libpysal W or square matrix, optional
+        The neighbour graph (row-standardised here). Required for ``"sfh"``;
+        with ``"fh"`` it only serves the Moran's I check of the residuals.
+    method : {"REML", "ML"}
+        How the variance parameters are estimated.
+    client_variance : "bound" or float
+        The sampling variance of each direct estimate: ``"bound"`` (clip range
+        squared over ``4 n``, conservative) or the public variance of one
+        client's value (then ``client_variance / n``).
+    include_suppressed : bool
+        Give suppressed regions a modelled estimate (synthetic, plus the
+        spatial prediction under ``"sfh"``), always labelled ``modelled``.
+    alpha : float
+        The intervals are ``1 - alpha``.
+    intercept : bool
+        Add a constant to the covariates.
+
+    Returns
+    -------
+    SmallAreaEstimates
+
+    Raises
+    ------
+    InvalidInput
+        A bad argument, a private covariate, too few published regions, or a
+        spatial model on more than ``DENSE_LIMIT`` regions.
+    PartitionMismatch
+        ``weights`` is a partition other than the report's.
+
+    Warns
+    -----
+    SmallAreaModelWarning
+        When the model visibly fails: an outlying whitened residual, or a
+        significant Moran's I of the residuals (1% level each).
+
+    Examples
+    --------
+    >>> from spatialdp.datasets import synthetic_fleet, us_states_partition
+    >>> from spatialdp.federated import MetricSpec, device_report, regional_report
+    >>> from spatialdp.privacy import Simulation
+    >>> states = us_states_partition()
+    >>> fleet = synthetic_fleet(20_000, rng=0)
+    >>> rng = np.random.default_rng(1)       # not the noise's seed
+    >>> examples = pd.DataFrame({"client_id": fleet.device_id, "region_id": fleet.region_id,
+    ...                          "loss": rng.uniform(0, 2, len(fleet))})
+    >>> spec = MetricSpec("loss", 0.0, 4.0)
+    >>> clients = device_report(examples, loss_spec=spec, partition=states)
+    >>> report = regional_report(clients, states, [spec], epsilon=0.5,
+    ...                          target=Simulation(rng=0), min_cohort=100)
+    >>> smooth = small_area_estimates(report, "loss", client_variance=1 / 3)
+    >>> shown = smooth.frame[smooth.frame.label != "suppressed"]
+    >>> bool((shown.mse / shown.direct_variance).median() < 1)    # borrowed strength
+    True
+    >>> smooth.simulated, smooth.frame.loc["VT", "label"]
+    (True, 'suppressed')
+    """
+    frame, accounting, version, name = _frame_of(report, metric)
+    kind = check_choice(model, "model", tuple(MODELS))
+    how = check_choice(method, "method", ("REML", "ML"))
+    level = check_alpha(alpha)
+    fill = check_flag(include_suppressed, "include_suppressed")
+    direct = read_direct(frame, client_variance)
+    X, names = design_matrix(covariates, frame, check_flag(intercept, "intercept"))
+    if int(direct.observed.sum()) <= X.shape[1] + 1:
+        raise InvalidInput(
+            f"{int(direct.observed.sum())} published region(s) for {X.shape[1]} coefficients "
+            "and the area-effect variance; the model needs more published regions than that")
+    W = _weights(weights, frame.index, version, kind)
+    fit, eblup, mse, gamma, synthetic, resid = _fit(kind, how, direct, X, W)
+    test = _spatial_test(how, direct, X, fit) if kind == "sfh" else None
+    moran = _check_residuals(resid, W, direct.observed)
+    share = np.where(direct.observed, gamma**2 * direct.noise_variance / mse, 0.0)
+    out = _output(frame, direct, eblup, mse, gamma, synthetic, share, level, fill)
+    se = fit.parameter_se
+    coefficients = pd.DataFrame({"beta": fit.beta, "se": np.sqrt(np.diag(fit.beta_cov))},
+                                index=pd.Index(names, name="covariate"))
+    return SmallAreaEstimates(
+        frame=out, model=kind, method=how, metric=name, coefficients=coefficients,
+        sigma2_u=fit.s2u, sigma2_u_se=float(se[0]), rho=fit.rho,
+        rho_se=float(se[1]) if kind == "sfh" else math.nan, loglik=fit.loglik,
+        spatial_test=test, moran=moran, sampling=direct.sampling, alpha=level,
+        accounting={**accounting, "post_processing": POST_PROCESSING},
+        laplace_share=np.clip(np.nan_to_num(share), 0.0, 1.0))
+
+
+def _frame_of(report: Any, metric: str | None
+              ) -> tuple[pd.DataFrame, dict[str, Any], str | None, str]:
+    """Return the metric's frame, the accounting, the partition version and the metric name."""
+    if isinstance(report, RegionalReport):
+        if metric is None:
+            if len(report) != 1:
+                raise fail("metric", metric, "is needed: the report has several metrics",
+                           f"pass one of {sorted(report.frames)}")
+            metric = next(iter(report))
+        return report[metric], dict(report.accounting), report.partition_version, str(metric)
+    if isinstance(report, pd.DataFrame):
+        meta = report.attrs.get("spatialdp", {})
+        accounting = {k: meta[k] for k in ("accounting", "simulated", "reason", "ledger",
+                                           "epoch") if k in meta}
+        return (report, accounting, meta.get("partition_version"),
+                str(metric or meta.get("metric", "value")))
+    raise fail("report", report, "is not a RegionalReport or a report frame",
+               "pass the report (and metric=) or report[metric]")
+
+
+def _weights(weights: Any, index: pd.Index, version: str | None, kind: str
+             ) -> sparse.csr_array | None:
+    """Return the row-standardised weights, checking the partition against the report's."""
+    if weights is None:
+        if kind == "sfh":
+            raise fail("weights", None, "is needed by the spatial model",
+                       "pass the report's Partition (or a libpysal W)")
+        return None
+    if isinstance(weights, Partition) and version is not None:
+        weights.require_version(version, "the report")
+    return spatial_weights(weights, index)
+
+
+def _fit(kind: str, method: str, direct: DirectEstimates, X: FloatArray,
+         W: sparse.csr_array | None
+         ) -> tuple[AreaFit, FloatArray, FloatArray, FloatArray, FloatArray, FloatArray]:
+    """Fit the model; return the fit, per-region predictions and the whitened residuals."""
+    obs = direct.observed
+    y, d = direct.value[obs], direct.variance[obs]
+    if kind == "fh":
+        fit = fit_fay_herriot(y, X[obs], d, method)
+        eblup, mse, gamma, synthetic = fay_herriot_predict(fit, direct.value, X,
+                                                           direct.variance, obs)
+        resid = (y - X[obs] @ fit.beta) / np.sqrt(fit.s2u + d)
+        return fit, eblup, mse, gamma, synthetic, resid
+    assert W is not None
+    if obs.size > DENSE_LIMIT:
+        raise InvalidInput(
+            f"the spatial model is dense and takes at most {DENSE_LIMIT} regions; this "
+            f"report has {obs.size}: use model='fh' or a coarser partition")
+    sar = SarModel(y, X, d, W.toarray(), obs)
+    with one_blas_thread():
+        fit = fit_sar(sar, method)
+        eblup, mse, gamma, synthetic = sar_predict(sar, fit)
+        V = fit.s2u * sar.structure(fit.rho)[np.ix_(obs, obs)] + np.diag(d)
+        resid = linalg.solve_triangular(np.linalg.cholesky(V), y - X[obs] @ fit.beta,
+                                        lower=True)
+    return fit, eblup, mse, gamma, synthetic, resid
+
+
+def _spatial_test(method: str, direct: DirectEstimates, X: FloatArray, fit: AreaFit
+                  ) -> SpatialTest:
+    """Return the likelihood-ratio test of ``rho = 0`` against the Fay-Herriot fit."""
+    obs = direct.observed
+    plain = fit_fay_herriot(direct.value[obs], X[obs], direct.variance[obs], method)
+    stat = max(2.0 * (fit.loglik - plain.loglik), 0.0)
+    return SpatialTest(stat, float(stats.chi2.sf(stat, 1)))
+
+
+def _check_residuals(resid: FloatArray, W: sparse.csr_array | None,
+                     observed: NDArray[np.bool_]) -> MoranTest | None:
+    """Warn when the whitened residuals show outliers or spatial autocorrelation."""
+    bound = outlier_bound(resid.size)
+    worst = float(np.abs(resid).max())
+    if worst > bound:
+        warnings.warn(SmallAreaModelWarning(
+            f"a whitened residual of {worst:.3g} exceeds the bound {bound:.3g} (1% family-wise "
+            "under the model): an outlying region or a missing covariate"), stacklevel=3)
+    if W is None:
+        return None
+    sub = sparse.csr_array(W[observed][:, observed])
+    if sub.nnz == 0:
+        return None
+    test = morans_i(resid, sub)
+    if test.p_value < CHECK_LEVEL:
+        warnings.warn(SmallAreaModelWarning(
+            f"Moran's I of the whitened residuals is {test.statistic:.3f} (p "
+            f"{test.p_value:.2g}): spatial pattern left; try model='sfh' or a spatial "
+            "covariate"), stacklevel=3)
+    return test
+
+
+def _output(frame: pd.DataFrame, direct: DirectEstimates, eblup: FloatArray, mse: FloatArray,
+            gamma: FloatArray, synthetic: FloatArray, share: FloatArray, alpha: float,
+            fill: bool) -> pd.DataFrame:
+    """Return the per-region table (a GeoDataFrame when the report frame has geometry)."""
+    obs = direct.observed
+    shown = obs | fill
+    label = np.where(~obs, "modelled", np.where(gamma >= DIRECT_WEIGHT, "direct", "composite"))
+    label = np.where(shown, label, "suppressed")
+    hide = np.where(shown, 1.0, np.nan)
+    eblup, mse, synthetic = eblup * hide, mse * hide, synthetic * hide
+    rmse = np.sqrt(mse)
+    half = interval_factor(np.clip(np.nan_to_num(share), 0.0, 1.0), alpha) * rmse
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cv = rmse / np.abs(eblup)
+    cohort = frame["cohort"] if "cohort" in frame.columns else pd.NA
+    columns = {
+        "direct": direct.value, "direct_variance": direct.variance,
+        "eblup": eblup, "mse": mse, "rmse": rmse, "ci_low": eblup - half,
+        "ci_high": eblup + half, "shrinkage": np.where(shown, gamma, np.nan),
+        "synthetic": synthetic, "label": label, "value": eblup, "error_bar": half,
+        "cohort": cohort, "cv": cv,
+        "reliability": reliability_class(np.nan_to_num(cv, nan=np.inf), ~shown),
+        "suppressed": ~shown,
+    }
+    table = pd.DataFrame(columns, index=frame.index)
+    if isinstance(frame, gpd.GeoDataFrame) and frame.geometry.name in frame.columns:
+        return gpd.GeoDataFrame(table, geometry=frame.geometry.array, crs=frame.crs)
+    return table
