@@ -37,6 +37,7 @@ __all__ = [
     "NotNumeric",
     "PartitionMismatch",
     "ReprojectedLayerWarning",
+    "SmallAreaModelWarning",
     "SpatialDPError",
     "StateFileError",
     "UnassignedPointsWarning",
@@ -125,6 +126,10 @@ class ReprojectedLayerWarning(UserWarning):
     converted with ``.to_crs(4326)``, or silence it with
     ``warnings.simplefilter("ignore", ReprojectedLayerWarning)``.
     """
+
+
+class SmallAreaModelWarning(UserWarning):
+    """A small-area model's assumptions visibly fail (outlying residuals, spatial pattern)."""
 
 
 @cache

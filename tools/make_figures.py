@@ -169,7 +169,12 @@ def sampling(out: Path) -> list[str]:
     from spatialdp.privacy import Simulation
     from spatialdp.sampling import ParticipationPolicy, Strata, StratifiedSampler, density_strata
     from spatialdp.sampling.coverage import epoch_coverage
-    from spatialdp.sampling.plots import plot_allocation, plot_coverage_map, plot_staircase
+    from spatialdp.sampling.plots import (
+        plot_allocation,
+        plot_coverage_map,
+        plot_coverage_maps,
+        plot_staircase,
+    )
     from spatialdp.sampling.simulation import SEED_POPULATIONS, row_strata, simulate_rounds
 
     names = [save(plot_allocation(SEED_POPULATIONS, 80, order=list(SEED_POPULATIONS)),
@@ -223,9 +228,8 @@ def sampling(out: Path) -> list[str]:
         sampler, state, report=states,
         client_regions=states.assign(lon=lon, lat=lat).positions,
         client_cells=strata.cell_partition.assign(lon=lon, lat=lat).positions)
-    fig, axes = plt.subplots(1, 2, figsize=(16, 5))
-    plot_coverage_map(coverage, level="cells", cells=strata.cell_partition, ax=axes[0])
-    plot_coverage_map(coverage, level="report", ax=axes[1])
+    fig = plot_coverage_maps([(coverage, "cells"), (coverage, "report")],
+                             cells=strata.cell_partition)
     names.append(save(fig, out / "sampling_coverage_cells.png"))
     return names
 

@@ -17,16 +17,14 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import sparse, stats
 
+from spatialdp.exceptions import SmallAreaModelWarning
+
 __all__ = ["MoranTest", "SmallAreaModelWarning", "morans_i", "outlier_bound"]
 
 FloatArray = NDArray[np.float64]
 
 #: The family-wise false-alarm rate of each check.
 CHECK_LEVEL = 0.01
-
-
-class SmallAreaModelWarning(UserWarning):
-    """A small-area model's assumptions visibly fail (outlying residuals, spatial pattern)."""
 
 
 @dataclass(frozen=True)
