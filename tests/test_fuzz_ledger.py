@@ -78,12 +78,12 @@ def charged_by_design(refusal: BaseException) -> bool:
 
 
 def released_epsilon(call: Call) -> float:
-    """The epsilon a successful call charges (a regional report: the sum over its metrics)."""
+    """The epsilon a successful call charges (one number is the total; a mapping, its sum)."""
     eps = call.kwargs["epsilon"]
-    if call.name != "regional_report":
+    if call.name != "regional_report" or not isinstance(eps, dict):
         return float(eps)
     metrics = call.args[2]
-    parts = [float(eps[m.name]) if isinstance(eps, dict) else float(eps) for m in metrics]
+    parts = [float(eps[m.name]) for m in metrics]
     return float(sum((Decimal(repr(p)) for p in parts), Decimal(0)))
 
 
