@@ -67,6 +67,7 @@ from spatialdp.flower.codec import (
 )
 from spatialdp.flower.evaluation import EvaluationRelease, _loss_metric, release_evaluation
 from spatialdp.flower.feasibility import check_evaluation_plan, check_fleet, planned_rounds
+from spatialdp.flower.secagg import EVALUATION_TRUST, check_secaggplus
 from spatialdp.flower.training import (
     KEY_TRAINING,
     TrainingPrivacy,
@@ -220,6 +221,12 @@ class SpatialDPStrategy(Strategy):
         regions out of band; default: ask the client once (``get_properties``).
     max_workers : int, default 16
         Threads used to read the new clients' registration properties.
+    secure_aggregation : flwr.server.workflow.SecAggPlusWorkflow, optional
+        The SecAgg+ workflow the ServerApp trains under, for the wrapper to check
+        before training (an even integer ``num_shares`` halts every round: refused,
+        :func:`~spatialdp.flower.secagg.check_secaggplus`). SecAgg+ protects
+        training only: evaluation reports reach the server in the clear
+        (:data:`~spatialdp.flower.secagg.EVALUATION_TRUST`, in :attr:`limitations`).
     fleet_size : int, optional
         The number of clients expected to register. With it the samplers'
         cohorts, caps and planned rounds are checked against the fleet here;
@@ -266,6 +273,7 @@ class SpatialDPStrategy(Strategy):
         num_rounds: int | None = None,
         region_fn: Callable[[Any], str] | None = None,
         max_workers: int = 16,
+        secure_aggregation: Any = None,
         fleet_size: int | None = None,
         neighbours: Neighbours = "replace",
     ) -> None:
@@ -291,6 +299,11 @@ class SpatialDPStrategy(Strategy):
         if self.fit_sampler is not None:
             check_fit_cohort(self.fit_sampler.cohort, self.training_privacy)
         self.fit_target = check_fit_target(fit_target, self.training_privacy)
+        cohort = (self.training_privacy.num_sampled_clients if self.fit_sampler is None
+                  else self.fit_sampler.cohort)
+        #: The checked SecAgg+ workflow (None: no secure aggregation was declared).
+        self.secure_aggregation = (None if secure_aggregation is None
+                                   else check_secaggplus(secure_aggregation, cohort))
         self.fleet_size = (None if fleet_size is None
                            else check_count(fleet_size, "fleet_size", low=1))
         check_evaluation_plan(self.target, self.epsilon, self.evaluate_sampler,
@@ -325,6 +338,17 @@ class SpatialDPStrategy(Strategy):
         return (f"SpatialDPStrategy({type(self.strategy).__name__}, "
                 f"metrics={[s.key for s in self.metrics]}, epsilon={self.epsilon}, "
                 f"min_cohort={self.min_cohort}, training={self.training_privacy.label!r})")
+
+    @property
+    def limitations(self) -> list[str]:
+        """Return the card's limitations: the defaults and what this wrapper assumes.
+
+        Pass them to ``ModelCard.build(..., limitations=strategy.limitations)``:
+        evaluation assumes a trusted server (:data:`~spatialdp.flower.secagg.EVALUATION_TRUST`).
+        """
+        from spatialdp.cards.card import DEFAULT_LIMITATIONS
+
+        return [*DEFAULT_LIMITATIONS, EVALUATION_TRUST]
 
     # ------------------------------------------------------------------ delegation
     def initialize_parameters(self, client_manager: Any) -> Any:
