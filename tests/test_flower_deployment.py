@@ -108,7 +108,7 @@ def test_an_exhausted_fleet_mid_run_shrinks_the_cohort_instead_of_raising(states
     eligible fleet' inside Flower's loop."""
     clients, _ = make_clients(15, rng=5)
     manager = _manager(clients)
-    strategy = _wrap(states, num_rounds=3, fleet_size=15,
+    strategy = _wrap(states, num_rounds=3,
                      evaluate_sampler=_sampler(states, cohort=10, cap=2, rounds=3),
                      target=Simulation(rng=1), min_cohort=5)
     params = common.ndarrays_to_parameters([np.zeros(4)])
