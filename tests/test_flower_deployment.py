@@ -234,3 +234,14 @@ def test_the_wrapper_states_that_evaluation_assumes_a_trusted_server(states):
     assert strategy.limitations[-1] == EVALUATION_TRUST
     assert "trusted server" in EVALUATION_TRUST
     assert "training updates only" in EVALUATION_TRUST
+
+
+def test_a_message_api_strategy_is_refused_naming_the_boundary(states):
+    from flwr.serverapp.strategy import DifferentialPrivacyServerSideFixedClipping, FedAvg
+
+    dp = DifferentialPrivacyServerSideFixedClipping(FedAvg(), noise_multiplier=1.0,
+                                                    clipping_norm=1.0, num_sampled_clients=4)
+    with pytest.raises(InvalidInput, match=r"strategy='DifferentialPrivacyServerSideFixedClipping' "
+                       r"is a Message-API strategy \(flwr.serverapp.strategy\), which this "
+                       r"wrapper does not wrap.*wrap the flwr.server.strategy equivalent"):
+        _wrap(states, dp, num_rounds=2)

@@ -132,6 +132,22 @@ def _min_available(strategy: Any) -> int:
     return 1
 
 
+def _refuse_message_api(strategy: Any) -> None:
+    """Refuse a Message-API strategy (``flwr.serverapp.strategy``), naming the boundary."""
+    from flwr.serverapp.strategy import Strategy as MessageStrategy
+
+    if isinstance(strategy, MessageStrategy):
+        raise fail("strategy", type(strategy).__name__,
+                   "is a Message-API strategy (flwr.serverapp.strategy), which this wrapper "
+                   "does not wrap: it implements flwr.server.strategy.Strategy (configure_fit "
+                   "/ aggregate_evaluate with ClientProxy and History), and derives the "
+                   "training charge only for that API's fixed-clipping DP wrappers",
+                   "wrap the flwr.server.strategy equivalent (e.g. flwr.server.strategy.FedAvg "
+                   "inside DifferentialPrivacyServerSideFixedClipping), run it with "
+                   "ServerApp(server_fn=...) returning ServerAppComponents(strategy=...), or "
+                   "call release_evaluation from your own Message-API strategy")
+
+
 class _Cohort(ClientManager):
     """The stratified cohort as a client manager: the wrapped strategy configures exactly it.
 
@@ -278,6 +294,7 @@ class SpatialDPStrategy(Strategy):
         neighbours: Neighbours = "replace",
     ) -> None:
         super().__init__()
+        _refuse_message_api(strategy)
         self.strategy = check_instance(strategy, "strategy", Strategy,
                                        "pass a Flower strategy, e.g. flwr.server.strategy.FedAvg()")
         self.partition = check_instance(partition, "partition", Partition,
