@@ -71,13 +71,15 @@ def test_the_issues_infeasible_plan_is_refused_at_construction_with_nothing_char
           fit_sampler=_sampler(states, cohort=20, cap=1, rounds=3))  # 60 seats: feasible
 
 
-def test_without_fleet_size_the_plan_is_refused_when_the_fleet_registers(states):
+@pytest.mark.parametrize("kind", ["fit", "evaluate"])
+def test_without_fleet_size_the_plan_is_refused_when_the_fleet_registers(states, kind):
     """The old code trained and charged rounds 1-2, then raised in round 3."""
     clients, _ = make_clients(50, rng=3)
     with PrivacyLedger(":memory:", epoch_budget=10.0) as ledger:
         strategy = _wrap(states, target=ReleaseTarget(ledger, epoch=0), num_rounds=3,
-                         fit_sampler=_sampler(states, cohort=20, cap=1, rounds=3))
-        with pytest.raises(InvalidInput, match=r"3 x 20 = 60 seats, the fleet has 50 x 1 = 50"):
+                         **{f"{kind}_sampler": _sampler(states, cohort=20, cap=1, rounds=3)})
+        with pytest.raises(InvalidInput, match=rf"{kind}_sampler.cohort=20 .* 3 x 20 = 60 "
+                           r"seats, the fleet has 50 x 1 = 50"):
             run_inprocess(strategy, clients, num_rounds=3, max_workers=2)
         assert ledger.spent(0) == 0.0
         assert strategy.releases == {}

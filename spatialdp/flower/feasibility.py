@@ -69,7 +69,8 @@ def check_fleet(sampler: StratifiedSampler, kind: str, fleet: int, rounds: int) 
                    f"clients under participation_cap={cap}: {rounds} x {sampler.cohort} = "
                    f"{need} seats, the fleet has {fleet} x {cap} = {have}",
                    f"lower the cohort to at most {most}, raise the participation cap to "
-                   f"{-(-need // fleet)}, plan fewer rounds (num_rounds), or enlarge the fleet")
+                   f"{-(-need // max(fleet, 1))}, plan fewer rounds (num_rounds), or enlarge "
+                   "the fleet")
 
 
 def check_evaluation_plan(target: Accounting, epsilon: Mapping[str, float],

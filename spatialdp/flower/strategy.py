@@ -344,6 +344,7 @@ class SpatialDPStrategy(Strategy):
         self._records: dict[int, dict[str, Any]] = {}
         self._fit_rounds: set[int] = set()
         self._fit_parameters: dict[int, list[np.ndarray]] = {}
+        self._fleet_checked = self.fit_sampler is None and self.evaluate_sampler is None
         #: Where the training rho was reserved (target metadata), once it is.
         self.training_charge: dict[str, Any] | None = None
         #: Per evaluation round: the release (report, published values, drops).
@@ -472,8 +473,7 @@ class SpatialDPStrategy(Strategy):
             if fleet.size == 0:
                 raise InvalidInput("no client has registered a region of "
                                    f"{self.partition.key!r}; nothing can be selected")
-            if not self._states:  # the fleet is known: check every plan before any charge
-                self._check_registered_fleet(fleet.size)
+            self._check_registered_fleet()
             strata = np.array([self._regions[c] for c in fleet], dtype=object)
             target = self._selection_target(kind)
             charged = self.fit_target if kind == "fit" else target
@@ -482,12 +482,21 @@ class SpatialDPStrategy(Strategy):
             self._states[kind] = (state, fleet)
         return self._states[kind]
 
-    def _check_registered_fleet(self, fleet: int) -> None:
-        """Refuse, before the first selection and any charge, plans the fleet cannot fill."""
+    def _check_registered_fleet(self) -> None:
+        """Refuse, once, before the first selection and any charge, plans the fleet cannot fill.
+
+        Both samplers are checked against the registered fleet the first time
+        either is needed (or training is about to be reserved), so an evaluation
+        plan the fleet cannot fill is refused before round 1 trains too.
+        """
+        if self._fleet_checked:
+            return
         for kind in KINDS:
             sampler = self._sampler_of(kind)
             if sampler is not None:
-                check_fleet(sampler, kind, fleet, planned_rounds(sampler, kind, self.num_rounds))
+                check_fleet(sampler, kind, len(self._regions),
+                            planned_rounds(sampler, kind, self.num_rounds))
+        self._fleet_checked = True
 
     def _round_sampler(self, kind: str, server_round: int, state: ParticipationState
                        ) -> StratifiedSampler | None:
@@ -579,6 +588,9 @@ class SpatialDPStrategy(Strategy):
         if not pairs:
             return []
         privacy = self.training_privacy
+        if not self._fleet_checked:  # an evaluation sampler only: its plan before training
+            self._register(client_manager)
+            self._check_registered_fleet()
         if privacy.private:
             if len(pairs) != privacy.num_sampled_clients:
                 return self._refuse_fit(server_round, "the cohort is not num_sampled_clients="
