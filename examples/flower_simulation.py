@@ -245,6 +245,7 @@ def model_card(strategy: SpatialDPStrategy, args: argparse.Namespace, ledger_pat
             ledger=ledger, epoch=0, delta=DELTA,
             reports=[strategy.reports[r] for r in sorted(strategy.reports)],
             training=strategy.training_privacy, coverage_map=coverage_map,
+            limitations=strategy.limitations,
             title="Flower demo: logistic model on the synthetic fleet",
             simulated={"fleet": True, "model": True}, seeds={"fleet": args.seed})
     return card.write(args.ledger_dir)

@@ -36,6 +36,8 @@ SLOW: dict[str, str] = {
         "test_demo_on_a_users_polygon_layer",
         "test_demo_under_replace_one_publishes_participation_but_no_cell_locations",
         "test_query_error_reopens_a_ledger_with_its_own_budget_and_refuses_ledger_flags")},
+    "test_flower_ray.py::test_run_simulation_on_ray_publishes_bars_displays_and_keeps_instructions":
+        "starts a local Ray cluster (Flower's simulation engine)",
     **{f"test_card_complete.py::{name}": "runs the demo" for name in (
         "test_the_demo_folder_holds_nothing_but_its_outputs",
         "test_the_demo_card_lists_its_alerts_and_drift_with_rounds",

@@ -220,7 +220,7 @@ def test_stratified_evaluation_cohort_charges_nothing_itself(states):
                                 policy=policy)
     with PrivacyLedger(":memory:", epoch_budget=10.0) as ledger:
         strategy = SpatialDPStrategy(_fedavg(), partition=states, metrics=[LOSS], epsilon=0.5,
-                                     target=ReleaseTarget(ledger, epoch=0),
+                                     target=ReleaseTarget(ledger, epoch=0), min_cohort=10,
                                      evaluate_sampler=sampler)
         params = common.ndarrays_to_parameters([np.zeros(4)])
         first = {p.cid for p, _ in strategy.configure_evaluate(1, params, manager)}
@@ -228,9 +228,14 @@ def test_stratified_evaluation_cohort_charges_nothing_itself(states):
         assert len(first) == len(second) == 20
         assert not first & second  # cap 1: nobody twice in the epoch
         assert ledger.spent(0) == 0.0  # each evaluation round is charged by its release
-        with pytest.raises(InvalidInput, match="round 3 of an epoch of 2"):
-            strategy.configure_evaluate(3, params, manager)
-        assert strategy.round_table().evaluate_score.between(0, 1).all()
+        # A round beyond the sampler's epoch no longer raises inside Flower's loop:
+        # it selects no one, and the shortfall is recorded.
+        assert strategy.configure_evaluate(3, params, manager) == []
+        table = strategy.round_table()
+        assert table.evaluate_score.dropna().between(0, 1).all()
+        assert table.loc[3, "evaluate_cohort_shortfall"] == {
+            "planned": 20, "available": 0,
+            "reason": "the sampler's epoch of 2 rounds is used up"}
 
 
 def test_constructor_refusals(states):

@@ -34,6 +34,7 @@ if TYPE_CHECKING:  # the public names, imported on first use (spatialdp._lazy)
         published_metrics,
         release_evaluation,
     )
+    from spatialdp.flower.secagg import EVALUATION_TRUST, check_secaggplus
     from spatialdp.flower.simulation import InProcessClientProxy, run_inprocess
     from spatialdp.flower.strategy import SpatialDPStrategy
     from spatialdp.flower.training import TrainingPrivacy, training_privacy
@@ -41,12 +42,14 @@ if TYPE_CHECKING:  # the public names, imported on first use (spatialdp._lazy)
 __getattr__, __dir__ = attach(__name__, __file__)
 
 __all__ = [
+    "EVALUATION_TRUST",
     "EvaluationRelease",
     "InProcessClientProxy",
     "SpatialDPStrategy",
     "TrainingPrivacy",
     "bounded_evaluate_result",
     "bounded_report",
+    "check_secaggplus",
     "decode_reports",
     "encode_report",
     "evaluation_specs",

@@ -28,7 +28,7 @@ from spatialdp.geo.partition import Partition
 from spatialdp.privacy.budget import Neighbours, check_neighbours
 from spatialdp.privacy.target import Accounting
 
-__all__ = ["EvaluationRelease", "published_metrics", "release_evaluation"]
+__all__ = ["RELIABILITY_CODES", "EvaluationRelease", "published_metrics", "release_evaluation"]
 
 
 
@@ -74,6 +74,28 @@ def _weighted(values: np.ndarray, noise_std: np.ndarray, weights: np.ndarray
     return mean, float(np.sqrt((weights**2 * noise_std**2).sum()) / total)
 
 
+#: The number Flower's History records for each reliability class (``m/<region>/reliability``).
+RELIABILITY_CODES: dict[str, int] = {"high": 0, "medium": 1, "low": 2}
+
+
+def _region_keys(name: str, report: RegionalReport, shown: Any) -> dict[str, float | int]:
+    """Per published region: unbiased value, error bar, interval, reliability, display."""
+    display = report.bounded(name).loc[shown.index]
+    out: dict[str, float | int] = {}
+    for region in shown.index:
+        row, shown_row = display.loc[region], shown.loc[region]
+        key = f"{name}/{region}"
+        out[key] = float(shown_row.value)
+        out[f"{key}/error_bar"] = float(shown_row.error_bar)
+        out[f"{key}/ci_low"] = float(shown_row.ci_low)
+        out[f"{key}/ci_high"] = float(shown_row.ci_high)
+        out[f"{key}/reliability"] = RELIABILITY_CODES[str(shown_row.reliability)]
+        out[f"{key}/display"] = float(row.value)
+        out[f"{key}/display_low"] = float(row.ci_low)
+        out[f"{key}/display_high"] = float(row.ci_high)
+    return out
+
+
 def published_metrics(report: RegionalReport) -> dict[str, float | int | str]:
     """Return the Flower metrics dict of a regional report: published numbers only.
 
@@ -82,9 +104,20 @@ def published_metrics(report: RegionalReport) -> dict[str, float | int | str]:
     - ``m``: the mean of the published regional values weighted by their
       published cohorts (regions below the floor are left out, so this is the mean
       over the published regions, not over every client), and ``m.noise_std``,
-      the standard deviation of its noise;
-    - ``m/<region>``: each published region's value (suppressed regions have no
-      key at all);
+      the standard deviation of its noise; ``m.display``: ``m`` clamped into the
+      metric's range (display only, BIASED);
+    - per published region ``r`` (suppressed regions have no key at all):
+
+      - ``m/r``: the region's published value, UNBIASED (noise can take it
+        outside the metric's range: average and compare these);
+      - ``m/r/error_bar``, ``m/r/ci_low``, ``m/r/ci_high``: its error bar and
+        ``1 - alpha`` interval (unbiased, unclamped);
+      - ``m/r/reliability``: its reliability class as a number
+        (:data:`RELIABILITY_CODES`: 0 high, 1 medium, 2 low);
+      - ``m/r/display``, ``m/r/display_low``, ``m/r/display_high``: value and
+        interval clamped into the metric's range
+        (:meth:`~spatialdp.federated.RegionalReport.bounded`): for plots only,
+        BIASED (never average them);
 
     plus ``epsilon`` (the round's per-client cost), ``regions_published``,
     ``suppressed_regions`` and ``neighbours`` (the relation the round's epsilon
@@ -105,9 +138,11 @@ def published_metrics(report: RegionalReport) -> dict[str, float | int | str]:
                 out[f"{name}[{label}]"] = _weighted(
                     shown[label].to_numpy(dtype=np.float64), std, weights)[0]
         value, noise = _weighted(shown.value.to_numpy(dtype=np.float64), std, weights)
+        low, high = spec.value_range
         out[name] = value
         out[f"{name}.noise_std"] = noise
-        out.update({f"{name}/{region}": float(v) for region, v in shown.value.items()})
+        out[f"{name}.display"] = float(np.clip(value, low, high)) if math.isfinite(value) else value
+        out.update(_region_keys(name, report, shown))
     out["epsilon"] = report.epsilon_total
     out["regions_published"] = published_regions
     out["suppressed_regions"] = report.suppressed_regions

@@ -33,6 +33,7 @@ and nothing is charged for it.
 from __future__ import annotations
 
 import concurrent.futures
+import copy
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from logging import INFO, WARNING
 from typing import Any
@@ -65,6 +66,8 @@ from spatialdp.flower.codec import (
     specs_to_config,
 )
 from spatialdp.flower.evaluation import EvaluationRelease, _loss_metric, release_evaluation
+from spatialdp.flower.feasibility import check_evaluation_plan, check_fleet, planned_rounds
+from spatialdp.flower.secagg import EVALUATION_TRUST, check_secaggplus
 from spatialdp.flower.training import (
     KEY_TRAINING,
     TrainingPrivacy,
@@ -93,6 +96,7 @@ from spatialdp.sampling.state import ParticipationState
 flwr_modules()  # imports Flower quietly, or names the missing extra
 from flwr.common import EvaluateIns, GetPropertiesIns, parameters_to_ndarrays  # noqa: E402
 from flwr.common.logger import log  # noqa: E402
+from flwr.server.client_manager import ClientManager  # noqa: E402
 from flwr.server.strategy import Strategy  # noqa: E402
 
 __all__ = ["SpatialDPStrategy"]
@@ -111,6 +115,67 @@ def _sampler(value: Any, name: str, partition: Partition) -> StratifiedSampler |
                    "build the sampler on strata of the release partition: "
                    "Strata(partition, basis='administrative')")
     return sampler
+
+
+#: How long a selection waits for the wrapped strategy's ``min_available_clients``
+#: (Flower's own ``ClientManager.sample`` waits as long).
+WAIT_SECONDS = 86_400
+
+
+def _min_available(strategy: Any) -> int:
+    """Return the ``min_available_clients`` of the innermost strategy that sets one (else 1)."""
+    while strategy is not None:
+        value = getattr(strategy, "min_available_clients", None)
+        if isinstance(value, int):
+            return value
+        strategy = getattr(strategy, "strategy", None)
+    return 1
+
+
+def _refuse_message_api(strategy: Any) -> None:
+    """Refuse a Message-API strategy (``flwr.serverapp.strategy``), naming the boundary."""
+    from flwr.serverapp.strategy import Strategy as MessageStrategy
+
+    if isinstance(strategy, MessageStrategy):
+        raise fail("strategy", type(strategy).__name__,
+                   "is a Message-API strategy (flwr.serverapp.strategy), which this wrapper "
+                   "does not wrap: it implements flwr.server.strategy.Strategy (configure_fit "
+                   "/ aggregate_evaluate with ClientProxy and History), and derives the "
+                   "training charge only for that API's fixed-clipping DP wrappers",
+                   "wrap the flwr.server.strategy equivalent (e.g. flwr.server.strategy.FedAvg "
+                   "inside DifferentialPrivacyServerSideFixedClipping), run it with "
+                   "ServerApp(server_fn=...) returning ServerAppComponents(strategy=...), or "
+                   "call release_evaluation from your own Message-API strategy")
+
+
+class _Cohort(ClientManager):
+    """The stratified cohort as a client manager: the wrapped strategy configures exactly it.
+
+    ``sample`` returns the whole cohort (the selection is the sampler's), so the
+    wrapped strategy writes each chosen client's own instructions.
+    """
+
+    def __init__(self, proxies: Sequence[Any]) -> None:
+        self._clients = {str(p.cid): p for p in proxies}
+
+    def num_available(self) -> int:
+        return len(self._clients)
+
+    def register(self, client: Any) -> bool:
+        return False
+
+    def unregister(self, client: Any) -> None:
+        return None
+
+    def all(self) -> dict[str, Any]:
+        return dict(self._clients)
+
+    def wait_for(self, num_clients: int, timeout: int) -> bool:
+        return len(self._clients) >= num_clients
+
+    def sample(self, num_clients: int, min_num_clients: int | None = None,
+               criterion: Any = None) -> list[Any]:
+        return list(self._clients.values())
 
 
 class SpatialDPStrategy(Strategy):
@@ -172,6 +237,19 @@ class SpatialDPStrategy(Strategy):
         regions out of band; default: ask the client once (``get_properties``).
     max_workers : int, default 16
         Threads used to read the new clients' registration properties.
+    secure_aggregation : flwr.server.workflow.SecAggPlusWorkflow, optional
+        The SecAgg+ workflow the ServerApp trains under, for the wrapper to check
+        before training (an even integer ``num_shares`` halts every round: refused,
+        :func:`~spatialdp.flower.secagg.check_secaggplus`). SecAgg+ protects
+        training only: evaluation reports reach the server in the clear
+        (:data:`~spatialdp.flower.secagg.EVALUATION_TRUST`, in :attr:`limitations`).
+    fleet_size : int, optional
+        The number of clients expected to register. With it the samplers'
+        cohorts, caps and planned rounds are checked against the fleet here;
+        without it, when the fleet registers (before the first round selects
+        anyone and before anything is charged). A shortfall that appears later
+        (clients dropped out) shrinks the round's cohort, recorded in
+        :meth:`round_table`, instead of stopping Flower's loop.
     neighbours : {"replace", "add_remove"}, default "replace"
         The neighbouring relation of every evaluation release: under
         ``"add_remove"`` which clients answered, and from which region, is
@@ -211,9 +289,12 @@ class SpatialDPStrategy(Strategy):
         num_rounds: int | None = None,
         region_fn: Callable[[Any], str] | None = None,
         max_workers: int = 16,
+        secure_aggregation: Any = None,
+        fleet_size: int | None = None,
         neighbours: Neighbours = "replace",
     ) -> None:
         super().__init__()
+        _refuse_message_api(strategy)
         self.strategy = check_instance(strategy, "strategy", Strategy,
                                        "pass a Flower strategy, e.g. flwr.server.strategy.FedAvg()")
         self.partition = check_instance(partition, "partition", Partition,
@@ -235,6 +316,22 @@ class SpatialDPStrategy(Strategy):
         if self.fit_sampler is not None:
             check_fit_cohort(self.fit_sampler.cohort, self.training_privacy)
         self.fit_target = check_fit_target(fit_target, self.training_privacy)
+        cohort = (self.training_privacy.num_sampled_clients if self.fit_sampler is None
+                  else self.fit_sampler.cohort)
+        #: The checked SecAgg+ workflow (None: no secure aggregation was declared).
+        self.secure_aggregation = (None if secure_aggregation is None
+                                   else check_secaggplus(secure_aggregation, cohort))
+        self.fleet_size = (None if fleet_size is None
+                           else check_count(fleet_size, "fleet_size", low=1))
+        check_evaluation_plan(self.target, self.epsilon, self.evaluate_sampler,
+                              num_rounds=self.num_rounds, min_cohort=self.min_cohort)
+        for kind in KINDS:
+            sampler = self._sampler_of(kind)
+            if sampler is not None:
+                planned_rounds(sampler, kind, self.num_rounds)
+                if self.fleet_size is not None:
+                    check_fleet(sampler, kind, self.fleet_size,
+                                planned_rounds(sampler, kind, self.num_rounds))
         if region_fn is not None and not callable(region_fn):
             raise fail("region_fn", region_fn, "is not callable",
                        "pass a function client_proxy -> region id, or None")
@@ -247,6 +344,7 @@ class SpatialDPStrategy(Strategy):
         self._records: dict[int, dict[str, Any]] = {}
         self._fit_rounds: set[int] = set()
         self._fit_parameters: dict[int, list[np.ndarray]] = {}
+        self._fleet_checked = self.fit_sampler is None and self.evaluate_sampler is None
         #: Where the training rho was reserved (target metadata), once it is.
         self.training_charge: dict[str, Any] | None = None
         #: Per evaluation round: the release (report, published values, drops).
@@ -258,6 +356,17 @@ class SpatialDPStrategy(Strategy):
         return (f"SpatialDPStrategy({type(self.strategy).__name__}, "
                 f"metrics={[s.key for s in self.metrics]}, epsilon={self.epsilon}, "
                 f"min_cohort={self.min_cohort}, training={self.training_privacy.label!r})")
+
+    @property
+    def limitations(self) -> list[str]:
+        """Return the card's limitations: the defaults and what this wrapper assumes.
+
+        Pass them to ``ModelCard.build(..., limitations=strategy.limitations)``:
+        evaluation assumes a trusted server (:data:`~spatialdp.flower.secagg.EVALUATION_TRUST`).
+        """
+        from spatialdp.cards.card import DEFAULT_LIMITATIONS
+
+        return [*DEFAULT_LIMITATIONS, EVALUATION_TRUST]
 
     # ------------------------------------------------------------------ delegation
     def initialize_parameters(self, client_manager: Any) -> Any:
@@ -364,6 +473,7 @@ class SpatialDPStrategy(Strategy):
             if fleet.size == 0:
                 raise InvalidInput("no client has registered a region of "
                                    f"{self.partition.key!r}; nothing can be selected")
+            self._check_registered_fleet()
             strata = np.array([self._regions[c] for c in fleet], dtype=object)
             target = self._selection_target(kind)
             charged = self.fit_target if kind == "fit" else target
@@ -372,11 +482,68 @@ class SpatialDPStrategy(Strategy):
             self._states[kind] = (state, fleet)
         return self._states[kind]
 
-    def _select(self, kind: str, server_round: int, client_manager: Any) -> list[Any]:
+    def _check_registered_fleet(self) -> None:
+        """Refuse, once, before the first selection and any charge, plans the fleet cannot fill.
+
+        Both samplers are checked against the registered fleet the first time
+        either is needed (or training is about to be reserved), so an evaluation
+        plan the fleet cannot fill is refused before round 1 trains too.
+        """
+        if self._fleet_checked:
+            return
+        for kind in KINDS:
+            sampler = self._sampler_of(kind)
+            if sampler is not None:
+                check_fleet(sampler, kind, len(self._regions),
+                            planned_rounds(sampler, kind, self.num_rounds))
+        self._fleet_checked = True
+
+    def _round_sampler(self, kind: str, server_round: int, state: ParticipationState
+                       ) -> StratifiedSampler | None:
+        """Return the sampler for this round: the configured one, or one with a smaller cohort.
+
+        A round the epoch cannot hold, or a fleet exhausted under the cap (clients
+        dropped out, seats concentrated), does not stop Flower's loop: the round is
+        not selected (None) or gets the cohort the eligible fleet can fill, and
+        the shortfall is recorded (``<kind>_cohort_shortfall`` in :meth:`round_table`).
+        """
         sampler = self._sampler_of(kind)
         assert sampler is not None
+        if len(state.rounds) >= sampler.policy.rounds_per_epoch:
+            self._shortfall(kind, server_round, sampler.cohort, 0,
+                            f"the sampler's epoch of {sampler.policy.rounds_per_epoch} "
+                            "rounds is used up")
+            return None
+        eligible = int(state.eligible_per_stratum(sampler.strata.n_strata).sum())
+        if eligible >= sampler.cohort:
+            return sampler
+        self._shortfall(kind, server_round, sampler.cohort, eligible,
+                        "the eligible fleet under the participation cap is smaller than "
+                        "the cohort")
+        if eligible == 0:
+            return None
+        smaller = copy.copy(sampler)
+        smaller.cohort = eligible
+        return smaller
+
+    def _shortfall(self, kind: str, server_round: int, planned: int, available: int,
+                   reason: str) -> None:
+        if self.neighbours == "replace":  # the selection records are public
+            self._record(server_round, {f"{kind}_cohort_shortfall": {
+                "planned": planned, "available": available, "reason": reason}})
+            log(WARNING, "spatialdp: %s round %s: cohort of %s shrunk to %s: %s", kind,
+                server_round, planned, available, reason)
+        else:  # add/remove: no exact counts leave the server's memory
+            log(WARNING, "spatialdp: %s round %s: cohort shrunk: %s", kind, server_round, reason)
+
+    def _select(self, kind: str, server_round: int, client_manager: Any) -> list[Any]:
+        # Wait, as the wrapped strategy's own sampling would, for its minimum fleet.
+        client_manager.wait_for(_min_available(self.strategy), timeout=WAIT_SECONDS)
         clients = self._register(client_manager)
         state, fleet = self._state(kind)
+        sampler = self._round_sampler(kind, server_round, state)
+        if sampler is None:
+            return []
         cohort = sampler.select(state, server_round)
         chosen = fleet[cohort.clients]
         proxies = [clients[c] for c in chosen if c in clients]
@@ -412,14 +579,18 @@ class SpatialDPStrategy(Strategy):
                 self._fit_rounds) >= self.num_rounds:
             return self._refuse_fit(server_round, f"the run's num_rounds={self.num_rounds} "
                                     "training rounds are configured already")
-        base = self.strategy.configure_fit(server_round, parameters, client_manager)
-        if not base:
-            return []
-        pairs = list(base)
+        manager = client_manager
         if self.fit_sampler is not None:
-            ins = base[0][1]
-            pairs = [(proxy, ins) for proxy in self._select("fit", server_round, client_manager)]
+            manager = _Cohort(self._select("fit", server_round, client_manager))
+            if not manager.num_available():
+                return self._refuse_fit(server_round, "no client could be selected")
+        pairs = list(self.strategy.configure_fit(server_round, parameters, manager) or [])
+        if not pairs:
+            return []
         privacy = self.training_privacy
+        if not self._fleet_checked:  # an evaluation sampler only: its plan before training
+            self._register(client_manager)
+            self._check_registered_fleet()
         if privacy.private:
             if len(pairs) != privacy.num_sampled_clients:
                 return self._refuse_fit(server_round, "the cohort is not num_sampled_clients="
@@ -455,18 +626,17 @@ class SpatialDPStrategy(Strategy):
         under are added (:data:`~spatialdp.flower.codec.KEY_SPECS`). The cohort is
         the stratified one with ``evaluate_sampler``, else the wrapped strategy's.
         """
-        base = self.strategy.configure_evaluate(server_round, parameters, client_manager)
-        if not base:
-            return []
-        first = base[0][1]
-        config = {**first.config, KEY_SPECS: self._instructions, KEY_ROUND: int(server_round)}
-        ins = EvaluateIns(parameters=first.parameters, config=config)
         if self.evaluate_sampler is None:
+            base = self.strategy.configure_evaluate(server_round, parameters, client_manager)
             self._register(client_manager)
-            proxies = [proxy for proxy, _ in base]
         else:
-            proxies = self._select("evaluate", server_round, client_manager)
-        return [(proxy, ins) for proxy in proxies]
+            cohort = _Cohort(self._select("evaluate", server_round, client_manager))
+            if not cohort.num_available():
+                return []
+            base = self.strategy.configure_evaluate(server_round, parameters, cohort)
+        extra: dict[str, Any] = {KEY_SPECS: self._instructions, KEY_ROUND: int(server_round)}
+        return [(proxy, EvaluateIns(parameters=ins.parameters, config={**ins.config, **extra}))
+                for proxy, ins in base or []]
 
     # ------------------------------------------------------------------ evaluation
     def _round_target(self, server_round: int) -> Accounting:
