@@ -1,5 +1,9 @@
 """The wrapper under Flower's real simulation engine: ``flwr.simulation.run_simulation`` on Ray.
 
+Around Flower's own server-side DP wrapper: per-region values, error bars and the
+labelled clamped display reach History, each client gets its own instruction, and
+the ledger's training charge is the zCDP rho derived from the noise multiplier.
+
 Slow (Ray starts a local cluster): listed in ``tests/conftest.py`` SLOW. Needs the
 ``flower`` extra (``flwr[simulation]``, which brings Ray); without Ray it is skipped
 with the reason.
@@ -18,12 +22,13 @@ from spatialdp.federated import MetricSpec
 from spatialdp.flower._flwr import flwr_modules
 from spatialdp.flower.demo import LogisticClient, make_clients
 from spatialdp.flower.strategy import SpatialDPStrategy
-from spatialdp.privacy import Simulation
+from spatialdp.privacy import PrivacyLedger, ReleaseTarget, Simulation
 
 common, server, flwr_strategy = flwr_modules()
 
 LOSS = MetricSpec("loss", 0.0, 3.0)
 N_CLIENTS, ROUNDS = 4, 2
+Z = 1.5  # the DP wrapper's noise multiplier
 
 
 class EchoClient(LogisticClient):
@@ -35,16 +40,20 @@ class EchoClient(LogisticClient):
 
 
 class PerClientFedAvg(flwr_strategy.FedAvg):
-    """Writes each client its own instruction, and keeps what the clients echo."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.echoes: list[tuple[str, str]] = []
+    """Writes each client its own instruction (FedAvg's aggregation, as the DP wrapper needs)."""
 
     def configure_fit(self, server_round, parameters, client_manager):
         pairs = super().configure_fit(server_round, parameters, client_manager)
         return [(proxy, common.FitIns(ins.parameters, {**ins.config, "cid": str(proxy.cid)}))
                 for proxy, ins in pairs]
+
+
+class EchoingDP(flwr_strategy.DifferentialPrivacyServerSideFixedClipping):
+    """Flower's server-side DP wrapper that keeps what the clients echo back."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.echoes: list[tuple[str, str]] = []
 
     def aggregate_fit(self, server_round, results, failures):
         self.echoes += [(str(proxy.cid), str(res.metrics["echo"])) for proxy, res in results]
@@ -72,7 +81,7 @@ def ray_starts_or_skip() -> None:
 @pytest.mark.skipif(importlib.util.find_spec("ray") is None,
                     reason="Ray is not installed: install the flower extra "
                            "(pip install 'spatialdp[flower]', which brings flwr[simulation])")
-def test_run_simulation_on_ray_publishes_bars_displays_and_keeps_instructions():
+def test_run_simulation_on_ray_publishes_bars_displays_and_keeps_instructions(tmp_path):
     from flwr.client import ClientApp
     from flwr.server import ServerApp, ServerAppComponents, ServerConfig
     from flwr.simulation import run_simulation
@@ -93,9 +102,15 @@ def test_run_simulation_on_ray_publishes_bars_displays_and_keeps_instructions():
     def server_fn(context):
         inner = PerClientFedAvg(min_available_clients=N_CLIENTS, min_fit_clients=N_CLIENTS,
                                 min_evaluate_clients=N_CLIENTS)
-        strategy = SpatialDPStrategy(inner, partition=states, metrics=[LOSS], epsilon=20.0,
+        # Inside Flower's own DP wrapper: the training charge is the derived zCDP rho.
+        dp = EchoingDP(inner, noise_multiplier=Z, clipping_norm=0.7,
+                       num_sampled_clients=N_CLIENTS)
+        # Opened in the ServerApp's own thread (SQLite connections stay in their thread).
+        ledger = PrivacyLedger(tmp_path / "ledger.sqlite", epoch_budget=10.0,
+                               accounting="zcdp")
+        strategy = SpatialDPStrategy(dp, partition=states, metrics=[LOSS], epsilon=20.0,
                                      target=Simulation(rng=0), min_cohort=1,
-                                     num_rounds=ROUNDS)
+                                     num_rounds=ROUNDS, fit_target=ReleaseTarget(ledger, 0))
         built["strategy"] = strategy
         manager = server.SimpleClientManager()
         return ServerAppComponents(server=KeepHistory(client_manager=manager,
@@ -120,6 +135,12 @@ def test_run_simulation_on_ray_publishes_bars_displays_and_keeps_instructions():
         assert metrics[f"{key}/error_bar"][-1] == (ROUNDS, float(report.loc[region, "error_bar"]))
         display = metrics[f"{key}/display"][-1][1]
         assert display == float(np.clip(report.loc[region, "value"], 0.0, 3.0))
-    inner = strategy.strategy
-    assert len(inner.echoes) == N_CLIENTS * ROUNDS
-    assert all(cid == echo for cid, echo in inner.echoes)  # each client got its own
+    dp = strategy.strategy  # ours -> Flower's DP wrapper -> PerClientFedAvg
+    assert len(dp.echoes) == N_CLIENTS * ROUNDS
+    assert all(cid == echo for cid, echo in dp.echoes)  # each client got its own
+    with PrivacyLedger(tmp_path / "ledger.sqlite", read_only=True) as ledger:
+        expected = ROUNDS / (2 * Z**2)  # each client in at most ROUNDS rounds
+        assert ledger.spent(0, "training") == pytest.approx(expected, rel=1e-12)
+        (row,) = ledger.audit(0).itertuples()
+        assert (row.line_item, row.neighbours, row.loss_unit) == ("training", "add_remove",
+                                                                  "rho")
