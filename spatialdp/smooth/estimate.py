@@ -59,6 +59,8 @@ DIRECT_WEIGHT = 0.95
 POST_PROCESSING = "small-area model of published values: post-processing, no epsilon charged"
 
 MODELS = {"fh": "Fay-Herriot", "sfh": "spatial Fay-Herriot (SAR)"}
+#: What a smoothed map's title calls each model.
+SHORT_NAMES = {"fh": "Fay-Herriot", "sfh": "spatial Fay-Herriot"}
 
 
 @dataclass(frozen=True)
@@ -276,6 +278,7 @@ def small_area_estimates(
     moran = _check_residuals(resid, W, direct.observed)
     share = np.where(direct.observed, gamma**2 * direct.noise_variance / mse, 0.0)
     out = _output(frame, direct, eblup, mse, gamma, synthetic, share, level, fill)
+    out.attrs["spatialdp"] = _map_metadata(frame, kind, level)
     se = fit.parameter_se
     coefficients = pd.DataFrame({"beta": fit.beta, "se": np.sqrt(np.diag(fit.beta_cov))},
                                 index=pd.Index(names, name="covariate"))
@@ -286,6 +289,21 @@ def small_area_estimates(
         spatial_test=test, moran=moran, sampling=direct.sampling, alpha=level,
         accounting={**accounting, "post_processing": POST_PROCESSING},
         laplace_share=np.clip(np.nan_to_num(share), 0.0, 1.0))
+
+
+def _map_metadata(frame: pd.DataFrame, kind: str, alpha: float) -> dict[str, Any]:
+    """Return the smoothed frame's ``attrs["spatialdp"]``: the report's, marked smoothed.
+
+    The maps read it: the title keeps the accounting label, the epsilon the
+    report was charged and the metric's label, and says it is smoothed
+    (post-processing); ``alpha`` is the level of the smoothed intervals.
+    """
+    meta = frame.attrs.get("spatialdp", {})
+    meta = dict(meta) if isinstance(meta, dict) else {}
+    for key in ("suppressed_regions", "format"):  # the report's, not the smoothed frame's
+        meta.pop(key, None)
+    return {**meta, "alpha": alpha, "smoothed": SHORT_NAMES[kind],
+            "post_processing": POST_PROCESSING}
 
 
 def _frame_of(report: Any, metric: str | None
