@@ -59,6 +59,9 @@ DIRECT_WEIGHT = 0.95
 POST_PROCESSING = "small-area model of published values: post-processing, no epsilon charged"
 
 MODELS = {"fh": "Fay-Herriot", "sfh": "spatial Fay-Herriot (SAR)"}
+#: How the analytic MSE of each model is computed (as ``sae::mseFH`` and ``sae::mseSFH``).
+ANALYTIC_MSE = {"fh": "analytic: Prasad-Rao / Datta-Lahiri second-order approximation",
+                "sfh": "analytic: Singh, Steel & Salvati (2005) second-order approximation"}
 #: What a smoothed map's title calls each model.
 SHORT_NAMES = {"fh": "Fay-Herriot", "sfh": "spatial Fay-Herriot"}
 
@@ -108,6 +111,8 @@ class SmallAreaEstimates(Result):
     alpha : float
     accounting : dict
         The report's accounting, plus ``post_processing`` (no epsilon is charged).
+    mse_method : str
+        How the MSE was estimated (see :data:`ANALYTIC_MSE`).
     """
 
     frame: pd.DataFrame
@@ -126,6 +131,7 @@ class SmallAreaEstimates(Result):
     alpha: float
     accounting: dict[str, Any] = field(default_factory=dict)
     laplace_share: FloatArray = field(default_factory=lambda: np.zeros(0), repr=False)
+    mse_method: str = ""
 
     @property
     def modelled_share(self) -> float:
@@ -288,7 +294,7 @@ def small_area_estimates(
         rho_se=float(se[1]) if kind == "sfh" else math.nan, loglik=fit.loglik,
         spatial_test=test, moran=moran, sampling=direct.sampling, alpha=level,
         accounting={**accounting, "post_processing": POST_PROCESSING},
-        laplace_share=np.clip(np.nan_to_num(share), 0.0, 1.0))
+        laplace_share=np.clip(np.nan_to_num(share), 0.0, 1.0), mse_method=ANALYTIC_MSE[kind])
 
 
 def _map_metadata(frame: pd.DataFrame, kind: str, alpha: float) -> dict[str, Any]:
