@@ -30,7 +30,7 @@ from threadpoolctl import ThreadpoolController
 
 from spatialdp.smooth.fay_herriot import LOG_2PI, AreaFit
 
-__all__ = ["DENSE_LIMIT", "SarModel", "fit_sar", "one_blas_thread", "sar_predict"]
+__all__ = ["DENSE_LIMIT", "SarModel", "fit_sar", "one_blas_thread", "sar_eblup", "sar_predict"]
 
 FloatArray = NDArray[np.float64]
 
@@ -205,6 +205,21 @@ def _fisher(left: FloatArray, derivs: tuple[FloatArray, ...]) -> FloatArray:
         for j in range(k):
             info[i, j] = 0.5 * float(np.sum(products[i] * products[j].T))
     return info
+
+
+def sar_eblup(model: SarModel, fit: AreaFit) -> FloatArray:
+    """Return the EBLUP ``x' b + s2u C_io V^-1 (y - X b)`` of every area, without its MSE.
+
+    What :func:`sar_predict` returns first, at a fraction of its cost (one
+    Cholesky solve): the parametric bootstrap refits and predicts many times.
+    """
+    obs = model.observed
+    C = model.structure(fit.rho)
+    V = fit.s2u * C[np.ix_(obs, obs)] + np.diag(model.d)
+    resid = model.y - model.X @ fit.beta
+    solved = linalg.cho_solve(linalg.cho_factor(V, lower=True), resid)
+    return np.asarray(model.X_all @ fit.beta + fit.s2u * (C[:, obs] @ solved),
+                      dtype=np.float64)
 
 
 def sar_predict(model: SarModel, fit: AreaFit
