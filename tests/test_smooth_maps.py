@@ -114,14 +114,18 @@ def test_raw_vs_smoothed_shares_one_scale_and_one_equal_area_projection(
         "panel:raw", "panel:smoothed", "panel:rmse"]
     (raw_col, raw), (smooth_col, smoothed), (rmse_col, rmse) = calls
     assert (raw_col, smooth_col, rmse_col) == ("value", "value", "rmse")
-    expected = shared_colour_range([report["loss"], smooth.frame])
+    expected = shared_colour_range([report["loss"], smooth.frame], robust=False)
     assert (raw["vmin"], raw["vmax"]) == (smoothed["vmin"], smoothed["vmax"]) == expected
     assert raw["projection"] == smoothed["projection"] == rmse["projection"]
     assert pyproj.CRS(raw["projection"]).to_epsg() == 5070    # CONUS Albers, equal-area
     assert not any(ax.axison for ax in fig.axes if ax.get_gid())
     titles = {ax.get_gid(): ax.get_title(loc="left") for ax in fig.axes if ax.get_gid()}
-    assert "smoothed" not in titles["panel:raw"]
-    assert "post-processing, no ε charged" in titles["panel:smoothed"]
+    assert titles["panel:raw"].startswith("[SIMULATION] published loss\n9 of 48 regions "
+                                          "suppressed")
+    assert titles["panel:smoothed"].startswith(
+        "[SIMULATION] smoothed loss (spatial Fay-Herriot (SAR)): no ε charged\n9 regions "
+        "modelled")
+    assert "post-processing of the published values, no ε charged" in fig.get_suptitle()
     assert titles["panel:rmse"].startswith("[SIMULATION] RMSE of the smoothed loss")
 
 

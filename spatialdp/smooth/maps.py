@@ -16,7 +16,7 @@ import pandas as pd
 
 from spatialdp._validation import check_flag, fail
 from spatialdp.federated.regional import RegionalReport
-from spatialdp.smooth.estimate import SmallAreaEstimates
+from spatialdp.smooth.estimate import MODELS, SmallAreaEstimates
 from spatialdp.viz.maps import plot_uncertainty_choropleth, plotting_crs, shared_colour_range
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ def plot_raw_vs_smoothed(
     cmap: Any = "viridis",
     rmse_cmap: Any = "Oranges",
     projection: Any = "auto",
-    robust: bool | None = None,
+    robust: bool | None = False,
     figsize: tuple[float, float] = (22.0, 7.0),
     legend: bool = True,
 ) -> Figure:
@@ -58,8 +58,10 @@ def plot_raw_vs_smoothed(
         As for :func:`~spatialdp.viz.maps.plot_uncertainty_choropleth`.
     robust : bool, optional
         How the shared colour range treats far-out values (see
-        :func:`~spatialdp.viz.maps.shared_colour_range`); values beyond it are
-        drawn marked as out of range.
+        :func:`~spatialdp.viz.maps.shared_colour_range`); default ``False``:
+        the full range, so that regions far from the rest (often the news)
+        keep their colour. Values beyond the range are drawn marked as out of
+        range.
     figsize : (float, float)
         Size of the figure.
     legend : bool
@@ -109,17 +111,19 @@ def plot_raw_vs_smoothed(
     vmin, vmax = shared_colour_range([raw, frame], "value", robust)
     crs = plotting_crs(raw, projection)
     fig, (ax_raw, ax_smooth, ax_rmse) = plt.subplots(1, 3, figsize=figsize)
+    raw_title, smooth_title = _value_titles(raw, smoothed)
     plot_uncertainty_choropleth(raw, "value", ax=ax_raw, cmap=cmap, legend=legend,
-                                projection=crs, vmin=vmin, vmax=vmax)
+                                projection=crs, vmin=vmin, vmax=vmax, title=raw_title)
     plot_uncertainty_choropleth(frame, "value", ax=ax_smooth, cmap=cmap, legend=legend,
-                                projection=crs, vmin=vmin, vmax=vmax)
+                                projection=crs, vmin=vmin, vmax=vmax, title=smooth_title)
     plot_uncertainty_choropleth(frame, "rmse", ax=ax_rmse, cmap=rmse_cmap, legend=legend,
                                 projection=crs, show_reliability=False, robust=False,
                                 title=_rmse_title(smoothed))
     for ax, name in ((ax_raw, "raw"), (ax_smooth, "smoothed"), (ax_rmse, "rmse")):
         ax.set_gid(f"panel:{name}")
     fig.suptitle(f"{smoothed.metric}: published values | small-area estimates (one colour "
-                 "scale) | their RMSE · post-processing, no ε charged", fontsize=13)
+                 "scale) | their RMSE\npost-processing of the published values, no ε charged",
+                 fontsize=13)
     return fig
 
 
@@ -147,6 +151,19 @@ def _raw_frame(report: Any, smoothed: Any) -> pd.DataFrame:
         raise fail("smoothed", smoothed.metric, "was not smoothed from this report's values",
                    "pass the estimates smoothed from this report")
     return raw
+
+
+def _value_titles(raw: pd.DataFrame, smoothed: SmallAreaEstimates) -> tuple[str, str]:
+    """Return the titles of the raw and the smoothed panels (short: three panels share a row)."""
+    labels = smoothed.frame["label"].value_counts()
+    hidden = int(np.asarray(raw["suppressed"], dtype=bool).sum())
+    modelled = int(labels.get("modelled", 0))
+    raw_title = (f"published {smoothed.metric}\n{hidden} of {len(raw)} regions suppressed, "
+                 "faded = less reliable")
+    smooth_title = (f"smoothed {smoothed.metric} ({MODELS[smoothed.model]}): no ε charged\n"
+                    f"{modelled} regions modelled (no published value, outlined); faded by "
+                    "the MSE")
+    return raw_title, smooth_title
 
 
 def _rmse_title(smoothed: SmallAreaEstimates) -> str:
