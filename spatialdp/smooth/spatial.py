@@ -245,7 +245,10 @@ def sar_predict(model: SarModel, fit: AreaFit
     g1 = fit.s2u * np.diag(parts.C) - np.einsum("ij,ij->i", weight, G)
     dmat = model.X_all - weight @ model.X
     g2 = np.einsum("ij,jk,ik->i", dmat, fit.beta_cov, dmat)
-    info_inv = np.asarray(np.linalg.inv(fit.fisher), dtype=np.float64)
+    # At s2u = 0 (the boundary) rho is not identified and the information is
+    # singular: the pseudo-inverse gives rho no variance there (every term it
+    # enters is scaled by s2u anyway), as ``AreaFit.parameter_se`` does.
+    info_inv = np.asarray(np.linalg.pinv(fit.fisher), dtype=np.float64)
     lmats = [gj @ vinv - weight @ vj @ vinv
              for gj, vj in zip(parts.g_derivs, parts.v_derivs, strict=True)]
     g3 = sum(info_inv[j, k] * np.einsum("ij,ij->i", lmats[j] @ V, lmats[k])
