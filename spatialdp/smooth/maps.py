@@ -124,6 +124,7 @@ def plot_raw_vs_smoothed(
     fig.suptitle(f"{smoothed.metric}: published values | small-area estimates (one colour "
                  "scale) | their RMSE\npost-processing of the published values, no ε charged",
                  fontsize=13)
+    fig.subplots_adjust(top=0.80)   # room for the two-line panel titles under the suptitle
     return fig
 
 
