@@ -185,9 +185,24 @@ DEMO_FILES = {"ratio_choropleth.png", "loss_choropleth.png", "loss_significance.
               "query_error.json", "ledger.sqlite", "reports"}
 
 
+#: Written together when enough regions are published to fit the small-area model.
+SMOOTHED_FILES = {"loss_smoothed.png", "small_area.json"}
+
+
 def test_the_demo_folder_holds_nothing_but_its_outputs(demo: Path) -> None:
     # No lock file, no -wal/-shm of the ledger.
-    assert {p.name for p in demo.iterdir()} == DEMO_FILES
+    names = {p.name for p in demo.iterdir()}
+    assert names - SMOOTHED_FILES == DEMO_FILES
+    # The smoothed loss map and the card's section come together, or the card says why not.
+    card = json.loads((demo / "model_card.json").read_text())
+    if names & SMOOTHED_FILES:
+        assert names >= SMOOTHED_FILES
+        assert card["small_area"]["metric"] == "loss"
+        assert card["figures"]["loss_smoothed"] == "loss_smoothed.png"
+    else:
+        assert "small_area" not in card
+        assert any(text.startswith("loss not smoothed: ") for text in
+                   card["considerations"]["limitations"])
 
 
 def test_the_demo_card_lists_its_alerts_and_drift_with_rounds(demo: Path) -> None:

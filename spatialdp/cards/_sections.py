@@ -796,3 +796,78 @@ def query_error_section(table: pd.DataFrame, settings: Mapping[str, Any] | None 
                                                "unaccounted")
     return {"settings": clean, "columns": [str(c) for c in table.columns], "rows": rows,
             "provenance": provenance}
+
+
+# ----------------------------------------------------------------------------- small areas
+#: The keys of a card's small-area section (see ``small_area_section``).
+SMALL_AREA_KEYS = ("metric", "model", "model_name", "method", "mse", "covariates",
+                   "coefficients", "sigma2_u", "rho", "alpha", "sampling", "regions",
+                   "labels", "modelled_share", "statement", "epsilon_charged", "provenance")
+_LABELS = ("direct", "composite", "modelled", "suppressed")
+
+
+def small_area_section(small_area: Any) -> dict[str, Any] | None:
+    """Return the card's small-area section from a ``SmallAreaEstimates`` (or its section).
+
+    States the model, its public covariates (and coefficients), the variance
+    parameters, how the MSE was estimated, how many regions got each label and
+    the share of regions whose estimate is modelled (no published value), and
+    that smoothing is post-processing of published values: no epsilon is
+    charged. The provenance is the smoothed report's (a simulation stays one).
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd
+    >>> from spatialdp.datasets import synthetic_fleet, us_states_partition
+    >>> from spatialdp.federated import MetricSpec, device_report, regional_report
+    >>> from spatialdp.privacy import Simulation
+    >>> from spatialdp.smooth import small_area_estimates
+    >>> states = us_states_partition()
+    >>> fleet = synthetic_fleet(20_000, rng=0)
+    >>> loss = np.random.default_rng(1).uniform(0, 2, len(fleet))
+    >>> spec = MetricSpec("loss", 0.0, 4.0)
+    >>> clients = device_report(pd.DataFrame({"client_id": fleet.device_id, "region_id":
+    ...     fleet.region_id, "loss": loss}), loss_spec=spec, partition=states)
+    >>> report = regional_report(clients, states, [spec], epsilon=0.5,
+    ...                          target=Simulation(rng=0), min_cohort=100)
+    >>> section = small_area_section(small_area_estimates(
+    ...     report, "loss", include_suppressed=True, client_variance=1 / 3))
+    >>> section["model_name"], section["labels"]["modelled"], section["epsilon_charged"]
+    ('Fay-Herriot', 9, 0.0)
+    >>> section["provenance"]
+    'simulation'
+    """
+    if small_area is None:
+        return None
+    from spatialdp.smooth import SmallAreaEstimates
+
+    if isinstance(small_area, SmallAreaEstimates):
+        return _small_area_from_estimates(small_area)
+    if not isinstance(small_area, Mapping) or set(SMALL_AREA_KEYS) - set(small_area):
+        missing = sorted(set(SMALL_AREA_KEYS) - set(small_area)) if isinstance(
+            small_area, Mapping) else list(SMALL_AREA_KEYS)
+        raise fail("small_area", small_area, f"is not a small-area record (missing {missing})",
+                   "pass the SmallAreaEstimates of spatialdp.smooth.small_area_estimates")
+    return {key: small_area[key] for key in SMALL_AREA_KEYS}
+
+
+def _small_area_from_estimates(sae: Any) -> dict[str, Any]:
+    from spatialdp.smooth.estimate import MODELS, POST_PROCESSING
+
+    counts = sae.frame["label"].value_counts()
+    labels = {name: int(counts.get(name, 0)) for name in _LABELS}
+    regions = len(sae.frame)
+    coefficients = [{"name": str(name), "beta": float(row.beta), "se": _number(row.se)}
+                    for name, row in sae.coefficients.iterrows()]
+    accounting = str(sae.accounting.get("accounting", ""))
+    return {
+        "metric": str(sae.metric), "model": str(sae.model), "model_name": MODELS[sae.model],
+        "method": str(sae.method), "mse": str(sae.mse_method),
+        "covariates": [c["name"] for c in coefficients if c["name"] != "intercept"],
+        "coefficients": coefficients, "sigma2_u": float(sae.sigma2_u),
+        "rho": float(sae.rho) if sae.model == "sfh" else None, "alpha": float(sae.alpha),
+        "sampling": str(sae.sampling), "regions": regions, "labels": labels,
+        "modelled_share": labels["modelled"] / regions if regions else 0.0,
+        "statement": POST_PROCESSING, "epsilon_charged": 0.0,
+        "provenance": _ACCOUNTING_TO_PROVENANCE.get(accounting, "unaccounted"),
+    }

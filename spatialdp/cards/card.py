@@ -30,6 +30,10 @@ section                     holds                                         proven
                             is refused)
 ``training``                how training is accounted (derived rho, or    bookkeeping
                             "not private"); optional
+``small_area``              the small-area model that smoothed a metric:  release /
+                            model, covariates, share of regions           simulation /
+                            modelled; post-processing, no epsilon         unaccounted
+                            charged; optional
 ==========================  ============================================  ============
 
 One policy for counts of people per neighbouring relation
@@ -54,6 +58,7 @@ Layout (``RUN_FORMAT = "spatialdp-run/1"``; paths relative to ``RUN_DIR``)::
       query_error.json         its settings (reference, epsilon, method, draws, ...;
                                DataFrame.attrs)
       monitoring.json          the alerts and drift found on the released values, with rounds
+      small_area.json          the small-area model of a smoothed metric (the card's section)
       reports/<stem>.json      RegionalReport.write(RUN_DIR / "reports", stem) metadata
       reports/<stem>.csv       ... and its wide table (<metric>.<column>)
       reports/<stem>.gpkg      ... and its GeoPackage (not read by the card)
@@ -308,8 +313,8 @@ class ModelCard:
               figures: Mapping[str, str | os.PathLike[str]] | None = None,
               coverage_map: str | os.PathLike[str] | None = None,
               delta: float | None = None, cell_table: Any = None,
-              training: Any = None, monitoring: Mapping[str, Any] | None = None
-              ) -> ModelCard:
+              training: Any = None, monitoring: Mapping[str, Any] | None = None,
+              small_area: Any = None) -> ModelCard:
         """Build a card from a run's objects.
 
         Parameters
@@ -376,6 +381,11 @@ class ModelCard:
             ``metric``, ``alpha``, ``tests`` (what ran) and ``events`` (one row
             per alert or drifting region: ``test``, ``region_id``, ``round``,
             optionally ``first_round``, ``statistic``, ``threshold``).
+        small_area : SmallAreaEstimates, optional
+            The smoothed estimates of one metric
+            (:func:`~spatialdp.smooth.small_area_estimates`): the card states the
+            model, its covariates, the share of regions modelled, and that
+            smoothing is post-processing (no epsilon charged).
 
         Returns
         -------
@@ -424,7 +434,8 @@ class ModelCard:
             specs=spec_entries, sampling=sampling, cohort_sizes=cohorts,
             coverage=cover, privacy=privacy, rounds=rounds, query_error=qe, figures=figs,
             training=sections.training_section(training),
-            monitoring=sections.monitoring_section(monitoring))
+            monitoring=sections.monitoring_section(monitoring),
+            small_area=sections.small_area_section(small_area))
 
     @staticmethod
     def _check_details(manifest: Mapping[str, Any]) -> None:
@@ -476,7 +487,8 @@ class ModelCard:
                       query_error: dict[str, Any] | None, figures: dict[str, str],
                       created: str | None = None,
                       training: dict[str, Any] | None = None,
-                      monitoring: dict[str, Any] | None = None) -> ModelCard:
+                      monitoring: dict[str, Any] | None = None,
+                      small_area: dict[str, Any] | None = None) -> ModelCard:
         """Assemble a card from ready sections (what :meth:`build` and :meth:`from_run` use).
 
         The limitations gain what the sections themselves show (public
@@ -523,6 +535,8 @@ class ModelCard:
             "training": training,
             "monitoring": monitoring,
         }
+        if small_area is not None:  # absent, not null: older readers' cards stay as they were
+            content["small_area"] = small_area
         content["digest"] = canonical_digest(content)
         return cls(content)
 
@@ -709,6 +723,11 @@ class ModelCard:
                          f"released grid, {c['query_error']['provenance']})")
         if c.get("training") is not None:
             lines.append(f"  {c['training']['statement']}")
+        if c.get("small_area") is not None:
+            sa = c["small_area"]
+            lines.append(f"  smoothed {sa['metric']}: {sa['model_name']}, "
+                         f"{sa['modelled_share']:.0%} of regions modelled (post-processing, "
+                         "no epsilon charged)")
         return "\n".join(lines)
 
     def __repr__(self) -> str:
@@ -771,6 +790,7 @@ class RunFolder:
     QUERY_ERROR = "query_error.csv"
     QUERY_ERROR_SETTINGS = "query_error.json"
     MONITORING = "monitoring.json"
+    SMALL_AREA = "small_area.json"
     REPORTS = "reports"
     LEDGER = "ledger.sqlite"
 
@@ -1016,6 +1036,11 @@ class RunFolder:
         self._update_manifest(reports=[p.relative_to(self.path).as_posix() for p in meta])
         return files
 
+    def write_small_area(self, small_area: Any) -> Path:
+        """Write ``small_area.json``: the card's small-area section (see ``ModelCard.build``)."""
+        section = sections.small_area_section(small_area)
+        return self._write(self.SMALL_AREA, _json(section))
+
     def add_figure(self, name: str, path: str | os.PathLike[str]) -> None:
         """List a figure saved in the folder (e.g. ``coverage_map``) in ``run.json``."""
         name = check_text(name, "name")
@@ -1093,7 +1118,9 @@ class RunFolder:
             coverage=coverage, privacy=privacy, rounds=rounds, query_error=query_error,
             figures=figures, training=sections.training_section(manifest.get("training")),
             monitoring=(sections.monitoring_section(self._read_json(self.MONITORING))
-                        if (self.path / self.MONITORING).exists() else None))
+                        if (self.path / self.MONITORING).exists() else None),
+            small_area=(sections.small_area_section(self._read_json(self.SMALL_AREA))
+                        if (self.path / self.SMALL_AREA).exists() else None))
 
     def _read_history(self) -> list[dict[str, Any]] | None:
         path = self.path / self.COVERAGE_HISTORY
@@ -1137,8 +1164,8 @@ def write_run_folder(run_dir: str | os.PathLike[str], *, partition: Any,
                      delta: float | None = None, title: str | None = None,
                      figures: Mapping[str, str] | None = None,
                      details: Mapping[str, Any] | None = None,
-                     training: Any = None, monitoring: Mapping[str, Any] | None = None
-                     ) -> RunFolder:
+                     training: Any = None, monitoring: Mapping[str, Any] | None = None,
+                     small_area: Any = None) -> RunFolder:
     """Write every artefact of a run into ``run_dir`` at once; return the :class:`RunFolder`.
 
     The ledger is expected at ``run_dir/ledger.sqlite`` (open your
@@ -1152,8 +1179,9 @@ def write_run_folder(run_dir: str | os.PathLike[str], *, partition: Any,
     ``strata`` and ``merges`` (default ``coverage.merges``), ``coverage`` and
     ``coverage_history`` and ``cell_table``, ``cohort_sizes`` (exact; replace-one runs only),
     ``reports`` (RegionalReports in round order), ``query_error``, ``training``
-    (``SpatialDPStrategy.training_privacy``) and ``monitoring`` (the alerts and
-    drift with their rounds, as :meth:`ModelCard.build` takes them).
+    (``SpatialDPStrategy.training_privacy``), ``monitoring`` (the alerts and
+    drift with their rounds) and ``small_area`` (a smoothed metric's
+    ``SmallAreaEstimates``), as :meth:`ModelCard.build` takes them.
     """
     run = RunFolder(run_dir)
     if query_error is not None:  # an internal table is refused before anything is written
@@ -1179,4 +1207,6 @@ def write_run_folder(run_dir: str | os.PathLike[str], *, partition: Any,
         run.write_query_error(query_error)
     if monitoring is not None:
         run.write_monitoring(monitoring)
+    if small_area is not None:
+        run.write_small_area(small_area)
     return run

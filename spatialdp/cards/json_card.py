@@ -25,9 +25,9 @@ from spatialdp.exceptions import InvalidCard
 __all__ = ["SCHEMA_VERSION", "InvalidCard", "canonical_digest", "load_schema", "validate_card"]
 
 #: Version of ``model_card.schema.json``.
-SCHEMA_VERSION = "2.1.0"
-#: Versions read back: 2.1.0 only adds optional fields to 2.0.0.
-READABLE_VERSIONS = ("2.0.0", SCHEMA_VERSION)
+SCHEMA_VERSION = "2.2.0"
+#: Versions read back: 2.1.0 and 2.2.0 only add optional fields to 2.0.0.
+READABLE_VERSIONS = ("2.0.0", "2.1.0", SCHEMA_VERSION)
 
 
 @lru_cache(maxsize=1)

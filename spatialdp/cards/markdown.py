@@ -441,6 +441,30 @@ def _monitoring(c: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def _small_area(c: Mapping[str, Any]) -> list[str]:
+    sa = c.get("small_area")
+    if sa is None:
+        return []
+    out = _heading(2, "Small-area estimates", sa["provenance"])
+    labels = sa["labels"]
+    rho = "" if sa["rho"] is None else f", spatial parameter rho {_fmt(sa['rho'])}"
+    covariates = ", ".join(f"`{name}`" for name in sa["covariates"]) or "none (intercept only)"
+    out += [f"**Post-processing of published values: no epsilon charged.** The "
+            f"`{sa['metric']}` values were smoothed with the {sa['model_name']} model "
+            f"({sa['method']}; area-effect variance {_fmt(sa['sigma2_u'])}{rho}).", ""]
+    out += _bullets([
+        f"public covariates: {covariates}",
+        f"regions: {_fmt(sa['regions'])}: {labels['direct']} direct, {labels['composite']} "
+        f"composite, {labels['modelled']} modelled (no published value; "
+        f"{sa['modelled_share']:.0%} of all regions), {labels['suppressed']} left suppressed",
+        f"MSE: {sa['mse']}; {1 - sa['alpha']:.0%} intervals",
+        f"sampling variance: {sa['sampling']}",
+    ])
+    out += _table(["coefficient", "estimate", "standard error"],
+                  [[row["name"], row["beta"], row["se"]] for row in sa["coefficients"]])
+    return out
+
+
 def _query_error(c: Mapping[str, Any]) -> list[str]:
     q = c["query_error"]
     if q is None:
@@ -491,7 +515,8 @@ def render_markdown(content: Mapping[str, Any]) -> str:
              f"rounds: {len(rounds)}", f"simulated: {'true' if simulated else 'false'}",
              f"digest: {content['digest']}", "---", "", f"# {content['title']}", ""]
     for part in (_provenance, _details, _considerations, _geography, _sampling, _coverage,
-                 _cohorts, _privacy, _training, _metrics, _monitoring, _query_error,
+                 _cohorts, _privacy, _training, _metrics, _monitoring, _small_area,
+                 _query_error,
                  _figures):
         lines += part(content)
     lines += ["---", "", f"Model card schema {content['schema_version']}; content digest "

@@ -20,7 +20,7 @@ from .epoch import EpochPlan, EpochResult
 from .world import World
 
 __all__ = ["CHOROPLETHS", "draw_choropleths", "draw_coverage", "draw_dashboard",
-           "draw_query_error", "write_interactive_map"]
+           "draw_query_error", "draw_smoothed", "smooth_loss", "write_interactive_map"]
 
 #: Metric -> (file stem, what the map shows).
 CHOROPLETHS = {
@@ -83,6 +83,61 @@ def draw_significance(report: RegionalReport, plan: EpochPlan, result: EpochResu
                             f"the national value {result.national.value:.2f} m² (5% "
                             f"family-wise)")
     path = save_figure(fig, folder / "loss_significance.png")
+    plt.close(fig)
+    return path
+
+
+def public_geography(partition: Any) -> pd.DataFrame:
+    """Each region's standardised centroid latitude and longitude: public covariates."""
+    centre = partition.regions.geometry.to_crs(6933).centroid.to_crs(4326)
+    frame = pd.DataFrame({"lat": centre.y.to_numpy(), "lon": centre.x.to_numpy()},
+                         index=partition.region_ids.astype(str))
+    spread = frame.std().replace(0.0, 1.0)
+    return (frame - frame.mean()) / spread
+
+
+def smooth_loss(world: World, plan: EpochPlan, report: RegionalReport
+                ) -> tuple[Any, list[str]]:
+    """Smooth the last round's loss with a small-area model; return it and its warnings.
+
+    Post-processing of the published values with public covariates (the
+    regions' centroids) and the simulated pilot's client spread as the sampling
+    variance: no epsilon is charged. The spatial Fay-Herriot model when the
+    partition is small enough for it and every region has a neighbour,
+    Fay-Herriot otherwise. Returns ``(None, [reason])`` when the model cannot
+    be fitted (too few published regions).
+    """
+    import warnings
+
+    from spatialdp.exceptions import InvalidInput
+    from spatialdp.smooth import small_area_estimates
+    from spatialdp.smooth.spatial import DENSE_LIMIT
+
+    part = world.partition
+    connected = bool((part.adjacency().sum(axis=1) > 0).all())
+    model = "sfh" if part.n_regions <= DENSE_LIMIT and connected else "fh"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            smoothed = small_area_estimates(
+                report, "loss", covariates=public_geography(part), model=model, weights=part,
+                include_suppressed=True, client_variance=plan.loss_sd**2)
+        except InvalidInput as err:
+            return None, [f"loss not smoothed: {err}"]
+    return smoothed, [f"small-area model of the loss: {w.message}" for w in caught]
+
+
+def draw_smoothed(report: RegionalReport, smoothed: Any, folder: Path) -> Path:
+    """Draw the raw loss, its small-area estimates on the same scale, and their RMSE."""
+    from spatialdp.smooth import plot_raw_vs_smoothed
+    from spatialdp.viz.maps import save_figure
+
+    plt = _pyplot()
+    fig = plot_raw_vs_smoothed(report, smoothed)
+    fig.suptitle(f"clipped mean loss (m²), round {report.round_index} ({_relation(report)})\n"
+                 "published | smoothed by a small-area model (one colour scale) | RMSE of the "
+                 "smoothed · post-processing of the published loss, no ε charged", fontsize=13)
+    path = save_figure(fig, folder / "loss_smoothed.png")
     plt.close(fig)
     return path
 

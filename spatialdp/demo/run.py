@@ -7,6 +7,7 @@ import datetime as dt
 import os
 import secrets
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,8 @@ from .outputs import (
     draw_dashboard,
     draw_query_error,
     draw_significance,
+    draw_smoothed,
+    smooth_loss,
     write_interactive_map,
 )
 from .progress import Progress
@@ -285,8 +288,12 @@ def run_demo(
                                         why="query-error audit: the grid it is measured "
                                             "against"))
             ledger_summary = ledger.summary(epoch)
-        with progress.step("maps, dashboard, plots", total=5) as tick:
+        with progress.step("maps, dashboard, plots", total=6) as tick:
             files = draw_choropleths(result.reports[-1], stage.path)
+            tick(1)
+            smoothed, smoothing_notes = smooth_loss(world, plan, result.reports[-1])
+            if smoothed is not None:
+                files.append(draw_smoothed(result.reports[-1], smoothed, stage.path))
             tick(1)
             files.append(draw_significance(result.reports[-1], plan, result, stage.path))
             tick(1)
@@ -302,7 +309,8 @@ def run_demo(
             alerts = alerts_table(world, plan, result)
             alerts.to_csv(stage.path / "alerts.csv", index=False)
             _write_card(stage.path, stage.out / LEDGER, world, plan, result, audit, epoch, seed,
-                        monitoring=_monitoring(plan, alerts))
+                        monitoring=_monitoring(plan, alerts), smoothed=smoothed,
+                        notes=smoothing_notes)
         seconds = time.perf_counter() - start
         new_runs = pd.concat([runs, pd.DataFrame([{
             "epoch": epoch, "run_id": run_id,
@@ -394,7 +402,8 @@ def _monitoring(plan: EpochPlan, alerts: pd.DataFrame) -> dict[str, Any]:
 
 def _write_card(folder: Path, ledger: Path, world: World, plan: EpochPlan,
                 result: EpochResult, audit: QueryAudit, epoch: int, seed: int, *,
-                monitoring: dict[str, Any]) -> None:
+                monitoring: dict[str, Any], smoothed: Any = None,
+                notes: Sequence[str] = ()) -> None:
     """Write the run-folder artefacts the card reads, then the card itself."""
     from spatialdp.cards import ModelCard, write_run_folder
 
@@ -421,6 +430,11 @@ def _write_card(folder: Path, ledger: Path, world: World, plan: EpochPlan,
         "(docs/threat_model.md).",
         "Clipping bounds every device's influence and biases values near the clip bounds "
         "(the ratio pinned at its clip is flagged as an incident).",
+        *(["loss_smoothed.png and the card's small-area section are model-based estimates "
+           "(post-processing of the published loss, no epsilon charged): regions labelled "
+           "modelled have no published value, and their estimate is a prediction from the "
+           "regions' centroids and their neighbours."] if smoothed is not None else []),
+        *notes,
     ]
     details = {
         "model_details": {
@@ -445,8 +459,9 @@ def _write_card(folder: Path, ledger: Path, world: World, plan: EpochPlan,
         title=f"Model card: simulated positioning model on {world.partition.key}",
         figures={"coverage_map": "coverage_map.png", "ratio_choropleth": "ratio_choropleth.png",
                  "loss_significance": "loss_significance.png",
-                 "ratio_timeseries": "ratio_timeseries.png", "query_error": "query_error.png"},
-        details=details)
+                 "ratio_timeseries": "ratio_timeseries.png", "query_error": "query_error.png",
+                 **({"loss_smoothed": "loss_smoothed.png"} if smoothed is not None else {})},
+        details=details, small_area=smoothed)
     ModelCard.from_run(folder).write(folder)
 
 

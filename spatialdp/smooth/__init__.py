@@ -10,6 +10,8 @@ published values and public data costs no epsilon.
 
 - :func:`small_area_estimates`: Fay-Herriot or spatial Fay-Herriot (SAR)
   EBLUPs, MSEs, Laplace-aware intervals, shrinkage weights and labels.
+- :func:`plot_raw_vs_smoothed`: the raw map, the smoothed map (one colour
+  scale) and the estimates' RMSE, side by side.
 - :func:`spatial_weights`, :func:`to_libpysal`: the neighbour graph, to and
   from libpysal (optional).
 
@@ -19,8 +21,9 @@ See ``docs/small_area.md``.
 from spatialdp.smooth.diagnostics import SmallAreaModelWarning
 from spatialdp.smooth.direct import READ_COLUMNS, DirectEstimates, read_direct
 from spatialdp.smooth.estimate import DIRECT_WEIGHT, SmallAreaEstimates, small_area_estimates
+from spatialdp.smooth.maps import plot_raw_vs_smoothed
 from spatialdp.smooth.weights import row_standardised, spatial_weights, to_libpysal
 
 __all__ = ["DIRECT_WEIGHT", "READ_COLUMNS", "DirectEstimates", "SmallAreaEstimates",
-           "SmallAreaModelWarning", "read_direct", "row_standardised", "small_area_estimates",
-           "spatial_weights", "to_libpysal"]
+           "SmallAreaModelWarning", "plot_raw_vs_smoothed", "read_direct", "row_standardised",
+           "small_area_estimates", "spatial_weights", "to_libpysal"]

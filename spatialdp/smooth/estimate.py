@@ -22,12 +22,14 @@ import pandas as pd
 from numpy.typing import NDArray
 from scipy import linalg, sparse, stats
 
+from spatialdp._random import RandomLike, as_generator
 from spatialdp._results import Result
-from spatialdp._validation import check_alpha, check_choice, check_flag, fail
+from spatialdp._validation import check_alpha, check_choice, check_count, check_flag, fail
 from spatialdp.exceptions import InvalidInput
 from spatialdp.federated.regional import RegionalReport
 from spatialdp.geo.partition import Partition
 from spatialdp.schema import reliability_class
+from spatialdp.smooth.bootstrap import bootstrap_mse
 from spatialdp.smooth.covariates import design_matrix
 from spatialdp.smooth.diagnostics import (
     CHECK_LEVEL,
@@ -59,6 +61,13 @@ DIRECT_WEIGHT = 0.95
 POST_PROCESSING = "small-area model of published values: post-processing, no epsilon charged"
 
 MODELS = {"fh": "Fay-Herriot", "sfh": "spatial Fay-Herriot (SAR)"}
+#: How the analytic MSE of each model is computed (as ``sae::mseFH`` and ``sae::mseSFH``).
+ANALYTIC_MSE = {"fh": "analytic: Prasad-Rao / Datta-Lahiri second-order approximation",
+                "sfh": "analytic: Singh, Steel & Salvati (2005) second-order approximation"}
+#: Fewest bootstrap replicates accepted (below, the MSE is itself too noisy to use).
+MIN_REPLICATES = 20
+#: What a smoothed map's title calls each model.
+SHORT_NAMES = {"fh": "Fay-Herriot", "sfh": "spatial Fay-Herriot"}
 
 
 @dataclass(frozen=True)
@@ -106,6 +115,8 @@ class SmallAreaEstimates(Result):
     alpha : float
     accounting : dict
         The report's accounting, plus ``post_processing`` (no epsilon is charged).
+    mse_method : str
+        How the MSE was estimated (see :data:`ANALYTIC_MSE`).
     """
 
     frame: pd.DataFrame
@@ -124,6 +135,7 @@ class SmallAreaEstimates(Result):
     alpha: float
     accounting: dict[str, Any] = field(default_factory=dict)
     laplace_share: FloatArray = field(default_factory=lambda: np.zeros(0), repr=False)
+    mse_method: str = ""
 
     @property
     def modelled_share(self) -> float:
@@ -180,6 +192,9 @@ def small_area_estimates(
     include_suppressed: bool = False,
     alpha: float = 0.05,
     intercept: bool = True,
+    mse: str = "analytic",
+    replicates: int = 200,
+    rng: RandomLike = None,
 ) -> SmallAreaEstimates:
     """Smooth one metric of a regional report with an area-level small-area model.
 
@@ -219,6 +234,18 @@ def small_area_estimates(
         The intervals are ``1 - alpha``.
     intercept : bool
         Add a constant to the covariates.
+    mse : {"analytic", "bootstrap"}
+        How the MSE (and so the intervals) is estimated: the second-order
+        analytic approximation (``sae::mseFH`` / ``sae::mseSFH``; fast, but it
+        underestimates with few areas), or a parametric bootstrap from the
+        fitted model with the release's Laplace noise
+        (:mod:`spatialdp.smooth.bootstrap`; ``replicates`` refits).
+    replicates : int
+        Bootstrap replicates (``mse="bootstrap"`` only), at least
+        :data:`MIN_REPLICATES`.
+    rng : numpy Generator, int or None
+        Seed of the bootstrap (post-processing of public values: a seed is
+        fine); ``None`` draws fresh entropy.
 
     Returns
     -------
@@ -271,11 +298,19 @@ def small_area_estimates(
             f"{int(direct.observed.sum())} published region(s) for {X.shape[1]} coefficients "
             "and the area-effect variance; the model needs more published regions than that")
     W = _weights(weights, frame.index, version, kind)
-    fit, eblup, mse, gamma, synthetic, resid = _fit(kind, how, direct, X, W)
+    how_mse = check_choice(mse, "mse", ("analytic", "bootstrap"))
+    draws = check_count(replicates, "replicates", low=MIN_REPLICATES)
+    generator = as_generator(rng) if how_mse == "bootstrap" else None
+    fit, eblup, mse_values, gamma, synthetic, resid = _fit(kind, how, direct, X, W)
+    if generator is not None:
+        dense = W.toarray() if kind == "sfh" and W is not None else None
+        with one_blas_thread():
+            mse_values = bootstrap_mse(kind, how, direct, X, dense, fit, draws, generator)
     test = _spatial_test(how, direct, X, fit) if kind == "sfh" else None
     moran = _check_residuals(resid, W, direct.observed)
-    share = np.where(direct.observed, gamma**2 * direct.noise_variance / mse, 0.0)
-    out = _output(frame, direct, eblup, mse, gamma, synthetic, share, level, fill)
+    share = np.where(direct.observed, gamma**2 * direct.noise_variance / mse_values, 0.0)
+    out = _output(frame, direct, eblup, mse_values, gamma, synthetic, share, level, fill)
+    out.attrs["spatialdp"] = _map_metadata(frame, kind, level)
     se = fit.parameter_se
     coefficients = pd.DataFrame({"beta": fit.beta, "se": np.sqrt(np.diag(fit.beta_cov))},
                                 index=pd.Index(names, name="covariate"))
@@ -285,7 +320,25 @@ def small_area_estimates(
         rho_se=float(se[1]) if kind == "sfh" else math.nan, loglik=fit.loglik,
         spatial_test=test, moran=moran, sampling=direct.sampling, alpha=level,
         accounting={**accounting, "post_processing": POST_PROCESSING},
-        laplace_share=np.clip(np.nan_to_num(share), 0.0, 1.0))
+        laplace_share=np.clip(np.nan_to_num(share), 0.0, 1.0),
+        mse_method=(ANALYTIC_MSE[kind] if generator is None else
+                    f"parametric bootstrap: {draws} replicates with the release's Laplace "
+                    "noise"))
+
+
+def _map_metadata(frame: pd.DataFrame, kind: str, alpha: float) -> dict[str, Any]:
+    """Return the smoothed frame's ``attrs["spatialdp"]``: the report's, marked smoothed.
+
+    The maps read it: the title keeps the accounting label, the epsilon the
+    report was charged and the metric's label, and says it is smoothed
+    (post-processing); ``alpha`` is the level of the smoothed intervals.
+    """
+    meta = frame.attrs.get("spatialdp", {})
+    meta = dict(meta) if isinstance(meta, dict) else {}
+    for key in ("suppressed_regions", "format"):  # the report's, not the smoothed frame's
+        meta.pop(key, None)
+    return {**meta, "alpha": alpha, "smoothed": SHORT_NAMES[kind],
+            "post_processing": POST_PROCESSING}
 
 
 def _frame_of(report: Any, metric: str | None

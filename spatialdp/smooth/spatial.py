@@ -30,7 +30,7 @@ from threadpoolctl import ThreadpoolController
 
 from spatialdp.smooth.fay_herriot import LOG_2PI, AreaFit
 
-__all__ = ["DENSE_LIMIT", "SarModel", "fit_sar", "one_blas_thread", "sar_predict"]
+__all__ = ["DENSE_LIMIT", "SarModel", "fit_sar", "one_blas_thread", "sar_eblup", "sar_predict"]
 
 FloatArray = NDArray[np.float64]
 
@@ -207,6 +207,21 @@ def _fisher(left: FloatArray, derivs: tuple[FloatArray, ...]) -> FloatArray:
     return info
 
 
+def sar_eblup(model: SarModel, fit: AreaFit) -> FloatArray:
+    """Return the EBLUP ``x' b + s2u C_io V^-1 (y - X b)`` of every area, without its MSE.
+
+    What :func:`sar_predict` returns first, at a fraction of its cost (one
+    Cholesky solve): the parametric bootstrap refits and predicts many times.
+    """
+    obs = model.observed
+    C = model.structure(fit.rho)
+    V = fit.s2u * C[np.ix_(obs, obs)] + np.diag(model.d)
+    resid = model.y - model.X @ fit.beta
+    solved = linalg.cho_solve(linalg.cho_factor(V, lower=True), resid)
+    return np.asarray(model.X_all @ fit.beta + fit.s2u * (C[:, obs] @ solved),
+                      dtype=np.float64)
+
+
 def sar_predict(model: SarModel, fit: AreaFit
                 ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
     """Return ``(eblup, mse, shrinkage, synthetic)`` for every area of the graph.
@@ -230,7 +245,10 @@ def sar_predict(model: SarModel, fit: AreaFit
     g1 = fit.s2u * np.diag(parts.C) - np.einsum("ij,ij->i", weight, G)
     dmat = model.X_all - weight @ model.X
     g2 = np.einsum("ij,jk,ik->i", dmat, fit.beta_cov, dmat)
-    info_inv = np.asarray(np.linalg.inv(fit.fisher), dtype=np.float64)
+    # At s2u = 0 (the boundary) rho is not identified and the information is
+    # singular: the pseudo-inverse gives rho no variance there (every term it
+    # enters is scaled by s2u anyway), as ``AreaFit.parameter_se`` does.
+    info_inv = np.asarray(np.linalg.pinv(fit.fisher), dtype=np.float64)
     lmats = [gj @ vinv - weight @ vj @ vinv
              for gj, vj in zip(parts.g_derivs, parts.v_derivs, strict=True)]
     g3 = sum(info_inv[j, k] * np.einsum("ij,ij->i", lmats[j] @ V, lmats[k])

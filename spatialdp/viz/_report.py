@@ -293,11 +293,30 @@ def _labelled(title: str, meta: Mapping[str, Any]) -> str:
     return f"{label} {title}" if title else label
 
 
+def _smoothing_text(meta: Mapping[str, Any]) -> str:
+    """Return ``smoothed: <model> · post-processing, no ε charged``, or "" for a raw report.
+
+    Examples
+    --------
+    >>> _smoothing_text({"smoothed": "Fay-Herriot"})
+    'smoothed: Fay-Herriot · post-processing, no ε charged'
+    >>> _smoothing_text({})
+    ''
+    """
+    model = meta.get("smoothed")
+    if not isinstance(model, str) or not model.strip():
+        return ""
+    return f"smoothed: {model} · post-processing, no ε charged"
+
+
 def _title(meta: Mapping[str, Any], column: str, n_suppressed: int, n_regions: int) -> str:
     head = _labelled(_column_name(meta, column), meta)
     if meta.get("round_index") is not None:
         head += f" · round {meta['round_index']}"
     details = []
+    smoothing = _smoothing_text(meta)
+    if smoothing:
+        head += f"\n{smoothing}"
     eps = _epsilon_text(meta)
     if eps:
         details.append(eps)

@@ -23,11 +23,12 @@ two-way key in :mod:`spatialdp.viz._legend` and the folium map in
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import pandas as pd
 import shapely
 from numpy.typing import NDArray
 
@@ -41,6 +42,7 @@ from spatialdp.viz._report import (
     REPORT_COLUMNS,
     _check_report,
     _cohort_text,
+    _colour_range,
     _column_name,
     _labelled,
     _meta,
@@ -76,6 +78,7 @@ __all__ = [
     "plot_uncertainty_choropleth",
     "plotting_crs",
     "save_figure",
+    "shared_colour_range",
 ]
 
 _SUPPRESSED_HATCH = "///"
@@ -93,6 +96,13 @@ _NO_DATA_STYLE: dict[str, Any] = {
     "label": "no data",
 }
 _EDGE = "white"
+# Regions a small-area model estimated with no published value (label "modelled").
+_MODELLED_STYLE: dict[str, Any] = {
+    "facecolor": "none",
+    "edgecolor": "#1a1a1a",
+    "linestyle": (0, (2, 1.5)),
+    "linewidth": 1.1,
+}
 # Regions beyond the continuous ramp's range: drawn in the end colour, and marked.
 _OUT_OF_RANGE_HATCH = "xx"
 _OUT_OF_RANGE_EDGE = "#1a1a1a"
@@ -306,6 +316,10 @@ def plot_uncertainty_choropleth(
         Each suppressed region is one ``PathPatch`` in ``ax.patches`` (hatched,
         ``gid="suppressed:<region_id>"``); the published regions are one
         ``PathCollection`` per reliability class (``gid="reliability:<class>"``).
+        A smoothed frame's regions labelled ``modelled`` (estimated with no
+        published value, see :func:`spatialdp.smooth.small_area_estimates`) get
+        a dashed outline (``gid="label:modelled"``) and a key entry; its
+        default title says it is smoothed (post-processing, no ε charged).
 
     Raises
     ------
@@ -411,6 +425,8 @@ def plot_uncertainty_choropleth(
         ax.add_collection(nd, autolim=True)
         handles.append(Patch(**style, label=label))
 
+    handles += _mark_modelled(ax, report, paths)
+
     # Suppressed regions: one hatched patch each, so each is findable by its id.
     # Published only coarsened (seed 001), in the key as in the title.
     label = f"{supp_style.pop('label', 'suppressed')} ({int(suppressed.sum())})"
@@ -444,6 +460,33 @@ def plot_uncertainty_choropleth(
         _draw_legend(ax, cmap_obj, norm, column, _meta(report), show_reliability,
                      extend=_extend(values[published], norm), handles=handles)
     return ax
+
+
+def _mark_modelled(ax: Axes, report: gpd.GeoDataFrame, paths: dict[int, MplPath]
+                   ) -> list[Patch]:
+    """Outline the regions a small-area model estimated without a published value.
+
+    A smoothed frame (:func:`spatialdp.smooth.small_area_estimates`) labels
+    them ``modelled``; their value is a prediction from covariates and
+    neighbours, so the map says so with a dashed outline and a key entry.
+    """
+    from matplotlib.collections import PathCollection
+    from matplotlib.patches import Patch
+
+    if "label" not in report.columns:
+        return []
+    modelled = (report["label"] == "modelled").to_numpy(dtype=bool)
+    idx = [int(i) for i in np.flatnonzero(modelled) if i in paths]
+    if not idx:
+        return []
+    outline = PathCollection([paths[i] for i in idx], facecolors="none",
+                             edgecolors=_MODELLED_STYLE["edgecolor"],
+                             linestyles=[_MODELLED_STYLE["linestyle"]],
+                             linewidths=_MODELLED_STYLE["linewidth"], zorder=1.8)
+    outline.set_gid("label:modelled")
+    ax.add_collection(outline, autolim=True)
+    return [Patch(**_MODELLED_STYLE,
+                  label=f"modelled: no published value ({int(modelled.sum())})")]
 
 
 def _mark_out_of_range(ax: Axes, fills: MapColours, paths: dict[int, MplPath],
@@ -505,6 +548,63 @@ def _annotate_cohort(
             text.remove()
             continue
         kept.append(box)
+
+
+def shared_colour_range(frames: Sequence[pd.DataFrame], column: str = "value",
+                        robust: bool | None = None) -> tuple[float, float]:
+    """Return one colour range for several maps of the same quantity.
+
+    The union of the frames' own ranges, each from its published
+    (unsuppressed, finite) ``column`` values as
+    :func:`plot_uncertainty_choropleth` takes it (``robust``: ``None`` stops
+    at Tukey's far-out fences, ``True`` the 2nd-98th percentiles, ``False``
+    the full range), so no map marks more regions out of range than it would
+    on its own scale. Pass it as ``vmin=``,
+    ``vmax=`` to each map so that one colour means one value on all of them;
+    values beyond it are drawn marked as out of range.
+
+    Parameters
+    ----------
+    frames : sequence of DataFrame
+        Report frames (``suppressed`` and ``column``), e.g. a raw report and its
+        smoothed version.
+    column : str
+        The column the maps colour by.
+    robust : bool, optional
+        As for :func:`plot_uncertainty_choropleth`.
+
+    Returns
+    -------
+    (float, float)
+        ``(vmin, vmax)``; ``(0, 1)`` when no value is published.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> a = pd.DataFrame({"value": [1.0, 2.0], "suppressed": [False, False]})
+    >>> b = pd.DataFrame({"value": [0.5, 9.0], "suppressed": [False, True]})
+    >>> shared_colour_range([a, b], robust=False)
+    (0.5, 2.0)
+    """
+    column = check_text(column, "column")
+    robust = _optional_flag(robust, "robust")
+    if not isinstance(frames, Sequence) or not frames or not all(
+            isinstance(f, pd.DataFrame) for f in frames):
+        raise fail("frames", frames, "is not a non-empty sequence of frames",
+                   "pass a list of report frames, e.g. [raw, smoothed.frame]")
+    ranges = []
+    for i, frame in enumerate(frames):
+        missing = [c for c in (column, "suppressed") if c not in frame.columns]
+        if missing:
+            raise fail(f"frames[{i}]", f"columns {list(frame.columns)[:8]}",
+                       f"has no {missing} column", f"pass report frames with {missing}")
+        values = _numeric_column(frame, column, f"frames[{i}]")
+        shown = values[~_suppressed(frame) & np.isfinite(values)]
+        if shown.size:
+            ranges.append(_colour_range(shown, robust))
+    if not ranges:
+        return 0.0, 1.0
+    return min(lo for lo, _ in ranges), max(hi for _, hi in ranges)
 
 
 # ---------------------------------------------------------------------------- saving
