@@ -28,6 +28,7 @@ import pytest
 
 from spatialdp._atomic import LOCK
 from spatialdp.cli import main
+from spatialdp.demo import runs_table
 from spatialdp.privacy.ledger import PrivacyLedger
 
 ARGS = ["--devices", "20000", "--rounds", "2", "--quiet"]
@@ -133,7 +134,7 @@ def test_every_figure_is_a_drawn_image(scenario: dict[str, Any]) -> None:
 def test_ledger_keeps_every_charge_and_marks_interrupted_epochs(
         scenario: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
     out: Path = scenario["out"]
-    runs = pd.read_csv(out / "demo_runs.csv")
+    runs = runs_table(out)  # run ids as text: "06399e74" is not the number 6.399e+77
     assert list(runs.status) == ["complete"]
     epoch = int(runs.epoch.iloc[0])
     run_id = str(runs.run_id.iloc[0])
