@@ -18,9 +18,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from spatialdp._blas import single_blas
 from spatialdp.smooth import small_area_estimates
 from spatialdp.smooth.fay_herriot import fay_herriot_predict, fit_fay_herriot
-from spatialdp.smooth.spatial import SarModel, fit_sar, one_blas_thread, sar_predict
+from spatialdp.smooth.spatial import SarModel, fit_sar, sar_predict
 
 MILK = (
     "191,1.099,0.163,1;633,1.075,0.08,1;597,1.105,0.083,1;221,0.628,0.109,1;195,0.753,0.119,1;"
@@ -190,7 +191,7 @@ def test_spatial_fay_herriot_matches_sae_on_milk():
     y, X, d = data.yi.to_numpy(), milk_design(data), data.SD.to_numpy() ** 2
     W = chain_weights(len(y))
     model = SarModel(y, X, d, W, np.ones(len(y), dtype=bool))
-    with one_blas_thread():
+    with single_blas():
         s2, rho, beta, eblup, mse = sae_eblup_sfh(y, X, d, W)
         fit = fit_sar(model, "REML")
         ours, our_mse, _, _ = sar_predict(model, fit)

@@ -12,9 +12,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from spatialdp._blas import single_blas
 from spatialdp.smooth import SmallAreaModelWarning, small_area_estimates
 from spatialdp.smooth.fay_herriot import fit_fay_herriot
-from spatialdp.smooth.spatial import SarModel, fit_sar, one_blas_thread
+from spatialdp.smooth.spatial import SarModel, fit_sar
 from spatialdp.smooth.weights import row_standardised
 
 CLIP = (0.0, 4.0)
@@ -69,7 +70,7 @@ def test_spatial_fay_herriot_recovers_rho_and_the_area_variance():
     draws, ses = [], []
     for _ in range(reps):
         y = X @ [1.0, 2.0] + sar_effects(W, rho, s2u, rng) + rng.normal(0, np.sqrt(d))
-        with one_blas_thread():
+        with single_blas():
             fit = fit_sar(SarModel(y, X, d, W, np.ones(n, dtype=bool)))
         draws.append([fit.s2u, fit.rho])
         ses.append(fit.parameter_se)

@@ -16,27 +16,15 @@ True
 
 from __future__ import annotations
 
-from functools import lru_cache
-from typing import Any
-
 import numpy as np
 from numpy.typing import NDArray
-from threadpoolctl import ThreadpoolController
+
+from spatialdp._blas import single_blas
 
 __all__ = ["BLOCK", "gram", "row_matmul", "single_blas", "weighted_sum"]
 
 #: Rows per block.
 BLOCK = 32_768
-
-
-@lru_cache(maxsize=1)
-def _controller() -> ThreadpoolController:
-    return ThreadpoolController()
-
-
-def single_blas() -> Any:
-    """Return a context manager that limits BLAS to one thread (about 0.2 ms to enter)."""
-    return _controller().limit(limits=1, user_api="blas")
 
 
 def gram(A: NDArray[np.float64], block: int = BLOCK) -> NDArray[np.float64]:

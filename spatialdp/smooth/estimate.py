@@ -22,6 +22,7 @@ import pandas as pd
 from numpy.typing import NDArray
 from scipy import linalg, sparse, stats
 
+from spatialdp._blas import single_blas
 from spatialdp._random import RandomLike, as_generator
 from spatialdp._results import Result
 from spatialdp._validation import check_alpha, check_choice, check_count, check_flag, fail
@@ -45,7 +46,6 @@ from spatialdp.smooth.spatial import (
     DENSE_LIMIT,
     SarModel,
     fit_sar,
-    one_blas_thread,
     sar_predict,
 )
 from spatialdp.smooth.weights import spatial_weights
@@ -304,7 +304,7 @@ def small_area_estimates(
     fit, eblup, mse_values, gamma, synthetic, resid = _fit(kind, how, direct, X, W)
     if generator is not None:
         dense = W.toarray() if kind == "sfh" and W is not None else None
-        with one_blas_thread():
+        with single_blas():
             mse_values = bootstrap_mse(kind, how, direct, X, dense, fit, draws, generator)
     test = _spatial_test(how, direct, X, fit) if kind == "sfh" else None
     moran = _check_residuals(resid, W, direct.observed)
@@ -392,7 +392,7 @@ def _fit(kind: str, method: str, direct: DirectEstimates, X: FloatArray,
             f"the spatial model is dense and takes at most {DENSE_LIMIT} regions; this "
             f"report has {obs.size}: use model='fh' or a coarser partition")
     sar = SarModel(y, X, d, W.toarray(), obs)
-    with one_blas_thread():
+    with single_blas():
         fit = fit_sar(sar, method)
         eblup, mse, gamma, synthetic = sar_predict(sar, fit)
         V = fit.s2u * sar.structure(fit.rho)[np.ix_(obs, obs)] + np.diag(d)

@@ -21,16 +21,14 @@ about a second); beyond, use the Fay-Herriot model (O(n)) or a coarser partition
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 from scipy import linalg, optimize
-from threadpoolctl import ThreadpoolController
 
 from spatialdp.smooth.fay_herriot import LOG_2PI, AreaFit
 
-__all__ = ["DENSE_LIMIT", "SarModel", "fit_sar", "one_blas_thread", "sar_eblup", "sar_predict"]
+__all__ = ["DENSE_LIMIT", "SarModel", "fit_sar", "sar_eblup", "sar_predict"]
 
 FloatArray = NDArray[np.float64]
 
@@ -39,18 +37,6 @@ DENSE_LIMIT = 3000
 
 #: Bound on |rho|: the SAR needs I - rho W invertible (|rho| < 1 for a row-standardised W).
 RHO_BOUND = 0.999
-
-
-def one_blas_thread() -> Any:
-    """Return a context manager that limits BLAS to one thread.
-
-    The spatial model runs thousands of small dense products and inverses; a
-    threaded BLAS on a shared machine spends more time waking its threads than
-    computing (measured: 1 s instead of 6 ms per likelihood of 144 regions on
-    2 busy cores). Same as ``spatialdp.regression._blocks.single_blas``, which
-    this layer may not import.
-    """
-    return ThreadpoolController().limit(limits=1, user_api="blas")
 
 
 @dataclass(frozen=True)
