@@ -4,20 +4,16 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pandas as pd
 import pytest
 
 from spatialdp.cards import ModelCard, write_run_folder
 from spatialdp.cards._sections import small_area_section
 from spatialdp.cards.json_card import SCHEMA_VERSION, canonical_digest
-from spatialdp.datasets import synthetic_fleet, us_states_partition
+from spatialdp.datasets import us_states_partition
 from spatialdp.exceptions import InvalidCard, InvalidInput
-from spatialdp.federated import MetricSpec, device_report, regional_report
-from spatialdp.privacy.target import Simulation
 from spatialdp.smooth import small_area_estimates
-
-LOSS = MetricSpec("loss", 0.0, 4.0)
+from tests._smooth_report import LOSS, simulated_loss_report
 
 
 @pytest.fixture(scope="module")
@@ -27,13 +23,7 @@ def states():
 
 @pytest.fixture(scope="module")
 def report(states):
-    fleet = synthetic_fleet(20_000, rng=0)
-    rng = np.random.default_rng(1)
-    examples = pd.DataFrame({"client_id": fleet.device_id, "region_id": fleet.region_id,
-                             "loss": rng.uniform(0, 2, len(fleet))})
-    clients = device_report(examples, loss_spec=LOSS, partition=states)
-    return regional_report(clients, states, [LOSS], epsilon=0.5, target=Simulation(rng=0),
-                           min_cohort=100)
+    return simulated_loss_report(states)
 
 
 @pytest.fixture(scope="module")

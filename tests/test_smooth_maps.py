@@ -12,16 +12,15 @@ import pandas as pd
 import pyproj
 import pytest
 
-from spatialdp.datasets import synthetic_fleet, us_states_partition
+from spatialdp.datasets import us_states_partition
 from spatialdp.exceptions import InvalidInput
-from spatialdp.federated import MetricSpec, device_report, regional_report
+from spatialdp.federated import device_report, regional_report
 from spatialdp.privacy.target import Simulation
 from spatialdp.smooth import maps as smooth_maps
 from spatialdp.smooth import plot_raw_vs_smoothed, small_area_estimates
 from spatialdp.viz import plot_uncertainty_choropleth
 from spatialdp.viz.maps import shared_colour_range
-
-LOSS = MetricSpec("loss", 0.0, 4.0)
+from tests._smooth_report import LOSS, simulated_loss_report
 
 
 @pytest.fixture(scope="module")
@@ -31,13 +30,7 @@ def states():
 
 @pytest.fixture(scope="module")
 def report(states):
-    fleet = synthetic_fleet(20_000, rng=0)
-    rng = np.random.default_rng(1)
-    examples = pd.DataFrame({"client_id": fleet.device_id, "region_id": fleet.region_id,
-                             "loss": rng.uniform(0, 2, len(fleet))})
-    clients = device_report(examples, loss_spec=LOSS, partition=states)
-    return regional_report(clients, states, [LOSS], epsilon=0.5, target=Simulation(rng=0),
-                           min_cohort=100)
+    return simulated_loss_report(states)
 
 
 @pytest.fixture(scope="module")
