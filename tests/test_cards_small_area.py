@@ -13,7 +13,7 @@ from spatialdp.cards.json_card import SCHEMA_VERSION, canonical_digest
 from spatialdp.datasets import us_states_partition
 from spatialdp.exceptions import InvalidCard, InvalidInput
 from spatialdp.smooth import small_area_estimates
-from tests._smooth_report import LOSS, simulated_loss_report
+from tests._loss_report import LOSS, simulated_loss_report
 
 
 @pytest.fixture(scope="module")

@@ -328,18 +328,9 @@ def test_folium_map_needs_no_mapclassify_and_shows_names() -> None:
 # ----------------------------------------------------------------- simulation labels
 @pytest.fixture(scope="module")
 def simulated():
-    from spatialdp.datasets import synthetic_fleet
-    from spatialdp.federated import MetricSpec, device_report, regional_report
-    from spatialdp.privacy import Simulation
+    from tests._loss_report import simulated_loss_report
 
-    states = us_states_partition()
-    fleet = synthetic_fleet(20_000, rng=0)
-    examples = pd.DataFrame({"client_id": fleet.device_id, "region_id": fleet.region_id,
-                             "loss": 1.0})
-    spec = MetricSpec("loss", 0.0, 4.0)
-    clients = device_report(examples, loss_spec=spec, partition=states)
-    return regional_report(clients, states, [spec], epsilon=1.0, target=Simulation(rng=0),
-                           min_cohort=100)
+    return simulated_loss_report(us_states_partition(), loss=1.0, epsilon=1.0)
 
 
 def test_a_simulation_is_labelled_in_the_three_renderers(simulated) -> None:

@@ -8,29 +8,20 @@ import sys
 
 import matplotlib
 import numpy as np
-import pandas as pd
 import pytest
 
 matplotlib.use("Agg")
 
 from spatialdp import __version__
 from spatialdp.cli import main
-from spatialdp.datasets import synthetic_fleet, us_states_partition
+from spatialdp.datasets import us_states_partition
 from spatialdp.exceptions import InvalidInput
-from spatialdp.federated import MetricSpec, device_report, regional_report
-from spatialdp.privacy import Simulation
+from tests._loss_report import simulated_loss_report
 
 
 @pytest.fixture(scope="module")
 def report():
-    states = us_states_partition()
-    fleet = synthetic_fleet(20_000, rng=0)
-    examples = pd.DataFrame({"client_id": fleet.device_id, "region_id": fleet.region_id,
-                             "loss": 1.0})
-    spec = MetricSpec("loss", 0.0, 4.0)
-    clients = device_report(examples, loss_spec=spec, partition=states)
-    return regional_report(clients, states, [spec], epsilon=0.5, target=Simulation(rng=0),
-                           min_cohort=100)
+    return simulated_loss_report(us_states_partition(), loss=1.0)
 
 
 def test_a_report_is_a_mapping_of_metric_frames(report) -> None:

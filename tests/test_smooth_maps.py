@@ -20,7 +20,7 @@ from spatialdp.smooth import maps as smooth_maps
 from spatialdp.smooth import plot_raw_vs_smoothed, small_area_estimates
 from spatialdp.viz import plot_uncertainty_choropleth
 from spatialdp.viz.maps import shared_colour_range
-from tests._smooth_report import LOSS, simulated_loss_report
+from tests._loss_report import LOSS, simulated_loss_report
 
 
 @pytest.fixture(scope="module")
