@@ -623,6 +623,51 @@ class PrivacyLedger:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    # -- copies and pickles: one ledger is one budget ------------------------------------
+
+    def __copy__(self) -> PrivacyLedger:
+        """Return this ledger itself: a copy would be a second budget for the same clients."""
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> PrivacyLedger:
+        """Return this ledger itself (``copy.deepcopy``, scikit-learn's ``clone``): shared.
+
+        Examples
+        --------
+        >>> import copy
+        >>> with PrivacyLedger(epoch_budget=1.0) as ledger:
+        ...     copy.deepcopy({"ledger": ledger})["ledger"] is ledger
+        True
+        """
+        return self
+
+    def __reduce__(self) -> tuple[Callable[..., PrivacyLedger], tuple[str, str, float, bool]]:
+        """Pickle a ledger file as its path: unpickling re-opens the same file.
+
+        So a worker process (joblib, ``n_jobs=2``) charges the same SQLite file,
+        whose transactions keep concurrent charges within the caps. An in-memory
+        ledger cannot be shared with another process and a closed one is no
+        longer in use: both are refused with a :class:`LedgerError`.
+
+        Examples
+        --------
+        >>> import pickle
+        >>> with PrivacyLedger(epoch_budget=1.0) as ledger:
+        ...     pickle.dumps(ledger)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        spatialdp.exceptions.LedgerError: ledger ':memory:' is in memory, so it cannot be ...
+        """
+        if self._path == store.MEMORY:
+            raise store.ledger_error(
+                self._path, "is in memory, so it cannot be pickled (another process would get a "
+                "second, empty budget)", "keep it in one process (e.g. n_jobs=1), or use a "
+                "ledger file, PrivacyLedger('ledger.sqlite', ...), which pickles as its path")
+        if self._conn is None:
+            raise store.ledger_error(self._path, "is closed, so it cannot be pickled",
+                                     "pickle an open ledger, or open the file again")
+        return _reopen, (os.path.abspath(self._path), self._id, self._timeout, self._read_only)
+
     def __del__(self) -> None:
         conn = getattr(self, "_conn", None)
         if conn is not None:
@@ -650,6 +695,16 @@ class PrivacyLedger:
         return (f"PrivacyLedger({self._path!r}, accounting={self._accounting!r}, "
                 f"epoch_budget={float(self._budget):g} {self.unit}, "
                 f"{_describe_split(self._split)}; {state})")
+
+
+def _reopen(path: str, ledger_id: str, timeout: float, read_only: bool) -> PrivacyLedger:
+    """Re-open a pickled ledger file, refusing a file that now holds another ledger."""
+    ledger = PrivacyLedger(path, timeout=timeout, read_only=read_only)
+    if ledger.ledger_id != ledger_id:
+        ledger.close()
+        raise store.ledger_error(path, f"now holds {ledger.ledger_id}, not the pickled "
+                                 f"{ledger_id}", "unpickle where the same ledger file is found")
+    return ledger
 
 
 # -- the checks of the arguments ----------------------------------------------------------

@@ -120,13 +120,23 @@ class ReleaseTarget:
     round_index : int, optional
         The federated round, recorded with the charge and on the result.
 
+    Notes
+    -----
+    A copy of a target (``copy.copy``, ``copy.deepcopy``, so scikit-learn's
+    ``clone`` of an estimator holding it) charges the same ledger object: a
+    :class:`PrivacyLedger` is never copied, since a copy would be a second
+    budget for the same clients. A pickled target (joblib's ``n_jobs`` > 1)
+    re-opens its ledger file by path in the other process; an in-memory
+    ledger cannot be pickled (:class:`~spatialdp.exceptions.LedgerError`).
+
     Examples
     --------
+    >>> import copy
     >>> from spatialdp.privacy import PrivacyLedger
     >>> with PrivacyLedger(":memory:", epoch_budget=5.0) as ledger:
     ...     target = ReleaseTarget(ledger, epoch=0, why="round 1")
-    ...     target.metadata()["epoch"]
-    0
+    ...     target.metadata()["epoch"], copy.deepcopy(target).ledger is ledger
+    (0, True)
     """
 
     simulated = False

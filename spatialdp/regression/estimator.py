@@ -29,6 +29,7 @@ spatialdp.exceptions.InvalidInput: rho=0.5 and epsilon=1.0 were both given: ...n
 
 from __future__ import annotations
 
+import sys
 from copy import deepcopy
 from typing import Any
 
@@ -51,10 +52,15 @@ from spatialdp.regression.oneshot import fit_one_shot
 
 __all__ = ["ModulatedRegression", "NotFitted"]
 
+#: Fitted attributes that :func:`~spatialdp.regression.fit_geodataframe` sets after ``fit``;
+#: a refit on a plain matrix drops them, so no stale join describes the new coefficients.
+_SPATIAL_ATTRIBUTES = ("spatial_join_", "feature_names_", "partition_version_")
 
 
-
-
+def _is_geodataframe(X: Any) -> bool:
+    """Return whether ``X`` is a GeoDataFrame, without importing geopandas (not loaded: no)."""
+    gpd = sys.modules.get("geopandas")
+    return gpd is not None and isinstance(X, gpd.GeoDataFrame)
 
 def _check_matrix(X: Any, name: str = "X") -> NDArray[np.float64]:
     """Return ``X`` as a finite float64 2-D array with at least one column, or refuse it.
@@ -134,6 +140,11 @@ class ModulatedRegression(RegressorMixin, BaseEstimator):
         generator, so refitting reproduces the same noise, as an integer
         ``random_state`` would in scikit-learn; set a new
         ``target=Simulation(rng=seed)`` for independent replications.
+        A :class:`~spatialdp.privacy.target.ReleaseTarget` survives
+        ``sklearn.base.clone`` sharing its ledger (the ledger is never copied), so
+        ``GridSearchCV`` and ``cross_val_score`` charge the one ledger for every
+        fit; with ``n_jobs`` > 1 a ledger file is re-opened by path in each worker
+        (an in-memory ledger cannot be sent to another process and is refused).
 
     Attributes
     ----------
@@ -145,6 +156,13 @@ class ModulatedRegression(RegressorMixin, BaseEstimator):
         rho at the given delta, at most the requested epsilon; None when the
         budget was given as rho) and the target's accounting record.
     n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        Set when ``X`` is a DataFrame with string column names (as
+        :func:`~spatialdp.regression.fit_geodataframe` passes it).
+    spatial_join_ : SpatialJoin
+        Set by :func:`~spatialdp.regression.fit_geodataframe` only: ``predict``
+        and ``score`` then accept a GeoDataFrame of points and build its
+        features with the same join.
     """
 
     def __init__(self, epsilon: float | None = None, delta: float | None = None,
@@ -199,6 +217,10 @@ class ModulatedRegression(RegressorMixin, BaseEstimator):
         BudgetExceeded
             The ledger cannot cover the fit (nothing charged).
         """
+        if _is_geodataframe(X):
+            raise fail("X", "GeoDataFrame", "holds geometries, not features",
+                       "fit points with fit_geodataframe(points, model, partition=..., "
+                       "region_features=..., label=...)")
         check_choice(self.method, "method", ("one_shot", "iterative"))
         rho, target = self._accounting()
         Xa = _check_matrix(X)
@@ -219,17 +241,54 @@ class ModulatedRegression(RegressorMixin, BaseEstimator):
                                 rounds=self.rounds, participation=self.participation,
                                 ridge=self.ridge, norm_cap=self.norm_cap,
                                 fit_intercept=self.fit_intercept)
+        for name in _SPATIAL_ATTRIBUTES:
+            self.__dict__.pop(name, None)
         self.fit_ = fit
         self.coef_ = fit.coef
         self.intercept_ = fit.intercept
         self.privacy_spent_ = {**self._spent(rho), **fit.accounting}
         return self
 
-    def predict(self, X: Any) -> NDArray[np.float64]:
-        """Return ``X @ coef_ + intercept_``."""
+    def _check_fitted(self) -> None:
         if not hasattr(self, "coef_"):
             raise NotFitted(f"{type(self).__name__}=unfitted has no coefficients yet; call "
                             "fit(X, y) before predict or score")
+
+    def _features(self, X: Any) -> Any:
+        """Return ``X``, or for a GeoDataFrame its features built by the fit's spatial join.
+
+        Refuses a GeoDataFrame when the model was not fitted by
+        :func:`~spatialdp.regression.fit_geodataframe` (there is no join to repeat).
+        """
+        if not _is_geodataframe(X):
+            return X
+        join = getattr(self, "spatial_join_", None)
+        if join is None:
+            raise fail("X", "GeoDataFrame", "cannot be turned into features: this model was "
+                       "fitted on a feature matrix, not by fit_geodataframe, so it has no "
+                       "spatial join to repeat",
+                       "pass the feature matrix, or fit with fit_geodataframe(points, model, "
+                       "partition=..., region_features=..., label=...)")
+        return join.features(X)
+
+    def predict(self, X: Any) -> NDArray[np.float64]:
+        """Return ``X @ coef_ + intercept_``.
+
+        ``X`` may be a GeoDataFrame of points when the model was fitted by
+        :func:`~spatialdp.regression.fit_geodataframe`: its features are built
+        by the same spatial join (``spatial_join_``), one prediction per point.
+
+        Raises
+        ------
+        NotFitted
+            Before ``fit``.
+        InvalidInput
+            Bad data, another number of features than the fit, or a GeoDataFrame
+            that the model cannot join (not fitted on spatial features, a missing
+            point column, a point in no region).
+        """
+        self._check_fitted()
+        X = self._features(X)
         Xa = _check_matrix(X)
         if Xa.shape[1] != self.n_features_in_:
             raise InvalidInput(f"X has {Xa.shape[1]} features, but {type(self).__name__} is "
@@ -239,10 +298,12 @@ class ModulatedRegression(RegressorMixin, BaseEstimator):
         return Xa @ self.coef_ + self.intercept_
 
     def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
-        """Return the coefficient of determination R^2 of ``predict(X)`` against ``y``."""
-        if not hasattr(self, "coef_"):
-            raise NotFitted(f"{type(self).__name__}=unfitted has no coefficients yet; call "
-                            "fit(X, y) before predict or score")
+        """Return the coefficient of determination R^2 of ``predict(X)`` against ``y``.
+
+        ``X`` may be a GeoDataFrame of points, as in :meth:`predict`.
+        """
+        self._check_fitted()
+        X = self._features(X)
         Xa = _check_matrix(X)
         ya = _check_matrix(y, "y")
         if ya.shape[0] != Xa.shape[0]:
@@ -253,7 +314,7 @@ class ModulatedRegression(RegressorMixin, BaseEstimator):
         if w.shape != ya.shape:
             raise fail("sample_weight", w.shape, f"does not match y's shape {ya.shape}",
                        "give one weight per label")
-        pred = self.predict(Xa)
+        pred = self.predict(X)
         scale = max(float(np.max(np.abs(ya))), float(np.max(np.abs(pred))), 1.0)
         ys, ps = ya / scale, pred / scale  # scaled: 1e308 labels must not overflow
         resid = float(np.sum(w * (ys - ps) ** 2))

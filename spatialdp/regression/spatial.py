@@ -3,7 +3,10 @@
 A client's point is assigned to a region of a fixed, versioned
 :class:`~spatialdp.geo.Partition` (vectorised, :meth:`Partition.assign`), and
 the region's attributes become (part of) its feature vector, next to any
-features of its own. The partition version is recorded with the fit.
+features of its own. The partition version is recorded with the fit, and so is the join itself
+(:class:`SpatialJoin`, the fitted attribute ``spatial_join_``), so that
+:class:`~spatialdp.regression.ModulatedRegression` predicts new points from a
+GeoDataFrame exactly as it was fitted.
 
 Examples
 --------
@@ -20,17 +23,18 @@ Examples
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import geopandas as gpd
 import numpy as np
 import pandas as pd
 
-from spatialdp._validation import check_choice, check_instance, check_text, fail
+from spatialdp._validation import check_choice, check_instance, check_text, fail, short_repr
 from spatialdp.exceptions import InvalidInput
 from spatialdp.geo import Partition
 
-__all__ = ["fit_geodataframe", "spatial_features"]
+__all__ = ["SpatialJoin", "fit_geodataframe", "spatial_features"]
 
 
 def spatial_features(points: gpd.GeoDataFrame, partition: Partition,
@@ -116,12 +120,108 @@ def _check_columns(points: gpd.GeoDataFrame, point_columns: Any) -> list[Any]:
     return columns
 
 
+@dataclass(frozen=True)
+class SpatialJoin:
+    """The spatial join a model was fitted on, kept to build the same features for new points.
+
+    :func:`fit_geodataframe` stores it as the fitted attribute ``spatial_join_``;
+    :meth:`ModulatedRegression.predict <spatialdp.regression.ModulatedRegression.predict>`
+    and ``score`` use it on a GeoDataFrame. Any other estimator fitted by
+    :func:`fit_geodataframe` predicts new points from
+    ``estimator.predict(estimator.spatial_join_.features(points))``.
+
+    Parameters
+    ----------
+    partition : Partition
+    region_features : DataFrame
+        The region attributes of the fit (a copy: editing the original later
+        changes no prediction).
+    point_columns : tuple of str
+        The client's own feature columns, in the order of the fit.
+
+    Examples
+    --------
+    >>> import geopandas as gpd
+    >>> part = Partition.from_h3_cells(["872a100d2ffffff", "872a10725ffffff"])
+    >>> join = SpatialJoin(part, pd.DataFrame({"density": [1.0, 3.0]}, index=part.region_ids),
+    ...                    ("speed",))
+    >>> pts = gpd.GeoDataFrame({"speed": [0.5]},
+    ...                        geometry=gpd.points_from_xy([-73.98], [40.75]), crs=4326)
+    >>> join.features(pts).columns.tolist()
+    ['speed', 'density']
+    >>> join.features(pts.drop(columns="speed"))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    spatialdp.exceptions.InvalidInput: points=['speed'] lack the column(s) the model was ...
+    """
+
+    partition: Partition
+    region_features: pd.DataFrame
+    point_columns: tuple[str, ...]
+
+    def features(self, points: gpd.GeoDataFrame) -> pd.DataFrame:
+        """Return one feature row per point, in order, built as at fit time; refuse gaps.
+
+        Raises
+        ------
+        InvalidInput
+            ``points`` is not a GeoDataFrame, lacks a point column of the fit,
+            or has points in no region (a prediction needs every row).
+        """
+        check_instance(points, "points", gpd.GeoDataFrame,
+                       "pass a GeoDataFrame of points, one client per row")
+        absent = [c for c in self.point_columns if c not in points.columns]
+        if absent:
+            raise fail("points", absent, "lack the column(s) the model was fitted on "
+                       f"(point_columns={list(self.point_columns)})",
+                       "add those columns to the points")
+        X = spatial_features(points, self.partition, self.region_features,
+                             point_columns=self.point_columns, unassigned="drop")
+        if len(X) < len(points):
+            raise InvalidInput(f"{len(points) - len(X)} of {len(points)} points lie in no "
+                               f"region of {self.partition.key}, so they have no features (a "
+                               "prediction needs every row); drop the points outside the "
+                               "partition the model was fitted on")
+        return X
+
+
 def fit_geodataframe(points: gpd.GeoDataFrame, estimator: Any, *, partition: Partition,
                      region_features: pd.DataFrame, label: str,
                      point_columns: Sequence[str] = (), unassigned: str = "raise") -> Any:
     """Fit ``estimator`` on the spatially joined features of ``points``; return it.
 
-    The fitted estimator gets ``partition_version_`` and ``feature_names_``.
+    The estimator is fitted on the :func:`spatial_features` DataFrame, so a
+    scikit-learn estimator records ``feature_names_in_`` and ``n_features_in_``
+    (feature names must be strings). The fitted estimator also gets
+    ``partition_version_``, ``feature_names_`` (a list) and ``spatial_join_``
+    (a :class:`SpatialJoin`), with which
+    :class:`~spatialdp.regression.ModulatedRegression` predicts and scores a
+    GeoDataFrame of new points directly.
+
+    Raises
+    ------
+    InvalidInput
+        Bad points, partition, attributes or label (see :func:`spatial_features`),
+        a feature name that is not a string, or an estimator without ``fit``.
+
+    Examples
+    --------
+    >>> from spatialdp.privacy import Simulation
+    >>> from spatialdp.regression import ModulatedRegression
+    >>> part = Partition.from_h3_cells(["872a100d2ffffff", "872a10725ffffff"])
+    >>> attrs = pd.DataFrame({"density": [0.2, 0.6]}, index=part.region_ids)
+    >>> rng = np.random.default_rng(0)
+    >>> speed = rng.uniform(-0.5, 0.5, size=2000)
+    >>> pts = gpd.GeoDataFrame({"speed": speed, "y": 2 * speed},
+    ...                        geometry=gpd.points_from_xy([-73.98] * 2000, [40.75] * 2000),
+    ...                        crs=4326)
+    >>> model = fit_geodataframe(pts, ModulatedRegression(rho=50.0, target=Simulation(rng=0)),
+    ...                          partition=part, region_features=attrs, label="y",
+    ...                          point_columns=["speed"])
+    >>> model.feature_names_in_.tolist(), model.n_features_in_
+    (['speed', 'density'], 2)
+    >>> model.predict(pts.iloc[:3]).shape
+    (3,)
     """
     X = spatial_features(points, partition, region_features, point_columns=point_columns,
                          unassigned=unassigned)
@@ -135,8 +235,15 @@ def fit_geodataframe(points: gpd.GeoDataFrame, estimator: Any, *, partition: Par
     if not hasattr(estimator, "fit"):
         raise fail("estimator", estimator, "has no fit method",
                    "pass an estimator such as ModulatedRegression(...)")
-    y = labels.to_numpy(dtype=np.float64)
-    estimator.fit(X.to_numpy(), y)
+    not_text = [c for c in X.columns if not isinstance(c, str)]
+    if not_text:
+        raise InvalidInput(f"feature names {short_repr(not_text)} are not strings "
+                           "(scikit-learn records feature_names_in_, and checks them in "
+                           "predict, for string names only); rename the columns, e.g. "
+                           "region_features.rename(columns=str)")
+    estimator.fit(X, labels.to_numpy(dtype=np.float64))
     estimator.partition_version_ = partition.version
     estimator.feature_names_ = list(X.columns)
+    estimator.spatial_join_ = SpatialJoin(partition, region_features.copy(),
+                                          tuple(point_columns))
     return estimator
