@@ -95,6 +95,8 @@ SLOW: dict[str, str] = {
     )},
     "test_docs.py::test_page_runs": "runs the worked examples of every docs page (~1 s each)",
     "test_geo_properties.py::test_timer_stops_a_hang": "waits for a 1 s timer to fire",
+    "test_sklearn_real_use.py::test_grid_search_in_two_worker_processes_charges_the_same_file":
+        "starts two joblib (loky) worker processes",
     **{f"{module}::{name}": "walks the AST of every module" for module, name in (
         ("test_release_path.py", "test_only_the_pipeline_charges_a_target"),
         ("test_release_path.py", "test_only_the_pipelines_target_calls_the_ledgers_spend"),
