@@ -25,6 +25,15 @@ Examples
 Traceback (most recent call last):
 ...
 spatialdp.exceptions.InvalidInput: rho=0.5 and epsilon=1.0 were both given: ...not both
+
+A clone (``GridSearchCV``, ``cross_val_score``) charges the same ledger, never a copy:
+
+>>> from sklearn.base import clone
+>>> from spatialdp.privacy import PrivacyLedger, ReleaseTarget
+>>> with PrivacyLedger(epoch_budget=1.0, accounting="zcdp") as ledger:
+...     charged = ModulatedRegression(rho=0.1, target=ReleaseTarget(ledger, epoch=0))
+...     clone(charged).target.ledger is ledger
+True
 """
 
 from __future__ import annotations
