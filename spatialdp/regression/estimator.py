@@ -71,6 +71,7 @@ def _is_geodataframe(X: Any) -> bool:
     gpd = sys.modules.get("geopandas")
     return gpd is not None and isinstance(X, gpd.GeoDataFrame)
 
+
 def _check_matrix(X: Any, name: str = "X") -> NDArray[np.float64]:
     """Return ``X`` as a finite float64 2-D array with at least one column, or refuse it.
 
