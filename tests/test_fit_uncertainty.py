@@ -241,3 +241,17 @@ def test_iterative_and_dpsgd_fits_say_they_have_no_standard_errors() -> None:
         assert np.isnan(fit.conf_int().to_numpy()).all()
         assert why in " ".join(fit.summary().split())
     assert "features and labels" in " ".join(dpsgd.summary().split())
+
+
+def test_the_estimator_names_its_fits_rows_after_the_dataframes_columns() -> None:
+    import pandas as pd
+
+    from spatialdp.regression import ModulatedRegression
+
+    X, y = _clients(np.random.default_rng(8), k=500)
+    frame = pd.DataFrame(X, columns=["age", "income", "distance"])
+    model = ModulatedRegression(rho=RHO, radius=2.0, ridge=None, norm_cap=None,
+                                target=Simulation(rng=0)).fit(frame, y)
+    assert list(model.fit_.conf_int().index) == ["intercept", "age", "income", "distance"]
+    unnamed = ModulatedRegression(rho=RHO, radius=2.0, target=Simulation(rng=0)).fit(X, y)
+    assert list(unnamed.fit_.conf_int().index) == ["intercept", "x1", "x2", "x3"]

@@ -30,6 +30,7 @@ spatialdp.exceptions.InvalidInput: rho=0.5 and epsilon=1.0 were both given: ...n
 from __future__ import annotations
 
 from copy import deepcopy
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -219,7 +220,8 @@ class ModulatedRegression(RegressorMixin, BaseEstimator):
                                 rounds=self.rounds, participation=self.participation,
                                 ridge=self.ridge, norm_cap=self.norm_cap,
                                 fit_intercept=self.fit_intercept)
-        self.fit_ = fit
+        names = getattr(self, "feature_names_in_", None)  # set by validate_data for a DataFrame
+        self.fit_ = fit if names is None else replace(fit, feature_names=tuple(map(str, names)))
         self.coef_ = fit.coef
         self.intercept_ = fit.intercept
         self.privacy_spent_ = {**self._spent(rho), **fit.accounting}
