@@ -88,29 +88,37 @@ COVERS_RIDGE = ("intervals: first-order sandwich (sampling, modulation and noise
                 "(refit with ridge=None for intervals on beta)")
 
 
-def _noise_moment(reports: ClientReports) -> NDArray[np.float64]:
-    """Return ``D``: the second moment the modulation and the noise add to ``x^ x^T``."""
-    mod = reports.modulation
-    V = reports.directions
-    D = mod.modulation_variance * (V.T @ V) if mod.lam > 0.0 else np.zeros((V.shape[1],) * 2)
-    D[np.diag_indices_from(D)] += reports.sigma**2
-    return np.asarray(D / (1.0 - mod.alpha) ** 2, dtype=np.float64)
+def _weighted_moments(reports: ClientReports, coef: NDArray[np.float64], offset: float,
+                      ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Return the mean and the second moment of ``z_i = r_i (1, g~_i)`` over the clients.
 
-
-def _influence(x: NDArray[np.float64], y: NDArray[np.float64], shift: NDArray[np.float64],
-               coef: NDArray[np.float64], bread_inv: NDArray[np.float64],
-               x_mean: NDArray[np.float64], y_mean: float) -> NDArray[np.float64]:
-    """Return the rows ``(intercept, coefficients)`` of the clients' influence on the fit."""
-    xc = x - x_mean
-    r = (y - y_mean) - xc @ coef
-    w = (xc * r[:, None] + shift) @ bread_inv  # A^{-1} psi_i (A symmetric); mean ~ 0
-    return np.column_stack([r - w @ x_mean, w])
+    ``r_i = y_i - offset - g~_i^T coef / (1 - alpha)``: one pass over row blocks, one
+    ``K x d`` temporary per block.
+    """
+    K, d = reports.features.shape
+    slope = coef / (1.0 - reports.modulation.alpha)
+    total, second = np.zeros(d + 1), np.zeros((d + 1, d + 1))
+    with single_blas():
+        for start in range(0, K, BLOCK):
+            G = reports.features[start:start + BLOCK]
+            r = reports.labels[start:start + BLOCK] - offset - G @ slope
+            rG = G * r[:, None]
+            total += np.r_[r.sum(), rG.sum(axis=0)]
+            second[0, 0] += r @ r
+            second[0, 1:] += r @ rG
+            second[1:, 1:] += rG.T @ rG
+    second[1:, 0] = second[0, 1:]
+    return total / K, second / K
 
 
 def sandwich_covariance(reports: ClientReports, coef: NDArray[np.float64],
                         bread: NDArray[np.float64], *, fit_intercept: bool = True,
                         ) -> NDArray[np.float64]:
     """Return the ``(d+1) x (d+1)`` sandwich covariance of ``(intercept, coef)``.
+
+    The influences ``(r_i - x_bar^^T w_i, w_i)``, ``w_i = A^{-1} (x^_i - x_bar^) r_i``,
+    are a linear map ``Q`` of ``z_i = r_i (1, g~_i)`` plus a constant, so their
+    covariance is ``Q^T Cov(z) Q`` from one pass over the reports.
 
     Parameters
     ----------
@@ -121,8 +129,8 @@ def sandwich_covariance(reports: ClientReports, coef: NDArray[np.float64],
     bread : ndarray (d, d)
         The symmetric matrix the fit solved, ``P(Sigma^_c) + mu I``.
     fit_intercept : bool, default True
-        Whether the fit was centred; without an intercept its row and column are 0
-        (the intercept is fixed at 0, not estimated).
+        Whether the fit was centred; without an intercept its row and column are
+        NaN (the intercept is fixed at 0, not estimated).
 
     Returns
     -------
@@ -131,24 +139,25 @@ def sandwich_covariance(reports: ClientReports, coef: NDArray[np.float64],
     """
     K, d = reports.features.shape
     scale = 1.0 / (1.0 - reports.modulation.alpha)
-    labels = reports.labels
-    x_mean = (reports.features.mean(axis=0) * scale if fit_intercept else np.zeros(d))
-    y_mean = float(labels.mean()) if fit_intercept else 0.0
-    shift = _noise_moment(reports) @ coef
-    bread_inv = np.asarray(np.linalg.inv(bread), dtype=np.float64)
-    total, gram = np.zeros(d + 1), np.zeros((d + 1, d + 1))
-    with single_blas():
-        for start in range(0, K, BLOCK):
-            rows = slice(start, start + BLOCK)
-            W = _influence(reports.features[rows] * scale, labels[rows], shift, coef,
-                           bread_inv, x_mean, y_mean)
-            if not fit_intercept:
-                W[:, 0] = 0.0
-            total += W.sum(axis=0)
-            gram += W.T @ W
-    mean = total / K
-    cov = (gram - K * np.outer(mean, mean)) / (K - 1) / K
-    return np.asarray((cov + cov.T) / 2.0, dtype=np.float64)
+    x_mean = reports.features.mean(axis=0) * scale if fit_intercept else np.zeros(d)
+    offset = float(reports.labels.mean()) - float(x_mean @ coef) if fit_intercept else 0.0
+    mean, second = _weighted_moments(reports, coef, offset)
+    cov_z = (second - np.outer(mean, mean)) * (K / (K - 1))
+    # (r, (x^ - x_bar^) r) = z P, then (r - x_bar^^T w, w) = (r, u) M with w = u A^{-1}.
+    P = np.eye(d + 1)
+    P[0, 1:] = -x_mean
+    P[1:, 1:] *= scale
+    B = np.linalg.inv(bread)
+    M = np.zeros((d + 1, d + 1))
+    M[0, 0] = 1.0
+    M[1:, 0] = -B @ x_mean
+    M[1:, 1:] = B
+    Q = P @ M
+    cov = Q.T @ cov_z @ Q / K
+    cov = (cov + cov.T) / 2.0
+    if not fit_intercept:
+        cov[0, :] = cov[:, 0] = np.nan
+    return np.asarray(cov, dtype=np.float64)
 
 
 def fit_covariance(reports: ClientReports, S: NDArray[np.float64], coef: NDArray[np.float64],
