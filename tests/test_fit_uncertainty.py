@@ -229,6 +229,14 @@ def test_no_standard_errors_where_the_psd_projection_binds() -> None:
     assert "the PSD projection binds" in " ".join(fit.summary().split())
 
 
+def test_one_client_has_no_standard_errors() -> None:
+    reports = transform_clients(np.full((1, 3), 0.1), np.ones(1), modulation=MOD, rho=RHO,
+                                target=Simulation(rng=0))
+    fit = fit_one_shot(reports, ridge=1.0, norm_cap=None, psd=False)
+    assert np.isnan(fit.bse).all()
+    assert "one client" in fit.summary()
+
+
 def test_iterative_and_dpsgd_fits_say_they_have_no_standard_errors() -> None:
     rng = np.random.default_rng(6)
     X, y = _clients(rng, k=4_000)

@@ -76,6 +76,9 @@ PSD_BINDS = ("no standard errors: the PSD projection binds ({k} of {d} eigenvalu
              "direction, where the linearisation behind standard errors fails; more clients, "
              "more budget or fewer features")
 
+#: Why one client's fit has no standard errors.
+ONE_CLIENT = "no standard errors: one client gives no spread of per-client terms"
+
 #: What the intervals cover without a ridge.
 COVERS_OLS = ("intervals: first-order sandwich (sampling, modulation and noise variance, from "
               "the per-client terms); they cover the population least-squares coefficients of "
@@ -203,6 +206,8 @@ def fit_covariance(reports: ClientReports, S: NDArray[np.float64], coef: NDArray
     d = S.shape[0]
     nan = np.full((d + 1, d + 1), np.nan)
     eig = np.linalg.eigvalsh((S + S.T) / 2.0)
+    if reports.n_clients < 2:
+        return nan, ONE_CLIENT
     if unprojected_norm > cap:
         return nan, CAP_BINDS.format(cap=cap)
     if psd and eig[0] < 0.0:
