@@ -37,7 +37,11 @@ beta`` (shrunk towards zero; the shrinkage bias is not in the interval; ``mu``
 is treated as fixed). Where the linearisation fails there are no standard
 errors (NaN) and :func:`fit_covariance` says why: the norm cap binds (the
 estimate sits on the ball's boundary) or the PSD projection binds (the noise
-outweighs the signal in some direction of ``Sigma^_c``).
+outweighs the signal in some direction of ``Sigma^_c``), or there is one client.
+The approximation is first order: where ``Sigma^_c`` is PSD but noisy (relative
+error near 10%) the same noise inflates the error and the plug-in standard
+error together, and the intervals over-cover (conservative; measured in
+``docs/modulated.md``).
 
 Examples
 --------
