@@ -44,6 +44,10 @@ SLOW: dict[str, str] = {
         "test_the_demo_card_counts_blind_spots_as_its_coverage_map_does")},
     **{f"{module}::{name}": "a Monte Carlo check (many simulated releases)" for module, name in (
         ("test_accuracy.py", "test_many_polygons_vectorised"),
+        ("test_fit_uncertainty.py", "test_95_percent_intervals_cover_95_plus_or_minus_1_percent"),
+        ("test_fit_uncertainty.py", "test_standard_errors_match_the_monte_carlo_spread"),
+        ("test_fit_uncertainty.py",
+         "test_without_intercept_and_with_noised_labels_the_intervals_still_cover"),
         ("test_accuracy.py", "test_accuracy_figures_are_finite_over_the_whole_range"),
         ("test_accuracy.py", "test_against_monte_carlo"),
         ("test_aggregate.py", "test_histogram_is_unbiased_and_one_release"),

@@ -121,6 +121,7 @@ SKIP: dict[str, str] = {
     "LatticeGaussianMechanism.lattice_step": "no argument: called on every mechanism (check)",
     "ClientReports.summary": "no argument: checked on real reports in tests/test_results.py",
     "RegressionFit.summary": "no argument: checked on real fits in tests/test_results.py",
+    "RegressionFit.headline": "no argument: checked on real fits in tests/test_fit_uncertainty.py",
     "ModulatedRegression.get_params": _SKLEARN,
     "ModulatedRegression.set_params": _SKLEARN,
     "ModulatedRegression.get_metadata_routing": _SKLEARN,
@@ -447,6 +448,19 @@ def fit_predict_calls(draw: st.DrawFn) -> Call:
 
 
 @st.composite
+def fit_interval_calls(draw: st.DrawFn, name: str) -> Call:
+    fit = a_fit()
+
+    def check(out: pd.DataFrame) -> None:
+        assert list(out.index) == fit.names
+        assert out.shape[0] == fit.coef.size + 1
+
+    return call(f"RegressionFit.{name}", getattr(fit, name),
+                draw(arg(number(0.0, 1.0, exclude_low=True), 1.0, 0.0, -0.1, "0.05")),
+                check=check)
+
+
+@st.composite
 def small_function_calls(draw: st.DrawFn, name: str) -> Call:
     if name == "clip_rows":
         radius = draw(arg(number(0.1, 5)))
@@ -623,6 +637,8 @@ FUZZ: dict[str, tuple[Callable[[], st.SearchStrategy[Call]], int]] = {
     "plan_regression": (plan_calls, 20),
     "RegressionPlan.predicted": (plan_predicted_calls, 10),
     "RegressionFit.predict": (fit_predict_calls, 15),
+    **{f"RegressionFit.{name}": (strategy(fit_interval_calls, name), 10) for name in (
+        "conf_int", "coefficient_table")},
     **{name: (strategy(small_function_calls, name), 20) for name in (
         "clip_rows", "modulate", "optimal_ridge", "project_ball", "project_psd",
         "random_directions", "reconstruction_bound", "reconstruction_table", "resolve_rho",

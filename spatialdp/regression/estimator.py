@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import sys
 from copy import deepcopy
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -253,7 +254,8 @@ class ModulatedRegression(RegressorMixin, BaseEstimator):
                                 fit_intercept=self.fit_intercept)
         for name in _SPATIAL_ATTRIBUTES:
             self.__dict__.pop(name, None)
-        self.fit_ = fit
+        names = getattr(self, "feature_names_in_", None)  # set by validate_data for a DataFrame
+        self.fit_ = fit if names is None else replace(fit, feature_names=tuple(map(str, names)))
         self.coef_ = fit.coef
         self.intercept_ = fit.intercept
         self.privacy_spent_ = {**self._spent(rho), **fit.accounting}

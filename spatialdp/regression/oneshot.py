@@ -32,8 +32,9 @@ from numpy.typing import NDArray
 
 from spatialdp._validation import check_flag, check_number
 from spatialdp.regression.client import ClientReports
+from spatialdp.regression.covariance import fit_covariance
 from spatialdp.regression.regularization import Regularization, regularization_from_moments
-from spatialdp.regression.results import RegressionFit
+from spatialdp.regression.results import LABEL_PRIVATE, RegressionFit
 from spatialdp.regression.server import (
     _project_ball,
     _project_psd,
@@ -119,8 +120,14 @@ def fit_one_shot(reports: ClientReports, *, ridge: Any = "auto", norm_cap: Any =
     mom = centered_moments(reports, fit_intercept=fit_intercept)
     mu = _strength(ridge, mom.reg.ridge, "ridge")
     cap = _strength(norm_cap, mom.reg.norm_cap, "norm_cap")
-    beta = solve_regularized(mom.S, mom.b, mu, cap, psd)
+    unprojected = solve_regularized(mom.S, mom.b, mu, np.inf, psd)
+    beta = _project_ball(unprojected, cap)
+    covariance, inference = fit_covariance(
+        reports, mom.S, beta, float(np.linalg.norm(unprojected)), ridge=mu, cap=cap, psd=psd,
+        fit_intercept=fit_intercept)
     return RegressionFit(coef=beta, intercept=mom.y_mean - float(mom.x_mean @ beta),
                          method="one_shot", rho=reports.rho, n_clients=reports.n_clients,
                          ridge=mu, norm_cap=cap, sigma=reports.sigma,
-                         accounting=dict(reports.accounting))
+                         accounting=dict(reports.accounting), covariance=covariance,
+                         inference=inference, fit_intercept=fit_intercept,
+                         protects=LABEL_PRIVATE if reports.label_sigma > 0.0 else "")
