@@ -18,33 +18,59 @@ James-Stein-like balance of noise against signal. That first-order formula
 is only valid while the covariance noise is small against ``s``
 (``sqrt(d v_S) << s``); in the noise-dominated regime that matters here it
 over-regularises badly (it ignores that the PSD projection of a noisy matrix
-already shrinks: its positive part inflates the spectrum). The ridge used is
-therefore chosen by a **parametric simulation** of the fit itself
-(:func:`simulated_risk`, :func:`choose_ridge`): with ``Sigma = s I`` and a
-coefficient vector of squared norm ``B2`` (the direction does not matter for
-isotropic ``Sigma`` and rotation-invariant noise), draw 48 noisy moment pairs
-from the noise model (symmetric Gaussian ``Sigma^`` noise, off-diagonal
-variance ``v_S``, diagonal ``2 v_S``; ``b^`` noise ``v_b``), apply exactly the
-estimator (PSD projection, ridge, norm cap) for 32 ridges on a log grid from
-``1e-4 s`` to ``1e3 s``, and keep the LARGEST ridge whose mean excess risk
-``s ||beta^ - beta||^2`` is within 10% of the least (the risk climbs steeply
-below the optimum, gently above it, and ``B2`` is itself estimated). Only
-public quantities and the release enter; the internal draws use a fixed seed
-(they are not noise on any data), so fits are reproducible. The planner uses
-the same simulation for its predictions.
+already shrinks: its positive part inflates the spectrum).
+
+**The risk of a ridge, by parametric simulation** (:func:`simulated_risk`):
+with ``Sigma = s I`` and a coefficient vector of squared norm ``B2`` (the
+direction does not matter for isotropic ``Sigma`` and rotation-invariant
+noise), draw 48 noisy moment pairs from the noise model (symmetric Gaussian
+``Sigma^`` noise, off-diagonal variance ``v_S``, diagonal ``2 v_S``; ``b^``
+noise ``v_b``), apply exactly the estimator (PSD projection, ridge, norm cap)
+for 32 ridges on a log grid from ``1e-4 s`` to ``1e3 s``, and average the
+excess risk ``s ||beta^ - beta||^2``. The same draws serve every ``B2`` and
+every ridge, with a fixed internal seed (they are not noise on any data), so
+fits are reproducible.
+
+**The ridge: a Bayes rule over the signal** (:func:`signal_posterior`,
+:func:`bayes_ridge`). The risk depends on the unknown ``B2``, and a point
+estimate of it is fragile: the previous rule took ``B2`` two standard errors
+low, which is 0 whenever ``||b^||^2`` exceeds its noise level ``d v_b`` by less
+than about two standard errors, and at ``B2 = 0`` the best ridge is the
+largest, so the fit predicted the mean even where a fixed ridge of 1 halved
+the error (modechoice at epsilon 8: test MSE 1.00 against 0.49). Instead:
+
+* prior: the share of the label's second moment a linear model explains,
+  ``r2 = s B2 / Y2``, is 0 with probability :data:`NULL_PRIOR` = 1/2 (even
+  odds that there is nothing to learn) and otherwise uniform on ``(0, 1)``
+  (:data:`PRIOR_POINTS` midpoints), so ``B2`` ranges over ``[0, Y2 / s]``, up
+  to the norm-cap bound;
+* likelihood of the release: ``b^ ~ N(s beta, v_b I)``, so ``||b^||^2`` has mean
+  ``d v_b + s^2 B2`` and variance ``2 d v_b^2 + 4 s^2 B2 v_b`` (Gaussian
+  approximation);
+* the ridge minimises the posterior mean of the simulated risk over the grid.
+
+The rule cannot collapse to predicting the mean on a release that shows
+signal: every ``B2`` the release leaves plausible keeps its weight, and a
+large ``B2`` weighs heavily (shrinking it to zero costs ``s B2``). When the
+release is uninformative the posterior is the prior and the ridge hedges
+between "no signal" and "some signal"; the even prior odds on "no signal" keep
+that hedge cheap: measured on isotropic synthetic data with no signal at all,
+at most 0.3% of ``E y^2`` on average against predicting the mean (a uniform
+prior on ``r2`` alone cost up to 0.9%, and 1.4% on the ``fair`` data at
+epsilon 1). :func:`choose_ridge` is the same rule on
+the typical release of a given ``B2`` (``||b^||^2`` at its expectation), with
+the risk at that ``B2``: what the planner predicts.
 
 In a fit, ``sigma``, ``K``, ``d``, ``alpha``, ``lambda``, ``m`` and ``R`` are
 public; ``s`` is the trace of ``Sigma^`` over ``d`` plus two standard errors,
 at most ``R^2 / d`` (and ``R^2 / d`` itself when the estimate is within two
-standard errors of zero, i.e. uninformative), ``Y2`` the mean squared label (minus the
-label-noise variance), and ``B2`` is ``(||b^||^2 - d v_b - 2 SE) / s^2``
-floored at a small positive value: all are post-processing of the release,
-each taken two standard errors on the side of more shrinkage (an
-underestimated ``s`` or overestimated ``B2`` picks a ridge on the cliff
-below the optimum). The norm cap is ``c sqrt(Y2 / s)``
-(:func:`norm_cap`, ``c = 2``): for isotropic features
-``beta^T Sigma beta <= E y^2`` gives ``||beta|| <= sqrt(Y2 / s)``; ``c`` leaves
-room for anisotropy.
+standard errors of zero, i.e. uninformative: an underestimated ``s`` makes the
+simulated solve look better conditioned than it is), ``Y2`` the mean squared
+(centred) label minus the label-noise variance, and ``||b^||^2`` enters the
+posterior: all are post-processing of the release and public parameters.
+The norm cap is ``c sqrt(Y2 / s)`` (:func:`norm_cap`, ``c = 2``): for isotropic
+features ``beta^T Sigma beta <= E y^2`` gives ``||beta|| <= sqrt(Y2 / s)``;
+``c`` leaves room for anisotropy.
 
 Examples
 --------
@@ -70,6 +96,7 @@ from spatialdp._validation import check_integer, check_number, check_positive, f
 
 __all__ = [
     "NORM_CAP_FACTOR",
+    "NULL_PRIOR",
     "PRIOR_POINTS",
     "Regularization",
     "bayes_ridge",
@@ -88,8 +115,11 @@ RIDGE_GRID = np.logspace(-4.0, 3.0, 32)
 #: Simulated fits per ridge in :func:`simulated_risk`.
 RISK_DRAWS = 48
 
-#: Points of the uniform prior on the explained share ``r2`` in :func:`signal_posterior`.
+#: Points of the uniform part of the prior on the explained share ``r2`` (:func:`signal_posterior`).
 PRIOR_POINTS = 16
+
+#: Prior probability that a linear model explains nothing (``r2 = 0``): even odds.
+NULL_PRIOR = 0.5
 
 #: Multiple of ``sqrt(E y^2 / s)`` used as the coefficient norm cap.
 NORM_CAP_FACTOR = 2.0
@@ -192,9 +222,10 @@ def signal_posterior(n_features: int, feature_scale: float, label_second_moment:
                      ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """Return ``(B2 grid, posterior weights)`` of the signal given ``||b^||^2``.
 
-    The prior is uniform on the share of the label's second moment a linear
-    model explains, ``r2 = s B2 / E y^2`` in ``(0, 1)`` (:data:`PRIOR_POINTS`
-    midpoints); the likelihood of ``||b^||^2`` is Gaussian with mean
+    The prior is on the share of the label's second moment a linear model
+    explains, ``r2 = s B2 / E y^2``: ``r2 = 0`` with probability
+    :data:`NULL_PRIOR`, else uniform on ``(0, 1)`` (:data:`PRIOR_POINTS`
+    midpoints). The likelihood of ``||b^||^2`` is Gaussian with mean
     ``d v_b + s^2 B2`` and variance ``2 d v_b^2 + 4 s^2 B2 v_b`` (``b^ ~
     N(s beta, v_b I)``).
 
@@ -203,21 +234,22 @@ def signal_posterior(n_features: int, feature_scale: float, label_second_moment:
     >>> grid, w = signal_posterior(4, 0.25, 1.0, 1e-4, 4e-4 + 0.25**2 * 2.0)  # B2 = 2: r2 = 0.5
     >>> round(float(grid @ w), 2)
     2.0
-    >>> grid, w = signal_posterior(4, 0.25, 1.0, 1.0, 4.0)  # pure noise: about the prior's r2
-    >>> round(float(grid @ w) * 0.25, 1)
-    0.5
+    >>> grid, w = signal_posterior(4, 0.25, 1.0, 1.0, 4.0)  # pure noise: about the prior
+    >>> round(float(w[0]), 1), round(float(grid @ w) * 0.25, 1)  # P(r2 = 0), mean r2
+    (0.5, 0.2)
     """
     s, v_b = feature_scale, cross_noise_var
-    r2 = (np.arange(PRIOR_POINTS) + 0.5) / PRIOR_POINTS
+    r2 = np.concatenate([[0.0], (np.arange(PRIOR_POINTS) + 0.5) / PRIOR_POINTS])
+    prior = np.concatenate([[NULL_PRIOR], np.full(PRIOR_POINTS, (1.0 - NULL_PRIOR) / PRIOR_POINTS)])
     grid = r2 * max(label_second_moment, _MIN_SIGNAL) / s
     energy = s * s * grid
     var = 2.0 * n_features * v_b**2 + 4.0 * energy * v_b
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore"):
         loglik = -0.5 * (observed_norm2 - n_features * v_b - energy) ** 2 / var - 0.5 * np.log(var)
     loglik = np.where(np.isfinite(loglik), loglik, -np.inf)
     if not np.isfinite(loglik).any():  # no noise at all: the point nearest the observation
         loglik = -np.abs(observed_norm2 - energy)
-    weights = np.exp(loglik - loglik.max())
+    weights = np.exp(loglik - loglik.max()) * prior
     return grid, weights / weights.sum()
 
 
