@@ -308,7 +308,21 @@ def choose_ridge(n_features: int, feature_scale: float, signal_norm2: float,
 
 @dataclass(frozen=True)
 class Regularization:
-    """The ridge strength and norm cap of a fit, and what they were computed from."""
+    """The ridge strength and norm cap of a fit, and what they were computed from.
+
+    Attributes
+    ----------
+    ridge : float
+        The Bayes ridge (:func:`bayes_ridge`).
+    norm_cap : float
+        ``2 sqrt(E y^2 / s)`` (:func:`norm_cap`).
+    feature_scale : float
+        ``s``, the per-coordinate feature second moment used (2 SE high).
+    signal_norm2 : float
+        The posterior mean of ``B2 = ||beta||^2`` (:func:`signal_posterior`).
+    cov_noise_var, cross_noise_var : float
+        ``v_S`` and ``v_b`` of :func:`noise_variances`.
+    """
 
     ridge: float
     norm_cap: float
