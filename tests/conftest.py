@@ -112,6 +112,11 @@ SLOW: dict[str, str] = {
     **{f"{module}::{name}": "a simulation or an audit run (many releases)" for module, name in (
         ("test_regression_estimators.py", "test_one_shot_error_falls_at_the_planners_rate"),
         ("test_regression_unbiased.py", "test_debiased_moments_and_gradient_are_unbiased"),
+        ("test_ridge_rule.py",
+         "test_tuned_one_shot_beats_predicting_the_mean_on_modechoice_at_epsilon_8"),
+        ("test_ridge_rule.py", "test_auto_ridge_keeps_half_the_oracle_gain_over_the_mean"),
+        ("test_ridge_rule.py",
+         "test_centred_covariance_is_unbiased_along_the_modulation_directions"),
         ("test_regional.py", "test_ratio_estimator_for_a_metric_some_clients_lack"),
         ("test_queries_publish.py", "test_published_audit_depends_only_on_the_released_grid"),
         ("test_audit_releases.py", "test_the_tap_is_blind_to_what_happens_after_the_noise"),

@@ -4,7 +4,9 @@
 
 where ``Sigma^_c``, ``b^_c`` are the debiased moments (centred when an
 intercept is fitted: ``x_bar^ = mean(g~) / (1 - alpha)`` is unbiased for the
-feature mean, because ``E cos = 0``), ``P`` is the projection onto the PSD cone
+feature mean, because ``E cos = 0``, and the centred ``Sigma^_c`` adds back the
+noise ``x_bar^ x_bar^T`` carries, :func:`mean_noise_covariance`, so it is
+unbiased too), ``P`` is the projection onto the PSD cone
 (``psd=True``), ``mu`` the ridge and the ball radius the norm cap of
 :mod:`spatialdp.regression.regularization`. With ``ridge=0, norm_cap=inf,
 psd=False`` it is the unregularised solve of the paper.
@@ -25,6 +27,7 @@ Examples
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -44,41 +47,90 @@ from spatialdp.regression.server import (
     raw_moments,
 )
 
-__all__ = ["CenteredMoments", "centered_moments", "fit_one_shot", "solve_regularized"]
+__all__ = ["CenteredMoments", "centered_moments", "fit_one_shot", "mean_noise_covariance",
+           "solve_regularized"]
 
 
 class CenteredMoments:
-    """Debiased (optionally centred) moments of one release and their regularisation."""
+    """Debiased (optionally centred) moments of one release; :attr:`reg` is computed on first use.
+
+    Attributes
+    ----------
+    S, b : ndarray
+        The debiased (centred) covariance and cross moment.
+    x_mean : ndarray
+        ``x_bar^`` (zeros without an intercept).
+    y_mean : float
+        The mean label (0 without an intercept).
+    label_second_moment : float
+        The mean squared (centred) label minus the label-noise variance.
+    """
 
     def __init__(self, S: NDArray[np.float64], b: NDArray[np.float64], x_mean: NDArray[np.float64],
-                 y_mean: float, reg: Regularization) -> None:
-        self.S, self.b, self.x_mean, self.y_mean, self.reg = S, b, x_mean, y_mean, reg
+                 y_mean: float, *, reports: ClientReports, label_second_moment: float) -> None:
+        self.S, self.b, self.x_mean, self.y_mean = S, b, x_mean, y_mean
+        self.label_second_moment = label_second_moment
+        self._reports = reports
+
+    @cached_property
+    def reg(self) -> Regularization:
+        """The ridge and norm cap of :func:`regularization_from_moments` for these moments."""
+        rep, mod = self._reports, self._reports.modulation
+        return regularization_from_moments(
+            self.S, self.b, n_clients=rep.n_clients, sigma=rep.sigma, alpha=mod.alpha,
+            lam=mod.lam, radius=mod.radius, label_second_moment=self.label_second_moment,
+            label_sigma=rep.label_sigma)
+
+
+def mean_noise_covariance(reports: ClientReports) -> NDArray[np.float64]:
+    """Return ``Cov(x_bar^) = (sigma^2 I + (lambda^2 / 2m) sum_j v_j v_j^T) / (K (1-alpha)^2)``.
+
+    ``x_bar^ = mean(g~) / (1 - alpha)`` averages the noise and the cosine terms
+    (``Var cos = 1/2`` over the phase) of ``K`` clients, so ``E[x_bar^ x_bar^T]
+    = x_bar x_bar^T + Cov(x_bar^)``: centring subtracts ``x_bar^ x_bar^T`` and
+    adds this back.
+
+    Examples
+    --------
+    >>> from spatialdp.privacy import Simulation
+    >>> from spatialdp.regression.client import transform_clients
+    >>> from spatialdp.regression.modulation import Modulation
+    >>> rep = transform_clients(np.zeros((4, 2)), np.zeros(4), modulation=Modulation(lam=2.0),
+    ...                         directions=[[1.0, 0.0]], rho=2.0, target=Simulation(rng=0))
+    >>> (mean_noise_covariance(rep) * 4 - rep.sigma**2 * np.eye(2)).round(12).tolist()
+    [[2.0, 0.0], [0.0, 0.0]]
+    """
+    mod = reports.modulation
+    V = reports.directions
+    cov = mod.modulation_variance * (V.T @ V) if mod.lam > 0.0 else np.zeros((V.shape[1],) * 2)
+    cov[np.diag_indices_from(cov)] += reports.sigma**2
+    return np.asarray(cov / (reports.n_clients * (1.0 - mod.alpha) ** 2), dtype=np.float64)
 
 
 def centered_moments(reports: ClientReports, *, fit_intercept: bool = True,
                      modulation_correction: bool = True) -> CenteredMoments:
-    """Return the debiased moments of ``reports``, centred if ``fit_intercept``."""
-    mod = reports.modulation
-    K, d = reports.features.shape
+    """Return the debiased moments of ``reports``, centred if ``fit_intercept``.
+
+    Centred, ``S`` is unbiased for the centred second moment ``(1/K) sum (x - x_bar)
+    (x - x_bar)^T``: ``x_bar^ x_bar^T`` is subtracted and its noise part
+    (:func:`mean_noise_covariance`) added back, including the cosine terms along
+    the modulation directions.
+    """
+    d = reports.features.shape[1]
     second, cross = raw_moments(reports)
     S = debiased_covariance(reports, second=second, modulation_correction=modulation_correction)
     b = debiased_cross_moment(reports, cross)
     y = reports.labels
     if fit_intercept:
-        x_mean = reports.features.mean(axis=0) / (1.0 - mod.alpha)
+        x_mean = reports.features.mean(axis=0) / (1.0 - reports.modulation.alpha)
         y_mean = float(y.mean())
-        S = S - np.outer(x_mean, x_mean)
-        # E[x_bar^ x_bar^T] = x_bar x_bar^T + Cov(x_bar^): remove the noise part of the latter.
-        S[np.diag_indices_from(S)] += reports.sigma**2 / (K * (1.0 - mod.alpha) ** 2)
+        S = S - np.outer(x_mean, x_mean) + mean_noise_covariance(reports)
         b = b - y_mean * x_mean
         y2 = float(np.mean((y - y_mean) ** 2)) - reports.label_sigma**2
     else:
         x_mean, y_mean = np.zeros(d), 0.0
         y2 = float(np.mean(y**2)) - reports.label_sigma**2
-    reg = regularization_from_moments(S, b, n_clients=K, sigma=reports.sigma, alpha=mod.alpha,
-                                      lam=mod.lam, radius=mod.radius, label_second_moment=y2,
-                                      label_sigma=reports.label_sigma)
-    return CenteredMoments(S, b, x_mean, y_mean, reg)
+    return CenteredMoments(S, b, x_mean, y_mean, reports=reports, label_second_moment=y2)
 
 
 def solve_regularized(S: NDArray[np.float64], b: NDArray[np.float64], ridge: float,
@@ -107,7 +159,9 @@ def fit_one_shot(reports: ClientReports, *, ridge: Any = "auto", norm_cap: Any =
     ----------
     reports : ClientReports
     ridge : "auto", None or float
-        ``"auto"``: ``mu*`` of :func:`~spatialdp.regression.regularization.optimal_ridge`.
+        ``"auto"``: the Bayes ridge of
+        :func:`~spatialdp.regression.regularization.regularization_from_moments`
+        (post-processing of the release); None: no ridge.
     norm_cap : "auto", None or float
         ``"auto"``: ``2 sqrt(E y^2 / s)``; None: no cap.
     psd : bool, default True

@@ -35,8 +35,8 @@ Examples
 --------
 >>> plan = plan_regression(1_000_000, 20, rho=1.0, radius=3.0, warn=False)
 >>> plan.feasible, round(plan.predicted("nss"), 3)
-(True, 0.711)
->>> small = plan_regression(4000, 8, epsilon=1.0, delta=1e-6, radius=3.0, warn=False)
+(True, 0.71)
+>>> small = plan_regression(2000, 8, epsilon=1.0, delta=1e-6, radius=3.0, warn=False)
 >>> small.feasible, bool(small.predicted("one_shot_unregularised") > 2)
 (False, True)
 """
