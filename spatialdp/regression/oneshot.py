@@ -40,6 +40,7 @@ from spatialdp.regression.server import (
     check_reports,
     debiased_covariance,
     debiased_cross_moment,
+    debiased_label_moment,
     raw_moments,
 )
 
@@ -70,10 +71,9 @@ def centered_moments(reports: ClientReports, *, fit_intercept: bool = True,
         # E[x_bar^ x_bar^T] = x_bar x_bar^T + Cov(x_bar^): remove the noise part of the latter.
         S[np.diag_indices_from(S)] += reports.sigma**2 / (K * (1.0 - mod.alpha) ** 2)
         b = b - y_mean * x_mean
-        y2 = float(np.mean((y - y_mean) ** 2)) - reports.label_sigma**2
     else:
         x_mean, y_mean = np.zeros(d), 0.0
-        y2 = float(np.mean(y**2)) - reports.label_sigma**2
+    y2 = debiased_label_moment(reports, centred=fit_intercept)
     reg = regularization_from_moments(S, b, n_clients=K, sigma=reports.sigma, alpha=mod.alpha,
                                       lam=mod.lam, radius=mod.radius, label_second_moment=y2,
                                       label_sigma=reports.label_sigma)
