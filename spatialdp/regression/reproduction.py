@@ -39,6 +39,7 @@ import pandas as pd
 
 from spatialdp._validation import check_finite_array, check_integer, check_positive, fail
 from spatialdp.privacy import Simulation
+from spatialdp.privacy.pipeline import exact_total
 from spatialdp.regression.accounting import rho_for_epsilon
 from spatialdp.regression.client import transform_clients
 from spatialdp.regression.dpsgd import fit_dpsgd
@@ -237,10 +238,11 @@ def label_budget_split(rho: float, *, n_clients: int, n_features: int, modulatio
 
     Examples
     --------
+    >>> from spatialdp.privacy.pipeline import exact_total
     >>> rx, ry = label_budget_split(0.5, n_clients=3819, n_features=8,
     ...                             modulation=Modulation(lam=0.0, radius=2.0), label_bound=2.0)
-    >>> round(rx + ry, 12), 0.0 < ry < rx
-    (0.5, True)
+    >>> exact_total([rx, ry]) <= 0.5, round(rx + ry, 12), 0.0 < ry < rx
+    (True, 0.5, True)
     """
     R, d = modulation.radius, n_features
     s = min(R * R, float(d)) / d
@@ -255,8 +257,11 @@ def label_budget_split(rho: float, *, n_clients: int, n_features: int, modulatio
                                    alpha=modulation.alpha, lam=modulation.lam,
                                    feature_scale=s, label_second_moment=y2, label_sigma=tau)
         noise.append(v_b + v_S * b2)
-    f = float(shares[int(np.argmin(noise))])
-    return f * rho, rho - f * rho
+    rho_x = float(shares[int(np.argmin(noise))]) * rho
+    rho_y = rho - rho_x
+    while exact_total([rho_x, rho_y]) > rho:  # the charge never exceeds the total
+        rho_y = float(np.nextafter(rho_y, 0.0))
+    return rho_x, rho_y
 
 
 def _one_shot(X: np.ndarray, y: np.ndarray, rho: float, lam: float) -> Fitter:
@@ -470,71 +475,109 @@ def _verdict(mean: float, se: float) -> str:
     return "tie"
 
 
-def _beats_the_mean(name: str, t: pd.DataFrame, eps: list[float]) -> tuple[str, list[float]]:
-    gains = {e: {b: _paired(t, e, b, "zero") for b in LOCAL_ESTIMATORS} for e in eps}
-    useful = [e for e in eps if any(_verdict(*g) == "better" for g in gains[e].values())]
-    best = {e: min(gains[e].items(), key=lambda kv: kv[1][0]) for e in eps}
-    zero_mse = t[t["estimator"] == "zero"]["mse"].mean()
-    line = (f"- **{name}**: a local-DP estimator beats predicting the mean (paired, "
-            f"2 SE) at epsilon in {[float(e) for e in useful] or 'none'}; the best "
-            "gain per budget: " + "; ".join(
-                f"{e:g}: {b} {-g[0]:.3f} ({-g[0] / zero_mse:.1%})"
-                for e, (b, g) in best.items()) + ".")
-    return line, useful
+def _gain_text(t: pd.DataFrame, e: float, group: Sequence[str]) -> tuple[bool, str]:
+    """Whether some estimator of ``group`` beats the mean at ``e``, and the best gain."""
+    gains = {b: _paired(t, e, b, "zero") for b in group}
+    beats = any(_verdict(*g) == "better" for g in gains.values())
+    best, (m, se) = min(gains.items(), key=lambda kv: kv[1][0])
+    zero_mse = float(t[(t["estimator"] == "zero") & (t["epsilon"] == e)]["mse"].mean())
+    return beats, f"{e:g}: {best} {-m:+.3f} +/- {se:.3f} ({-m / zero_mse:+.1%})"
 
 
-def _one_shot_best(name: str, t: pd.DataFrame, eps: list[float], useful: list[float]) -> str:
-    tight = [e for e in eps if e <= 1.0]
+def _learnable(name: str, t: pd.DataFrame) -> tuple[str, bool]:
+    """How much there is to learn on this target: OLS R^2 and OLS's paired gain."""
+    r2 = float(t["ols_r2"].mean())
+    m, se = _paired(t, float(t["epsilon"].iloc[0]), "ols", "zero")
+    learnable = r2 >= LEARNABLE_R2
+    verdict = ("there is signal to learn" if learnable else
+               f"LITTLE TO LEARN (R^2 below {LEARNABLE_R2:g}): a private estimator tying "
+               "with predicting the mean says nothing about the estimator, and no "
+               "comparison between them is drawn on this target")
+    return (f"- **{name}**: OLS R^2 = {r2:.3f} (train split, non-private); OLS minus "
+            f"predicting the mean on test: {m:+.3f} +/- {se:.3f}: {verdict}.", learnable)
+
+
+def _beats_the_mean(name: str, t: pd.DataFrame, eps: list[float]) -> str:
     parts = []
-    verdicts = []
-    for e in tight:
-        for other in ("iterative", "dpsgd_local", "nss"):
-            m, se = _paired(t, e, "one_shot", other)
-            v = _verdict(m, se)
-            if other != "nss":
-                verdicts.append(v)
-            parts.append(f"{other} at eps={e:g}: {m:+.3f} +/- {se:.3f} ({v})")
+    for label, group in (("x only (y public)", LABEL_PUBLIC), ("x and y", LABEL_PRIVATE)):
+        found = [_gain_text(t, e, group) for e in eps]
+        useful = [float(e) for e, (beats, _) in zip(eps, found, strict=True) if beats]
+        parts.append(f"protecting {label}, at epsilon in {useful or 'none'} (best gain per "
+                     "budget: " + "; ".join(text for _, text in found) + ")")
+    return (f"- **{name}**, a local-DP estimator beats predicting the mean (paired, 2 SE): "
+            + "; ".join(parts) + ".")
+
+
+def _compare(t: pd.DataFrame, eps: list[float], a: str, b: str) -> tuple[list[str], str]:
+    """Per-budget paired verdicts of ``a`` against ``b`` and their text."""
+    rows = [(e, *_paired(t, e, a, b)) for e in eps]
+    verdicts = [_verdict(m, se) for _, m, se in rows]
+    text = "; ".join(f"{e:g}: {m:+.3f} +/- {se:.3f} ({v})"
+                     for (e, m, se), v in zip(rows, verdicts, strict=True))
+    return verdicts, text
+
+
+def _summary_word(verdicts: list[str]) -> str:
     if all(v == "better" for v in verdicts):
-        word = "HOLDS"
-    elif any(v == "worse" for v in verdicts):
-        word = "DOES NOT HOLD"
-    elif any(v == "better" for v in verdicts):
-        word = "HOLDS IN PART (never worse, better than some, tied with the rest)"
-    else:
-        word = "NOT SUPPORTED (no significant difference"
-        word += "; nothing beats the mean here)" if not any(e in useful for e in tight) \
-            else ")"
-    return (f"- **{name}**, one-shot best at tight budgets: {word}. One-shot minus "
-            "each other: " + "; ".join(parts) + ".")
+        return "HOLDS"
+    if all(v == "tie" for v in verdicts):
+        return "NOT SUPPORTED (no significant difference)"
+    if not any(v == "better" for v in verdicts):
+        return "DOES NOT HOLD"
+    if any(v == "worse" for v in verdicts):
+        return "MIXED (better at some budgets, worse at others)"
+    return "HOLDS IN PART (never worse, better at some budgets)"
 
 
-def _iterative_catches_up(name: str, t: pd.DataFrame, lo: float, hi: float) -> str:
-    m_lo, se_lo = _paired(t, lo, "iterative", "one_shot")
-    m_hi, se_hi = _paired(t, hi, "iterative", "one_shot")
-    caught = _verdict(m_hi, se_hi) != "worse" and m_hi < m_lo
-    if _verdict(m_hi, se_hi) == "tie" and _verdict(m_lo, se_lo) == "tie":
-        word = "NOT SUPPORTED (the two tie at every budget)"
-    else:
-        word = "HOLDS" if caught else "DOES NOT HOLD"
-    return (f"- **{name}**, iterative catching up at larger epsilon: {word}. Iterative "
-            f"minus one-shot: {m_lo:+.3f} +/- {se_lo:.3f} at eps={lo:g}, "
-            f"{m_hi:+.3f} +/- {se_hi:.3f} at eps={hi:g}.")
+def _like_with_like(name: str, t: pd.DataFrame, eps: list[float]) -> list[str]:
+    """Test the paper's claims, each between estimators that protect the same variables."""
+    tight = [e for e in eps if e <= 1.0] or eps[:1]
+    lines = []
+    v1, text1 = _compare(t, tight, "one_shot", "iterative")
+    v2, text2 = _compare(t, tight, "one_shot_label_private", "dpsgd_local")
+    lines.append(f"- **{name}**, one-shot best at tight budgets (epsilon <= 1), like with "
+                 f"like: {_summary_word(v1 + v2)}. One-shot minus iterative (both x only): "
+                 f"{text1}. Label-private one-shot minus local DP-SGD (both x and y): "
+                 f"{text2}.")
+    v3, text3 = _compare(t, [eps[0], eps[-1]], "iterative", "one_shot")
+    caught = v3[-1] != "worse" and _paired(t, eps[-1], "iterative", "one_shot")[0] < \
+        _paired(t, eps[0], "iterative", "one_shot")[0]
+    word = ("NOT SUPPORTED (the two tie)" if set(v3) == {"tie"} else
+            "HOLDS" if caught else "DOES NOT HOLD")
+    lines.append(f"- **{name}**, iterative catching up at larger epsilon (both x only): "
+                 f"{word}. Iterative minus one-shot: {text3}.")
+    for other in ("one_shot_label_private", "nss_label_private"):
+        v4, text4 = _compare(t, eps, "dpsgd_local", other)
+        worse = [float(e) for e, v in zip(eps, v4, strict=True) if v == "worse"]
+        better = [float(e) for e, v in zip(eps, v4, strict=True) if v == "better"]
+        word = ("HOLDS" if len(worse) == len(eps) else "DOES NOT HOLD" if not worse
+                else "HOLDS ONLY IN PART")
+        lines.append(f"- **{name}**, local DP-SGD suffering against {other} (both x and y): "
+                     f"{word}. DP-SGD worse at epsilon in {worse}, better at {better} "
+                     f"(DP-SGD minus {other}: {text4}).")
+    return lines
 
 
-def _dpsgd_suffers(name: str, t: pd.DataFrame, eps: list[float]) -> str:
-    vs = [(e, *_paired(t, e, "dpsgd_local", "one_shot")) for e in eps]
-    worse = [e for e, m, se in vs if _verdict(m, se) == "worse"]
-    better = [e for e, m, se in vs if _verdict(m, se) == "better"]
-    word = ("HOLDS" if len(worse) == len(eps) else "DOES NOT HOLD" if not worse
-            else "HOLDS ONLY IN PART")
-    return (f"- **{name}**, DP-SGD (local noise) suffering in this regime: {word}. "
-            f"Worse than one-shot at eps in {[float(e) for e in worse]}, better at "
-            f"{[float(e) for e in better]} (" + "; ".join(
-                f"{e:g}: {m:+.3f} +/- {se:.3f}" for e, m, se in vs) + ").")
+def _costs(name: str, t: pd.DataFrame, eps: list[float]) -> list[str]:
+    """Return what protecting the label costs, and what the modulation costs."""
+    _, label = _compare(t, eps, "nss_label_private", "nss")
+    _, label_os = _compare(t, eps, "one_shot_label_private", "one_shot")
+    _, mod = _compare(t, eps, "nss", "one_shot")
+    return [f"- **{name}**, the price of protecting the label too (same total rho): "
+            f"label-private minus label-public NSS {label}; one-shot {label_os}.",
+            f"- **{name}**, noisy sufficient statistics (lambda = 0) vs modulated one-shot "
+            f"(both x only): NSS minus one-shot {mod}."]
 
 
 def reproduction_findings(table: pd.DataFrame) -> list[str]:
-    """State which of the paper's findings hold on each data set (paired, 2 SE).
+    """State, from the table, which of the paper's findings hold on each target (paired, 2 SE).
+
+    Every comparison is between estimators that protect the same variables
+    (:data:`PROTECTS`): the label-public moment estimators (x only) with each other, the
+    label-private ones and local DP-SGD (x and y) with each other. A target whose
+    non-private OLS R^2 is below :data:`LEARNABLE_R2` gets one line saying there is little
+    to learn, and no comparison between private estimators (they all tie with the mean
+    there, which says nothing about them).
 
     Parameters
     ----------
@@ -544,8 +587,10 @@ def reproduction_findings(table: pd.DataFrame) -> list[str]:
     Returns
     -------
     list of str
-        Markdown bullets, five per data set: beating the mean, one-shot best at tight
-        budgets, iterative catching up, DP-SGD (local) suffering, NSS vs one-shot.
+        Markdown bullets per data set: what there is to learn (OLS R^2); then, if there
+        is something, who beats the mean (per protection), one-shot best at tight
+        budgets, iterative catching up, local DP-SGD against the label-private one-shot
+        and NSS, the price of label privacy, and NSS against the modulated one-shot.
 
     Examples
     --------
@@ -554,18 +599,15 @@ def reproduction_findings(table: pd.DataFrame) -> list[str]:
     >>> lines = reproduction_findings(compare_estimators({"toy": (X, y)}, seeds=2,
     ...                                                  epsilons=[1.0, 8.0]))
     >>> len(lines), lines[0][:8]
-    (5, '- **toy*')
+    (8, '- **toy*')
     """
     per_seed: pd.DataFrame = table.attrs["per_seed"]
     lines = []
     for name, t in per_seed.groupby("dataset", sort=False):
         eps = sorted(t["epsilon"].unique())
-        beats, useful = _beats_the_mean(str(name), t, eps)
-        lines += [beats, _one_shot_best(str(name), t, eps, useful),
-                  _iterative_catches_up(str(name), t, eps[0], eps[-1]),
-                  _dpsgd_suffers(str(name), t, eps)]
-        nss = [(e, *_paired(t, e, "nss", "one_shot")) for e in eps]
-        lines.append(f"- **{name}**, noisy sufficient statistics (lambda = 0) vs modulated "
-                     "one-shot: NSS minus one-shot " + "; ".join(
-                         f"{e:g}: {m:+.3f} +/- {se:.3f}" for e, m, se in nss) + ".")
+        what, learnable = _learnable(str(name), t)
+        lines.append(what)
+        if learnable:
+            lines += [_beats_the_mean(str(name), t, eps), *_like_with_like(str(name), t, eps),
+                      *_costs(str(name), t, eps)]
     return lines
