@@ -71,6 +71,9 @@ class ClientReports(Result):
         zCDP loss of each client (features plus labels).
     accounting : dict
         The target's accounting record.
+    label_bound : float
+        The public clipping bound ``B`` of noised labels (``|y| <= B`` before the noise;
+        ``inf`` for public labels): the server's cap on the label second moment.
     """
 
     features: NDArray[np.float64]
@@ -81,6 +84,7 @@ class ClientReports(Result):
     label_sigma: float
     rho: float
     accounting: dict[str, Any] = field(default_factory=dict)
+    label_bound: float = math.inf
 
     @property
     def n_clients(self) -> int:
@@ -137,6 +141,7 @@ class DeviceTransform:
     modulation: Modulation
     mechanism: LatticeGaussianMechanism
     label_mechanism: LatticeGaussianMechanism | None
+    label_bound: float = math.inf
 
     @property
     def rho(self) -> float:
@@ -158,7 +163,8 @@ class DeviceTransform:
                              modulation=modulation, sigma=self.mechanism.scale,
                              label_sigma=(0.0 if self.label_mechanism is None
                                           else self.label_mechanism.scale),
-                             rho=self.rho, accounting=target.metadata())
+                             rho=self.rho, accounting=target.metadata(),
+                             label_bound=self.label_bound)
 
     def plan(self) -> ReleasePlan[ClientReports]:
         """Return the release plan of this transform (its noise drawn in blocks)."""
@@ -188,7 +194,7 @@ def plan_transform(X: Any, y: Any, *, modulation: Modulation, target: Accounting
                        f"pass {modulation.n_directions} orthonormal directions, or a "
                        "Modulation with as many directions as you pass")
     mech = LatticeGaussianMechanism(rho_x, modulation.sensitivity, d)
-    label_mech = None
+    label_mech, bound = None, math.inf
     if label_bound is not None:
         bound = check_number(label_bound, "label_bound", low=0.0, low_open=True,
                              fix="pass the bound B on |y|")
@@ -203,7 +209,7 @@ def plan_transform(X: Any, y: Any, *, modulation: Modulation, target: Accounting
     elif label_rho is not None:
         raise fail("label_rho", label_rho, "needs label_bound (the clipping bound of the labels)",
                    "pass label_bound=B as well, or drop label_rho")
-    return DeviceTransform(Xa, ya, V, modulation, mech, label_mech)
+    return DeviceTransform(Xa, ya, V, modulation, mech, label_mech, bound)
 
 
 def transform_clients(

@@ -44,6 +44,7 @@ from spatialdp.regression.server import (
     check_reports,
     debiased_covariance,
     debiased_cross_moment,
+    debiased_label_moment,
     raw_moments,
 )
 
@@ -126,10 +127,9 @@ def centered_moments(reports: ClientReports, *, fit_intercept: bool = True,
         y_mean = float(y.mean())
         S = S - np.outer(x_mean, x_mean) + mean_noise_covariance(reports)
         b = b - y_mean * x_mean
-        y2 = float(np.mean((y - y_mean) ** 2)) - reports.label_sigma**2
     else:
         x_mean, y_mean = np.zeros(d), 0.0
-        y2 = float(np.mean(y**2)) - reports.label_sigma**2
+    y2 = debiased_label_moment(reports, centred=fit_intercept)
     return CenteredMoments(S, b, x_mean, y_mean, reports=reports, label_second_moment=y2)
 
 

@@ -1,6 +1,6 @@
 """The modulated-learning comparison on real data, every row one client (reusable core).
 
-``benchmarks/reproduce_modulated.py`` runs it in full (both data sets, five budgets,
+``benchmarks/reproduce_modulated.py`` runs it in full (three targets, five budgets,
 20 seeds) and writes the figures and tables of ``docs/modulated.md``; the notebook
 ``notebooks/modulated_regression.ipynb`` runs a reduced version. Both call
 :func:`compare_estimators` and :func:`reproduction_findings`.
@@ -13,12 +13,17 @@ noise (a lucky validation draw is not carried to the test split) and scored on t
 privacy cost of tuning is not charged, for any estimator: every fit is a seeded
 ``Simulation``.
 
-Estimators (test MSE on the standardised label, so predicting the mean scores about 1):
-``zero`` (predict the train mean), ``ols`` (non-private least squares), ``nss`` (noisy
-sufficient statistics: the one-shot estimator with ``lambda = 0``), ``one_shot``
-(modulated, ``lambda = 1, omega = 1``), ``iterative`` (modulated, disjoint round groups),
-``dpsgd_local`` (DP-SGD FedAvg, each client noises its clipped gradient) and
-``dpsgd_central`` (noise on the average: a REFERENCE with a trusted aggregator).
+Estimators (test MSE on the standardised label, so predicting the mean scores about 1),
+with what each protects (:data:`PROTECTS`): ``zero`` (predict the train mean), ``ols``
+(non-private least squares), ``nss`` (noisy sufficient statistics: the one-shot estimator
+with ``lambda = 0``) and ``one_shot`` (modulated, ``lambda = 1, omega = 1``), which protect
+the features only (the label is sent in the clear, as in the paper); their label-private
+variants ``nss_label_private`` and ``one_shot_label_private``, which clip the label to
+``[-B, B]`` and noise it too, at the SAME total rho (split by
+:func:`label_budget_split`); ``iterative`` (modulated, disjoint round groups; features
+only); ``dpsgd_local`` (DP-SGD FedAvg, each client noises its clipped gradient: features
+AND label) and ``dpsgd_central`` (noise on the average: a REFERENCE with a trusted
+aggregator).
 """
 
 from __future__ import annotations
@@ -34,20 +39,27 @@ import pandas as pd
 
 from spatialdp._validation import check_finite_array, check_integer, check_positive, fail
 from spatialdp.privacy import Simulation
+from spatialdp.privacy.pipeline import exact_total
 from spatialdp.regression.accounting import rho_for_epsilon
 from spatialdp.regression.client import transform_clients
 from spatialdp.regression.dpsgd import fit_dpsgd
 from spatialdp.regression.iterative import fit_iterative
+from spatialdp.regression.lattice_gaussian import headroom_sigma
 from spatialdp.regression.modulation import Modulation, clip_rows
 from spatialdp.regression.oneshot import fit_one_shot
 from spatialdp.regression.planner import plan_regression
+from spatialdp.regression.regularization import noise_variances
 
 __all__ = [
     "EPSILONS",
     "ESTIMATORS",
+    "LABEL_PRIVATE",
+    "LABEL_PUBLIC",
     "LOCAL_ESTIMATORS",
+    "PROTECTS",
     "REPRODUCTION_DATASETS",
     "compare_estimators",
+    "label_budget_split",
     "load_reproduction_data",
     "reproduction_findings",
     "standardised_split",
@@ -57,17 +69,42 @@ __all__ = [
 EPSILONS = (0.5, 1.0, 2.0, 4.0, 8.0)
 DELTA = 1e-6
 RADII = (1.0, 2.0, 4.0)
+#: Label clipping bounds ``B`` tried (on the standardised label) by the label-private fits.
+LABEL_BOUNDS = (1.0, 2.0, 4.0)
 ITER_ROUNDS = (5, 10)
 DPSGD_CLIPS = (0.3, 1.0, 3.0)
 DPSGD_STEPS = (0.1, 0.3, 1.0)
 DPSGD_ROUNDS = (5, 20)
 PLAN_RADIUS = 2.0
+#: The R^2 assumed (public, no data) when splitting rho between features and labels.
+SPLIT_R_SQUARED = 0.3
+#: Below this OLS R^2 (train split, non-private) a target has little to learn.
+LEARNABLE_R2 = 0.1
 #: Every estimator compared, in table order.
-ESTIMATORS = ("zero", "ols", "nss", "one_shot", "iterative", "dpsgd_local", "dpsgd_central")
+ESTIMATORS = ("zero", "ols", "nss", "one_shot", "iterative", "nss_label_private",
+              "one_shot_label_private", "dpsgd_local", "dpsgd_central")
+#: What each estimator protects with differential privacy.
+PROTECTS = {
+    "zero": "nothing released (train mean of y)",
+    "ols": "nothing (non-private)",
+    "nss": "x only (y public)",
+    "one_shot": "x only (y public)",
+    "iterative": "x only (y public)",
+    "nss_label_private": "x and y",
+    "one_shot_label_private": "x and y",
+    "dpsgd_local": "x and y",
+    "dpsgd_central": "x and y (trusted aggregator)",
+}
 #: The estimators whose noise is added on the device (local differential privacy).
-LOCAL_ESTIMATORS = ("nss", "one_shot", "iterative", "dpsgd_local")
-#: The statsmodels data sets :func:`load_reproduction_data` reads.
-REPRODUCTION_DATASETS = ("fair", "modechoice")
+LOCAL_ESTIMATORS = ("nss", "one_shot", "iterative", "nss_label_private",
+                    "one_shot_label_private", "dpsgd_local")
+#: Local-DP estimators that protect the features only (the label is sent in the clear).
+LABEL_PUBLIC = ("nss", "one_shot", "iterative")
+#: Local-DP estimators that protect features and label: compare these with each other.
+LABEL_PRIVATE = ("nss_label_private", "one_shot_label_private", "dpsgd_local")
+#: The data sets :func:`load_reproduction_data` reads (statsmodels; data set and target).
+REPRODUCTION_DATASETS = ("fair_affairs", "fair_yrs_married", "modechoice")
+_FAIR_TARGETS = {"fair_affairs": "affairs", "fair_yrs_married": "yrs_married"}
 
 Split = dict[str, tuple[np.ndarray, np.ndarray]]
 Fitter = Callable[[dict[str, Any], int], Any]
@@ -76,16 +113,17 @@ Fitter = Callable[[dict[str, Any], int], Any]
 def load_reproduction_data(name: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Return features, label and feature names of a data set of the reproduction.
 
-    ``fair`` is Fair's affairs data (6,366 rows; target ``affairs``, 8 features);
-    ``modechoice`` is travel mode choice (840 rows, 210 travellers x 4 modes; target
-    ``invt``, the in-vehicle time; features ``ttme, invc, gc, hinc, psize`` and three
-    mode dummies). Both ship with statsmodels (read offline; install it with
-    ``pip install 'spatialdp[notebooks]'``).
+    ``fair_affairs`` and ``fair_yrs_married`` are Fair's affairs data (6,366 rows) with
+    target ``affairs`` (little to learn: OLS R^2 about 0.05) or ``yrs_married`` (OLS R^2
+    about 0.8); the features are the other 8 columns. ``modechoice`` is travel mode choice
+    (840 rows, 210 travellers x 4 modes; target ``invt``, the in-vehicle time; features
+    ``ttme, invc, gc, hinc, psize`` and three mode dummies). Both ship with statsmodels
+    (read offline; install it with ``pip install 'spatialdp[notebooks]'``).
 
     Parameters
     ----------
-    name : {"fair", "modechoice"}
-        The data set.
+    name : {"fair_affairs", "fair_yrs_married", "modechoice"}
+        The data set and target.
 
     Returns
     -------
@@ -97,16 +135,20 @@ def load_reproduction_data(name: str) -> tuple[np.ndarray, np.ndarray, list[str]
     >>> X, y, names = load_reproduction_data("modechoice")
     >>> X.shape, names[-1]
     ((840, 8), 'mode_bus')
+    >>> X, y, names = load_reproduction_data("fair_yrs_married")
+    >>> X.shape, "affairs" in names, "yrs_married" in names
+    ((6366, 8), True, False)
     """
     if name not in REPRODUCTION_DATASETS:
         raise fail("name", name, "is not a data set of the reproduction",
                    f"pass one of {list(REPRODUCTION_DATASETS)}")
     import statsmodels.api as sm
 
-    if name == "fair":
+    if name in _FAIR_TARGETS:
         df = sm.datasets.fair.load_pandas().data
-        cols = [c for c in df.columns if c != "affairs"]
-        return df[cols].to_numpy(float), df["affairs"].to_numpy(float), cols
+        target = _FAIR_TARGETS[name]
+        cols = [c for c in df.columns if c != target]
+        return df[cols].to_numpy(float), df[target].to_numpy(float), cols
     df = sm.datasets.modechoice.load_pandas().data
     cols = ["ttme", "invc", "gc", "hinc", "psize"]
     dummies = (df["mode"].to_numpy()[:, None] == np.array([1, 2, 3])).astype(float)
@@ -163,11 +205,87 @@ def _tune(data: Split, grid: Sequence[dict[str, Any]], fitter: Fitter,
     return _mse(final.predict(Xt), yt), best
 
 
+def label_budget_split(rho: float, *, n_clients: int, n_features: int, modulation: Modulation,
+                       label_bound: float, r_squared: float = SPLIT_R_SQUARED,
+                       ) -> tuple[float, float]:
+    """Return ``(feature rho, label rho)`` summing to ``rho``: the split the noise model favours.
+
+    Minimises the first-order noise per coefficient of the moment solve,
+    ``N = v_b + v_S B2`` (:func:`~spatialdp.regression.regularization.noise_variances`,
+    with the label-noise variance ``tau^2 = (2 B)^2 / (2 rho_y)`` in ``v_b``), over feature
+    shares of 1% to 99%. Only public quantities enter: ``K``, ``d``, the modulation, ``B``
+    and assumptions in place of data: standardised features clipped at ``R``
+    (``s = min(R^2, d) / d``), a label second moment ``min(1, B^2)`` and ``r_squared``
+    (``B2 = r_squared E y^2 / s``).
+
+    Parameters
+    ----------
+    rho : float
+        The total zCDP budget of each client.
+    n_clients, n_features : int
+        ``K`` and ``d``.
+    modulation : Modulation
+        Of the feature release (its sensitivity sets the feature noise).
+    label_bound : float
+        ``B``: labels are clipped to ``[-B, B]`` (sensitivity ``2 B``).
+    r_squared : float, default :data:`SPLIT_R_SQUARED`
+        The assumed share of the label variance a linear model explains.
+
+    Returns
+    -------
+    tuple of float
+        ``(rho_x, rho_y)``.
+
+    Examples
+    --------
+    >>> from spatialdp.privacy.pipeline import exact_total
+    >>> rx, ry = label_budget_split(0.5, n_clients=3819, n_features=8,
+    ...                             modulation=Modulation(lam=0.0, radius=2.0), label_bound=2.0)
+    >>> exact_total([rx, ry]) <= 0.5, round(rx + ry, 12), 0.0 < ry < rx
+    (True, 0.5, True)
+    """
+    R, d = modulation.radius, n_features
+    s = min(R * R, float(d)) / d
+    y2 = min(1.0, label_bound**2)
+    b2 = r_squared * y2 / s
+    shares = np.linspace(0.01, 0.99, 99)
+    noise = []
+    for f in shares:
+        tau = headroom_sigma(2.0 * label_bound, (1.0 - f) * rho)
+        v_S, v_b = noise_variances(n_clients, d, sigma=headroom_sigma(modulation.sensitivity,
+                                                                      f * rho),
+                                   alpha=modulation.alpha, lam=modulation.lam,
+                                   feature_scale=s, label_second_moment=y2, label_sigma=tau)
+        noise.append(v_b + v_S * b2)
+    rho_x = float(shares[int(np.argmin(noise))]) * rho
+    rho_y = rho - rho_x
+    while exact_total([rho_x, rho_y]) > rho:  # the charge never exceeds the total
+        rho_y = float(np.nextafter(rho_y, 0.0))
+    return rho_x, rho_y
+
+
 def _one_shot(X: np.ndarray, y: np.ndarray, rho: float, lam: float) -> Fitter:
     def fit(p: dict[str, Any], s: int) -> Any:
         mod = Modulation(lam=lam, omega=1.0, radius=p["radius"])
         rep = transform_clients(X, y, modulation=mod, rho=rho, target=Simulation(rng=s))
         return fit_one_shot(rep)
+    return fit
+
+
+def _one_shot_label_private(X: np.ndarray, y: np.ndarray, rho: float, lam: float) -> Fitter:
+    """Features and labels noised, at the same total ``rho`` (split by the noise model).
+
+    The label mean is public in this study (the standardisation uses it), so the fit
+    uses it (``fit_intercept=False`` on the standardised split) instead of estimating
+    it from the noised labels, whose mean alone has variance ``tau^2 / K``.
+    """
+    def fit(p: dict[str, Any], s: int) -> Any:
+        mod = Modulation(lam=lam, omega=1.0, radius=p["radius"])
+        rho_x, rho_y = label_budget_split(rho, n_clients=len(y), n_features=X.shape[1],
+                                          modulation=mod, label_bound=p["label_bound"])
+        rep = transform_clients(X, y, modulation=mod, rho=rho_x, label_bound=p["label_bound"],
+                                label_rho=rho_y, target=Simulation(rng=s))
+        return fit_one_shot(rep, fit_intercept=False)
     return fit
 
 
@@ -199,17 +317,29 @@ def _run_seed(data: Split, epsilon: float, seed: int) -> dict[str, tuple[float, 
     out["one_shot"] = _tune(data, radii, _one_shot(X, y, rho, 1.0), seed)
     out["iterative"] = _tune(data, [{"radius": r, "rounds": t} for r in RADII
                                     for t in ITER_ROUNDS], _iterative(X, y, rho), seed)
+    bounded = [{"radius": r, "label_bound": b} for r in RADII for b in LABEL_BOUNDS]
+    for name, lam in (("nss", 0.0), ("one_shot", 1.0)):
+        out[f"{name}_label_private"] = _tune(data, bounded,
+                                             _one_shot_label_private(X, y, rho, lam), seed)
     grid = [{"clip": c, "step": st, "rounds": t} for c in DPSGD_CLIPS for st in DPSGD_STEPS
             for t in DPSGD_ROUNDS]
     for noise in ("local", "central"):
         out[f"dpsgd_{noise}"] = _tune(data, grid, _dpsgd(X, y, rho, noise), seed)
-    return out
+    return {est: out[est] for est in ESTIMATORS}
+
+
+def _ols_r2(X: np.ndarray, y: np.ndarray) -> float:
+    """In-sample R^2 of non-private least squares with an intercept."""
+    Z = np.column_stack([X, np.ones(len(y))])
+    return float(1 - np.var(y - Z @ np.linalg.lstsq(Z, y, rcond=None)[0]) / np.var(y))
 
 
 def _planner_row(X: np.ndarray, y: np.ndarray, epsilon: float) -> dict[str, float]:
-    """Return the planner's predicted test MSE per estimator (standardised label)."""
-    Z = np.column_stack([X, np.ones(len(y))])
-    r2 = 1 - np.var(y - Z @ np.linalg.lstsq(Z, y, rcond=None)[0]) / np.var(y)
+    """Return the planner's predicted test MSE per estimator (standardised label).
+
+    The planner does not model label noise: NaN for the label-private estimators.
+    """
+    r2 = _ols_r2(X, y)
     ex2 = float(np.mean(np.sum(clip_rows(X, PLAN_RADIUS) ** 2, axis=1)))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -218,7 +348,8 @@ def _planner_row(X: np.ndarray, y: np.ndarray, epsilon: float) -> dict[str, floa
                                feature_second_moment=ex2, label_second_moment=1.0,
                                r_squared=float(min(max(r2, 1e-3), 0.999)), rounds=10,
                                dpsgd_rounds=20, dpsgd_clip=1.0, dpsgd_step=0.3)
-    return {e: plan.predicted(e) for e in ESTIMATORS}
+    return {e: math.nan if e.endswith("_label_private")
+            else plan.predicted(e) for e in ESTIMATORS}
 
 
 def _per_seed(datasets: Mapping[str, tuple[np.ndarray, np.ndarray]], seeds: int,
@@ -226,13 +357,15 @@ def _per_seed(datasets: Mapping[str, tuple[np.ndarray, np.ndarray]], seeds: int,
     rows = []
     for name, (X_all, y_all) in datasets.items():
         splits = [standardised_split(X_all, y_all, s) for s in range(seeds)]
+        r2 = [_ols_r2(*split["train"]) for split in splits]
         for eps in epsilons:
             t0 = time.perf_counter()
             plan = _planner_row(*splits[0]["train"], eps)
             for s in range(seeds):
                 for est, (mse, params) in _run_seed(splits[s], eps, s).items():
                     rows.append({"dataset": name, "n_clients": len(splits[s]["train"][1]),
-                                 "epsilon": eps, "seed": s, "estimator": est, "mse": mse,
+                                 "ols_r2": r2[s], "epsilon": eps, "seed": s,
+                                 "estimator": est, "protects": PROTECTS[est], "mse": mse,
                                  "planner": plan[est], "params": str(params)})
             if progress:
                 print(f"  {name} epsilon={eps}: {time.perf_counter() - t0:.1f} s", flush=True)
@@ -241,11 +374,14 @@ def _per_seed(datasets: Mapping[str, tuple[np.ndarray, np.ndarray]], seeds: int,
 
 def _summarise(per_seed: pd.DataFrame) -> pd.DataFrame:
     """Mean, SE over seeds, planner prediction and the most chosen parameters per cell."""
-    keys = ["dataset", "n_clients", "epsilon", "estimator"]
+    keys = ["dataset", "n_clients", "epsilon", "estimator", "protects"]
     g = per_seed.groupby(keys, sort=False)
-    return g.agg(mse=("mse", "mean"), se=("mse", "sem"), planner=("planner", "first"),
-                 seeds=("seed", "nunique"),
-                 typical_params=("params", lambda p: p.mode().iloc[0])).reset_index()
+    table = g.agg(mse=("mse", "mean"), se=("mse", "sem"), planner=("planner", "first"),
+                  seeds=("seed", "nunique"),
+                  typical_params=("params", lambda p: p.mode().iloc[0])).reset_index()
+    r2 = per_seed.groupby("dataset", sort=False)["ols_r2"].mean()
+    table.insert(2, "ols_r2", table["dataset"].map(r2))
+    return table
 
 
 #: Fewest rows of a data set: a 60/20/20 split leaves at least 5 rows to test on.
@@ -286,11 +422,15 @@ def compare_estimators(datasets: Sequence[str] | Mapping[str, tuple[np.ndarray, 
     Returns
     -------
     DataFrame
-        One row per (dataset, epsilon, estimator): ``n_clients``, ``mse`` (mean test MSE
-        on the standardised label), ``se`` (its standard error over the seeds),
-        ``planner`` (:func:`~spatialdp.regression.plan_regression`'s prediction),
-        ``seeds`` and ``typical_params`` (the configuration chosen most often). The
-        per-seed rows are in ``.attrs["per_seed"]`` (for paired comparisons).
+        One row per (dataset, epsilon, estimator): ``n_clients``, ``ols_r2`` (in-sample
+        R^2 of non-private least squares on the standardised train split, mean over the
+        seeds: how much there is to learn), ``protects`` (:data:`PROTECTS`: what the
+        estimator keeps private), ``mse`` (mean test MSE on the standardised label),
+        ``se`` (its standard error over the seeds), ``planner``
+        (:func:`~spatialdp.regression.plan_regression`'s prediction; NaN for the
+        label-private estimators, which it does not model), ``seeds`` and
+        ``typical_params`` (the configuration chosen most often). The per-seed rows are
+        in ``.attrs["per_seed"]`` (for paired comparisons).
 
     Examples
     --------
@@ -335,71 +475,109 @@ def _verdict(mean: float, se: float) -> str:
     return "tie"
 
 
-def _beats_the_mean(name: str, t: pd.DataFrame, eps: list[float]) -> tuple[str, list[float]]:
-    gains = {e: {b: _paired(t, e, b, "zero") for b in LOCAL_ESTIMATORS} for e in eps}
-    useful = [e for e in eps if any(_verdict(*g) == "better" for g in gains[e].values())]
-    best = {e: min(gains[e].items(), key=lambda kv: kv[1][0]) for e in eps}
-    zero_mse = t[t["estimator"] == "zero"]["mse"].mean()
-    line = (f"- **{name}**: a local-DP estimator beats predicting the mean (paired, "
-            f"2 SE) at epsilon in {[float(e) for e in useful] or 'none'}; the best "
-            "gain per budget: " + "; ".join(
-                f"{e:g}: {b} {-g[0]:.3f} ({-g[0] / zero_mse:.1%})"
-                for e, (b, g) in best.items()) + ".")
-    return line, useful
+def _gain_text(t: pd.DataFrame, e: float, group: Sequence[str]) -> tuple[bool, str]:
+    """Whether some estimator of ``group`` beats the mean at ``e``, and the best gain."""
+    gains = {b: _paired(t, e, b, "zero") for b in group}
+    beats = any(_verdict(*g) == "better" for g in gains.values())
+    best, (m, se) = min(gains.items(), key=lambda kv: kv[1][0])
+    zero_mse = float(t[(t["estimator"] == "zero") & (t["epsilon"] == e)]["mse"].mean())
+    return beats, f"{e:g}: {best} {-m:+.3f} +/- {se:.3f} ({-m / zero_mse:+.1%})"
 
 
-def _one_shot_best(name: str, t: pd.DataFrame, eps: list[float], useful: list[float]) -> str:
-    tight = [e for e in eps if e <= 1.0]
+def _learnable(name: str, t: pd.DataFrame) -> tuple[str, bool]:
+    """How much there is to learn on this target: OLS R^2 and OLS's paired gain."""
+    r2 = float(t["ols_r2"].mean())
+    m, se = _paired(t, float(t["epsilon"].iloc[0]), "ols", "zero")
+    learnable = r2 >= LEARNABLE_R2
+    verdict = ("there is signal to learn" if learnable else
+               f"LITTLE TO LEARN (R^2 below {LEARNABLE_R2:g}): a private estimator tying "
+               "with predicting the mean says nothing about the estimator, and no "
+               "comparison between them is drawn on this target")
+    return (f"- **{name}**: OLS R^2 = {r2:.3f} (train split, non-private); OLS minus "
+            f"predicting the mean on test: {m:+.3f} +/- {se:.3f}: {verdict}.", learnable)
+
+
+def _beats_the_mean(name: str, t: pd.DataFrame, eps: list[float]) -> str:
     parts = []
-    verdicts = []
-    for e in tight:
-        for other in ("iterative", "dpsgd_local", "nss"):
-            m, se = _paired(t, e, "one_shot", other)
-            v = _verdict(m, se)
-            if other != "nss":
-                verdicts.append(v)
-            parts.append(f"{other} at eps={e:g}: {m:+.3f} +/- {se:.3f} ({v})")
+    for label, group in (("x only (y public)", LABEL_PUBLIC), ("x and y", LABEL_PRIVATE)):
+        found = [_gain_text(t, e, group) for e in eps]
+        useful = [float(e) for e, (beats, _) in zip(eps, found, strict=True) if beats]
+        parts.append(f"protecting {label}, at epsilon in {useful or 'none'} (best gain per "
+                     "budget: " + "; ".join(text for _, text in found) + ")")
+    return (f"- **{name}**, a local-DP estimator beats predicting the mean (paired, 2 SE): "
+            + "; ".join(parts) + ".")
+
+
+def _compare(t: pd.DataFrame, eps: list[float], a: str, b: str) -> tuple[list[str], str]:
+    """Per-budget paired verdicts of ``a`` against ``b`` and their text."""
+    rows = [(e, *_paired(t, e, a, b)) for e in eps]
+    verdicts = [_verdict(m, se) for _, m, se in rows]
+    text = "; ".join(f"{e:g}: {m:+.3f} +/- {se:.3f} ({v})"
+                     for (e, m, se), v in zip(rows, verdicts, strict=True))
+    return verdicts, text
+
+
+def _summary_word(verdicts: list[str]) -> str:
     if all(v == "better" for v in verdicts):
-        word = "HOLDS"
-    elif any(v == "worse" for v in verdicts):
-        word = "DOES NOT HOLD"
-    elif any(v == "better" for v in verdicts):
-        word = "HOLDS IN PART (never worse, better than some, tied with the rest)"
-    else:
-        word = "NOT SUPPORTED (no significant difference"
-        word += "; nothing beats the mean here)" if not any(e in useful for e in tight) \
-            else ")"
-    return (f"- **{name}**, one-shot best at tight budgets: {word}. One-shot minus "
-            "each other: " + "; ".join(parts) + ".")
+        return "HOLDS"
+    if all(v == "tie" for v in verdicts):
+        return "NOT SUPPORTED (no significant difference)"
+    if not any(v == "better" for v in verdicts):
+        return "DOES NOT HOLD"
+    if any(v == "worse" for v in verdicts):
+        return "MIXED (better at some budgets, worse at others)"
+    return "HOLDS IN PART (never worse, better at some budgets)"
 
 
-def _iterative_catches_up(name: str, t: pd.DataFrame, lo: float, hi: float) -> str:
-    m_lo, se_lo = _paired(t, lo, "iterative", "one_shot")
-    m_hi, se_hi = _paired(t, hi, "iterative", "one_shot")
-    caught = _verdict(m_hi, se_hi) != "worse" and m_hi < m_lo
-    if _verdict(m_hi, se_hi) == "tie" and _verdict(m_lo, se_lo) == "tie":
-        word = "NOT SUPPORTED (the two tie at every budget)"
-    else:
-        word = "HOLDS" if caught else "DOES NOT HOLD"
-    return (f"- **{name}**, iterative catching up at larger epsilon: {word}. Iterative "
-            f"minus one-shot: {m_lo:+.3f} +/- {se_lo:.3f} at eps={lo:g}, "
-            f"{m_hi:+.3f} +/- {se_hi:.3f} at eps={hi:g}.")
+def _like_with_like(name: str, t: pd.DataFrame, eps: list[float]) -> list[str]:
+    """Test the paper's claims, each between estimators that protect the same variables."""
+    tight = [e for e in eps if e <= 1.0] or eps[:1]
+    lines = []
+    v1, text1 = _compare(t, tight, "one_shot", "iterative")
+    v2, text2 = _compare(t, tight, "one_shot_label_private", "dpsgd_local")
+    lines.append(f"- **{name}**, one-shot best at tight budgets (epsilon <= 1), like with "
+                 f"like: {_summary_word(v1 + v2)}. One-shot minus iterative (both x only): "
+                 f"{text1}. Label-private one-shot minus local DP-SGD (both x and y): "
+                 f"{text2}.")
+    v3, text3 = _compare(t, [eps[0], eps[-1]], "iterative", "one_shot")
+    caught = v3[-1] != "worse" and _paired(t, eps[-1], "iterative", "one_shot")[0] < \
+        _paired(t, eps[0], "iterative", "one_shot")[0]
+    word = ("NOT SUPPORTED (the two tie)" if set(v3) == {"tie"} else
+            "HOLDS" if caught else "DOES NOT HOLD")
+    lines.append(f"- **{name}**, iterative catching up at larger epsilon (both x only): "
+                 f"{word}. Iterative minus one-shot: {text3}.")
+    for other in ("one_shot_label_private", "nss_label_private"):
+        v4, text4 = _compare(t, eps, "dpsgd_local", other)
+        worse = [float(e) for e, v in zip(eps, v4, strict=True) if v == "worse"]
+        better = [float(e) for e, v in zip(eps, v4, strict=True) if v == "better"]
+        word = ("HOLDS" if len(worse) == len(eps) else "DOES NOT HOLD" if not worse
+                else "HOLDS ONLY IN PART")
+        lines.append(f"- **{name}**, local DP-SGD suffering against {other} (both x and y): "
+                     f"{word}. DP-SGD worse at epsilon in {worse}, better at {better} "
+                     f"(DP-SGD minus {other}: {text4}).")
+    return lines
 
 
-def _dpsgd_suffers(name: str, t: pd.DataFrame, eps: list[float]) -> str:
-    vs = [(e, *_paired(t, e, "dpsgd_local", "one_shot")) for e in eps]
-    worse = [e for e, m, se in vs if _verdict(m, se) == "worse"]
-    better = [e for e, m, se in vs if _verdict(m, se) == "better"]
-    word = ("HOLDS" if len(worse) == len(eps) else "DOES NOT HOLD" if not worse
-            else "HOLDS ONLY IN PART")
-    return (f"- **{name}**, DP-SGD (local noise) suffering in this regime: {word}. "
-            f"Worse than one-shot at eps in {[float(e) for e in worse]}, better at "
-            f"{[float(e) for e in better]} (" + "; ".join(
-                f"{e:g}: {m:+.3f} +/- {se:.3f}" for e, m, se in vs) + ").")
+def _costs(name: str, t: pd.DataFrame, eps: list[float]) -> list[str]:
+    """Return what protecting the label costs, and what the modulation costs."""
+    _, label = _compare(t, eps, "nss_label_private", "nss")
+    _, label_os = _compare(t, eps, "one_shot_label_private", "one_shot")
+    _, mod = _compare(t, eps, "nss", "one_shot")
+    return [f"- **{name}**, the price of protecting the label too (same total rho): "
+            f"label-private minus label-public NSS {label}; one-shot {label_os}.",
+            f"- **{name}**, noisy sufficient statistics (lambda = 0) vs modulated one-shot "
+            f"(both x only): NSS minus one-shot {mod}."]
 
 
 def reproduction_findings(table: pd.DataFrame) -> list[str]:
-    """State which of the paper's findings hold on each data set (paired, 2 SE).
+    """State, from the table, which of the paper's findings hold on each target (paired, 2 SE).
+
+    Every comparison is between estimators that protect the same variables
+    (:data:`PROTECTS`): the label-public moment estimators (x only) with each other, the
+    label-private ones and local DP-SGD (x and y) with each other. A target whose
+    non-private OLS R^2 is below :data:`LEARNABLE_R2` gets one line saying there is little
+    to learn, and no comparison between private estimators (they all tie with the mean
+    there, which says nothing about them).
 
     Parameters
     ----------
@@ -409,8 +587,10 @@ def reproduction_findings(table: pd.DataFrame) -> list[str]:
     Returns
     -------
     list of str
-        Markdown bullets, five per data set: beating the mean, one-shot best at tight
-        budgets, iterative catching up, DP-SGD (local) suffering, NSS vs one-shot.
+        Markdown bullets per data set: what there is to learn (OLS R^2); then, if there
+        is something, who beats the mean (per protection), one-shot best at tight
+        budgets, iterative catching up, local DP-SGD against the label-private one-shot
+        and NSS, the price of label privacy, and NSS against the modulated one-shot.
 
     Examples
     --------
@@ -419,18 +599,15 @@ def reproduction_findings(table: pd.DataFrame) -> list[str]:
     >>> lines = reproduction_findings(compare_estimators({"toy": (X, y)}, seeds=2,
     ...                                                  epsilons=[1.0, 8.0]))
     >>> len(lines), lines[0][:8]
-    (5, '- **toy*')
+    (8, '- **toy*')
     """
     per_seed: pd.DataFrame = table.attrs["per_seed"]
     lines = []
     for name, t in per_seed.groupby("dataset", sort=False):
         eps = sorted(t["epsilon"].unique())
-        beats, useful = _beats_the_mean(str(name), t, eps)
-        lines += [beats, _one_shot_best(str(name), t, eps, useful),
-                  _iterative_catches_up(str(name), t, eps[0], eps[-1]),
-                  _dpsgd_suffers(str(name), t, eps)]
-        nss = [(e, *_paired(t, e, "nss", "one_shot")) for e in eps]
-        lines.append(f"- **{name}**, noisy sufficient statistics (lambda = 0) vs modulated "
-                     "one-shot: NSS minus one-shot " + "; ".join(
-                         f"{e:g}: {m:+.3f} +/- {se:.3f}" for e, m, se in nss) + ".")
+        what, learnable = _learnable(str(name), t)
+        lines.append(what)
+        if learnable:
+            lines += [_beats_the_mean(str(name), t, eps), *_like_with_like(str(name), t, eps),
+                      *_costs(str(name), t, eps)]
     return lines

@@ -11,7 +11,12 @@ are unbiased for ``Sigma_x = (1/K) sum x x^T``, ``(1/K) sum y x`` and the
 centralised gradient of ``(1/2K) sum (y - x^T beta)^2`` (expectation over the
 phases and the noise, features fixed). Dropping the ``lambda^2/(2m)`` term
 biases ``Sigma^`` by ``+lambda^2 / (2m (1-alpha)^2)`` along each ``v_j``.
-Noised labels ``y~ = y + N(0, tau^2)`` leave ``b^`` unbiased (independent noises).
+Noised labels ``y~ = clip(y, B) + N(0, tau^2)`` leave ``b^`` unbiased for
+``(1/K) sum clip(y_i) x_i`` (independent noises); their second moment needs the
+label-noise variance removed (:func:`debiased_label_moment`): ``tau^2`` for
+``(1/K) sum y~^2``, ``tau^2 (1 - 1/K)`` for the centred ``(1/K) sum (y~ - mean y~)^2``
+(the mean carries ``tau^2 / K`` of the noise), and the estimate is then clipped to the
+public range ``[0, B^2]``.
 
 ``Sigma^`` is indefinite whenever the noise is large against the signal
 (entry-wise noise of order ``(sigma^2 + s)/sqrt(K)``); :func:`project_psd` clips
@@ -54,6 +59,7 @@ __all__ = [
     "check_vector",
     "debiased_covariance",
     "debiased_cross_moment",
+    "debiased_label_moment",
     "project_ball",
     "project_psd",
     "raw_moments",
@@ -142,6 +148,51 @@ def debiased_cross_moment(reports: ClientReports,
     d = reports.features.shape[1]
     c = raw_moments(reports)[1] if cross is None else check_vector(cross, "cross", d)
     return c / (1.0 - reports.modulation.alpha)
+
+
+def debiased_label_moment(reports: ClientReports, *, centred: bool = True,
+                          bounded: bool = True) -> float:
+    """Return the estimate of the label second moment (variance if ``centred``), noise removed.
+
+    For noised labels ``y~ = clip(y, B) + N(0, tau^2)`` the raw moment overstates the
+    clipped labels' by the noise: ``E mean(y~^2) = mean(y^2) + tau^2`` and
+    ``E mean((y~ - mean y~)^2) = var(y) + tau^2 (1 - 1/K)``; both are subtracted
+    (unbiased). With ``bounded`` the estimate is clipped to ``[0, B^2]``, the range of
+    the clipped labels' moment (``B`` public; none for public labels): far smaller
+    error when ``tau^2`` is large against ``B^2``.
+
+    Parameters
+    ----------
+    reports : ClientReports
+    centred : bool, default True
+        Estimate ``(1/K) sum (y - y_bar)^2`` (for a fit with an intercept) instead of
+        ``(1/K) sum y^2``.
+    bounded : bool, default True
+        Clip the estimate to ``[0, label_bound^2]``; ``False`` gives the unbiased value.
+
+    Examples
+    --------
+    >>> from spatialdp.privacy import Simulation
+    >>> from spatialdp.regression.client import transform_clients
+    >>> from spatialdp.regression.modulation import Modulation
+    >>> y = np.tile([-1.0, 1.0], 50_000)
+    >>> rep = transform_clients(np.zeros((100_000, 1)), y, modulation=Modulation(),
+    ...                         rho=1.0, label_bound=2.0, label_rho=2.0, target=Simulation(rng=0))
+    >>> round(float(np.var(rep.labels)), 1), round(debiased_label_moment(rep), 1)
+    (5.0, 1.0)
+    """
+    reports = check_reports(reports)
+    centred = check_flag(centred, "centred")
+    bounded = check_flag(bounded, "bounded")
+    y, K = reports.labels, reports.labels.shape[0]
+    tau2 = reports.label_sigma**2
+    if centred:
+        raw = float(np.mean((y - y.mean()) ** 2)) - tau2 * (1.0 - 1.0 / K)
+    else:
+        raw = float(np.mean(y**2)) - tau2
+    if not bounded:
+        return raw
+    return min(max(raw, 0.0), reports.label_bound**2)
 
 
 def unbiased_gradient(reports: ClientReports, beta: Any) -> NDArray[np.float64]:
