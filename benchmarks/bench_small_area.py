@@ -27,7 +27,8 @@ suppressed regions, which have no direct estimate), 95% interval coverage,
 and the share of suppressed regions given a modelled estimate. Then the fit
 time of the 30,772-cell model (best of 3).
 
-Usage: ``python benchmarks/bench_small_area.py [--reps 40] [--h3-reps 10]``.
+Usage: ``python benchmarks/bench_small_area.py [--reps 40] [--h3-reps 10]
+[--epsilon 0.1 ...] [--interval mixture|plug-in] [--states-only]``.
 """
 
 from __future__ import annotations
@@ -135,7 +136,8 @@ def size_class(cohort: np.ndarray, floor: int) -> np.ndarray:
                              np.where(cohort < 10 * floor, "2-10x floor", ">10x floor")))
 
 
-def run(kind: str, reps: int) -> tuple[list[dict[str, object]], Partition, pd.DataFrame,
+def run(kind: str, reps: int, epsilons: tuple[float, ...] = EPSILONS,
+        interval: str = "mixture") -> tuple[list[dict[str, object]], Partition, pd.DataFrame,
                                         np.ndarray, int, str]:
     part, cohort, floor, model = setting(kind)
     if kind == "states":
@@ -144,7 +146,7 @@ def run(kind: str, reps: int) -> tuple[list[dict[str, object]], Partition, pd.Da
     draw = truth_generator(part, covariates)
     classes = size_class(cohort, floor)
     rows = []
-    for epsilon in EPSILONS:
+    for epsilon in epsilons:
         rng = np.random.default_rng(int(epsilon * 1000))
         parts = []
         for _ in range(reps):
@@ -154,7 +156,8 @@ def run(kind: str, reps: int) -> tuple[list[dict[str, object]], Partition, pd.Da
                 warnings.simplefilter("ignore", SmallAreaModelWarning)
                 out = small_area_estimates(frame, covariates=covariates, model=model,
                                            weights=part, include_suppressed=True,
-                                           client_variance=CLIENT_SD**2).frame
+                                           client_variance=CLIENT_SD**2,
+                                           interval=interval).frame
             parts.append(pd.DataFrame({
                 "class": classes, "direct": (frame.value.to_numpy() - truth) ** 2,
                 "eblup": (out.eblup.to_numpy() - truth) ** 2,
@@ -199,13 +202,24 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=40, help="rounds per epsilon (states)")
     parser.add_argument("--h3-reps", type=int, default=10, help="rounds per epsilon (H3)")
+    parser.add_argument("--epsilon", type=float, action="append",
+                        help="an epsilon to run (repeatable; default all of EPSILONS)")
+    parser.add_argument("--interval", choices=("mixture", "plug-in"), default="mixture",
+                        help="how the intervals are built (small_area_estimates(interval=))")
+    parser.add_argument("--states-only", action="store_true", help="skip the H3 partition")
     args = parser.parse_args()
+    epsilons = tuple(args.epsilon) if args.epsilon else EPSILONS
     start = time.perf_counter()
-    rows, *_ = run("states", args.reps)
-    h3_rows, part, covariates, cohort, floor, model = run("h3", args.h3_reps)
-    rows += h3_rows
+    rows, *_ = run("states", args.reps, epsilons, args.interval)
     columns = ["partition", "model", "epsilon", "class", "regions", "MSE direct", "MSE EBLUP",
                "change", "coverage", "modelled share"]
+    if args.states_only:
+        print(_common.scaling_table(rows, columns).replace("nan", "-"))
+        print(f"benchmark wall time {time.perf_counter() - start:.0f} s")
+        return
+    h3_rows, part, covariates, cohort, floor, model = run("h3", args.h3_reps, epsilons,
+                                                          args.interval)
+    rows += h3_rows
     print(_common.scaling_table(rows, columns).replace("nan", "-"))
     seconds = fit_time(part, covariates, cohort, floor, model)
     print(f"\nfit of the {part.n_regions:,}-cell H3 model ({model}, published "
