@@ -135,8 +135,8 @@ class PosteriorMixture:
 
 
 #: Points of the coarse grids (the posterior's support) and of the refined ones.
-COARSE_POINTS = 16
-FINE_POINTS = 32
+COARSE_POINTS = 12
+FINE_POINTS = 20
 #: Range of the coarse ``s2u`` grid, relative to the scale of the data (see :func:`s2u_grid`).
 S2U_RANGE = (1e-4, 10.0)
 #: Grid points whose posterior is below this fraction of the largest bound the refined grid.
@@ -174,7 +174,7 @@ def refined(values: FloatArray, marginal: FloatArray, log: bool,
     --------
     >>> r = refined(np.array([1.0, 2.0, 3.0, 4.0]), np.array([0.0, 1.0, 0.5, 0.0]), False)
     >>> float(r[0]), float(r[-1]), r.size   # the support touches an end: one step beyond
-    (0.0, 5.0, 32)
+    (0.0, 5.0, 20)
     >>> r = refined(np.array([1.0, 2.0, 3.0, 4.0]), np.array([1.0, 0.0, 0.0, 0.0]), False)
     >>> float(r[0]), float(r[-1])
     (0.0, 2.0)
@@ -241,7 +241,7 @@ def fh_mixture(y: FloatArray, X: FloatArray, d: FloatArray, observed: NDArray[np
     """
     s2u = s2u_grid(y[observed], d[observed], 4 * COARSE_POINTS)
     coarse = fh_grid(y, X, d, observed, s2u)[0]
-    s2u = refined(s2u, _posterior(coarse, s2u, 1), log=True, points=FINE_POINTS // 2)
+    s2u = refined(s2u, _posterior(coarse, s2u, 1), log=True)
     loglik, mean, variance, own = fh_grid(y, X, d, observed, s2u)
     noise = np.where(observed, noise_variance, 0.0)
     return PosteriorMixture.from_grid(_posterior(loglik, s2u, 1), mean, variance, own, noise)
