@@ -16,9 +16,12 @@ integrated out) has mean the BLUP at those parameters and variance
 likelihood (the likelihood with ``beta`` integrated out under its flat prior).
 So the posterior of ``theta_i`` is a mixture over a grid of ``(s2u, rho)``
 weighted by the REML likelihood: the hierarchical-Bayes interval of the
-Fay-Herriot tradition (Datta, Rao & Smith 2005 show that the flat prior on
-``s2u`` makes the posterior variance second-order unbiased for the MSE;
-Rao & Molina 2015, ch. 10). Its intervals widen by the parameters' whole
+Fay-Herriot tradition (Rao & Molina 2015, *Small Area Estimation*, ch. 10).
+Datta, Rao & Smith (2005, Biometrika 92) derive the non-informative prior on
+``s2u`` that makes the Fay-Herriot posterior variance second-order unbiased
+for the MSE; with equal ``d_i`` it is the flat prior used here. The priors are
+a device: the frequentist coverage is what ``benchmarks/bench_small_area.py``
+and the tests check. Its intervals widen by the parameters' whole
 uncertainty, not its first-order approximation.
 
 The Laplace noise is kept as the plug-in interval keeps it
