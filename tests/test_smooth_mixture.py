@@ -129,13 +129,14 @@ def _few_areas_runs(reps: int, epsilon: float) -> pd.DataFrame:
 def test_mixture_intervals_cover_with_few_areas_where_plug_in_intervals_do_not():
     """15 areas: the plug-in interval undercovers; the mixture over s2u covers 95%.
 
+    Measured: mixture 0.948 (SE 0.005), plug-in 0.924 (SE 0.008) over 160 rounds.
+
     The rounds are independent (fresh effects and noise); areas within a round
     are not, so the SE is the between-round spread of the round's coverage.
     """
     runs = _few_areas_runs(reps=160, epsilon=0.5)
     per_round = runs.groupby(np.arange(len(runs)) // 15).mean()
     se = per_round.std() / math.sqrt(len(per_round))
-    print(per_round.mean(), se)
     assert abs(per_round["mixture"].mean() - 0.95) < 3 * se["mixture"]
     assert per_round["plug-in"].mean() < 0.95 - 3 * se["plug-in"]
 
