@@ -429,12 +429,17 @@ def _fit(kind: str, method: str, direct: DirectEstimates, X: FloatArray,
 
 
 def _mixture(kind: str, direct: DirectEstimates, X: FloatArray, W: sparse.csr_array | None
-             ) -> PosteriorMixture:
-    """Return the posterior mixture of every area's value (see :mod:`.mixture`)."""
+             ) -> PosteriorMixture | None:
+    """Return the posterior mixture of every area's value (see :mod:`.mixture`).
+
+    None (plug-in intervals) for a model the mixture does not cover: only the
+    Fay-Herriot and the dense spatial model have a grid evaluator.
+    """
     obs = direct.observed
     if kind == "fh":
         return fh_mixture(direct.value, X, direct.variance, obs, direct.noise_variance)
-    assert W is not None
+    if kind != "sfh" or W is None or obs.size > DENSE_LIMIT:
+        return None
     with single_blas():
         return sar_mixture(SarModel(direct.value[obs], X, direct.variance[obs], W.toarray(),
                                     obs), np.where(obs, direct.noise_variance, 0.0))
