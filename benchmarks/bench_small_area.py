@@ -27,7 +27,12 @@ suppressed regions, which have no direct estimate), 95% interval coverage,
 and the share of suppressed regions given a modelled estimate. Then the fit
 time of the 30,772-cell model (best of 3).
 
-Usage: ``python benchmarks/bench_small_area.py [--reps 40] [--h3-reps 10]``.
+``--oracle-only`` prints, for the states, the change of the best linear
+predictor (the BLUP with the truths' own covariance and known parameters): a
+floor on what any EBLUP can reach in this setting.
+
+Usage: ``python benchmarks/bench_small_area.py [--reps 40] [--h3-reps 10]
+[--epsilon 0.1 ...] [--interval mixture|plug-in] [--states-only] [--oracle-only]``.
 """
 
 from __future__ import annotations
@@ -135,7 +140,8 @@ def size_class(cohort: np.ndarray, floor: int) -> np.ndarray:
                              np.where(cohort < 10 * floor, "2-10x floor", ">10x floor")))
 
 
-def run(kind: str, reps: int) -> tuple[list[dict[str, object]], Partition, pd.DataFrame,
+def run(kind: str, reps: int, epsilons: tuple[float, ...] = EPSILONS,
+        interval: str = "mixture") -> tuple[list[dict[str, object]], Partition, pd.DataFrame,
                                         np.ndarray, int, str]:
     part, cohort, floor, model = setting(kind)
     if kind == "states":
@@ -144,7 +150,7 @@ def run(kind: str, reps: int) -> tuple[list[dict[str, object]], Partition, pd.Da
     draw = truth_generator(part, covariates)
     classes = size_class(cohort, floor)
     rows = []
-    for epsilon in EPSILONS:
+    for epsilon in epsilons:
         rng = np.random.default_rng(int(epsilon * 1000))
         parts = []
         for _ in range(reps):
@@ -154,7 +160,8 @@ def run(kind: str, reps: int) -> tuple[list[dict[str, object]], Partition, pd.Da
                 warnings.simplefilter("ignore", SmallAreaModelWarning)
                 out = small_area_estimates(frame, covariates=covariates, model=model,
                                            weights=part, include_suppressed=True,
-                                           client_variance=CLIENT_SD**2).frame
+                                           client_variance=CLIENT_SD**2,
+                                           interval=interval).frame
             parts.append(pd.DataFrame({
                 "class": classes, "direct": (frame.value.to_numpy() - truth) ** 2,
                 "eblup": (out.eblup.to_numpy() - truth) ** 2,
@@ -178,6 +185,40 @@ def run(kind: str, reps: int) -> tuple[list[dict[str, object]], Partition, pd.Da
     return rows, part, covariates, cohort, floor, model
 
 
+def oracle_change(part: Partition, cohort: np.ndarray, floor: int,
+                  covariates: pd.DataFrame) -> list[dict[str, object]]:
+    """The best any linear predictor can do: the BLUP with the truths' own covariance.
+
+    Known variance parameters and the true covariance of the simulated truths
+    (the SAR(0.8) field plus the independent region noise; ``beta`` by GLS):
+    the MSE ``g1 + g2`` of each published region, over the direct estimate's
+    error variance, per size class and epsilon. An EBLUP with estimated
+    parameters (and a model without the independent part) can only do worse
+    on average; this bounds the ``change`` column from below.
+    """
+    W = row_standardised(part.adjacency()).toarray()
+    B = np.eye(part.n_regions) - SPATIAL_RHO * W
+    truth_cov = (SPATIAL_VAR * (1 - SPATIAL_RHO**2) * np.linalg.inv(B.T @ B)
+                 + REGION_VAR * np.eye(part.n_regions))
+    X = np.column_stack([np.ones(part.n_regions), covariates.to_numpy()])
+    shown, classes = cohort >= floor, size_class(cohort, floor)
+    n = np.maximum(cohort, 1)
+    rows = []
+    for epsilon in EPSILONS:
+        d = 2.0 * ((CLIP[1] - CLIP[0]) / (epsilon * n)) ** 2 + CLIENT_SD**2 / n
+        vinv = np.linalg.inv(truth_cov[np.ix_(shown, shown)] + np.diag(d[shown]))
+        weight = truth_cov[:, shown] @ vinv
+        beta_cov = np.linalg.inv(X[shown].T @ vinv @ X[shown])
+        dmat = X - weight @ X[shown]
+        mse = (np.diag(truth_cov) - np.einsum("ij,ij->i", weight, truth_cov[:, shown])
+               + np.einsum("ij,jk,ik->i", dmat, beta_cov, dmat))
+        for name in CLASSES[:3]:
+            pick = classes == name
+            rows.append({"epsilon": epsilon, "class": name,
+                         "oracle change": float(mse[pick].mean() / d[pick].mean() - 1)})
+    return rows
+
+
 def fit_time(part: Partition, covariates: pd.DataFrame, cohort: np.ndarray, floor: int,
              model: str) -> float:
     """Best of 3 wall times of one fit on the whole partition (epsilon 0.5)."""
@@ -199,13 +240,31 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=40, help="rounds per epsilon (states)")
     parser.add_argument("--h3-reps", type=int, default=10, help="rounds per epsilon (H3)")
+    parser.add_argument("--epsilon", type=float, action="append",
+                        help="an epsilon to run (repeatable; default all of EPSILONS)")
+    parser.add_argument("--interval", choices=("mixture", "plug-in"), default="mixture",
+                        help="how the intervals are built (small_area_estimates(interval=))")
+    parser.add_argument("--states-only", action="store_true", help="skip the H3 partition")
+    parser.add_argument("--oracle-only", action="store_true",
+                        help="print only the states' oracle (true-covariance BLUP) changes")
     args = parser.parse_args()
+    if args.oracle_only:
+        part, cohort, floor, _ = setting("states")
+        print(_common.scaling_table(oracle_change(part, cohort, floor, public_covariates(part)),
+                                    ["epsilon", "class", "oracle change"]))
+        return
+    epsilons = tuple(args.epsilon) if args.epsilon else EPSILONS
     start = time.perf_counter()
-    rows, *_ = run("states", args.reps)
-    h3_rows, part, covariates, cohort, floor, model = run("h3", args.h3_reps)
-    rows += h3_rows
+    rows, *_ = run("states", args.reps, epsilons, args.interval)
     columns = ["partition", "model", "epsilon", "class", "regions", "MSE direct", "MSE EBLUP",
                "change", "coverage", "modelled share"]
+    if args.states_only:
+        print(_common.scaling_table(rows, columns).replace("nan", "-"))
+        print(f"benchmark wall time {time.perf_counter() - start:.0f} s")
+        return
+    h3_rows, part, covariates, cohort, floor, model = run("h3", args.h3_reps, epsilons,
+                                                          args.interval)
+    rows += h3_rows
     print(_common.scaling_table(rows, columns).replace("nan", "-"))
     seconds = fit_time(part, covariates, cohort, floor, model)
     print(f"\nfit of the {part.n_regions:,}-cell H3 model ({model}, published "

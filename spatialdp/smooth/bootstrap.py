@@ -23,7 +23,8 @@ post-processing of published values and public parameters, so it takes a seed
 Measured on the 48 states at epsilon 0.1 (``benchmarks/bench_small_area_bootstrap.py``,
 ``docs/small_area.md``), it does **not** bring the intervals of the noisy
 classes back to 95%: like the analytic MSE it plugs in the estimated
-variance parameters.
+variance parameters. The default intervals of ``small_area_estimates``
+integrate over them instead (:mod:`spatialdp.smooth.mixture`).
 """
 
 from __future__ import annotations

@@ -42,6 +42,7 @@ from spatialdp.smooth.diagnostics import (
 from spatialdp.smooth.direct import DirectEstimates, read_direct
 from spatialdp.smooth.fay_herriot import AreaFit, fay_herriot_predict, fit_fay_herriot
 from spatialdp.smooth.intervals import interval_factor
+from spatialdp.smooth.mixture import PosteriorMixture, fh_mixture, sar_mixture
 from spatialdp.smooth.spatial import (
     DENSE_LIMIT,
     SarModel,
@@ -117,6 +118,9 @@ class SmallAreaEstimates(Result):
         The report's accounting, plus ``post_processing`` (no epsilon is charged).
     mse_method : str
         How the MSE was estimated (see :data:`ANALYTIC_MSE`).
+    mixture : PosteriorMixture or None
+        The posterior mixture the intervals come from (``interval="mixture"``;
+        see :mod:`spatialdp.smooth.mixture`), or None for plug-in intervals.
     """
 
     frame: pd.DataFrame
@@ -136,6 +140,7 @@ class SmallAreaEstimates(Result):
     accounting: dict[str, Any] = field(default_factory=dict)
     laplace_share: FloatArray = field(default_factory=lambda: np.zeros(0), repr=False)
     mse_method: str = ""
+    mixture: PosteriorMixture | None = field(default=None, repr=False)
 
     @property
     def modelled_share(self) -> float:
@@ -146,8 +151,13 @@ class SmallAreaEstimates(Result):
     def conf_int(self, alpha: float | None = None) -> pd.DataFrame:
         """Return per-region ``(1 - alpha)`` intervals (Laplace-aware, see :mod:`.intervals`)."""
         level = self.alpha if alpha is None else check_alpha(alpha)
-        half = interval_factor(self.laplace_share, level) * self.frame["rmse"].to_numpy()
         eblup = self.frame["eblup"].to_numpy()
+        if self.mixture is not None:
+            low, high = self.mixture.interval(level)
+            hide = np.where(np.isfinite(eblup), 1.0, np.nan)
+            return pd.DataFrame({"ci_low": low * hide, "ci_high": high * hide},
+                                index=self.frame.index)
+        half = interval_factor(self.laplace_share, level) * self.frame["rmse"].to_numpy()
         return pd.DataFrame({"ci_low": eblup - half, "ci_high": eblup + half},
                             index=self.frame.index)
 
@@ -195,6 +205,7 @@ def small_area_estimates(
     mse: str = "analytic",
     replicates: int = 200,
     rng: RandomLike = None,
+    interval: str | None = None,
 ) -> SmallAreaEstimates:
     """Smooth one metric of a regional report with an area-level small-area model.
 
@@ -246,6 +257,15 @@ def small_area_estimates(
     rng : numpy Generator, int or None
         Seed of the bootstrap (post-processing of public values: a seed is
         fine); ``None`` draws fresh entropy.
+    interval : {"mixture", "plug-in"}, optional
+        How the intervals are built (default: ``"plug-in"`` with
+        ``mse="bootstrap"``, whose MSE they then use, else ``"mixture"``):
+        from the posterior of each area's value mixed over the uncertainty of
+        the variance parameters (flat priors, REML-likelihood weights on a
+        grid; :mod:`spatialdp.smooth.mixture`), or ``eblup +/- q sqrt(mse)``
+        with the estimated parameters plugged in (``q`` the Laplace-plus-normal
+        quantile). Plug-in intervals undercover noisy regions when there are
+        few areas; the mixture's cover.
 
     Returns
     -------
@@ -301,6 +321,9 @@ def small_area_estimates(
     how_mse = check_choice(mse, "mse", ("analytic", "bootstrap"))
     draws = check_count(replicates, "replicates", low=MIN_REPLICATES)
     generator = as_generator(rng) if how_mse == "bootstrap" else None
+    how_interval = check_choice(
+        interval or ("plug-in" if how_mse == "bootstrap" else "mixture"), "interval",
+        ("mixture", "plug-in"))
     fit, eblup, mse_values, gamma, synthetic, resid = _fit(kind, how, direct, X, W)
     if generator is not None:
         dense = W.toarray() if kind == "sfh" and W is not None else None
@@ -309,7 +332,10 @@ def small_area_estimates(
     test = _spatial_test(how, direct, X, fit) if kind == "sfh" else None
     moran = _check_residuals(resid, W, direct.observed)
     share = np.where(direct.observed, gamma**2 * direct.noise_variance / mse_values, 0.0)
-    out = _output(frame, direct, eblup, mse_values, gamma, synthetic, share, level, fill)
+    mixture = _mixture(kind, direct, X, W) if how_interval == "mixture" else None
+    bounds = mixture.interval(level) if mixture is not None else None
+    out = _output(frame, direct, eblup, mse_values, gamma, synthetic, share, level, fill,
+                  bounds)
     out.attrs["spatialdp"] = _map_metadata(frame, kind, level)
     se = fit.parameter_se
     coefficients = pd.DataFrame({"beta": fit.beta, "se": np.sqrt(np.diag(fit.beta_cov))},
@@ -323,7 +349,8 @@ def small_area_estimates(
         laplace_share=np.clip(np.nan_to_num(share), 0.0, 1.0),
         mse_method=(ANALYTIC_MSE[kind] if generator is None else
                     f"parametric bootstrap: {draws} replicates with the release's Laplace "
-                    "noise"))
+                    "noise"),
+        mixture=mixture)
 
 
 def _map_metadata(frame: pd.DataFrame, kind: str, alpha: float) -> dict[str, Any]:
@@ -401,6 +428,23 @@ def _fit(kind: str, method: str, direct: DirectEstimates, X: FloatArray,
     return fit, eblup, mse, gamma, synthetic, resid
 
 
+def _mixture(kind: str, direct: DirectEstimates, X: FloatArray, W: sparse.csr_array | None
+             ) -> PosteriorMixture | None:
+    """Return the posterior mixture of every area's value (see :mod:`.mixture`).
+
+    None (plug-in intervals) for a model the mixture does not cover: only the
+    Fay-Herriot and the dense spatial model have a grid evaluator.
+    """
+    obs = direct.observed
+    if kind == "fh":
+        return fh_mixture(direct.value, X, direct.variance, obs, direct.noise_variance)
+    if kind != "sfh" or W is None or obs.size > DENSE_LIMIT:
+        return None
+    with single_blas():
+        return sar_mixture(SarModel(direct.value[obs], X, direct.variance[obs], W.toarray(),
+                                    obs), np.where(obs, direct.noise_variance, 0.0))
+
+
 def _spatial_test(method: str, direct: DirectEstimates, X: FloatArray, fit: AreaFit
                   ) -> SpatialTest:
     """Return the likelihood-ratio test of ``rho = 0`` against the Fay-Herriot fit."""
@@ -435,8 +479,11 @@ def _check_residuals(resid: FloatArray, W: sparse.csr_array | None,
 
 def _output(frame: pd.DataFrame, direct: DirectEstimates, eblup: FloatArray, mse: FloatArray,
             gamma: FloatArray, synthetic: FloatArray, share: FloatArray, alpha: float,
-            fill: bool) -> pd.DataFrame:
-    """Return the per-region table (a GeoDataFrame when the report frame has geometry)."""
+            fill: bool, bounds: tuple[FloatArray, FloatArray] | None = None) -> pd.DataFrame:
+    """Return the per-region table (a GeoDataFrame when the report frame has geometry).
+
+    The intervals are ``bounds`` when given (the mixture's), else plug-in.
+    """
     obs = direct.observed
     shown = obs | fill
     label = np.where(~obs, "modelled", np.where(gamma >= DIRECT_WEIGHT, "direct", "composite"))
@@ -445,13 +492,16 @@ def _output(frame: pd.DataFrame, direct: DirectEstimates, eblup: FloatArray, mse
     eblup, mse, synthetic = eblup * hide, mse * hide, synthetic * hide
     rmse = np.sqrt(mse)
     half = interval_factor(np.clip(np.nan_to_num(share), 0.0, 1.0), alpha) * rmse
+    low, high = (eblup - half, eblup + half) if bounds is None else (
+        bounds[0] * hide, bounds[1] * hide)
+    half = (high - low) / 2.0
     with np.errstate(divide="ignore", invalid="ignore"):
         cv = rmse / np.abs(eblup)
     cohort = frame["cohort"] if "cohort" in frame.columns else pd.NA
     columns = {
         "direct": direct.value, "direct_variance": direct.variance,
-        "eblup": eblup, "mse": mse, "rmse": rmse, "ci_low": eblup - half,
-        "ci_high": eblup + half, "shrinkage": np.where(shown, gamma, np.nan),
+        "eblup": eblup, "mse": mse, "rmse": rmse, "ci_low": low, "ci_high": high,
+        "shrinkage": np.where(shown, gamma, np.nan),
         "synthetic": synthetic, "label": label, "value": eblup, "error_bar": half,
         "cohort": cohort, "cv": cv,
         "reliability": reliability_class(np.nan_to_num(cv, nan=np.inf), ~shown),
