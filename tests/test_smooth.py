@@ -232,12 +232,6 @@ def test_too_few_published_regions_and_all_suppressed_are_refused(report):
         small_area_estimates(broken)
 
 
-def test_the_dense_spatial_model_refuses_too_many_regions(report, states, monkeypatch):
-    monkeypatch.setattr(estimate_module, "DENSE_LIMIT", 10)
-    with pytest.raises(InvalidInput, match="at most 10 regions"):
-        small_area_estimates(report, model="sfh", weights=states)
-
-
 def test_weights_from_a_matrix_are_row_standardised(states):
     W = spatial_weights(states.adjacency(), states.region_ids)
     rows = np.asarray(W.sum(axis=1)).ravel()
