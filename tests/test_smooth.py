@@ -20,7 +20,6 @@ from spatialdp.smooth import (
     spatial_weights,
     to_libpysal,
 )
-from spatialdp.smooth import estimate as estimate_module
 
 LOSS = MetricSpec("loss", 0.0, 4.0)
 PUBLIC = dict(client_variance=1 / 3)  # uniform(0, 2) clients: variance 4/12
