@@ -140,14 +140,23 @@ class SparseAreaModel:
         q0, q1, q2 = self._pieces
         return sparse.csc_array(q0 - rho * q1 + (rho * rho) * q2)
 
+    @cached_property
+    def _logdets(self) -> dict[float, float]:
+        """``log|Q(rho)|`` by ``rho``: finite differences in ``s2u`` reuse it."""
+        return {}
+
     def logdet_precision(self, rho: float) -> float:
         """Return ``log|Q(rho)|``: ``2 log|I - rho W|`` (SAR) or from the LU of ``Q`` (CAR)."""
-        if self.kind == "sar":
-            n = self.W.shape[0]
-            lu = _factor(sparse.identity(n, format="csc") - rho * sparse.csc_array(self.W),
-                         symmetric=False)
-            return 2.0 * _logdet(lu, positive=False)
-        return _logdet(_factor(self.precision(rho), symmetric=True), positive=True)
+        if rho not in self._logdets:
+            if self.kind == "sar":
+                n = self.W.shape[0]
+                lu = _factor(sparse.identity(n, format="csc") - rho * sparse.csc_array(self.W),
+                             symmetric=False)
+                self._logdets[rho] = 2.0 * _logdet(lu, positive=False)
+            else:
+                self._logdets[rho] = _logdet(_factor(self.precision(rho), symmetric=True),
+                                             positive=True)
+        return self._logdets[rho]
 
     def posterior(self, s2u: float, rho: float) -> tuple[sparse.csc_array, sla.SuperLU]:
         """Return ``K = Q + s2u P'D^-1 P`` and its LU."""
