@@ -185,8 +185,8 @@ def test_bad_covariates_are_refused(report):
 
 
 def test_bad_arguments_are_refused(report, states):
-    with pytest.raises(InvalidInput, match="model='car' is not one of"):
-        small_area_estimates(report, model="car")
+    with pytest.raises(InvalidInput, match="model='icar' is not one of"):
+        small_area_estimates(report, model="icar")
     with pytest.raises(InvalidInput, match="method='OLS' is not one of"):
         small_area_estimates(report, method="OLS")
     with pytest.raises(InvalidInput, match="alpha"):
