@@ -20,7 +20,6 @@ from spatialdp.smooth import (
     spatial_weights,
     to_libpysal,
 )
-from spatialdp.smooth import estimate as estimate_module
 
 LOSS = MetricSpec("loss", 0.0, 4.0)
 PUBLIC = dict(client_variance=1 / 3)  # uniform(0, 2) clients: variance 4/12
@@ -186,8 +185,8 @@ def test_bad_covariates_are_refused(report):
 
 
 def test_bad_arguments_are_refused(report, states):
-    with pytest.raises(InvalidInput, match="model='car' is not one of"):
-        small_area_estimates(report, model="car")
+    with pytest.raises(InvalidInput, match="model='icar' is not one of"):
+        small_area_estimates(report, model="icar")
     with pytest.raises(InvalidInput, match="method='OLS' is not one of"):
         small_area_estimates(report, method="OLS")
     with pytest.raises(InvalidInput, match="alpha"):
@@ -230,12 +229,6 @@ def test_too_few_published_regions_and_all_suppressed_are_refused(report):
     broken.loc[broken.index[~broken.suppressed][0], "noise_std"] = np.nan
     with pytest.raises(InvalidInput, match="'noise_std' has no finite number"):
         small_area_estimates(broken)
-
-
-def test_the_dense_spatial_model_refuses_too_many_regions(report, states, monkeypatch):
-    monkeypatch.setattr(estimate_module, "DENSE_LIMIT", 10)
-    with pytest.raises(InvalidInput, match="at most 10 regions"):
-        small_area_estimates(report, model="sfh", weights=states)
 
 
 def test_weights_from_a_matrix_are_row_standardised(states):

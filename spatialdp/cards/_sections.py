@@ -865,7 +865,7 @@ def _small_area_from_estimates(sae: Any) -> dict[str, Any]:
         "method": str(sae.method), "mse": str(sae.mse_method),
         "covariates": [c["name"] for c in coefficients if c["name"] != "intercept"],
         "coefficients": coefficients, "sigma2_u": float(sae.sigma2_u),
-        "rho": float(sae.rho) if sae.model == "sfh" else None, "alpha": float(sae.alpha),
+        "rho": float(sae.rho) if sae.model in ("sfh", "car") else None, "alpha": float(sae.alpha),
         "sampling": str(sae.sampling), "regions": regions, "labels": labels,
         "modelled_share": labels["modelled"] / regions if regions else 0.0,
         "statement": POST_PROCESSING, "epsilon_charged": 0.0,

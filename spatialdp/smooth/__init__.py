@@ -8,8 +8,9 @@ random area effect, weighted by its precision. Under differential privacy the
 noise variance of every published value is known exactly, and any function of
 published values and public data costs no epsilon.
 
-- :func:`small_area_estimates`: Fay-Herriot or spatial Fay-Herriot (SAR)
-  EBLUPs, MSEs, Laplace-aware intervals, shrinkage weights and labels.
+- :func:`small_area_estimates`: Fay-Herriot or spatial Fay-Herriot (SAR,
+  dense or sparse; or CAR, sparse) EBLUPs, MSEs, Laplace-aware intervals,
+  shrinkage weights and labels.
 - :func:`plot_raw_vs_smoothed`: the raw map, the smoothed map (one colour
   scale) and the estimates' RMSE, side by side.
 - :func:`spatial_weights`, :func:`to_libpysal`: the neighbour graph, to and

@@ -43,6 +43,7 @@ from spatialdp.smooth.direct import DirectEstimates, read_direct
 from spatialdp.smooth.fay_herriot import AreaFit, fay_herriot_predict, fit_fay_herriot
 from spatialdp.smooth.intervals import interval_factor
 from spatialdp.smooth.mixture import PosteriorMixture, fh_mixture, sar_mixture
+from spatialdp.smooth.sparse_spatial import SparseAreaModel, fit_sparse, sparse_predict
 from spatialdp.smooth.spatial import (
     DENSE_LIMIT,
     SarModel,
@@ -61,14 +62,20 @@ DIRECT_WEIGHT = 0.95
 #: What a smoothed result records about its accounting.
 POST_PROCESSING = "small-area model of published values: post-processing, no epsilon charged"
 
-MODELS = {"fh": "Fay-Herriot", "sfh": "spatial Fay-Herriot (SAR)"}
+MODELS = {"fh": "Fay-Herriot", "sfh": "spatial Fay-Herriot (SAR)",
+          "car": "spatial Fay-Herriot (CAR)"}
+#: The spatial models (a ``rho`` on the neighbour graph).
+SPATIAL = ("sfh", "car")
 #: How the analytic MSE of each model is computed (as ``sae::mseFH`` and ``sae::mseSFH``).
 ANALYTIC_MSE = {"fh": "analytic: Prasad-Rao / Datta-Lahiri second-order approximation",
-                "sfh": "analytic: Singh, Steel & Salvati (2005) second-order approximation"}
+                "sfh": "analytic: Singh, Steel & Salvati (2005) second-order approximation",
+                "sparse": "analytic: g1 + g2 on sparse matrices (variance parameters taken as "
+                          "known; no second-order terms)"}
 #: Fewest bootstrap replicates accepted (below, the MSE is itself too noisy to use).
 MIN_REPLICATES = 20
 #: What a smoothed map's title calls each model.
-SHORT_NAMES = {"fh": "Fay-Herriot", "sfh": "spatial Fay-Herriot"}
+SHORT_NAMES = {"fh": "Fay-Herriot", "sfh": "spatial Fay-Herriot",
+               "car": "spatial Fay-Herriot (CAR)"}
 
 
 @dataclass(frozen=True)
@@ -96,7 +103,7 @@ class SmallAreaEstimates(Result):
         ``value`` (= ``eblup``), ``error_bar``, ``cohort``, ``cv``,
         ``reliability`` and ``suppressed``, so that the maps of
         :mod:`spatialdp.viz` draw it as they draw a report.
-    model : {"fh", "sfh"}
+    model : {"fh", "sfh", "car"}
     method : {"REML", "ML"}
     metric : str
     coefficients : DataFrame
@@ -170,7 +177,8 @@ class SmallAreaEstimates(Result):
             + ", ".join(f"{k}={int(labels.get(k, 0))}" for k in
                         ("direct", "composite", "modelled", "suppressed")),
             f"  area-effect variance {self.sigma2_u:.4g} (se {self.sigma2_u_se:.2g})"
-            + (f", rho {self.rho:.3f} (se {self.rho_se:.2g})" if self.model == "sfh" else ""),
+            + (f", rho {self.rho:.3f} (se {self.rho_se:.2g})" if self.model in SPATIAL
+               else ""),
             "  coefficients: " + ", ".join(
                 f"{name} {row.beta:.4g} ({row.se:.2g})"
                 for name, row in self.coefficients.iterrows()),
@@ -225,10 +233,14 @@ def small_area_estimates(
         Public covariates indexed by region id (area, density class, a
         previous round's published value...). Columns the report produced from
         private data (cohort, error bar, reliability...) are refused.
-    model : {"fh", "sfh"}
-        Fay-Herriot (independent area effects; any number of regions, O(n)) or
+    model : {"fh", "sfh", "car"}
+        Fay-Herriot (independent area effects; any number of regions, O(n)),
         the spatial Fay-Herriot model with a SAR(1) area effect on ``weights``
-        (dense: at most :data:`~spatialdp.smooth.spatial.DENSE_LIMIT` regions).
+        (dense up to :data:`~spatialdp.smooth.spatial.DENSE_LIMIT` regions,
+        beyond on sparse matrices, :mod:`spatialdp.smooth.sparse_spatial`),
+        or with a proper CAR area effect (:mod:`spatialdp.smooth.car`; sparse,
+        any number of regions). The sparse fits' MSE omits the second-order
+        terms of the variance parameters (``mse_method`` says so).
     weights : Partition, libpysal W or square matrix, optional
         The neighbour graph (row-standardised here). Required for ``"sfh"``;
         with ``"fh"`` it only serves the Moran's I check of the residuals.
@@ -250,7 +262,8 @@ def small_area_estimates(
         analytic approximation (``sae::mseFH`` / ``sae::mseSFH``; fast, but it
         underestimates with few areas), or a parametric bootstrap from the
         fitted model with the release's Laplace noise
-        (:mod:`spatialdp.smooth.bootstrap`; ``replicates`` refits).
+        (:mod:`spatialdp.smooth.bootstrap`; ``replicates`` refits; dense
+        models only).
     replicates : int
         Bootstrap replicates (``mse="bootstrap"`` only), at least
         :data:`MIN_REPLICATES`.
@@ -274,8 +287,9 @@ def small_area_estimates(
     Raises
     ------
     InvalidInput
-        A bad argument, a private covariate, too few published regions, or a
-        spatial model on more than ``DENSE_LIMIT`` regions.
+        A bad argument, a private covariate, too few published regions, a
+        bootstrap MSE of a sparse fit, or a CAR on an asymmetric graph or one
+        with islands.
     PartitionMismatch
         ``weights`` is a partition other than the report's.
 
@@ -324,13 +338,18 @@ def small_area_estimates(
     how_interval = check_choice(
         interval or ("plug-in" if how_mse == "bootstrap" else "mixture"), "interval",
         ("mixture", "plug-in"))
-    fit, eblup, mse_values, gamma, synthetic, resid = _fit(kind, how, direct, X, W)
+    sparse_fit = kind == "car" or (kind == "sfh" and frame.shape[0] > DENSE_LIMIT)
+    if generator is not None and sparse_fit:
+        raise fail("mse", mse, f"is only available for the dense models (model='fh', or "
+                   f"'sfh' up to {DENSE_LIMIT} regions)", "use mse='analytic'")
+    fit, eblup, mse_values, gamma, synthetic, resid = _fit(kind, how, direct, X, W,
+                                                           sparse_fit)
     if generator is not None:
         dense = W.toarray() if kind == "sfh" and W is not None else None
         with single_blas():
             mse_values = bootstrap_mse(kind, how, direct, X, dense, fit, draws, generator)
-    test = _spatial_test(how, direct, X, fit) if kind == "sfh" else None
-    moran = _check_residuals(resid, W, direct.observed)
+    test = _spatial_test(how, direct, X, W, fit, kind) if kind in SPATIAL else None
+    moran = _check_residuals(resid, None if sparse_fit else W, direct.observed)
     share = np.where(direct.observed, gamma**2 * direct.noise_variance / mse_values, 0.0)
     mixture = _mixture(kind, direct, X, W) if how_interval == "mixture" else None
     bounds = mixture.interval(level) if mixture is not None else None
@@ -343,11 +362,11 @@ def small_area_estimates(
     return SmallAreaEstimates(
         frame=out, model=kind, method=how, metric=name, coefficients=coefficients,
         sigma2_u=fit.s2u, sigma2_u_se=float(se[0]), rho=fit.rho,
-        rho_se=float(se[1]) if kind == "sfh" else math.nan, loglik=fit.loglik,
+        rho_se=float(se[1]) if kind in SPATIAL else math.nan, loglik=fit.loglik,
         spatial_test=test, moran=moran, sampling=direct.sampling, alpha=level,
         accounting={**accounting, "post_processing": POST_PROCESSING},
         laplace_share=np.clip(np.nan_to_num(share), 0.0, 1.0),
-        mse_method=(ANALYTIC_MSE[kind] if generator is None else
+        mse_method=(ANALYTIC_MSE["sparse" if sparse_fit else kind] if generator is None else
                     f"parametric bootstrap: {draws} replicates with the release's Laplace "
                     "noise"),
         mixture=mixture)
@@ -392,7 +411,7 @@ def _weights(weights: Any, index: pd.Index, version: str | None, kind: str
              ) -> sparse.csr_array | None:
     """Return the row-standardised weights, checking the partition against the report's."""
     if weights is None:
-        if kind == "sfh":
+        if kind in SPATIAL:
             raise fail("weights", None, "is needed by the spatial model",
                        "pass the report's Partition (or a libpysal W)")
         return None
@@ -402,9 +421,13 @@ def _weights(weights: Any, index: pd.Index, version: str | None, kind: str
 
 
 def _fit(kind: str, method: str, direct: DirectEstimates, X: FloatArray,
-         W: sparse.csr_array | None
+         W: sparse.csr_array | None, sparse_fit: bool
          ) -> tuple[AreaFit, FloatArray, FloatArray, FloatArray, FloatArray, FloatArray]:
-    """Fit the model; return the fit, per-region predictions and the whitened residuals."""
+    """Fit the model; return the fit, per-region predictions and the standardised residuals.
+
+    The dense models' residuals are whitened (``L^-1 r``, ``V = L L'``); a
+    sparse fit's are ``(V^-1 r)_i / sqrt((V^-1)_ii)``.
+    """
     obs = direct.observed
     y, d = direct.value[obs], direct.variance[obs]
     if kind == "fh":
@@ -414,10 +437,11 @@ def _fit(kind: str, method: str, direct: DirectEstimates, X: FloatArray,
         resid = (y - X[obs] @ fit.beta) / np.sqrt(fit.s2u + d)
         return fit, eblup, mse, gamma, synthetic, resid
     assert W is not None
-    if obs.size > DENSE_LIMIT:
-        raise InvalidInput(
-            f"the spatial model is dense and takes at most {DENSE_LIMIT} regions; this "
-            f"report has {obs.size}: use model='fh' or a coarser partition")
+    if sparse_fit:
+        model = SparseAreaModel(y, X, d, W, obs, "car" if kind == "car" else "sar")
+        fit = fit_sparse(model, method)
+        eblup, mse, gamma, synthetic, resid = sparse_predict(model, fit)
+        return fit, eblup, mse, gamma, synthetic, resid
     sar = SarModel(y, X, d, W.toarray(), obs)
     with single_blas():
         fit = fit_sar(sar, method)
@@ -445,11 +469,20 @@ def _mixture(kind: str, direct: DirectEstimates, X: FloatArray, W: sparse.csr_ar
                                     obs), np.where(obs, direct.noise_variance, 0.0))
 
 
-def _spatial_test(method: str, direct: DirectEstimates, X: FloatArray, fit: AreaFit
-                  ) -> SpatialTest:
-    """Return the likelihood-ratio test of ``rho = 0`` against the Fay-Herriot fit."""
+def _spatial_test(method: str, direct: DirectEstimates, X: FloatArray,
+                  W: sparse.csr_array | None, fit: AreaFit, kind: str) -> SpatialTest:
+    """Return the likelihood-ratio test of ``rho = 0``.
+
+    The SAR at ``rho = 0`` is Fay-Herriot; the CAR at ``rho = 0`` has
+    independent effects of variances ``s2u / deg``, refitted with ``rho`` fixed.
+    """
     obs = direct.observed
-    plain = fit_fay_herriot(direct.value[obs], X[obs], direct.variance[obs], method)
+    y, d = direct.value[obs], direct.variance[obs]
+    if kind == "car":
+        assert W is not None
+        plain = fit_sparse(SparseAreaModel(y, X, d, W, obs, "car"), method, rho=0.0)
+    else:
+        plain = fit_fay_herriot(y, X[obs], d, method)
     stat = max(2.0 * (fit.loglik - plain.loglik), 0.0)
     return SpatialTest(stat, float(stats.chi2.sf(stat, 1)))
 
