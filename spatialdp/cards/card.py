@@ -623,8 +623,11 @@ class ModelCard:
         return copy.deepcopy(self._content)
 
     def to_json(self, *, indent: int | None = 2) -> str:
-        """Return the card as JSON text (validated; with its content digest)."""
-        validate_card(self._content)
+        """Return the card as JSON text (with its content digest).
+
+        The content was validated when the card was made and a card never
+        changes (every accessor returns a copy), so it is not validated again.
+        """
         return json.dumps(self._content, indent=indent, ensure_ascii=False, allow_nan=False)
 
     def to_markdown(self) -> str:
@@ -648,13 +651,20 @@ class ModelCard:
         if content["coverage"] is not None:
             content["coverage"]["map"] = figures.get("coverage_map")
         content["digest"] = canonical_digest(content)
-        return type(self)(content)
+        return type(self)._unchecked(content)  # only figure paths changed, strings as before
+
+    @classmethod
+    def _unchecked(cls, content: dict[str, Any]) -> ModelCard:
+        """Return a card of content derived from a validated card's (no second validation)."""
+        card = cls.__new__(cls)
+        card._content = content
+        return card
 
     def write(self, folder: str | os.PathLike[str], stem: str = "model_card") -> list[Path]:
         """Write ``<stem>.md`` and ``<stem>.json`` into ``folder``, each atomically.
 
         Figures given by absolute path are linked relative to ``folder``. The
-        JSON is validated before it is written. A simulation's card is
+        JSON was validated when the card was made. A simulation's card is
         ``<stem>.SIMULATION.md`` / ``.json``, so it never passes for a release.
 
         Returns

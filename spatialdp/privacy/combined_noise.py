@@ -28,7 +28,7 @@ from spatialdp._validation import check_alpha, check_real
 from spatialdp.exceptions import InvalidInput
 
 __all__ = ["difference_threshold", "laplace_difference_sf", "linearised_scales",
-           "noise_sum_quantile", "ratio_interval", "ratio_noise_scales"]
+           "noise_sum_quantile", "noise_sum_quantiles", "ratio_interval", "ratio_noise_scales"]
 
 FloatArray = NDArray[np.float64]
 
@@ -120,8 +120,9 @@ def noise_sum_quantile(laplace_scales: ArrayLike, normal_sd: float = 0.0, alpha:
     The ``L_i`` are independent standard Laplace noises (scale 1, times ``c_i``)
     and ``Z`` standard normal: the DP noise of a difference or a trend of
     releases, plus, when cohorts change between rounds, their sampling error.
-    Computed by characteristic-function inversion (not a normal approximation:
-    Laplace sums have heavier tails) and cached by shape.
+    Exact, not a normal approximation (Laplace sums have heavier tails): in
+    closed form when the scales are distinct (:mod:`spatialdp.privacy.laplace_sum`),
+    by characteristic-function inversion (cached by shape) when two nearly coincide.
 
     Examples
     --------
@@ -142,9 +143,55 @@ def noise_sum_quantile(laplace_scales: ArrayLike, normal_sd: float = 0.0, alpha:
     unit = float(c.sum() + normal_sd)
     if unit == 0:
         raise InvalidInput("noise scales must be positive")
-    # Normalise and round (6 significant digits) so that regions of one shape share a cache.
-    rel = tuple(sorted(float(f"{x / unit:.6g}") for x in c))
-    return unit * _unit_quantile(rel, float(f"{normal_sd / unit:.6g}"), float(alpha))
+    return float(_quantiles(c[None, :] if c.size else np.zeros((1, 1)),
+                            np.array([normal_sd]), float(alpha))[0])
+
+
+def noise_sum_quantiles(laplace_scales: ArrayLike, normal_sd: ArrayLike = 0.0,
+                        alpha: float = 0.01) -> FloatArray:
+    """:func:`noise_sum_quantile` for many rows at once: one scale vector per row.
+
+    Parameters
+    ----------
+    laplace_scales : array-like (n, k)
+        Laplace scales per row (zeros pad shorter rows).
+    normal_sd : float or array-like (n,)
+    alpha : float
+
+    Examples
+    --------
+    >>> noise_sum_quantiles([[1.0, 0.0], [1.0, 1.0]], 0.0, 0.01).round(4).tolist()
+    [4.6052, 5.9902]
+    """
+    alpha = check_alpha(alpha)
+    try:
+        c = np.abs(np.asarray(laplace_scales, dtype=np.float64))
+        s = np.broadcast_to(np.asarray(normal_sd, dtype=np.float64), (len(c),))
+    except (TypeError, ValueError):
+        raise InvalidInput("laplace_scales must be numbers, one row of scales per value, "
+                           "and normal_sd one number or one per row") from None
+    if c.ndim != 2 or not (np.isfinite(c).all() and np.isfinite(s).all() and (s >= 0).all()):
+        raise InvalidInput("noise scales must be a finite, non-negative (rows, scales) array")
+    if ((c.sum(axis=1) + s) == 0).any():
+        raise InvalidInput("noise scales must be positive")
+    return _quantiles(c, np.asarray(s, dtype=np.float64), float(alpha))
+
+
+def _quantiles(c: FloatArray, s: FloatArray, alpha: float) -> FloatArray:
+    """Return the quantiles: closed form for distinct scales, numerical inversion otherwise."""
+    from spatialdp.privacy.laplace_sum import laplace_sum_quantile, well_separated
+
+    out = np.empty(len(c))
+    closed = well_separated(c)
+    if closed.any():
+        out[closed] = laplace_sum_quantile(c[closed], s[closed], alpha)
+    for i in np.flatnonzero(~closed):
+        row = c[i][c[i] > 0]
+        unit = float(row.sum() + s[i])
+        # Normalise and round (6 significant digits) so that rows of one shape share a cache.
+        rel = tuple(sorted(float(f"{x / unit:.6g}") for x in row))
+        out[i] = unit * _unit_quantile(rel, float(f"{s[i] / unit:.6g}"), alpha)
+    return out
 
 
 def difference_threshold(scale_a: ArrayLike, scale_b: ArrayLike, alpha: float = 0.01,

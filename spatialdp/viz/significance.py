@@ -41,7 +41,7 @@ from spatialdp._validation import (
 from spatialdp.exceptions import InvalidInput
 from spatialdp.privacy.combined_noise import (
     difference_threshold,
-    noise_sum_quantile,
+    noise_sum_quantiles,
     ratio_noise_scales,
 )
 from spatialdp.viz._report import (
@@ -159,8 +159,8 @@ def significance_table(
             threshold[lap] = difference_threshold(
                 scale, np.full(scale.size, national_scales[0]), test_level, spread)
         elif national_scales:  # a ratio national value: its two noises, exactly summed
-            threshold[lap] = [noise_sum_quantile([b, *national_scales], float(s_), test_level)
-                              for b, s_ in zip(scale, spread, strict=True)]
+            rows = np.column_stack([scale, np.tile(national_scales, (scale.size, 1))])
+            threshold[lap] = noise_sum_quantiles(rows, spread, test_level)
         else:
             threshold[lap] = _one_noise_threshold(scale, spread, test_level)
     rat = published & ratio
@@ -171,8 +171,9 @@ def significance_table(
                        "cannot be tested", "pass report[metric] of a RegionalReport, "
                        "unmodified")
         scales = ratio_noise_scales(frame[rat])
-        threshold[rat] = [noise_sum_quantile([*row, *national_scales], float(s_), test_level)
-                          for row, s_ in zip(scales, spread_all[rat], strict=True)]
+        rows = np.column_stack([scales, np.tile(np.asarray(national_scales, dtype=np.float64),
+                                                (len(scales), 1))])
+        threshold[rat] = noise_sum_quantiles(rows, spread_all[rat], test_level)
     verdict = np.where(~published, "suppressed",
                        np.where(diff > threshold, "above",
                                 np.where(diff < -threshold, "below", "not different")))
