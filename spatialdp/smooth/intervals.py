@@ -7,38 +7,20 @@ normal law of the same variance, so ``eblup +/- z sqrt(mse)`` undercovers where
 the noise dominates (a small cohort, a small epsilon). The half-width used
 here is the exact quantile of ``c L + s Z`` (L standard Laplace, Z standard
 normal) with the same total variance as the MSE, where ``c^2 2 = w^2
-noise_variance`` is the Laplace part: :func:`spatialdp.privacy.combined_noise.noise_sum_quantile`,
-tabulated once on a grid of Laplace shares and interpolated.
+noise_variance`` is the Laplace part, in closed form for every region at once
+(:func:`spatialdp.privacy.combined_noise.noise_sum_quantiles`).
 """
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 import numpy as np
 from numpy.typing import NDArray
 
-from spatialdp.privacy.combined_noise import noise_sum_quantile
+from spatialdp.privacy.combined_noise import noise_sum_quantiles
 
 __all__ = ["interval_factor", "laplace_normal_cdf"]
 
 FloatArray = NDArray[np.float64]
-
-#: Laplace shares of the variance at which the quantile is computed exactly.
-_SHARES = np.linspace(0.0, 1.0, 21)
-
-
-@lru_cache(maxsize=64)
-def _factors(alpha: float) -> tuple[float, ...]:
-    """Return the ``1 - alpha`` quantile of a unit-variance Laplace-plus-normal, per share."""
-    out = []
-    for share in _SHARES:
-        laplace = np.sqrt(share / 2.0)
-        normal = float(np.sqrt(max(1.0 - share, 0.0)))
-        out.append(noise_sum_quantile([laplace] if laplace > 0 else [], normal, alpha)
-                   if share > 0 else noise_sum_quantile([], 1.0, alpha))
-    return tuple(out)
-
 
 def interval_factor(laplace_share: FloatArray, alpha: float) -> FloatArray:
     """Return ``q`` such that ``eblup +/- q sqrt(mse)`` is a ``1 - alpha`` interval.
@@ -55,8 +37,11 @@ def interval_factor(laplace_share: FloatArray, alpha: float) -> FloatArray:
     >>> interval_factor(np.array([0.0, 1.0]), 0.05).round(3).tolist()   # 1.96; ln(20)/sqrt(2)
     [1.96, 2.118]
     """
-    share = np.clip(np.nan_to_num(laplace_share, nan=0.0), 0.0, 1.0)
-    return np.interp(share, _SHARES, np.array(_factors(float(alpha))))
+    share = np.clip(np.nan_to_num(np.asarray(laplace_share, dtype=np.float64), nan=0.0),
+                    0.0, 1.0)
+    laplace = np.sqrt(share.ravel() / 2.0)  # Var(c L) = 2 c^2 = share
+    normal = np.sqrt(1.0 - share.ravel())
+    return noise_sum_quantiles(laplace[:, None], normal, float(alpha)).reshape(share.shape)
 
 
 def laplace_normal_cdf(x: FloatArray, laplace: FloatArray, normal: FloatArray) -> FloatArray:
