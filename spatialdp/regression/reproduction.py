@@ -195,14 +195,24 @@ def _mse(pred: np.ndarray, y: np.ndarray) -> float:
 
 def _tune(data: Split, grid: Sequence[dict[str, Any]], fitter: Fitter,
           seed: int) -> tuple[float, dict[str, Any]]:
-    """Choose on validation, refit with fresh noise, return (test MSE, chosen params)."""
+    """Choose on validation, refit with fresh noise, return (test MSE, chosen params).
+
+    A fit trained on features clipped at radius ``R`` predicts from features clipped
+    at ``R`` too (the device's own transform): it never saw, and cannot extrapolate
+    to, longer feature vectors.
+    """
     Xv, yv = data["val"]
-    scores = [_mse(fitter(params, 10_000 * seed + j).predict(Xv), yv)
+    scores = [_mse(fitter(params, 10_000 * seed + j).predict(_as_trained(Xv, params)), yv)
               for j, params in enumerate(grid)]
     best = grid[int(np.nanargmin(np.where(np.isfinite(scores), scores, np.inf)))]
     final = fitter(best, 10_000 * seed + 9_999)
     Xt, yt = data["test"]
-    return _mse(final.predict(Xt), yt), best
+    return _mse(final.predict(_as_trained(Xt, best)), yt), best
+
+
+def _as_trained(X: np.ndarray, params: dict[str, Any]) -> np.ndarray:
+    """Return ``X`` clipped as the fit's training features were (rows at norm ``radius``)."""
+    return clip_rows(X, params["radius"]) if "radius" in params else X
 
 
 def label_budget_split(rho: float, *, n_clients: int, n_features: int, modulation: Modulation,
