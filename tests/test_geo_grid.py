@@ -144,10 +144,9 @@ def test_partition_paths_agree(states: gpd.GeoDataFrame) -> None:
     part = Partition.from_geodataframe(states, "state")
     rng = np.random.default_rng(6)
     lon, lat = rng.uniform(-125, -66, 20_000), rng.uniform(24, 50, 20_000)
-    before = part.assign(lon=lon, lat=lat).positions
+    before = exact_positions(part._prepared_geometries(), part.tree, lon, lat)
     assert part._grid is None
-    part._points_seen = 10**9  # as if it had seen many points: the grid is built
-    after = part.assign(lon=lon, lat=lat).positions
+    after = part.assign(lon=lon, lat=lat).positions  # 20,000 points: a grid is built
     assert part._grid is not None
     np.testing.assert_array_equal(before, after)
 

@@ -14,8 +14,9 @@ raster of pure pixels (:mod:`spatialdp.geo._h3grid`) that answers most points
 by arithmetic and sends only the others to H3. Polygon partitions test small
 batches exactly (STRtree bounding boxes, then prepared geometries); once a
 partition has seen :data:`GRID_MIN_POINTS` points (more for intricate polygons)
-it builds, once, a grid index (:mod:`spatialdp.geo._grid`) that labels most
-points by arithmetic and sends only points near a border to the exact test. A
+it builds a grid index (:mod:`spatialdp.geo._grid`), coarse at first and finer as
+more points arrive (a documented cost model), that labels most points by
+arithmetic and sends only points near a border to the exact test. A
 batch in which most points fall outside every region is almost always a
 mistake (lon and lat swapped, points in another CRS or another country), so it
 raises :class:`~spatialdp.exceptions.UnassignedPointsWarning`.
@@ -61,7 +62,7 @@ from spatialdp.exceptions import (
     SpatialDPError,
     UnassignedPointsWarning,
 )
-from spatialdp.geo import h3cells
+from spatialdp.geo import _grid, h3cells
 from spatialdp.geo._grid import GridIndex, exact_positions
 from spatialdp.geo._h3grid import MIN_POINTS as H3_GRID_MIN_POINTS
 from spatialdp.geo._h3grid import UNKNOWN, H3PixelIndex
@@ -84,14 +85,24 @@ MAX_PARTITION_CELLS = 2_000_000
 UNASSIGNED_WARN_SHARE = 0.5
 #: ...and the batch holds at least this many points (a few strays prove nothing).
 UNASSIGNED_WARN_MIN_POINTS = 100
-#: A polygon partition builds its grid index once it has been asked about this many
-#: points in all, plus GRID_POINTS_PER_VERTEX per vertex of its polygons: the exact
-#: test costs about 2 us a point, building the grid about 0.1 s plus 3 us a vertex
-#: (0.1 s for the 48 states, 1.5 s for 30,000 hexagons), and the grid then labels a
-#: million points in under 0.1 s. Building only once the exact test has cost about
-#: as much as the build never costs more than twice the better choice.
-GRID_MIN_POINTS = 50_000
-GRID_POINTS_PER_VERTEX = 2
+#: The cost model of the polygon grid index (measured on the 48 states and on 4,600
+#: hexagons, loaded 2-core machine). The exact test (STRtree boxes, then prepared
+#: geometries) costs about 0.3-0.6 us a point. A grid of C cells over V border
+#: vertices builds in about 0.1 us a vertex plus 0.02 us a cell (about 1 ms for the
+#: states at 65,000 cells) and labels a point in about 0.05-0.1 us plus the exact
+#: test of the points in mixed cells, whose share falls as the grid gets finer. So:
+#: a partition builds a first, coarse grid once it has been asked about
+#: GRID_MIN_POINTS points in all plus one per GRID_VERTICES_PER_POINT vertices (the
+#: build then costs about what the exact test of those points would), with
+#: GRID_CELLS_PER_POINT cells per point seen; it builds a finer one each time it has
+#: seen GRID_REBUILD_FACTOR times the points its grid was sized for, up to
+#: :data:`spatialdp.geo._grid.MAX_GRID_CELLS` cells. The builds form a geometric
+#: series: together they cost less than twice the last one, which costs about as
+#: much as the exact test of the points seen since the one before.
+GRID_MIN_POINTS = 5_000
+GRID_VERTICES_PER_POINT = 4
+GRID_CELLS_PER_POINT = 8
+GRID_REBUILD_FACTOR = 16
 _SWAP_SAMPLE = 10_000
 #: Digitised borders of neighbouring regions rarely coincide: within this many
 #: degrees they count as shared...
@@ -160,7 +171,8 @@ class Partition:
         self._tree: shapely.STRtree | None = None
         self._geoms: NDArray[np.object_] | None = None
         self._grid: GridIndex | H3PixelIndex | None = None
-        self._grid_tried = False
+        self._grid_tried = False  # True once no further (finer) grid will be built
+        self._grid_cells = 0  # cell budget of the last polygon grid built (0: none yet)
         self._cell_index: pd.Index | None = None
         self._points_seen = 0
         self.version = self._content_hash()
@@ -170,7 +182,7 @@ class Partition:
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state.update(dict.fromkeys(self._CACHES))
-        state.update(_grid_tried=False, _points_seen=0)
+        state.update(_grid_tried=False, _points_seen=0, _grid_cells=0)
         return state
 
     # ------------------------------------------------------------------ building
@@ -480,10 +492,11 @@ class Partition:
         raster whose pure pixels (wholly inside one cell) answer most points by
         arithmetic, with exactly H3's answer. Polygon partitions test points exactly
         with prepared geometries;
-        once a partition has assigned 50,000 points (plus 2 per polygon vertex), it
-        builds a grid index, once, and keeps it: the grid labels the points away
-        from borders by arithmetic and leaves only those near a border to the exact
-        test. A point exactly on a border shared by two regions (or in the
+        once a partition has assigned 5,000 points (plus 1 per 4 polygon vertices), it
+        builds a coarse grid index sized to the points seen, and a finer one each
+        time it has seen 16 times more (:data:`GRID_REBUILD_FACTOR`): the grid
+        labels the points away from borders by arithmetic and leaves only those
+        near a border to the exact test. A point exactly on a border shared by two regions (or in the
         overlap, below :data:`OVERLAP_SHARE`, that digitising noise leaves) goes to
         the region that comes first in partition order (ids sorted as strings), as
         the first match of ``geopandas.sjoin(..., predicate="intersects")`` would.
@@ -527,9 +540,9 @@ class Partition:
                    ) -> NDArray[np.int64]:
         """Return the region position of each (checked) point, -1 outside every region."""
         self._points_seen += lon.size
+        if self._points_seen >= self._grid_min_points():
+            self._grid_index()
         grid = self._grid
-        if grid is None and self._points_seen >= self._grid_min_points():
-            grid = self._grid_index()
         if self._cells is not None:
             return self._h3_positions(grid if isinstance(grid, H3PixelIndex) else None,
                                       lon, lat)
@@ -597,24 +610,36 @@ class Partition:
         return self._geoms
 
     def _grid_index(self) -> GridIndex | H3PixelIndex | None:
-        """Return the grid index (built once; None if not worth it).
+        """Build the grid index for the points seen so far, and return it (None: none).
 
-        Polygons get a :class:`GridIndex`, H3 cells an :class:`H3PixelIndex`.
+        H3 cells get an :class:`H3PixelIndex`, built once. Polygons get a
+        :class:`GridIndex` of :data:`GRID_CELLS_PER_POINT` cells per point seen (up to
+        :data:`~spatialdp.geo._grid.MAX_GRID_CELLS`); a call after
+        :meth:`_grid_min_points` more points builds a finer one.
         """
-        if not self._grid_tried:
-            if self._cells is not None:
-                self._grid = H3PixelIndex.build(self._cells, int(self.resolution or 0))
-            else:
-                self._grid = GridIndex.build(self._prepared_geometries(), self.tree)
+        if self._grid_tried:
+            return self._grid
+        if self._cells is not None:
+            self._grid = H3PixelIndex.build(self._cells, int(self.resolution or 0))
             self._grid_tried = True
+            return self._grid
+        cells = min(GRID_CELLS_PER_POINT * max(self._points_seen, 1), _grid.MAX_GRID_CELLS)
+        grid = GridIndex.build(self._prepared_geometries(), self.tree, cells)
+        self._grid = grid if grid is not None else self._grid
+        self._grid_cells = cells
+        self._grid_tried = cells >= _grid.MAX_GRID_CELLS
         return self._grid
 
     def _grid_min_points(self) -> int:
-        """Return how many points this partition assigns before it builds its grid index."""
+        """Return how many points in all this partition assigns before its next grid build."""
+        if self._grid_tried:
+            return np.iinfo(np.int64).max
         if self._cells is not None:
             return H3_GRID_MIN_POINTS
+        if self._grid_cells:
+            return GRID_REBUILD_FACTOR * self._grid_cells // GRID_CELLS_PER_POINT
         vertices = int(shapely.get_num_coordinates(self._prepared_geometries()).sum())
-        return GRID_MIN_POINTS + GRID_POINTS_PER_VERTEX * vertices
+        return GRID_MIN_POINTS + vertices // GRID_VERTICES_PER_POINT
 
     # ------------------------------------------------------------------ neighbours
     def adjacency(self) -> sparse.csr_array:
