@@ -72,6 +72,40 @@ def check_exact(geoms: Any, seed: int = 0, n_random: int = 20_000) -> GridIndex:
     return grid
 
 
+@pytest.mark.parametrize("loop_max", [0, 64], ids=["strtree", "region-loop"])
+@pytest.mark.parametrize("max_cells", [_grid.MIN_GRID_CELLS, 1 << 14], ids=["coarse", "fine"])
+@pytest.mark.parametrize("enclave_first", [True, False])
+def test_both_exact_paths_and_coarse_grids_match_sjoin(
+        monkeypatch: pytest.MonkeyPatch, loop_max: int, max_cells: int,
+        enclave_first: bool) -> None:
+    """The region loop (few regions) and the STRtree path give sjoin's first match, and
+    so does a grid of any size (the cost model builds coarse grids first)."""
+    monkeypatch.setattr(_grid, "LOOP_MAX_REGIONS", loop_max)
+    big = shapely.box(0, 0, 12, 10)  # overlaps the donut world: the first region wins
+    geoms = [big, *donut_world()] if enclave_first else [*donut_world(), big]
+    geoms_arr = np.asarray(geoms, dtype=object)
+    tree = shapely.STRtree(geoms_arr)
+    grid = GridIndex.build(geoms_arr, tree, max_cells)
+    assert grid is not None
+    assert grid.nx * grid.ny <= max(max_cells, _grid.MIN_GRID_CELLS)
+    lon, lat = awkward_points(geoms_arr, grid, np.random.default_rng(8), 5_000)
+    expected = reference(geoms_arr, lon, lat)
+    np.testing.assert_array_equal(exact_positions(geoms_arr, tree, lon, lat), expected)
+    np.testing.assert_array_equal(grid.lookup(lon, lat), expected)
+
+
+def test_border_segments_are_every_ring_edge() -> None:
+    """Holes, multipolygon parts and ring closure: one segment per ring edge, per region."""
+    geoms = np.asarray(donut_world(), dtype=object)
+    region, x0, y0, x1, y1 = _grid._border_segments(geoms)
+    rings = shapely.get_rings(shapely.get_parts(geoms))
+    assert region.size == int((shapely.get_num_coordinates(rings) - 1).sum())
+    np.testing.assert_array_equal(np.bincount(region), [8, 4, 12, 6, 6])
+    lengths = np.hypot(x1 - x0, y1 - y0)
+    per_region = np.bincount(region, lengths)
+    np.testing.assert_allclose(per_region, shapely.length(shapely.boundary(geoms)))
+
+
 def donut_world() -> list[shapely.Geometry]:
     """A region with a hole, an island in the hole, a multipolygon and a shared border."""
     donut = shapely.Polygon(
@@ -146,8 +180,11 @@ def test_partition_paths_agree(states: gpd.GeoDataFrame) -> None:
     lon, lat = rng.uniform(-125, -66, 20_000), rng.uniform(24, 50, 20_000)
     before = exact_positions(part._prepared_geometries(), part.tree, lon, lat)
     assert part._grid is None
-    after = part.assign(lon=lon, lat=lat).positions  # 20,000 points: a grid is built
+    first = part.assign(lon=lon, lat=lat).positions  # a first call: the exact test
+    assert part._grid is None
+    after = part.assign(lon=lon, lat=lat).positions  # 40,000 points seen: a grid is built
     assert part._grid is not None
+    np.testing.assert_array_equal(before, first)
     np.testing.assert_array_equal(before, after)
 
 
@@ -204,3 +241,40 @@ def test_reference_itself_on_a_border() -> None:
     got = reference(geoms, np.array([1.0, 0.5, 5.0]), np.array([0.5, 0.5, 5.0]))
     assert got.tolist() == [0, 1, -1]
     assert pd.api.types.is_integer_dtype(got)
+
+
+def test_grid_cost_model_builds_lazily_and_refines(states: gpd.GeoDataFrame,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A first small call builds nothing; a later one builds a coarse grid sized to the
+    points seen; 16 times more points build a finer one; the answers never change."""
+    builds: list[int] = []
+    real_build = GridIndex.build.__func__  # type: ignore[attr-defined]
+
+    def counting(cls: type[GridIndex], geoms: np.ndarray, tree: shapely.STRtree,
+                 max_cells: int = _grid.MAX_GRID_CELLS) -> GridIndex | None:
+        builds.append(max_cells)
+        return real_build(cls, geoms, tree, max_cells)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(GridIndex, "build", classmethod(counting))
+    part = Partition.from_geodataframe(states, "state")
+    rng = np.random.default_rng(9)
+    lon, lat = rng.uniform(-125, -66, 10_000), rng.uniform(24, 50, 10_000)
+    expected = exact_positions(part._prepared_geometries(), part.tree, lon, lat)
+    assert 10_000 >= part._grid_min_points()  # enough points, but a first call:
+    np.testing.assert_array_equal(part.assign(lon=lon, lat=lat).positions, expected)
+    assert builds == []  # the first call pays no build
+    np.testing.assert_array_equal(part.assign(lon=lon, lat=lat).positions, expected)
+    assert builds == [8 * 20_000]  # GRID_CELLS_PER_POINT per point seen
+    coarse = part._grid
+    assert coarse is not None
+    assert coarse.nx * coarse.ny <= 8 * 20_000
+    part._points_seen = part._grid_min_points() - 1  # as after 16 times more points
+    np.testing.assert_array_equal(part.assign(lon=lon, lat=lat).positions, expected)
+    assert len(builds) == 2
+    assert builds[1] > 16 * builds[0] - 1
+    assert part._grid is not coarse
+    big = Partition.from_geodataframe(states, "state")
+    n = big._grid_first_batch()
+    lon, lat = rng.uniform(-125, -66, n), rng.uniform(24, 50, n)
+    big.assign(lon=lon, lat=lat)  # a first batch that pays for the build by itself
+    assert big._grid is not None

@@ -99,10 +99,18 @@ UNASSIGNED_WARN_MIN_POINTS = 100
 #: :data:`spatialdp.geo._grid.MAX_GRID_CELLS` cells. The builds form a geometric
 #: series: together they cost less than twice the last one, which costs about as
 #: much as the exact test of the points seen since the one before.
+#: A partition's first call builds no grid, though (its exact test costs about what a
+#: competent user's own prepared-shapely code costs, so a cold call is never slower
+#: than theirs), unless its batch alone amortises the build: GRID_FIRST_BATCH_POINTS
+#: points plus GRID_POINTS_PER_VERTEX per vertex (measured: the cold call with the
+#: grid inside matches the exact test at about 100,000 points for the states and
+#: 50,000 for 4,600 hexagons).
 GRID_MIN_POINTS = 5_000
 GRID_VERTICES_PER_POINT = 4
 GRID_CELLS_PER_POINT = 8
 GRID_REBUILD_FACTOR = 16
+GRID_FIRST_BATCH_POINTS = 50_000
+GRID_POINTS_PER_VERTEX = 1
 _SWAP_SAMPLE = 10_000
 #: Digitised borders of neighbouring regions rarely coincide: within this many
 #: degrees they count as shared...
@@ -487,19 +495,22 @@ class Partition:
 
         Give either a point GeoDataFrame/GeoSeries (in any CRS: another than EPSG:4326
         is reprojected, with a warning) or ``lon`` and ``lat`` in degrees.
-        H3 partitions index all points at once (h3ronpy) and look the cells up in a
-        hash table; once a partition has assigned 2 million points it builds, once, a
+        H3 partitions index all points at once (h3ronpy) and look the cells up in a hash
+        table; once a partition has assigned 2 million points it builds, once, a
         raster whose pure pixels (wholly inside one cell) answer most points by
-        arithmetic, with exactly H3's answer. Polygon partitions test points exactly
-        with prepared geometries;
-        once a partition has assigned 5,000 points (plus 1 per 4 polygon vertices), it
-        builds a coarse grid index sized to the points seen, and a finer one each
-        time it has seen 16 times more (:data:`GRID_REBUILD_FACTOR`): the grid
-        labels the points away from borders by arithmetic and leaves only those
-        near a border to the exact test. A point exactly on a border shared by two regions (or in the
-        overlap, below :data:`OVERLAP_SHARE`, that digitising noise leaves) goes to
-        the region that comes first in partition order (ids sorted as strings), as
-        the first match of ``geopandas.sjoin(..., predicate="intersects")`` would.
+        arithmetic, with exactly H3's answer. Polygon partitions test points
+        exactly with prepared geometries; once a partition has assigned 5,000
+        points (plus 1 per 4 polygon vertices), a call after its first builds a
+        coarse grid index sized to the points seen (the first call only when its
+        batch alone pays for it: :data:`GRID_FIRST_BATCH_POINTS`), and a finer
+        one each time the partition has seen 16 times more
+        (:data:`GRID_REBUILD_FACTOR`): the grid labels the points away from
+        borders by arithmetic and leaves only those near a border to the exact
+        test. A point exactly on a border shared by two regions (or in the
+        overlap, below :data:`OVERLAP_SHARE`, that digitising noise leaves) goes
+        to the region that comes first in partition order (ids sorted as
+        strings), as the first match of ``geopandas.sjoin(...,
+        predicate="intersects")`` would.
 
         Parameters
         ----------
@@ -539,8 +550,10 @@ class Partition:
     def _positions(self, lon: NDArray[np.float64], lat: NDArray[np.float64]
                    ) -> NDArray[np.int64]:
         """Return the region position of each (checked) point, -1 outside every region."""
+        first_call = self._points_seen == 0
         self._points_seen += lon.size
-        if self._points_seen >= self._grid_min_points():
+        if self._points_seen >= self._grid_min_points() and (
+                not first_call or lon.size >= self._grid_first_batch()):
             self._grid_index()
         grid = self._grid
         if self._cells is not None:
@@ -630,6 +643,15 @@ class Partition:
         self._grid_tried = cells >= _grid.MAX_GRID_CELLS
         return self._grid
 
+    def _grid_first_batch(self) -> int:
+        """Return the smallest first batch for which the first call builds a grid."""
+        if self._cells is not None:
+            return H3_GRID_MIN_POINTS
+        return GRID_FIRST_BATCH_POINTS + GRID_POINTS_PER_VERTEX * self._n_vertices()
+
+    def _n_vertices(self) -> int:
+        return int(shapely.get_num_coordinates(self._prepared_geometries()).sum())
+
     def _grid_min_points(self) -> int:
         """Return how many points in all this partition assigns before its next grid build."""
         if self._grid_tried:
@@ -638,8 +660,7 @@ class Partition:
             return H3_GRID_MIN_POINTS
         if self._grid_cells:
             return GRID_REBUILD_FACTOR * self._grid_cells // GRID_CELLS_PER_POINT
-        vertices = int(shapely.get_num_coordinates(self._prepared_geometries()).sum())
-        return GRID_MIN_POINTS + vertices // GRID_VERTICES_PER_POINT
+        return GRID_MIN_POINTS + self._n_vertices() // GRID_VERTICES_PER_POINT
 
     # ------------------------------------------------------------------ neighbours
     def adjacency(self) -> sparse.csr_array:
