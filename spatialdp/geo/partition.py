@@ -33,16 +33,13 @@ import json
 import os
 import warnings
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import geopandas as gpd
 import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 import shapely
 from numpy.typing import ArrayLike, NDArray
-from scipy import sparse
 
 from spatialdp._atomic import write_atomically
 from spatialdp._validation import (
@@ -68,6 +65,9 @@ from spatialdp.geo._h3grid import MIN_POINTS as H3_GRID_MIN_POINTS
 from spatialdp.geo._h3grid import UNKNOWN, H3PixelIndex
 from spatialdp.geo.lonlat import LONLAT_EPSG, check_polygons, geometry_array, read_points
 from spatialdp.geo.results import Assignment, CellIncidence, incidence_matrix, lookup_cells
+
+if TYPE_CHECKING:  # imported where used: scipy.sparse and pyarrow.parquet take about
+    from scipy import sparse  # 70 ms to import, which every cold first call would pay
 
 __all__ = [  # results and the warning re-exported from here
     "MAX_PARTITION_CELLS",
@@ -669,6 +669,8 @@ class Partition:
         H3 cells are neighbours when they share an edge (``grid_disk`` with k=1);
         polygons when they share a stretch of border (not just a corner point).
         """
+        from scipy import sparse  # lazy: see the imports
+
         if self._cells is not None:
             own = self._cells
             offsets, disk = h3cells._grid_disk(own, 1)
@@ -888,6 +890,8 @@ class Partition:
                 "version": self.version, "format": 1}
 
         def write(tmp: str) -> None:
+            import pyarrow.parquet as pq  # lazy: see the imports
+
             frame.to_parquet(tmp, index=False)
             table = pq.read_table(tmp)
             merged = {**(table.schema.metadata or {}), _META_KEY: json.dumps(meta).encode()}
@@ -1055,6 +1059,9 @@ def _check_path(path: Any) -> Path:
 
 def _read_partition(path: str | os.PathLike[str]) -> Partition:
     """Read a partition file and check that its content still hashes to its version."""
+    import pyarrow as pa  # lazy: see the imports
+    import pyarrow.parquet as pq
+
     source = _check_path(path)
     fix = "build one with Partition.from_geodataframe(...) and save it with .to_file()"
     if not source.is_file():
