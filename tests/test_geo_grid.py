@@ -297,3 +297,33 @@ def test_a_cold_fleet_import_leaves_slow_modules_alone() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True, env=env, cwd=root)
     assert done.stdout.strip() == "[]"
+
+
+@settings(max_examples=60, deadline=None, database=None)
+@given(seed=st.integers(0, 2**16), shape=st.tuples(st.integers(1, 25), st.integers(1, 25)),
+       share=st.floats(0.1, 0.95))
+def test_components_match_scipy_ndimage_label(seed: int, shape: tuple[int, int],
+                                              share: float) -> None:
+    """The numpy labeller that replaced scipy.ndimage.label finds the same components."""
+    from scipy import ndimage
+
+    free = np.random.default_rng(seed).random(shape) < share
+    component, first = _grid._components(free)
+    expected, count = ndimage.label(free)
+    assert first.size == count
+    flat = free.ravel()
+    assert len(set(zip(component[flat].tolist(), expected.ravel()[flat].tolist(),
+                       strict=True))) == count
+    assert (component[~flat] == -1).all()
+    np.testing.assert_array_equal(component[first], np.arange(count))
+
+
+def test_components_of_a_snake() -> None:
+    """One long winding run of cells is one component (union-find must chain it)."""
+    free = np.zeros((41, 41), dtype=bool)
+    free[::2, :] = True
+    free[1::4, -1] = True
+    free[3::4, 0] = True
+    component, first = _grid._components(free)
+    assert first.tolist() == [0]
+    assert set(component[free.ravel()].tolist()) == {0}
