@@ -278,6 +278,9 @@ def test_grid_cost_model_builds_lazily_and_refines(states: gpd.GeoDataFrame,
     lon, lat = rng.uniform(-125, -66, n), rng.uniform(24, 50, n)
     big.assign(lon=lon, lat=lat)  # a first batch that pays for the build by itself
     assert big._grid is not None
+    assert builds[-1] == n  # one cell per point: the cheapest build for a cold call
+    big.assign(lon=lon, lat=lat)  # the next call refines it
+    assert builds[-1] == 8 * 2 * n
 
 
 def test_a_cold_fleet_import_leaves_slow_modules_alone() -> None:
