@@ -48,16 +48,20 @@ Example
 A benchmark script (run from ``benchmarks/``, where ``_common`` is importable)::
 
     import numpy as np
-    from _common import compare, fresh_process, print_results, ratio_line
+    from _common import compare, compare_fresh, fresh_process, print_results, ratio_line
 
     x = np.random.default_rng(0).random(10**6)
     results = compare({"ours": lambda: np.sort(x), "baseline": lambda: sorted(x)},
                       repeats=5)              # asserts equal answers first
     print_results(results)                     # median [min, max] wall, CPU, peak MB
     print(ratio_line(results, "baseline", "ours"))            # ratio: ...
-    cold = {"ours": fresh_process("import numpy as np", "np.sort(np.arange(9.))"),
-            "baseline": fresh_process("", "sorted(range(9))")}
+    cold = compare_fresh({"ours": fresh_process("import numpy as np", "np.sort(x)"),
+                          "baseline": fresh_process("", "sorted(range(9))")},
+                         repeats=3)           # first call in a new process, each side
     print(ratio_line(cold, "baseline", "ours", label="ratio_cold"))
+    cold = compare({"ours": (make_fresh_state, lambda state: ours(state)),
+                    "baseline": (make_fresh_input, baseline_with_its_builds)},
+                   repeats=5, warmup=0)       # or in-process: setup untimed, builds inside
 
 The older helpers (:func:`best_times`, :func:`best_of`, :func:`measure`: best of
 interleaved runs, wall time only) remain for the benchmarks not yet converted;
