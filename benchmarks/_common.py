@@ -55,7 +55,7 @@ A benchmark script (run from ``benchmarks/``, where ``_common`` is importable)::
                       repeats=5)              # asserts equal answers first
     print_results(results)                     # median [min, max] wall, CPU, peak MB
     print(ratio_line(results, "baseline", "ours"))            # ratio: ...
-    cold = compare_fresh({"ours": fresh_process("import numpy as np", "np.sort(x)"),
+    cold = compare_fresh({"ours": fresh_process("import numpy as np", "np.sort(np.ones(9))"),
                           "baseline": fresh_process("", "sorted(range(9))")},
                          repeats=3)           # first call in a new process, each side
     print(ratio_line(cold, "baseline", "ours", label="ratio_cold"))
