@@ -32,7 +32,7 @@ Run (re-run after any change to the estimators or to the ridge rule)::
     python benchmarks/calibrate_planner.py --predict   # re-predict, keep the realised values
 
 Writes ``data/planner_calibration.csv`` (read by ``tests/test_planner.py``) and
-``docs/figures/planner_calibration.md`` (the table in ``docs/modulated.md``).
+the table of ``docs/modulated.md`` ("Planner calibration", between its markers).
 """
 
 from __future__ import annotations
@@ -64,7 +64,8 @@ from spatialdp.regression.planner import CALIBRATED, PLAN_TOLERANCE
 
 ROOT = Path(__file__).resolve().parents[1]
 CSV = ROOT / "data" / "planner_calibration.csv"
-MARKDOWN = ROOT / "docs" / "figures" / "planner_calibration.md"
+DOCS = ROOT / "docs" / "modulated.md"
+START, END = "<!-- planner-calibration:start -->", "<!-- planner-calibration:end -->"
 
 RADIUS = 3.0
 DELTA = 1e-6
@@ -165,7 +166,7 @@ def predicted(K: int, d: int, epsilon: float, r2: float) -> pd.DataFrame:
 
 
 def _reps(K: int) -> int:
-    return 30 if K <= 10_000 else 16 if K <= 50_000 else 8
+    return 20 if K <= 10_000 else 10 if K <= 30_000 else 5
 
 
 def simulate(settings: Iterable[tuple[int, int, float, float]], progress: bool = True,
@@ -245,18 +246,27 @@ def markdown(table: pd.DataFrame, estimators: Sequence[str] = CALIBRATED) -> str
 def summary(table: pd.DataFrame) -> str:
     """Return the agreement counts per estimator and the warning check, as text."""
     cal = table[table["estimator"].isin(CALIBRATED)]
-    lines = [f"agreement within max({TOLERANCE:g} realised, 3 SE): "
+    lines = [f"- agreement within max({TOLERANCE:g} realised, 3 SE): "
              f"{int(cal['agrees'].sum())} of {len(cal)}"]
     for e, g in cal.groupby("estimator", sort=False):
         worst = (g["predicted"] - g["realised"]).abs().max()
-        lines.append(f"  {e}: {int(g['agrees'].sum())} of {len(g)} (largest gap {worst:.3g})")
+        lines.append(f"  - {e}: {int(g['agrees'].sum())} of {len(g)} "
+                     f"(largest gap {worst:.3g})")
     none = nothing_beats_the_mean(table)
     warned = table.groupby(["n_clients", "n_features", "epsilon", "r_squared"])["warned"].first()
     missed = none & ~warned.loc[none.index]
-    lines.append(f"settings where nothing beats the mean: {int(none.sum())}; warned: "
+    lines.append(f"- settings where nothing beats the mean: {int(none.sum())}; warned: "
                  f"{int((none & warned.loc[none.index]).sum())}; missed: {int(missed.sum())}; "
                  f"warnings where something does: {int((~none & warned.loc[none.index]).sum())}")
     return "\n".join(lines)
+
+
+def write_into_docs(text: str, page: Path = DOCS) -> None:
+    """Replace the text between the calibration markers of ``page`` with ``text``."""
+    doc = page.read_text()
+    head, rest = doc.split(START, 1)
+    _, tail = rest.split(END, 1)
+    page.write_text(f"{head}{START}\n{text}{END}{tail}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -276,9 +286,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     table = table[cols]
     CSV.parent.mkdir(parents=True, exist_ok=True)
     table.to_csv(CSV, index=False, float_format="%.6g")
-    MARKDOWN.write_text(markdown(table))
-    print(markdown(table))
-    print(summary(table))
+    text = markdown(table) + "\n" + summary(table) + "\n"
+    write_into_docs(text)
+    print(text)
     return 0
 
 

@@ -87,7 +87,8 @@ from spatialdp.regression.regularization import (
 )
 from spatialdp.regression.server import _project_ball, _project_psd
 
-__all__ = ["ESTIMATORS", "FeasibilityWarning", "RegressionPlan", "plan_regression"]
+__all__ = ["CALIBRATED", "ESTIMATORS", "PLAN_TOLERANCE", "FeasibilityWarning", "RegressionPlan",
+           "plan_regression", "upper_bound"]
 
 #: The estimators the planner predicts, in report order.
 ESTIMATORS = ("zero", "ols", "nss", "one_shot", "one_shot_unregularised", "iterative",
@@ -104,7 +105,19 @@ PLAN_TOLERANCE = 0.1
 
 @dataclass(frozen=True)
 class RegressionPlan:
-    """Predicted test MSE of each estimator (:attr:`table`) and the inputs behind it."""
+    """Predicted test MSE of each estimator (:attr:`table`) and the inputs behind it.
+
+    :attr:`table` has one row per estimator of :data:`ESTIMATORS`:
+    ``predicted_mse``, its Monte-Carlo ``predicted_se``, ``upper_mse``
+    (:func:`upper_bound`), the ``ridge`` and ``sigma`` the fit would use, and
+    ``beats_zero`` (``upper_mse < (1 - margin) E y^2``).
+
+    Examples
+    --------
+    >>> plan = plan_regression(100_000, 5, epsilon=8.0, delta=1e-6, radius=3.0, warn=False)
+    >>> plan.feasible, plan.upper("nss") > plan.predicted("nss")
+    (True, True)
+    """
 
     table: pd.DataFrame
     n_clients: int
