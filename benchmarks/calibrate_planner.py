@@ -74,8 +74,10 @@ GRID_D = (5, 20)
 GRID_EPSILON = (1.0, 2.0, 8.0)
 GRID_R2 = (0.05, 0.3, 0.7)
 #: The issue's settings (K, d, epsilon), simulated at the default R^2 = 0.3 besides the grid.
-EXTRA = ((50_000, 20, 1.0), (50_000, 5, 1.0), (4_000, 5, 8.0))
+EXTRA = ((50_000, 20, 1.0), (50_000, 5, 1.0))
 TOLERANCE = PLAN_TOLERANCE
+#: Gain over the mean that counts as beating it (the planner's default ``margin``).
+MARGIN = 0.02
 ITERATIVE_ROUNDS = 10
 DPSGD = {"rounds": 20, "clip": 1.0, "step": 0.5}
 #: Local-DP estimators (central DP-SGD is a reference with a stronger trust model).
@@ -86,7 +88,7 @@ def grid(extra: bool = True) -> list[tuple[int, int, float, float]]:
     """Return the (K, d, epsilon, R^2) settings of the calibration."""
     out = [(K, d, e, r2) for K in GRID_K for d in GRID_D for e in GRID_EPSILON for r2 in GRID_R2]
     if extra:
-        out += [(K, d, e, 0.3) for K, d, e in EXTRA]
+        out += [(K, d, e, 0.3) for K, d, e in EXTRA if (K, d, e, 0.3) not in out]
     return out
 
 
@@ -139,11 +141,11 @@ def fits(X: np.ndarray, y: np.ndarray, rho: float,
 
 
 def realised(K: int, d: int, epsilon: float, r2: float, reps: int,
-             seed: int = 0) -> pd.DataFrame:
-    """Return the realised NSS per estimator and replication at one setting."""
+             seed: int = 0, first: int = 0) -> pd.DataFrame:
+    """Return the realised NSS per estimator of replications ``first .. reps - 1``."""
     rho = rho_for_epsilon(epsilon, DELTA)
     rows = []
-    for r in range(reps):
+    for r in range(first, reps):
         X, y, beta, s = population(K, d, r2, seed=1000 * seed + r)
         for name, (coef, intercept) in fits(X, y, rho, seed=10_000 + 1000 * seed + 3 * r).items():
             with np.errstate(over="ignore", invalid="ignore"):
@@ -166,7 +168,28 @@ def predicted(K: int, d: int, epsilon: float, r2: float) -> pd.DataFrame:
 
 
 def _reps(K: int) -> int:
+    """Replications of a first batch (fewer where each fit is slow)."""
     return 20 if K <= 10_000 else 10 if K <= 30_000 else 5
+
+
+#: A setting whose first batch leaves an SE above this gets :data:`MAX_REPS` replications.
+EXTEND_SE = 0.03
+MAX_REPS = 20
+
+
+def replications(K: int, d: int, epsilon: float, r2: float) -> pd.DataFrame:
+    """Return the realised NSS per replication: a first batch, extended where it is noisy.
+
+    Near the threshold where a fit starts to learn, the realised NSS is bimodal
+    (some releases learn, some shrink to the mean), and a few replications
+    are not enough: such settings get :data:`MAX_REPS`.
+    """
+    per_rep = realised(K, d, epsilon, r2, _reps(K))
+    se = per_rep.groupby("estimator")["nss"].agg(lambda v: v.std() / math.sqrt(len(v)))
+    if se.loc[list(CALIBRATED)].max() > EXTEND_SE and _reps(K) < MAX_REPS:
+        more = realised(K, d, epsilon, r2, MAX_REPS, first=_reps(K))
+        per_rep = pd.concat([per_rep, more], ignore_index=True)
+    return per_rep
 
 
 def simulate(settings: Iterable[tuple[int, int, float, float]], progress: bool = True,
@@ -176,7 +199,7 @@ def simulate(settings: Iterable[tuple[int, int, float, float]], progress: bool =
     for K, d, eps, r2 in settings:
         t0 = time.perf_counter()
         with single_blas():
-            per_rep = realised(K, d, eps, r2, _reps(K))
+            per_rep = replications(K, d, eps, r2)
         summary = per_rep.groupby("estimator")["nss"].agg(["mean", "std", "count"])
         for name, row in summary.iterrows():
             out.append({"n_clients": K, "n_features": d, "epsilon": eps, "r_squared": r2,
@@ -213,7 +236,7 @@ def agrees(table: pd.DataFrame) -> pd.Series:
     return gap <= np.maximum(TOLERANCE * table["realised"], 3.0 * se)
 
 
-def nothing_beats_the_mean(table: pd.DataFrame, margin: float = 0.0) -> pd.Series:
+def nothing_beats_the_mean(table: pd.DataFrame, margin: float = MARGIN) -> pd.Series:
     """Per setting: no local-DP estimator's realised NSS is below ``1 - margin`` by 2 SE."""
     keys = ["n_clients", "n_features", "epsilon", "r_squared"]
     private = table[table["estimator"].isin(PRIVATE)]
