@@ -306,7 +306,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     table = attach_predictions(sim)
     cols = ["n_clients", "n_features", "epsilon", "r_squared", "estimator", "predicted",
             "predicted_se", "upper", "realised", "realised_se", "reps", "agrees", "warned"]
-    table = table[cols]
+    table = table[cols].sort_values(["n_clients", "n_features", "epsilon", "r_squared"],
+                                    kind="stable")
     CSV.parent.mkdir(parents=True, exist_ok=True)
     table.to_csv(CSV, index=False, float_format="%.6g")
     text = markdown(table) + "\n" + summary(table) + "\n"
