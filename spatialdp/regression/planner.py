@@ -97,10 +97,8 @@ ESTIMATORS = ("zero", "ols", "nss", "one_shot", "one_shot_unregularised", "itera
 _PRIVATE = ("nss", "one_shot", "iterative", "dpsgd_local")
 #: The estimators calibrated against simulation (``benchmarks/calibrate_planner.py``).
 CALIBRATED = ("ols", "nss", "one_shot", "iterative", "dpsgd_local", "dpsgd_central")
-#: Relative tolerance of a prediction: ``upper_mse = predicted_mse + tolerance`` (see the docs).
+#: Calibrated tolerance: ``|predicted - realised| <= max(PLAN_TOLERANCE realised, 3 SE)``.
 PLAN_TOLERANCE = 0.1
-
-
 
 
 @dataclass(frozen=True)
@@ -392,12 +390,31 @@ def plan_regression(n_clients: int, n_features: int, *, rho: Any = None, epsilon
     dpsgd_rounds, dpsgd_clip, dpsgd_step
         Of the DP-SGD baselines.
     margin : float
-        Fraction of ``E y^2`` an estimator must gain to count as beating zero.
+        Fraction of ``E y^2`` an estimator must gain, at the UPPER end of its
+        prediction (``upper_mse``, :func:`upper_bound`), to count as beating zero.
+    warn : bool
+        Issue the warning below (``plan.feasible`` says the same either way).
+
+    Returns
+    -------
+    RegressionPlan
+        ``table`` with ``predicted_mse``, ``predicted_se``, ``upper_mse``,
+        ``ridge``, ``sigma`` and ``beats_zero`` per estimator.
 
     Warns
     -----
     FeasibilityWarning
-        When no private estimator beats zero by ``margin``.
+        When no local-DP estimator's ``upper_mse`` beats zero by ``margin``
+        (``plan.feasible`` is False).
+
+    Examples
+    --------
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     plan = plan_regression(10_000, 5, epsilon=1.0, delta=1e-6, radius=3.0)
+    >>> plan.feasible, caught[0].category.__name__
+    (False, 'FeasibilityWarning')
     """
     K = check_count(n_clients, "n_clients", low=2)
     d = check_count(n_features, "n_features", low=1)
