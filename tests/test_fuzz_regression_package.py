@@ -441,6 +441,15 @@ def plan_predicted_calls(draw: st.DrawFn) -> Call:
 
 
 @st.composite
+def plan_upper_calls(draw: st.DrawFn) -> Call:
+    plan = a_plan()
+    names = list(plan.table.index) if len(plan.table.index) else ["one_shot"]
+    return call("RegressionPlan.upper", plan.upper,
+                draw(arg(st.sampled_from([str(n) for n in names]), "nope", "")),
+                check=lambda v: None if math.isfinite(v) and v >= 0 else _fail(v))
+
+
+@st.composite
 def fit_predict_calls(draw: st.DrawFn) -> Call:
     fit = a_fit()
     return call("RegressionFit.predict", fit.predict, draw(features()),
@@ -636,6 +645,7 @@ FUZZ: dict[str, tuple[Callable[[], st.SearchStrategy[Call]], int]] = {
     "tune_dpsgd": (tune_calls, 10),
     "plan_regression": (plan_calls, 20),
     "RegressionPlan.predicted": (plan_predicted_calls, 10),
+    "RegressionPlan.upper": (plan_upper_calls, 10),
     "RegressionFit.predict": (fit_predict_calls, 15),
     **{f"RegressionFit.{name}": (strategy(fit_interval_calls, name), 10) for name in (
         "conf_int", "coefficient_table")},
