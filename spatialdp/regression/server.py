@@ -207,7 +207,8 @@ def debiased_label_moment(reports: ClientReports, *, centred: bool = True,
     y, K = reports.labels, reports.labels.shape[0]
     tau2 = reports.label_sigma**2
     if centred:
-        raw = float(np.mean((y - y.mean()) ** 2)) - tau2 * (1.0 - 1.0 / K)
+        centred_y = y - y.mean()
+        raw = float(centred_y @ centred_y) / K - tau2 * (1.0 - 1.0 / K)
     else:
         raw = float(np.mean(y**2)) - tau2
     if not bounded:
