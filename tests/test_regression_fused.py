@@ -193,3 +193,30 @@ def test_per_client_moments_of_the_sandwich_equal_their_definition():
     z = r[:, None] * np.c_[np.ones(rep.n_clients), rep.features]
     np.testing.assert_allclose(mean, z.mean(axis=0), rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(second, z.T @ z / rep.n_clients, rtol=1e-12, atol=1e-12)
+
+
+# --------------------------------------------------------------------------- label moment
+
+
+def test_label_moment_is_exact_and_makes_no_client_sized_temporary():
+    import tracemalloc
+
+    from spatialdp.regression._blocks import centred_squares
+    from spatialdp.regression.server import debiased_label_moment
+
+    rng = np.random.default_rng(3)
+    y = rng.normal(size=100_003) * 2.0 + 1e3  # a mean far from 0: centring matters
+    assert math.isclose(centred_squares(y, float(y.mean()), block=1_000),
+                        float(np.sum((y - y.mean()) ** 2)), rel_tol=1e-12)
+    K = 400_000
+    rep = transform_clients(np.zeros((K, 1)), rng.normal(size=K), modulation=Modulation(),
+                            rho=1.0, target=Simulation(rng=0))
+    expected = float(np.mean((rep.labels - rep.labels.mean()) ** 2))
+    tracemalloc.start()
+    try:
+        got = debiased_label_moment(rep, bounded=False)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert math.isclose(got, expected, rel_tol=1e-12)
+    assert peak < K * 8 / 4  # blocks of 32,768 labels, not a copy of all K (3.2 MB)

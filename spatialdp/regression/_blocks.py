@@ -21,8 +21,8 @@ from numpy.typing import NDArray
 
 from spatialdp._blas import single_blas
 
-__all__ = ["BLOCK", "FUSED_BLOCK_BYTES", "add_block_moments", "block_rows", "fused_moments",
-           "row_matmul", "single_blas"]
+__all__ = ["BLOCK", "FUSED_BLOCK_BYTES", "add_block_moments", "block_rows", "centred_squares",
+           "fused_moments", "row_matmul", "single_blas"]
 
 #: Rows per block.
 BLOCK = 32_768
@@ -75,6 +75,21 @@ def add_block_moments(part: NDArray[np.float64], w: NDArray[np.float64],
     second += part.T @ part
     cross += w @ part
     total += ones[:part.shape[0]] @ part
+
+
+def centred_squares(v: NDArray[np.float64], centre: float, block: int = BLOCK) -> float:
+    """Return ``sum((v - centre)^2)`` with block-sized temporaries only.
+
+    Examples
+    --------
+    >>> centred_squares(np.arange(5.0), 2.0, block=2)
+    10.0
+    """
+    total = 0.0
+    for start in range(0, v.shape[0], block):
+        part = v[start:start + block] - centre
+        total += float(part @ part)
+    return total
 
 
 def row_matmul(A: NDArray[np.float64], B: NDArray[np.float64],

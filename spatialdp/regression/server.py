@@ -51,7 +51,7 @@ from spatialdp._validation import (
     check_real,
     fail,
 )
-from spatialdp.regression._blocks import fused_moments
+from spatialdp.regression._blocks import centred_squares, fused_moments
 from spatialdp.regression.client import ClientReports
 
 __all__ = [
@@ -207,8 +207,7 @@ def debiased_label_moment(reports: ClientReports, *, centred: bool = True,
     y, K = reports.labels, reports.labels.shape[0]
     tau2 = reports.label_sigma**2
     if centred:
-        centred_y = y - y.mean()
-        raw = float(centred_y @ centred_y) / K - tau2 * (1.0 - 1.0 / K)
+        raw = centred_squares(y, float(y.mean())) / K - tau2 * (1.0 - 1.0 / K)
     else:
         raw = float(np.mean(y**2)) - tau2
     if not bounded:
