@@ -5,12 +5,12 @@ hands the product to all OpenBLAS threads, which on a shared machine is often
 ten times slower than one core, and sometimes a hundred (threads spin while
 they wait for a core: ``X.T @ X`` for 10^6 x 20 measured 0.05 s to 43 s).
 These products are memory-bound, so :func:`single_blas` runs them on one
-thread (``threadpoolctl``), in row blocks of 32,768 that stay in cache.
+thread (``threadpoolctl``), in row blocks that stay in cache.
 
 Examples
 --------
 >>> A = np.arange(12.0).reshape(6, 2)
->>> bool(np.allclose(gram(A, block=4), A.T @ A))
+>>> bool(np.allclose(fused_moments(A, np.ones(6), block=4)[0], A.T @ A))
 True
 """
 
@@ -21,20 +21,75 @@ from numpy.typing import NDArray
 
 from spatialdp._blas import single_blas
 
-__all__ = ["BLOCK", "gram", "row_matmul", "single_blas", "weighted_sum"]
+__all__ = ["BLOCK", "FUSED_BLOCK_BYTES", "add_block_moments", "block_rows", "centred_squares",
+           "fused_moments", "row_matmul", "single_blas"]
 
 #: Rows per block.
 BLOCK = 32_768
 
+#: Bytes per block of :func:`fused_moments` (4,096 rows of 20 doubles): a block stays
+#: in a 1 MB L2 cache while the three products read it.
+FUSED_BLOCK_BYTES = 640 * 1024
 
-def gram(A: NDArray[np.float64], block: int = BLOCK) -> NDArray[np.float64]:
-    """Return ``A^T A``, accumulated over row blocks."""
-    out = np.zeros((A.shape[1], A.shape[1]))
+
+def fused_moments(A: NDArray[np.float64], w: NDArray[np.float64], block: int | None = None,
+                  ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+    """Return ``(A^T A, w @ A, column sums of A)`` in one pass over row blocks.
+
+    Each block (``block`` rows; default :data:`FUSED_BLOCK_BYTES` of rows) is read from
+    memory once, by the Gram product (``syrk``); the two matrix-vector products that
+    follow find it in cache. Three separate calls (``A.T @ A``, ``w @ A``,
+    ``A.sum(axis=0)``) read ``A`` from memory three times.
+
+    Examples
+    --------
+    >>> A = np.arange(12.0).reshape(6, 2)
+    >>> second, cross, total = fused_moments(A, np.arange(6.0), block=4)
+    >>> bool(np.allclose(second, A.T @ A)), cross.tolist(), total.tolist()
+    (True, [110.0, 125.0], [30.0, 36.0])
+    """
+    d = A.shape[1]
+    block = block_rows(d) if block is None else block
+    second, cross, total = np.zeros((d, d)), np.zeros(d), np.zeros(d)
+    ones = np.ones(min(block, A.shape[0]))
     with single_blas():
         for start in range(0, A.shape[0], block):
-            part = A[start:start + block]
-            out += part.T @ part
-    return out
+            add_block_moments(A[start:start + block], w[start:start + block], ones,
+                              second, cross, total)
+    return second, cross, total
+
+
+def block_rows(d: int) -> int:
+    """Return the rows per block of ``d`` columns that fit :data:`FUSED_BLOCK_BYTES`."""
+    return max(256, FUSED_BLOCK_BYTES // (8 * max(d, 1)))
+
+
+def add_block_moments(part: NDArray[np.float64], w: NDArray[np.float64],
+                      ones: NDArray[np.float64], second: NDArray[np.float64],
+                      cross: NDArray[np.float64], total: NDArray[np.float64]) -> None:
+    """Add ``part^T part``, ``w @ part`` and ``part``'s column sums to the accumulators.
+
+    ``ones`` holds at least as many ones as ``part`` has rows. Call it inside
+    :func:`single_blas`, on a block small enough to stay in cache.
+    """
+    second += part.T @ part
+    cross += w @ part
+    total += ones[:part.shape[0]] @ part
+
+
+def centred_squares(v: NDArray[np.float64], centre: float, block: int = BLOCK) -> float:
+    """Return ``sum((v - centre)^2)`` with block-sized temporaries only.
+
+    Examples
+    --------
+    >>> centred_squares(np.arange(5.0), 2.0, block=2)
+    10.0
+    """
+    total = 0.0
+    for start in range(0, v.shape[0], block):
+        part = v[start:start + block] - centre
+        total += float(part @ part)
+    return total
 
 
 def row_matmul(A: NDArray[np.float64], B: NDArray[np.float64],
@@ -50,20 +105,4 @@ def row_matmul(A: NDArray[np.float64], B: NDArray[np.float64],
     with single_blas():
         for start in range(0, A.shape[0], block):
             np.matmul(A[start:start + block], B, out=out[start:start + block])
-    return out
-
-
-def weighted_sum(A: NDArray[np.float64], w: NDArray[np.float64],
-                 block: int = BLOCK) -> NDArray[np.float64]:
-    """Return ``w @ A`` (a weighted sum of rows), accumulated over row blocks.
-
-    Examples
-    --------
-    >>> weighted_sum(np.ones((5, 2)), np.arange(5.0), block=2).tolist()
-    [10.0, 10.0]
-    """
-    out = np.zeros(A.shape[1])
-    with single_blas():
-        for start in range(0, A.shape[0], block):
-            out += w[start:start + block] @ A[start:start + block]
     return out

@@ -55,19 +55,25 @@ Examples
 >>> rep = transform_clients(X, y, modulation=Modulation(lam=0.5, radius=1.0), rho=20.0,
 ...                         target=Simulation(rng=1))
 >>> fit = fit_one_shot(rep, ridge=None, norm_cap=None)
->>> fit.covariance.shape, bool(np.all(fit.bse > 0))
+>>> fit.cov_params.shape, bool(np.all(fit.bse > 0))
 ((3, 3), True)
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+
 import numpy as np
 from numpy.typing import NDArray
 
-from spatialdp.regression._blocks import BLOCK, single_blas
+from spatialdp.regression._blocks import add_block_moments, block_rows, single_blas
 from spatialdp.regression.client import ClientReports
 
 __all__ = ["fit_covariance", "sandwich_covariance"]
+
+#: A covariance, or a zero-argument callable that computes it (deferred).
+Covariance = NDArray[np.float64] | Callable[[], NDArray[np.float64]]
 
 #: Why there are no standard errors when the norm cap binds.
 CAP_BINDS = ("no standard errors: the norm cap binds (||beta^|| = {cap:.4g}), so the estimate "
@@ -99,28 +105,29 @@ def _weighted_moments(reports: ClientReports, coef: NDArray[np.float64], offset:
                       ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """Return the mean and the second moment of ``z_i = r_i (1, g~_i)`` over the clients.
 
-    ``r_i = y_i - offset - g~_i^T coef / (1 - alpha)``: one pass over row blocks, one
-    ``K x d`` temporary per block.
+    ``r_i = y_i - offset - g~_i^T coef / (1 - alpha)``: one pass over row blocks small
+    enough to stay in cache, one block-sized temporary.
     """
     K, d = reports.features.shape
     slope = coef / (1.0 - reports.modulation.alpha)
     total, second = np.zeros(d + 1), np.zeros((d + 1, d + 1))
+    block = block_rows(d)
+    ones = np.ones(min(block, K))
     with single_blas():
-        for start in range(0, K, BLOCK):
-            G = reports.features[start:start + BLOCK]
-            r = reports.labels[start:start + BLOCK] - offset - G @ slope
+        for start in range(0, K, block):
+            G = reports.features[start:start + block]
+            r = reports.labels[start:start + block] - offset - G @ slope
             rG = G * r[:, None]
-            total += np.r_[r.sum(), rG.sum(axis=0)]
+            total[0] += r.sum()
             second[0, 0] += r @ r
-            second[0, 1:] += r @ rG
-            second[1:, 1:] += rG.T @ rG
+            add_block_moments(rG, r, ones, second[1:, 1:], second[0, 1:], total[1:])
     second[1:, 0] = second[0, 1:]
     return total / K, second / K
 
 
 def sandwich_covariance(reports: ClientReports, coef: NDArray[np.float64],
                         bread: NDArray[np.float64], *, fit_intercept: bool = True,
-                        ) -> NDArray[np.float64]:
+                        x_mean: NDArray[np.float64] | None = None) -> NDArray[np.float64]:
     """Return the ``(d+1) x (d+1)`` sandwich covariance of ``(intercept, coef)``.
 
     The influences ``(r_i - x_bar^^T w_i, w_i)``, ``w_i = A^{-1} (x^_i - x_bar^) r_i``,
@@ -138,6 +145,9 @@ def sandwich_covariance(reports: ClientReports, coef: NDArray[np.float64],
     fit_intercept : bool, default True
         Whether the fit was centred; without an intercept its row and column are
         NaN (the intercept is fixed at 0, not estimated).
+    x_mean : ndarray (d,), optional
+        The fit's ``x_bar^ = mean(g~) / (1 - alpha)`` if already computed (it saves a
+        pass over the reports); ignored without an intercept.
 
     Returns
     -------
@@ -146,7 +156,10 @@ def sandwich_covariance(reports: ClientReports, coef: NDArray[np.float64],
     """
     K, d = reports.features.shape
     scale = 1.0 / (1.0 - reports.modulation.alpha)
-    x_mean = reports.features.mean(axis=0) * scale if fit_intercept else np.zeros(d)
+    if not fit_intercept:
+        x_mean = np.zeros(d)
+    elif x_mean is None:
+        x_mean = reports.features.mean(axis=0) * scale
     offset = float(reports.labels.mean()) - float(x_mean @ coef) if fit_intercept else 0.0
     mean, second = _weighted_moments(reports, coef, offset)
     cov_z = (second - np.outer(mean, mean)) * (K / (K - 1))
@@ -169,8 +182,16 @@ def sandwich_covariance(reports: ClientReports, coef: NDArray[np.float64],
 
 def fit_covariance(reports: ClientReports, S: NDArray[np.float64], coef: NDArray[np.float64],
                    unprojected_norm: float, *, ridge: float, cap: float, psd: bool,
-                   fit_intercept: bool) -> tuple[NDArray[np.float64], str]:
+                   fit_intercept: bool, x_mean: NDArray[np.float64] | None = None,
+                   deferred: bool = False) -> tuple[Covariance, str]:
     """Return the covariance of a one-shot fit (NaN where none is honest) and what it covers.
+
+    Whether there is an honest covariance, and what it covers, is decided at once
+    (from ``S`` and the norms: no pass over the reports). The covariance itself
+    needs one pass over the per-client terms (:func:`sandwich_covariance`); with
+    ``deferred`` it is returned as a zero-argument callable that runs that pass
+    when called (:class:`~spatialdp.regression.RegressionFit` calls it on first use
+    of its standard errors), holding a reference to ``reports`` until then.
 
     Parameters
     ----------
@@ -186,12 +207,16 @@ def fit_covariance(reports: ClientReports, S: NDArray[np.float64], coef: NDArray
     psd : bool
         Whether the fit projected ``S`` onto the PSD cone.
     fit_intercept : bool
+    x_mean : ndarray (d,), optional
+        The fit's ``x_bar^``, passed on to :func:`sandwich_covariance`.
+    deferred : bool, default False
+        Return the sandwich as a callable instead of computing it now.
 
     Returns
     -------
-    covariance : ndarray (d+1, d+1)
+    covariance : ndarray (d+1, d+1), or a callable returning it
         Ordered ``(intercept, coef_1, ..., coef_d)``; all NaN when the cap or the
-        PSD projection binds.
+        PSD projection binds (an array even when ``deferred``).
     note : str
         What the intervals cover, or why there are none.
 
@@ -219,5 +244,7 @@ def fit_covariance(reports: ClientReports, S: NDArray[np.float64], coef: NDArray
     if eig[0] + ridge <= 0.0:  # psd=False: an indefinite solve has no linearisation either
         return nan, PSD_BINDS.format(k=int(np.sum(eig < 0.0)), d=d)
     bread = (S + S.T) / 2.0 + ridge * np.eye(d)
-    cov = sandwich_covariance(reports, coef, bread, fit_intercept=fit_intercept)
-    return cov, (COVERS_RIDGE.format(mu=ridge) if ridge > 0.0 else COVERS_OLS)
+    note = COVERS_RIDGE.format(mu=ridge) if ridge > 0.0 else COVERS_OLS
+    sandwich = partial(sandwich_covariance, reports, coef, bread, fit_intercept=fit_intercept,
+                       x_mean=x_mean)
+    return (sandwich if deferred else sandwich()), note

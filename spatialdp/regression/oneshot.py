@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from spatialdp._blas import single_blas
 from spatialdp._validation import check_flag, check_number
 from spatialdp.regression.client import ClientReports
 from spatialdp.regression.covariance import fit_covariance
@@ -45,7 +46,7 @@ from spatialdp.regression.server import (
     debiased_covariance,
     debiased_cross_moment,
     debiased_label_moment,
-    raw_moments,
+    report_moments,
 )
 
 __all__ = ["CenteredMoments", "centered_moments", "fit_one_shot", "mean_noise_covariance",
@@ -118,12 +119,12 @@ def centered_moments(reports: ClientReports, *, fit_intercept: bool = True,
     the modulation directions.
     """
     d = reports.features.shape[1]
-    second, cross = raw_moments(reports)
+    second, cross, mean = report_moments(reports)  # one pass over the reports
     S = debiased_covariance(reports, second=second, modulation_correction=modulation_correction)
     b = debiased_cross_moment(reports, cross)
     y = reports.labels
     if fit_intercept:
-        x_mean = reports.features.mean(axis=0) / (1.0 - reports.modulation.alpha)
+        x_mean = mean / (1.0 - reports.modulation.alpha)
         y_mean = float(y.mean())
         S = S - np.outer(x_mean, x_mean) + mean_noise_covariance(reports)
         b = b - y_mean * x_mean
@@ -167,18 +168,28 @@ def fit_one_shot(reports: ClientReports, *, ridge: Any = "auto", norm_cap: Any =
     psd : bool, default True
         Project ``Sigma^`` onto the PSD cone before solving.
     fit_intercept : bool, default True
+
+    Returns
+    -------
+    RegressionFit
+        Its covariance (the sandwich of :mod:`spatialdp.regression.covariance`, one
+        more pass over the reports) is computed on first use of ``bse``,
+        ``cov_params``, ``conf_int``, ``coefficient_table`` or ``summary``; until
+        then the fit holds a reference to ``reports`` (no copy). Whether there are
+        standard errors, and what they cover (``inference_note``), is known at once.
     """
     reports = check_reports(reports)
     psd = check_flag(psd, "psd")
     fit_intercept = check_flag(fit_intercept, "fit_intercept")
-    mom = centered_moments(reports, fit_intercept=fit_intercept)
-    mu = _strength(ridge, mom.reg.ridge, "ridge")
-    cap = _strength(norm_cap, mom.reg.norm_cap, "norm_cap")
-    unprojected = solve_regularized(mom.S, mom.b, mu, np.inf, psd)
-    beta = _project_ball(unprojected, cap)
-    covariance, inference = fit_covariance(
-        reports, mom.S, beta, float(np.linalg.norm(unprojected)), ridge=mu, cap=cap, psd=psd,
-        fit_intercept=fit_intercept)
+    with single_blas():  # small dense solves: threads only wait for each other
+        mom = centered_moments(reports, fit_intercept=fit_intercept)
+        mu = _strength(ridge, mom.reg.ridge, "ridge")
+        cap = _strength(norm_cap, mom.reg.norm_cap, "norm_cap")
+        unprojected = solve_regularized(mom.S, mom.b, mu, np.inf, psd)
+        beta = _project_ball(unprojected, cap)
+        covariance, inference = fit_covariance(
+            reports, mom.S, beta, float(np.linalg.norm(unprojected)), ridge=mu, cap=cap,
+            psd=psd, fit_intercept=fit_intercept, x_mean=mom.x_mean, deferred=True)
     return RegressionFit(coef=beta, intercept=mom.y_mean - float(mom.x_mean @ beta),
                          method="one_shot", rho=reports.rho, n_clients=reports.n_clients,
                          ridge=mu, norm_cap=cap, sigma=reports.sigma,

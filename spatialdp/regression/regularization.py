@@ -86,6 +86,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -168,6 +169,34 @@ def norm_cap(label_second_moment: float, feature_scale: float,
     return factor * math.sqrt(max(label_second_moment, 0.0) / feature_scale)
 
 
+@lru_cache(maxsize=16)
+def _standard_draws(n_features: int, draws: int, seed: int,
+                    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Return the spectra of the simulation's noise matrices and the cross terms, at unit scale.
+
+    :func:`_risk_table` draws ``Sigma^ = s I + sqrt(v_S / 2) (N + N^T)`` and ``b^ = s beta
+    + sqrt(v_b) e`` with standard normal ``N`` and ``e`` (fixed seed: a constant of the
+    rule, not noise on any data). ``Sigma^`` has the eigenvectors ``Q`` of ``N + N^T`` and
+    eigenvalues ``s + sqrt(v_S / 2) w0``, so one eigendecomposition per ``(d, draws,
+    seed)`` serves every scale. In that eigenbasis ``beta = size e_1`` has coordinates
+    ``size q1`` (``q1 = Q[0]``) and ``e`` has ``e' = Q^T e``; returned: ``w0`` and the
+    stack ``(e'^2, e' q1, q1^2)`` (``draws x d`` each; a sign flip of an eigenvector
+    leaves them unchanged). Read-only, cached per process.
+    """
+    d = n_features
+    rng = np.random.default_rng(seed)
+    noise = rng.standard_normal((draws, d, d))
+    e = rng.standard_normal((draws, d))
+    with single_blas():  # many small eigenproblems: threads only wait for each other
+        w0, Q = np.linalg.eigh(noise + np.swapaxes(noise, 1, 2))
+    q1 = Q[:, 0, :]
+    ep = np.einsum("kji,kj->ki", Q, e)
+    terms = np.stack([ep * ep, ep * q1, q1 * q1])
+    w0.setflags(write=False)
+    terms.setflags(write=False)
+    return w0, terms
+
+
 def _risk_table(n_features: int, feature_scale: float, signal_norm2s: NDArray[np.float64],
                 cov_noise_var: float, cross_noise_var: float, ridges: NDArray[np.float64], *,
                 cap: float, psd: bool, draws: int, seed: int) -> NDArray[np.float64]:
@@ -176,26 +205,22 @@ def _risk_table(n_features: int, feature_scale: float, signal_norm2s: NDArray[np
     The same noise draws serve every signal and ridge (common random numbers): the
     table is smooth in both, and its minimum over the ridges is not a lucky draw.
     """
-    d, s = n_features, feature_scale
-    rng = np.random.default_rng(seed)
-    noise = rng.standard_normal((draws, d, d)) * math.sqrt(cov_noise_var / 2.0)
-    S = s * np.eye(d) + noise + np.swapaxes(noise, 1, 2)
-    e = rng.standard_normal((draws, d)) * math.sqrt(cross_noise_var)
-    with single_blas():  # many small eigenproblems: threads only wait for each other
-        w, Q = np.linalg.eigh(S)
+    s = feature_scale
+    w0, unit_terms = _standard_draws(n_features, draws, seed)
+    w = s + math.sqrt(cov_noise_var / 2.0) * w0
     if psd:
         w = np.maximum(w, 0.0)
-    # In the eigenbasis of S^: beta = size e_1 has coordinates size * Q[0], b^ = s beta + e
-    # has Q^T b^, and the solve divides by w + mu; the norm and the error need no rotation back.
-    size = np.sqrt(np.maximum(signal_norm2s, 0.0))[:, None, None, None]
-    q1 = Q[:, 0, :][None, None]
-    qb = np.einsum("nji,nj->ni", Q, e)[None, None] + s * size * q1
+    terms = unit_terms * np.array([cross_noise_var, math.sqrt(cross_noise_var), 1.0])[:, None, None]
+    size = np.sqrt(np.maximum(signal_norm2s, 0.0))[:, None, None]
+    t = s * size
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        z = qb / (w[None, None] + ridges[None, :, None, None])
-        norm2 = np.sum(z * z, axis=3)
+        inv = 1.0 / (w[None] + ridges[:, None, None])
+        A, B, C = np.einsum("mkj,rkj->mrk", terms, inv * inv)
+        D, E = np.einsum("mkj,rkj->mrk", terms[1:], inv)
+        norm2 = A + 2.0 * t * B + t * t * C
+        cross = size * (D + t * E)
         shrink = np.minimum(1.0, cap / np.maximum(np.sqrt(norm2), 1e-300))
-        cross = np.sum(z * q1, axis=3) * size[..., 0]
-        risk = s * (shrink**2 * norm2 - 2.0 * shrink * cross + size[..., 0] ** 2)
+        risk = s * (shrink**2 * norm2 - 2.0 * shrink * cross + size**2)
     risk = np.where(np.isfinite(risk), np.maximum(risk, 0.0), 1e300)
     return np.asarray(risk.mean(axis=2), dtype=np.float64)
 

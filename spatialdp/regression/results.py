@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import TYPE_CHECKING, Any
@@ -99,9 +100,13 @@ class RegressionFit(Result):
         Iterates of an iterative fit.
     accounting : dict
         Accounting record of the release(s) (simulation, ledger, ...).
-    covariance : ndarray (d+1, d+1), optional
+    covariance : ndarray (d+1, d+1), callable or None
         Covariance of ``(intercept, coef_1, ..., coef_d)``; NaN (or None) where no
-        honest one exists. The intercept's row is NaN when it was not fitted.
+        honest one exists. The intercept's row is NaN when it was not fitted. A
+        zero-argument callable defers it: it is called on first use of
+        :attr:`cov_params` (so of :attr:`bse`, :meth:`conf_int`, :meth:`summary`)
+        and its array then replaces it (a one-shot fit defers its pass over the
+        reports this way).
     inference : str
         What the intervals cover, or why there are none (a default per method).
     feature_names : tuple of str, optional
@@ -122,7 +127,8 @@ class RegressionFit(Result):
     sigma: float = 0.0
     history: list[NDArray[np.float64]] = field(default_factory=list)
     accounting: dict[str, Any] = field(default_factory=dict)
-    covariance: NDArray[np.float64] | None = field(default=None, repr=False)
+    covariance: NDArray[np.float64] | Callable[[], NDArray[np.float64]] | None = field(
+        default=None, repr=False)
     inference: str = ""
     feature_names: tuple[str, ...] | None = None
     fit_intercept: bool = True
@@ -151,6 +157,9 @@ class RegressionFit(Result):
     @property
     def cov_params(self) -> NDArray[np.float64]:
         """The ``(d+1) x (d+1)`` covariance of :attr:`params` (all NaN when none is derived)."""
+        if callable(self.covariance):  # deferred: computed once, then kept in its place
+            object.__setattr__(self, "covariance",
+                               np.asarray(self.covariance(), dtype=np.float64))
         if self.covariance is None:
             return np.full((self.coef.size + 1,) * 2, np.nan)
         cov = np.array(self.covariance, dtype=np.float64)

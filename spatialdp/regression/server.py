@@ -51,7 +51,7 @@ from spatialdp._validation import (
     check_real,
     fail,
 )
-from spatialdp.regression._blocks import gram, weighted_sum
+from spatialdp.regression._blocks import centred_squares, fused_moments
 from spatialdp.regression.client import ClientReports
 
 __all__ = [
@@ -63,6 +63,7 @@ __all__ = [
     "project_ball",
     "project_psd",
     "raw_moments",
+    "report_moments",
     "unbiased_gradient",
 ]
 
@@ -98,14 +99,33 @@ def check_vector(values: Any, name: str, d: int) -> NDArray[np.float64]:
     return arr
 
 
-def raw_moments(reports: ClientReports) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """Return ``((1/K) sum g~ g~^T, (1/K) sum y g~)`` (one BLAS pass each)."""
+def report_moments(reports: ClientReports,
+                   ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+    """Return ``((1/K) sum g~ g~^T, (1/K) sum y g~, (1/K) sum g~)`` from one pass over the reports.
+
+    Examples
+    --------
+    >>> from spatialdp.privacy import Simulation
+    >>> from spatialdp.regression.client import transform_clients
+    >>> from spatialdp.regression.modulation import Modulation
+    >>> rep = transform_clients(np.ones((10, 2)) / 2, np.ones(10), modulation=Modulation(),
+    ...                         rho=1.0, target=Simulation(rng=0))
+    >>> second, cross, mean = report_moments(rep)
+    >>> bool(np.allclose(mean, rep.features.mean(axis=0)))
+    True
+    """
     G = reports.features
     K = G.shape[0]
-    second = gram(G)
+    second, cross, total = fused_moments(G, reports.labels)
     second /= K
-    cross = weighted_sum(G, reports.labels)
     cross /= K
+    total /= K
+    return second, cross, total
+
+
+def raw_moments(reports: ClientReports) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Return ``((1/K) sum g~ g~^T, (1/K) sum y g~)`` (one pass: :func:`report_moments`)."""
+    second, cross, _ = report_moments(reports)
     return second, cross
 
 
@@ -187,7 +207,7 @@ def debiased_label_moment(reports: ClientReports, *, centred: bool = True,
     y, K = reports.labels, reports.labels.shape[0]
     tau2 = reports.label_sigma**2
     if centred:
-        raw = float(np.mean((y - y.mean()) ** 2)) - tau2 * (1.0 - 1.0 / K)
+        raw = centred_squares(y, float(y.mean())) / K - tau2 * (1.0 - 1.0 / K)
     else:
         raw = float(np.mean(y**2)) - tau2
     if not bounded:
