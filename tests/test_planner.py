@@ -101,9 +101,12 @@ def test_every_setting_where_nothing_beats_the_mean_gets_a_warning(table):
     warned = table.groupby(KEYS)["warned"].first().loc[none.index]
     assert none.sum() >= 10  # the grid has such settings: the check is not vacuous
     assert warned[none].all(), none[none & ~warned]
-    # the two settings without a warning, at the default R^2 = 0.3
+    # The two settings, which got no warning, at the default R^2 = 0.3. With the
+    # Bayes ridge NSS now gains 4-6% there (0.944 and 0.961 +/- 0.012 realised), a gain
+    # too small for the 10% tolerance to certify: the planner warns (a stored row says so).
     for K, d in ((10_000, 5), (50_000, 20)):
-        assert none.loc[(K, d, 1.0, 0.3)]
+        assert table[(table[KEYS] == pd.Series((K, d, 1.0, 0.3), index=KEYS)).all(axis=1)
+                     ]["warned"].all()
         with pytest.warns(FeasibilityWarning, match="at the upper end of its calibrated"):
             plan = plan_regression(K, d, epsilon=1.0, delta=1e-6, radius=CAL.RADIUS)
         assert not plan.feasible
