@@ -621,6 +621,7 @@ def _small_scale_noise(plan: _Plan, count: int) -> NDArray[np.int64]:
 _SPLIT_MIN_BITS = 20
 _TOP_SCALE_BITS = 6  # the high part G has scale S / 2**k in [2**6, 2**7) (or more if k is capped)
 _MAX_LOW_BITS = 46  # k <= 46 leaves at least one bit of V in the word
+_MIN_CHECK_BITS = 8  # fewer spare bits in the word: V's first bits come from 2 more bytes
 _CHECK_BITS = 20  # at most this many bits of V are read in the first look (exact floats)
 _FLOAT_MARGIN = 2.0**-40  # relative widening of the float brackets of 1 - exp(-t)
 
@@ -739,11 +740,14 @@ def _rejected(s: _Split, words: NDArray[np.uint64], bits: int) -> NDArray[np.boo
     return out
 
 
-def _accepted_low(s: _Split, words: NDArray[np.uint64], bits: int) -> NDArray[np.uint64]:
-    """Return the accepted draws of ``L`` from ``words``; rejected ones are redrawn."""
+def _accepted_low(s: _Split, low: NDArray[np.uint64], bits: int) -> NDArray[np.uint64]:
+    """Return the accepted draws of ``L``, in place in ``low``; rejected ones are redrawn.
+
+    ``low`` holds ``L`` (bits ``0 .. k-1``) and the first ``bits`` bits of ``V``
+    above it, nothing else.
+    """
     k = s.low_bits
     low_mask = np.uint64((1 << k) - 1)
-    low = words & np.uint64((1 << (k + bits)) - 1)  # L and the first bits of V
     cand = np.flatnonzero(low < np.uint64(_cut(s, bits) << k))
     pending = cand[_rejected(s, low[cand], bits)]
     low &= low_mask
@@ -778,7 +782,9 @@ def _split_noise(s: _Split, count: int) -> NDArray[np.int64]:
     table sampler. One 64-bit word per draw carries ``L`` (bits ``0 .. k-1``),
     the first ``min(47 - k, 20)`` bits of ``V`` (from bit ``k``), the sign (bit
     47) and the 16-bit prefix of ``G``'s uniform (bits ``48 .. 63``): disjoint
-    bits of a uniform word are independent.
+    bits of a uniform word are independent. When fewer than 8 bits are left
+    for ``V`` (``k > 39``: scales above ``2**46``), its first 16 bits come from
+    two more random bytes per draw instead.
     """
     k = s.low_bits
     words = _raw_bits(64, count)
@@ -788,7 +794,13 @@ def _split_noise(s: _Split, count: int) -> NDArray[np.int64]:
     if int(g.max(initial=0)) >= _INT64_LIMIT >> k:
         raise _overflow()
     z = np.left_shift(g, k, out=g)
-    z |= _accepted_low(s, words, min(47 - k, _CHECK_BITS)).view(np.int64)
+    bits = min(47 - k, _CHECK_BITS)
+    low = words & np.uint64((1 << (k + bits)) - 1)  # L and the first bits of V
+    if bits < _MIN_CHECK_BITS:  # few spare bits (k > 39): 16 bits of V from 2 more bytes
+        low &= np.uint64((1 << k) - 1)
+        low |= _raw_bits(16, count).astype(np.uint64) << np.uint64(k)
+        bits = 16
+    z |= _accepted_low(s, low, bits).view(np.int64)
     retry = np.flatnonzero(z == 0)
     retry = retry[sign[retry] != 0]
     z ^= sign
