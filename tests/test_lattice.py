@@ -340,26 +340,31 @@ def dlap_probs(scale: float, half: int) -> np.ndarray:
     return p / p.sum()
 
 
-@pytest.mark.parametrize("exponent", [-40, -3, 0, 5, -1022, 960])
-def test_lattice_sum_in_floats_equals_the_integer_path(exponent: int) -> None:
+@pytest.mark.parametrize("exponent", [-40, -3, 0, 5, -1022, 960, -1074, 1023])
+@pytest.mark.parametrize("spread", [1e3, 2.0**52, 2.0**61, 2.0**70])
+def test_lattice_sum_equals_the_integer_path(exponent: int, spread: float) -> None:
+    """Float sums (below 2**53), int64 sums (below 2**62) and big integers all agree."""
     rng = np.random.default_rng(3)
     step = 2.0**exponent
-    values = np.concatenate([rng.normal(0, 1e3, 5000) * step, [0.5 * step, -0.5 * step,
-                                                                1.5 * step, -0.0, 0.0]])
+    with np.errstate(over="ignore", under="ignore"):
+        values = np.concatenate([rng.uniform(-spread, spread, 5000) * step,
+                                 [0.5 * step, -0.5 * step, 1.5 * step, -0.0, 0.0]])
+    values = values[np.isfinite(values)]
     noise = rng.integers(-(2**40), 2**40, values.size)
-    fast = exact._lattice_sum_in_floats(values, noise, exponent)
-    assert fast is not None
-    exact_sum = exact._lattice_sum_in_integers(values, noise, exponent)
-    assert np.array_equal(fast, exact_sum)
-    assert np.array_equal(np.signbit(fast), np.signbit(exact_sum))
+    fast = exact._lattice_sum(values, noise, exponent)
+    reference = exact._lattice_sum_in_integers(values, noise, exponent)
+    assert np.array_equal(fast, reference)
+    assert np.array_equal(np.signbit(fast), np.signbit(reference))
 
 
-def test_lattice_sum_in_floats_declines_what_it_cannot_do_exactly() -> None:
-    noise = np.array([0, 2**52], dtype=np.int64)
-    assert exact._lattice_sum_in_floats(np.zeros(2), noise, 0) is None  # noise too large
-    assert exact._lattice_sum_in_floats(np.array([2.0**60, 0.0]), noise[:1].repeat(2), 0) is None
-    assert exact._lattice_sum_in_floats(np.zeros(2), noise[:1].repeat(2), -1074) is None
-    assert exact._lattice_sum_in_floats(np.array([np.inf, 0.0]), noise[:1].repeat(2), 0) is None
+def test_lattice_sum_near_the_float_limit() -> None:
+    """Sums on both sides of 2**53 are exact (the float path declines what it cannot do)."""
+    values = np.array([2.0**52, 2.0**52, 2.0**53 - 2, 0.0, -(2.0**52)])
+    noise = np.array([2**52 - 1, 2**52 + 1, 3, 2**53 + 1, -(2**52) - 3], dtype=np.int64)
+    out = exact._lattice_sum(values, noise, 0)
+    expected = [float(int(v) + int(z)) for v, z in zip(values, noise, strict=True)]
+    assert out.tolist() == expected
+    assert out[0] == 2.0**53 - 1
 
 
 def test_split_plan_refuses_bad_low_bits() -> None:

@@ -621,6 +621,7 @@ def _small_scale_noise(plan: _Plan, count: int) -> NDArray[np.int64]:
 _SPLIT_MIN_BITS = 20
 _TOP_SCALE_BITS = 6  # the high part G has scale S / 2**k in [2**6, 2**7) (or more if k is capped)
 _MAX_LOW_BITS = 46  # k <= 46 leaves at least one bit of V in the word
+_CHUNK = 1 << 16  # draws per pass of the split sampler and the lattice sum (fits in cache)
 _MIN_CHECK_BITS = 8  # fewer spare bits in the word: V's first bits come from 2 more bytes
 _CHECK_BITS = 20  # at most this many bits of V are read in the first look (exact floats)
 _FLOAT_MARGIN = 2.0**-40  # relative widening of the float brackets of 1 - exp(-t)
@@ -827,7 +828,13 @@ def discrete_laplace_noise(count: int, scale: Fraction) -> NDArray[np.int64]:
     if not 0 < scale <= MAX_SAMPLER_SCALE:
         raise ValueError(f"discrete_laplace_noise needs 0 < scale <= 2**56, got {scale}")
     if scale >= 2**_SPLIT_MIN_BITS:
-        return _split_noise(_split(scale), count)
+        split = _split(scale)
+        if count <= _CHUNK:
+            return _split_noise(split, count)
+        out = np.empty(count, dtype=np.int64)
+        for start in range(0, count, _CHUNK):  # chunks stay in cache: iid draws all the same
+            out[start:start + _CHUNK] = _split_noise(split, min(_CHUNK, count - start))
+        return out
     plan = _plan(scale)
     if plan.first is not None:
         return _small_scale_noise(plan, count)
@@ -955,46 +962,62 @@ def lattice_laplace(values: NDArray[np.float64], scale: float,
     """
     units = check_units(scale, exponent, values.size)
     flat = values.ravel()
-    noise = discrete_laplace_noise(flat.size, units)
-    out = _lattice_sum_in_floats(flat, noise, exponent)
-    if out is None:
-        out = _lattice_sum_in_integers(flat, noise, exponent)
+    out = np.empty(flat.size, dtype=np.float64)
+    for start in range(0, flat.size, _CHUNK):  # elementwise: chunks stay in cache
+        part = flat[start:start + _CHUNK]
+        noise = discrete_laplace_noise(part.size, units)
+        out[start:start + part.size] = _lattice_sum(part, noise, exponent)
     return out.reshape(values.shape)
 
 
-_FLOAT_EXACT = 2.0**52  # integers below this in magnitude add exactly in float64
+_FLOAT_EXACT = 2.0**53  # every integer up to this magnitude is a float64
 
 
-def _lattice_sum_in_floats(flat: NDArray[np.float64], noise: NDArray[np.int64],
-                           exponent: int) -> NDArray[np.float64] | None:
-    """Return ``(round(flat / step) + noise) * step`` computed in float64, or None.
+def _within(arr: NDArray[np.floating] | NDArray[np.integer], limit: float) -> bool:
+    """Return whether every entry is finite and strictly below ``limit`` in magnitude."""
+    return bool(-limit < arr.min(initial=0) and arr.max(initial=0) < limit)
 
-    The common case, in four passes: scaling by a power of two is exact (a
-    correctly rounded product, like :func:`numpy.ldexp`, when ``2**exponent``
-    and ``2**-exponent`` are normal floats), ``rint`` is exact, and the sum of
-    two integers is exact when the result is below ``2**52`` in magnitude while
-    the rounded values are too: then the noise, converted to float, must have
-    been below ``2**53`` (conversion is monotone), hence converted exactly.
-    Returns None when a check fails (huge values or noise, extreme
-    exponents, non-finite input): the integer path then decides.
+
+def _lattice_sum(flat: NDArray[np.float64], noise: NDArray[np.int64],
+                 exponent: int) -> NDArray[np.float64]:
+    """Return ``(round(flat / step) + noise) * step``, exactly, in as few passes as it can.
+
+    Scaling by a power of two is a correctly rounded product (as
+    :func:`numpy.ldexp`) when ``2**exponent`` and ``2**-exponent`` are normal
+    floats, and ``rint`` is exact. If the rounded values and the noise are
+    below ``2**53`` in magnitude, both are exact floats, and their float sum
+    is exact unless the true sum exceeds ``2**53`` in magnitude, which the
+    computed sum then shows (rounding is monotone). Otherwise, while the
+    rounded values are below ``2**62``, the sum is taken in int64 (the noise is
+    below ``2**62`` too) and converted once, correctly rounded. Anything else
+    (extreme exponents, huge values) takes :func:`_lattice_sum_in_integers`.
     """
     if not -1022 <= exponent <= 1022:
-        return None
+        return _lattice_sum_in_integers(flat, noise, exponent)
     with np.errstate(over="ignore", invalid="ignore"):
         units = flat * 2.0**-exponent
         np.rint(units, out=units)
-        if not (-_FLOAT_EXACT < units.min(initial=0.0) and units.max(initial=0.0) < _FLOAT_EXACT):
-            return None
-        units += noise
-        if not (-_FLOAT_EXACT < units.min(initial=0.0) and units.max(initial=0.0) < _FLOAT_EXACT):
-            return None
-        units *= 2.0**exponent
-    return units
+        if _within(units, _FLOAT_EXACT) and _within(noise, _FLOAT_EXACT + 1):
+            total = units + noise
+            if _within(total, _FLOAT_EXACT):
+                total *= 2.0**exponent
+                return total
+        if not _within(units, _FAST_LIMIT):  # also refuses inf and NaN
+            return _lattice_sum_in_integers(flat, noise, exponent)
+        exact_total = units.astype(np.int64)
+        exact_total += noise
+        out = exact_total.astype(np.float64)
+        out *= 2.0**exponent
+    return out
 
 
 def _lattice_sum_in_integers(flat: NDArray[np.float64], noise: NDArray[np.int64],
                              exponent: int) -> NDArray[np.float64]:
-    """Return ``(round(flat / step) + noise) * step`` in int64 (Python integers if huge)."""
+    """Return ``(round(flat / step) + noise) * step`` in int64 (Python integers if huge).
+
+    The general path (any exponent, any finite value), and the reference the
+    tests hold :func:`_lattice_sum` to.
+    """
     with np.errstate(over="ignore", under="ignore"):
         scaled = np.ldexp(flat, -exponent)  # exact unless it over/underflows
         fast = np.abs(scaled) < _FAST_LIMIT  # False for inf
