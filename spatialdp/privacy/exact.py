@@ -55,6 +55,18 @@ inversion of an infinitely precise uniform: exact, whatever the scale. The cost
 is one 16-bit word per part (one or two parts at realistic scales), a table
 lookup, and a few numpy passes; the tables are built once per scale (cached).
 
+Large scales: one word a draw
+----------------------------
+From ``2**20`` (the lattice release samples at about ``2**40``), the table
+sampler would need several truncated digits. Instead ``Y = L + 2**k G`` with
+``2**k / S`` in ``(2**-7, 2**-6]``: the low part ``L`` (a geometric truncated
+to ``[0, 2**k)``, nearly uniform) is proposed from ``k`` raw bits and accepted
+with probability ``exp(-L / S)``, decided exactly (the spare bits of the word
+first, then float brackets of ``1 - exp(-t)`` with a proven margin, then
+integer brackets); ``G`` (scale 64 to 128) is one 16-bit table lookup. One
+64-bit word of OS entropy carries ``L``, the first bits of the acceptance
+uniform, the sign and ``G``'s prefix (:func:`_split_noise`).
+
 Every loop is capped at :data:`MAX_ROUNDS` passes: reaching the cap has
 probability below ``10**-700`` and raises
 :class:`~spatialdp.exceptions.SpatialDPError` rather than loop forever.
