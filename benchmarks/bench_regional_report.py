@@ -16,19 +16,43 @@ publish, per region, the noised mean of each metric with the SAME release noise
   GeoDataFrames.
 
 Partitions: the 48 states, or an H3 resolution-5 cover of them (~30k cells),
-where per-value float release noise dominates. Best of ``--repeat`` interleaved
-runs; peak memory in a separate, untimed run (``_common.MEMORY_METHOD``). ``--scaling`` prints a
-table over 10^4..10^7 clients. The last line is ``ratio: X`` = baseline / ours.
+where per-value float release noise dominates.
+
+Timing follows the convention of ``benchmarks/_common.py``: median of
+``--repeat`` interleaved runs (min and max printed), wall and CPU time, one
+warm-up call each, peak memory in a separate, untimed run
+(``_common.MEMORY_METHOD``). The noise makes the published values differ, so
+before timing the benchmark asserts that everything deterministic agrees, per
+metric: the regions and their order, the cohorts, the suppression flags and
+the error bars (to 1e-12 relative), and that every published value lies within
+its error bar's distance times 20 of the true mean (a 20-fold bar is exceeded
+with probability ``alpha**20``). ``ratio_cold:`` is the first report in a fresh
+Python process against the baseline's first run in one (data generated
+untimed in the child; spatialdp's import of its federated modules, the noise
+tables and the partition's caches fall inside ours). ``--scaling`` prints a
+table over 10^4..10^7 clients with peak memory. The last line is ``ratio: X``
+= baseline median / ours (wall; CPU in the same line).
 """
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+from typing import Any
 
-import _common
 import geopandas as gpd
 import numpy as np
 import pandas as pd
+from _common import (
+    Timing,
+    compare,
+    compare_fresh,
+    fresh_process,
+    machine_line,
+    print_results,
+    ratio_line,
+    scaling_table,
+)
 
 from spatialdp.datasets import load_us_states, us_states_partition
 from spatialdp.federated import HistogramSpec, MetricSpec, device_report, regional_report
@@ -96,41 +120,100 @@ def ours(frame: pd.DataFrame, partition: Partition) -> object:
                            min_cohort=FLOOR, alpha=ALPHA, target=Unaccounted("benchmark"))
 
 
-def time_both(n: int, partition: Partition, repeat: int) -> tuple[float, float, float, float]:
+def deterministic_parts_agree(frame: pd.DataFrame, partition: Partition
+                              ) -> Callable[[Any, Any], bool]:
+    """Return a check of what the noise cannot change (see the module docstring)."""
+    true_means = frame.groupby("region_id", observed=True)[["loss", *HIST.columns,
+                                                            "count_bucket"]].mean()
+
+    def frames(answer: Any) -> dict[str, pd.DataFrame]:
+        return answer if isinstance(answer, dict) else answer.frames
+
+    def agree(a: Any, b: Any) -> bool:
+        for name, column in (("loss", "loss"), ("err", HIST.columns[-1]),
+                             ("count_bucket", "count_bucket")):
+            x, y = frames(a)[name], frames(b)[name]
+            if not x.index.equals(y.index) or not x["suppressed"].equals(y["suppressed"]):
+                return False
+            shown = ~x["suppressed"].to_numpy()
+            if not np.array_equal(x["cohort"].to_numpy()[shown].astype(np.int64),
+                                  y["cohort"].to_numpy()[shown].astype(np.int64)):
+                return False
+            bars = x["error_bar"].to_numpy()[shown]
+            if not np.allclose(bars, y["error_bar"].to_numpy()[shown], rtol=1e-12, atol=0):
+                return False
+            truth = true_means.loc[x.index[shown], column].to_numpy()
+            for f in (x, y):
+                if np.any(np.abs(f["value"].to_numpy()[shown] - truth) > 20 * bars):
+                    return False
+        return True
+
+    return agree
+
+
+def time_both(n: int, partition: Partition, repeat: int) -> dict[str, Timing]:
     frame = client_reports(n, partition, np.random.default_rng(0))
     regions = partition.regions
-    ours(frame, partition)  # warm caches on both sides
-    baseline(frame, regions)
-    results = _common.measure({"baseline": lambda: baseline(frame, regions),
-                       "ours": lambda: ours(frame, partition)}, repeat)
-    (t_base, m_base), (t_ours, m_ours) = results["baseline"], results["ours"]
-    return t_base, t_ours, m_base, m_ours
+    return compare({"ours": lambda: ours(frame, partition),
+                    "baseline": lambda: baseline(frame, regions)},
+                   repeats=repeat, check=deterministic_parts_agree(frame, partition))
+
+
+def time_cold(n: int, kind: str, repeat: int) -> dict[str, Timing]:
+    """First report in a fresh process, each side (data made untimed in the child)."""
+    setup = ("import numpy as np, bench_regional_report as b\n"
+             f"partition = b.partition_for({kind!r})\n"
+             f"frame = b.client_reports({n}, partition, np.random.default_rng(0))\n")
+    return compare_fresh(
+        {"ours": fresh_process("", setup_first(setup, "b.ours(frame, partition)")),
+         "baseline": fresh_process("", setup_first(setup, "b.baseline(frame, partition.regions)"))},
+        repeats=repeat)
+
+
+def setup_first(setup: str, statement: str) -> str:
+    """Run ``setup`` untimed inside the child, then time ``statement`` (the first call)."""
+    return (f"exec(compile({setup!r}, '<setup>', 'exec'))\n"
+            "cpu0, wall0 = time.process_time(), time.perf_counter()\n" + statement)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=1_000_000)
     parser.add_argument("--partition", choices=["states", "h3"], default="states")
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--scaling", action="store_true",
                         help="a table over 10^4..10^7 clients instead of one size")
+    parser.add_argument("--no-cold", action="store_true", help="skip the fresh-process runs")
     args = parser.parse_args()
     partition = partition_for(args.partition)
     print(f"partition: {partition.key} ({partition.n_regions:,} regions); metrics: loss, "
           f"7-bucket histogram, count bucket; epsilon {EPSILON} each; floor {FLOOR}")
+    print(machine_line())
     if args.scaling:
-        print("| clients | groupby + noise (s) | regional_report (s) | ratio | "
-              "peak MB groupby | peak MB ours |")
-        print("|---:|---:|---:|---:|---:|---:|")
+        rows = []
         for n in (10**4, 10**5, 10**6, 10**7):
-            tb, to, mb, mo = time_both(n, partition, max(1, args.repeat // (1 + n // 10**6)))
-            print(f"| {n:,} | {tb:.3f} | {to:.3f} | {tb / to:.2f} | {mb:.0f} | {mo:.0f} |")
+            res = time_both(n, partition, max(3, args.repeat // (1 + n // 10**6)))
+            print_results(res, f"{n:,} clients:")
+            rows.append({"clients": n, "groupby + noise s": res["baseline"].median,
+                         "regional_report s": res["ours"].median,
+                         "ratio": res["baseline"].median / res["ours"].median,
+                         "ratio CPU": res["baseline"].cpu_median / res["ours"].cpu_median,
+                         "peak MB groupby": res["baseline"].peak_mb,
+                         "peak MB ours": res["ours"].peak_mb})
+        print(scaling_table(rows, list(rows[0])))
         return
-    tb, to, mb, mo = time_both(args.n, partition, args.repeat)
+    res = time_both(args.n, partition, args.repeat)
     print(f"clients: {args.n:,}")
-    print(f"pandas groupby + same noise, error bars, join: {tb:.3f} s (peak {mb:.0f} MB)")
-    print(f"regional_report (validates, charges, noises once): {to:.3f} s (peak {mo:.0f} MB)")
-    print(f"ratio: {tb / to:.2f}")
+    print_results(res, "steady state (one warm-up call each):", width=10)
+    print("  baseline: pandas groupby + the same noise, error bars, join; ours: "
+          "regional_report (validates, charges, noises once)")
+    lines = []
+    if not args.no_cold:
+        cold = time_cold(args.n, args.partition, max(3, args.repeat // 2))
+        print_results(cold, "first report in a fresh process (data made untimed):", width=10)
+        lines.append(ratio_line(cold, "baseline", label="ratio_cold"))
+    print("\n".join([*lines, ratio_line(res, "baseline")]))
 
 
 if __name__ == "__main__":

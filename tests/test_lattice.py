@@ -242,6 +242,139 @@ def test_sampler_limits() -> None:
 
 
 # ---------------------------------------------------------------------------
+# the split sampler of large scales: uniform low bits with one exact rejection
+# ---------------------------------------------------------------------------
+
+
+def truncated_low_probs(scale: Fraction, k: int, bins: int) -> np.ndarray:
+    """P(L in each of ``bins`` equal bins of [0, 2**k)); L is truncated geometric, exp(-1/S)."""
+    x = 1 / float(scale)
+    width = 2**k // bins
+    starts = np.arange(bins, dtype=np.float64) * width
+    mass = np.exp(-starts * x) * -np.expm1(-width * x)  # sum of a**l over the bin, times 1 - a
+    return mass / mass.sum()
+
+
+def split_low_draws(s: exact._Split, n: int) -> np.ndarray:
+    k = s.low_bits
+    bits = min(47 - k, exact._CHECK_BITS)
+    words = exact._raw_bits(64, n) & np.uint64((1 << (k + bits)) - 1)
+    return exact._accepted_low(s, words, bits)
+
+
+@pytest.mark.parametrize(("scale", "k"), [(Fraction(5000), 12), (Fraction(2**20 + 7, 3), 16),
+                                          (Fraction(2**45 + 1), 39)])
+def test_split_low_part_is_the_truncated_geometric(scale: Fraction, k: int) -> None:
+    """theta = 2**k / S up to 0.82: the rejection visibly tilts L, and must tilt it exactly."""
+    s = exact._split_plan(scale, k)
+    low = split_low_draws(s, 400_000)
+    assert low.max() < 2**k
+    bins = 64
+    observed = np.bincount((low >> np.uint64(k - 6)).astype(np.int64), minlength=bins)
+    assert chi2_p(observed, truncated_low_probs(scale, k, bins)) > P_MIN
+
+
+def test_split_low_part_through_the_exact_comparison(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Float brackets widened to 50%: most candidates go to the exact integer comparison."""
+    monkeypatch.setattr(exact, "_FLOAT_MARGIN", 0.5)
+    calls = []
+    exact_rejects = exact._exact_rejects
+
+    def counting(*args: object) -> bool:
+        calls.append(1)
+        return exact_rejects(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(exact, "_exact_rejects", counting)
+    scale, k = Fraction(5000), 12
+    low = split_low_draws(exact._split_plan(scale, k), 30_000)
+    assert len(calls) > 500
+    observed = np.bincount((low >> np.uint64(k - 5)).astype(np.int64), minlength=32)
+    assert chi2_p(observed, truncated_low_probs(scale, k, 32)) > P_MIN
+
+
+@pytest.mark.parametrize("low", [0, 1, 17, 2**30 + 5, 2**39 - 1])
+def test_split_float_brackets_contain_one_minus_exp(low: int) -> None:
+    scale = Fraction(2**45 + 12345, 3)
+    s = exact._split_plan(scale, 39)
+    lo, hi = exact._one_minus_exp_brackets(s, np.array([low], dtype=np.uint64))
+    with localcontext() as ctx:
+        ctx.prec = 120
+        true = 1 - exp_neg_decimal(Fraction(low) / scale)
+        assert Decimal(float(lo[0])) <= true <= Decimal(float(hi[0]))
+
+
+def test_split_exact_comparison_direct() -> None:
+    scale = Fraction(5000)
+    q = 1 - exp_neg_decimal(Fraction(100) / scale)  # about 0.0198
+    w = int(q * 2**40)  # V's 40-bit prefix holds the threshold: more bits decide
+    decisions = {exact._exact_rejects(1 / scale, 100, w, 40) for _ in range(200)}
+    assert decisions == {False, True}
+    assert exact._exact_rejects(1 / scale, 100, w - 1, 40) is True
+    assert exact._exact_rejects(1 / scale, 100, w + 1, 40) is False
+
+
+@pytest.mark.parametrize("scale", [2.0**20, 52226805432320.0, 2.0**49 + 2**30, 2.0**56])
+def test_split_noise_low_bits_are_uniform_and_signs_fair(scale: float) -> None:
+    """At a huge scale the low 8 bits of |Z| are uniform: a misplaced bit field would show."""
+    z = exact.discrete_laplace_noise(200_000, Fraction(scale))
+    observed = np.bincount(np.abs(z) & 255, minlength=256)
+    assert chi2_p(observed, np.full(256, 1 / 256)) > P_MIN
+    positive, negative = np.sum(z > 0), np.sum(z < 0)
+    assert abs(positive - negative) < 6 * math.sqrt(positive + negative)
+    assert lattice_noise_pvalue(z, scale) > P_MIN
+
+
+@pytest.mark.parametrize(("scale", "k"), [(Fraction(5000), 12), (Fraction(2**20 + 7, 3), 16)])
+def test_split_noise_is_discrete_laplace(scale: Fraction, k: int) -> None:
+    z = exact._split_noise(exact._split_plan(scale, k), 400_000)
+    assert lattice_noise_pvalue(z, float(scale), bins=400) > P_MIN
+    half = int(scale / 20)  # the exact pmf near zero, where the rejection of -0 matters
+    near = z[np.abs(z) < half]
+    assert chi2_p(np.bincount(near + half - 1, minlength=2 * half - 1),
+                  dlap_probs(float(scale), half)) > P_MIN
+
+
+def dlap_probs(scale: float, half: int) -> np.ndarray:
+    """P(Z = j | |Z| < half) for j = 1 - half .. half - 1."""
+    p = np.exp(-np.abs(np.arange(1 - half, half)) / scale)
+    return p / p.sum()
+
+
+@pytest.mark.parametrize("exponent", [-40, -3, 0, 5, -1022, 960, -1074, 1023])
+@pytest.mark.parametrize("spread", [1e3, 2.0**52, 2.0**61, 2.0**70])
+def test_lattice_sum_equals_the_integer_path(exponent: int, spread: float) -> None:
+    """Float sums (below 2**53), int64 sums (below 2**62) and big integers all agree."""
+    rng = np.random.default_rng(3)
+    step = 2.0**exponent
+    with np.errstate(over="ignore", under="ignore"):
+        values = np.concatenate([rng.uniform(-spread, spread, 5000) * step,
+                                 [0.5 * step, -0.5 * step, 1.5 * step, -0.0, 0.0]])
+    values = values[np.isfinite(values)]
+    noise = rng.integers(-(2**40), 2**40, values.size)
+    fast = exact._lattice_sum(values, noise, exponent)
+    reference = exact._lattice_sum_in_integers(values, noise, exponent)
+    assert np.array_equal(fast, reference)
+    assert np.array_equal(np.signbit(fast), np.signbit(reference))
+
+
+def test_lattice_sum_near_the_float_limit() -> None:
+    """Sums on both sides of 2**53 are exact (the float path declines what it cannot do)."""
+    values = np.array([2.0**52, 2.0**52, 2.0**53 - 2, 0.0, -(2.0**52)])
+    noise = np.array([2**52 - 1, 2**52 + 1, 3, 2**53 + 1, -(2**52) - 3], dtype=np.int64)
+    out = exact._lattice_sum(values, noise, 0)
+    expected = [float(int(v) + int(z)) for v, z in zip(values, noise, strict=True)]
+    assert out.tolist() == expected
+    assert out[0] == 2.0**53 - 1
+
+
+def test_split_plan_refuses_bad_low_bits() -> None:
+    with pytest.raises(ValueError, match="1 <= k <= 46"):
+        exact._split_plan(Fraction(100), 8)
+    with pytest.raises(ValueError, match="1 <= k <= 46"):
+        exact._split_plan(Fraction(2**60), 47)
+
+
+# ---------------------------------------------------------------------------
 # the lattice: the exact privacy inequality
 # ---------------------------------------------------------------------------
 

@@ -55,6 +55,18 @@ inversion of an infinitely precise uniform: exact, whatever the scale. The cost
 is one 16-bit word per part (one or two parts at realistic scales), a table
 lookup, and a few numpy passes; the tables are built once per scale (cached).
 
+Large scales: one word a draw
+----------------------------
+From ``2**20`` (the lattice release samples at about ``2**40``), the table
+sampler would need several truncated digits. Instead ``Y = L + 2**k G`` with
+``2**k / S`` in ``(2**-7, 2**-6]``: the low part ``L`` (a geometric truncated
+to ``[0, 2**k)``, nearly uniform) is proposed from ``k`` raw bits and accepted
+with probability ``exp(-L / S)``, decided exactly (the spare bits of the word
+first, then float brackets of ``1 - exp(-t)`` with a proven margin, then
+integer brackets); ``G`` (scale 64 to 128) is one 16-bit table lookup. One
+64-bit word of OS entropy carries ``L``, the first bits of the acceptance
+uniform, the sign and ``G``'s prefix (:func:`_split_noise`).
+
 Every loop is capped at :data:`MAX_ROUNDS` passes: reaching the cap has
 probability below ``10**-700`` and raises
 :class:`~spatialdp.exceptions.SpatialDPError` rather than loop forever.
@@ -135,6 +147,7 @@ refused.
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
@@ -496,9 +509,14 @@ def _resolve(d: _Digit, prefix: NDArray[np.unsignedinteger], bits: int) -> NDArr
     return out
 
 
-def _draw(d: _Digit, count: int) -> NDArray[np.uint16]:
-    """Return ``count`` exact draws of one unsigned part (values ``0 .. B-1``)."""
-    w16 = _raw_bits(_LUT_BITS, count)
+def _draw(d: _Digit, count: int,
+          w16: NDArray[np.unsignedinteger] | None = None) -> NDArray[np.uint16]:
+    """Return ``count`` exact draws of one unsigned part (values ``0 .. B-1``).
+
+    ``w16``: the 16-bit prefixes of the uniforms to invert (drawn if not given).
+    """
+    if w16 is None:
+        w16 = _raw_bits(_LUT_BITS, count)
     out: NDArray[np.uint16] = d.lut[w16]
     undecided = np.flatnonzero(out == _UNDECIDED)
     if undecided.size:
@@ -562,10 +580,15 @@ def _overflow() -> SpatialDPError:
                           "exp(-64)); report it")
 
 
-def _top_geometric(top: _Digit, count: int) -> NDArray[np.int64]:
-    """Return ``count`` exact geometric draws of ratio ``exp(-top.x)`` (memoryless tail)."""
-    g = _draw(top, count).astype(np.int64)
-    tail = np.flatnonzero(g == _BASE - 1)
+def _top_geometric(top: _Digit, count: int,
+                   w16: NDArray[np.unsignedinteger] | None = None) -> NDArray[np.int64]:
+    """Return ``count`` exact geometric draws of ratio ``exp(-top.x)`` (memoryless tail).
+
+    ``w16``: the 16-bit prefixes of the first uniforms (drawn if not given).
+    """
+    g16 = _draw(top, count, w16)
+    tail = np.flatnonzero(g16 == _BASE - 1)
+    g = g16.astype(np.int64)
     for _ in range(MAX_ROUNDS):
         if not tail.size:
             return g
@@ -602,6 +625,204 @@ def _small_scale_noise(plan: _Plan, count: int) -> NDArray[np.int64]:
     return z
 
 
+# ---------------------------------------------------------------------------
+# large scales: uniform low bits, one rejection, one table draw (one 64-bit word)
+# ---------------------------------------------------------------------------
+
+#: Scales (in lattice units) from ``2**_SPLIT_MIN_BITS`` up take the split sampler.
+_SPLIT_MIN_BITS = 20
+_TOP_SCALE_BITS = 6  # the high part G has scale S / 2**k in [2**6, 2**7) (or more if k is capped)
+_MAX_LOW_BITS = 46  # k <= 46 leaves at least one bit of V in the word
+_CHUNK = 1 << 16  # draws per pass of the split sampler and the lattice sum (fits in cache)
+_MIN_CHECK_BITS = 8  # fewer spare bits in the word: V's first bits come from 2 more bytes
+_CHECK_BITS = 20  # at most this many bits of V are read in the first look (exact floats)
+_FLOAT_MARGIN = 2.0**-40  # relative widening of the float brackets of 1 - exp(-t)
+
+
+@dataclass(frozen=True, eq=False)
+class _Split:
+    """The split sampler of one scale ``S``: ``Y = L + 2**k G`` (see :func:`_split_noise`)."""
+
+    inv: Fraction  # 1 / S
+    inv_float: float  # float(1 / S), correctly rounded
+    low_bits: int  # k
+    top: _Digit  # G: geometric of ratio exp(-2**k / S)
+
+
+def _floor_log2(x: Fraction) -> int:
+    """Return the largest integer ``e`` with ``2**e <= x`` (``x > 0``)."""
+    e = x.numerator.bit_length() - x.denominator.bit_length()
+    return e if Fraction(2) ** e <= x else e - 1
+
+
+def _split_plan(scale: Fraction, low_bits: int | None = None) -> _Split:
+    """Build the split sampler of ``scale``; ``low_bits`` (k) is chosen if not given."""
+    k = (min(_floor_log2(scale) - _TOP_SCALE_BITS, _MAX_LOW_BITS)
+         if low_bits is None else low_bits)
+    if not 1 <= k <= _MAX_LOW_BITS or Fraction(2**k) > scale:
+        raise ValueError(f"the split sampler needs 1 <= k <= 46 and 2**k <= scale, got k={k}")
+    inv = 1 / scale
+    return _Split(inv, float(inv), k, _digit(inv * 2**k, _GEOMETRIC))
+
+
+@lru_cache(maxsize=64)
+def _split(scale: Fraction) -> _Split:
+    return _split_plan(scale)
+
+
+def _one_minus_exp_brackets(s: _Split, low: NDArray[np.uint64]
+                            ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Return floats ``lo <= 1 - exp(-t) <= hi`` for ``t = low / S`` (``0 <= t < 1``).
+
+    ``S_4 <= 1 - exp(-t) <= S_4 + t**5/120`` with ``S_4 = t - t**2/2 + t**3/6
+    - t**4/24`` (partial sums of an alternating series whose terms decrease
+    for ``t < 1``). ``t`` is computed from ``low`` (exact below
+    ``2**53``) and ``float(1/S)``, each rounding at most ``2**-53`` relative;
+    the few float operations add a few more ``2**-53 t``, and ``1 - exp(-t) >=
+    t / 2``: so the computed values are within ``2**-48`` relative of the
+    polynomials at the true ``t``, and widening them by ``2**-40`` relative
+    (:data:`_FLOAT_MARGIN`) brackets ``1 - exp(-t)`` for certain. Only IEEE
+    basic operations (correctly rounded) are used; no libm function.
+    """
+    t = low.astype(np.float64)
+    t *= s.inv_float
+    t2 = t * t
+    lo = t - 0.5 * t2 + t2 * t * (1.0 / 6.0 - t / 24.0)
+    hi = lo + t2 * t2 * t / 120.0
+    lo *= 1.0 - _FLOAT_MARGIN
+    hi *= 1.0 + _FLOAT_MARGIN
+    return lo, hi
+
+
+def _exact_rejects(inv: Fraction, low: int, w: int, prec: int) -> bool:
+    """Return whether ``V < 1 - exp(-low / S)``, ``V`` known to ``prec`` bits as ``w``.
+
+    Exact: brackets of ``exp(-t)`` (:func:`_exp_neg_bounds`) and 64 fresh bits of
+    ``V`` per round until the comparison is decided (the rare deep path).
+    """
+    x = inv * low
+    for _ in range(MAX_ROUNDS):
+        e_lo, e_hi = _exp_neg_bounds(x, prec)
+        one = 1 << prec
+        if w + 1 <= one - e_hi:  # V < (w + 1) 2**-prec <= 1 - exp(-t)
+            return True
+        if w >= one - e_lo:  # V >= w 2**-prec >= 1 - exp(-t)
+            return False
+        w = (w << 64) | int.from_bytes(os.urandom(8), "little")
+        prec += 64
+    raise _stalled("the exact rejection")  # pragma: no cover - probability 2**-640000
+
+
+def _cut(s: _Split, bits: int) -> int:
+    """Return ``ceil(theta 2**bits)``: ``V`` prefixes of ``bits`` bits at or above it accept."""
+    return int(-((-(2 ** (s.low_bits + bits)) * s.inv.numerator) // s.inv.denominator))
+
+
+def _rejected(s: _Split, words: NDArray[np.uint64], bits: int) -> NDArray[np.bool_]:
+    """Return which proposals are rejected: ``V < 1 - exp(-L / S)``.
+
+    Each word holds ``L`` in bits ``0 .. k-1`` and the first ``bits`` (at most
+    :data:`_CHECK_BITS`) bits of ``V`` in bits ``k .. k+bits-1``, nothing above.
+    Every ``t = L / S`` is below ``theta = 2**k / S <= 2**-6``, so a prefix
+    with ``prefix 2**-bits >= theta`` accepts at once (``V >= theta > 1 -
+    exp(-t)``). The others (a fraction of about ``theta``) read 32 more bits of
+    ``V`` and compare with float brackets of ``1 - exp(-t)``
+    (:func:`_one_minus_exp_brackets`; the other values involved are exact
+    floats); what that leaves undecided (probability about ``2**-30``) is
+    decided exactly by :func:`_exact_rejects`.
+    """
+    k = s.low_bits
+    out = np.zeros(words.size, dtype=bool)
+    cand = np.flatnonzero(words < np.uint64(_cut(s, bits) << k))
+    if not cand.size:
+        return out
+    low = words[cand] & np.uint64((1 << k) - 1)
+    prefix = words[cand] >> np.uint64(k)
+    q_lo, q_hi = _one_minus_exp_brackets(s, low)
+    more = 32
+    # V 2**bits lies in [v, v + 2**-32); prefix < 2**(bits - 6) + 1, so v is an exact float
+    ext = _raw_bits(more, cand.size)
+    v = prefix.astype(np.float64) + ext.astype(np.float64) * 2.0**-more
+    q_lo *= 2.0**bits  # exact: scaling by a power of two
+    q_hi *= 2.0**bits
+    reject = v + 2.0**-more <= q_lo
+    for i in np.flatnonzero(~reject & (v < q_hi)):
+        w = (int(prefix[i]) << more) | int(ext[i])
+        reject[i] = _exact_rejects(s.inv, int(low[i]), w, bits + more)
+    out[cand[reject]] = True
+    return out
+
+
+def _accepted_low(s: _Split, low: NDArray[np.uint64], bits: int) -> NDArray[np.uint64]:
+    """Return the accepted draws of ``L``, in place in ``low``; rejected ones are redrawn.
+
+    ``low`` holds ``L`` (bits ``0 .. k-1``) and the first ``bits`` bits of ``V``
+    above it, nothing else.
+    """
+    k = s.low_bits
+    low_mask = np.uint64((1 << k) - 1)
+    cand = np.flatnonzero(low < np.uint64(_cut(s, bits) << k))
+    pending = cand[_rejected(s, low[cand], bits)]
+    low &= low_mask
+    redraw_bits = min(64 - k, _CHECK_BITS)
+    for _ in range(MAX_ROUNDS):
+        if not pending.size:
+            return low
+        fresh = _raw_bits(64, pending.size) & np.uint64((1 << (k + redraw_bits)) - 1)
+        low[pending] = fresh & low_mask
+        pending = pending[_rejected(s, fresh, redraw_bits)]
+    raise _stalled("the split sampler")
+
+
+_G_LANE = 3 if sys.byteorder == "little" else 0  # the 16-bit lane of bits 48 .. 63
+
+
+def _split_noise(s: _Split, count: int) -> NDArray[np.int64]:
+    """Return ``count`` exact discrete Laplace draws at a large scale ``S``.
+
+    ``Y = L + 2**k G`` with ``L`` in ``[0, 2**k)`` and ``G >= 0``: for a
+    geometric ``Y`` (``P(Y = y)`` proportional to ``a**y``, ``a = exp(-1/S)``)
+    the two parts are independent (memorylessness), ``L`` a geometric
+    truncated to ``[0, 2**k)`` of ratio ``a`` and ``G`` a geometric of ratio
+    ``a**(2**k) = exp(-theta)``, ``theta = 2**k / S`` in ``(2**-7, 2**-6]``
+    (smaller when ``k`` is capped at 46). ``G`` is drawn by exact table
+    inversion (:func:`_top_geometric`, a 16-bit lookup). ``L`` is nearly
+    uniform: it is proposed uniformly (``k`` raw bits) and accepted with
+    probability ``a**L = exp(-L / S) >= exp(-theta)``, i.e. rejected iff an
+    independent uniform ``V`` is below ``1 - exp(-L / S)`` (:func:`_rejected`,
+    exact); a rejected proposal is drawn afresh (with a fresh ``V``). The sign
+    is a fair bit and (negative, ``Y = 0``) is rejected and redrawn, as in the
+    table sampler. One 64-bit word per draw carries ``L`` (bits ``0 .. k-1``),
+    the first ``min(47 - k, 20)`` bits of ``V`` (from bit ``k``), the sign (bit
+    47) and the 16-bit prefix of ``G``'s uniform (bits ``48 .. 63``): disjoint
+    bits of a uniform word are independent. When fewer than 8 bits are left
+    for ``V`` (``k > 39``: scales above ``2**46``), its first 16 bits come from
+    two more random bytes per draw instead.
+    """
+    k = s.low_bits
+    words = _raw_bits(64, count)
+    sign = (words << np.uint64(16)).view(np.int64)
+    sign >>= 63  # 0 or -1 (all bits set): bit 47 of the word
+    g = _top_geometric(s.top, count, words.view(np.uint16)[_G_LANE::4])
+    if int(g.max(initial=0)) >= _INT64_LIMIT >> k:
+        raise _overflow()
+    z = np.left_shift(g, k, out=g)
+    bits = min(47 - k, _CHECK_BITS)
+    low = words & np.uint64((1 << (k + bits)) - 1)  # L and the first bits of V
+    if bits < _MIN_CHECK_BITS:  # few spare bits (k > 39): 16 bits of V from 2 more bytes
+        low &= np.uint64((1 << k) - 1)
+        low |= _raw_bits(16, count).astype(np.uint64) << np.uint64(k)
+        bits = 16
+    z |= _accepted_low(s, low, bits).view(np.int64)
+    retry = np.flatnonzero(z == 0)
+    retry = retry[sign[retry] != 0]
+    z ^= sign
+    z -= sign  # two's complement: -z where negative
+    if retry.size:
+        z[retry] = _split_noise(s, retry.size)
+    return z
+
+
 def discrete_laplace_noise(count: int, scale: Fraction) -> NDArray[np.int64]:
     """Return ``count`` iid draws with P(z) proportional to exp(-|z| / scale), exact.
 
@@ -618,6 +839,14 @@ def discrete_laplace_noise(count: int, scale: Fraction) -> NDArray[np.int64]:
     """
     if not 0 < scale <= MAX_SAMPLER_SCALE:
         raise ValueError(f"discrete_laplace_noise needs 0 < scale <= 2**56, got {scale}")
+    if scale >= 2**_SPLIT_MIN_BITS:
+        split = _split(scale)
+        if count <= _CHUNK:
+            return _split_noise(split, count)
+        out = np.empty(count, dtype=np.int64)
+        for start in range(0, count, _CHUNK):  # chunks stay in cache: iid draws all the same
+            out[start:start + _CHUNK] = _split_noise(split, min(_CHUNK, count - start))
+        return out
     plan = _plan(scale)
     if plan.first is not None:
         return _small_scale_noise(plan, count)
@@ -745,19 +974,73 @@ def lattice_laplace(values: NDArray[np.float64], scale: float,
     """
     units = check_units(scale, exponent, values.size)
     flat = values.ravel()
-    noise = discrete_laplace_noise(flat.size, units)
+    out = np.empty(flat.size, dtype=np.float64)
+    for start in range(0, flat.size, _CHUNK):  # elementwise: chunks stay in cache
+        part = flat[start:start + _CHUNK]
+        noise = discrete_laplace_noise(part.size, units)
+        out[start:start + part.size] = _lattice_sum(part, noise, exponent)
+    return out.reshape(values.shape)
+
+
+_FLOAT_EXACT = 2.0**53  # every integer up to this magnitude is a float64
+
+
+def _within(arr: NDArray[np.floating] | NDArray[np.integer], limit: float) -> bool:
+    """Return whether every entry is finite and strictly below ``limit`` in magnitude."""
+    return bool(-limit < arr.min(initial=0) and arr.max(initial=0) < limit)
+
+
+def _lattice_sum(flat: NDArray[np.float64], noise: NDArray[np.int64],
+                 exponent: int) -> NDArray[np.float64]:
+    """Return ``(round(flat / step) + noise) * step``, exactly, in as few passes as it can.
+
+    Scaling by a power of two is a correctly rounded product (as
+    :func:`numpy.ldexp`) when ``2**exponent`` and ``2**-exponent`` are normal
+    floats, and ``rint`` is exact. If the rounded values and the noise are
+    below ``2**53`` in magnitude, both are exact floats, and their float sum
+    is exact unless the true sum exceeds ``2**53`` in magnitude, which the
+    computed sum then shows (rounding is monotone). Otherwise, while the
+    rounded values are below ``2**62``, the sum is taken in int64 (the noise is
+    below ``2**62`` too) and converted once, correctly rounded. Anything else
+    (extreme exponents, huge values) takes :func:`_lattice_sum_in_integers`.
+    """
+    if not -1022 <= exponent <= 1022:
+        return _lattice_sum_in_integers(flat, noise, exponent)
+    with np.errstate(over="ignore", invalid="ignore"):
+        units = flat * 2.0**-exponent
+        np.rint(units, out=units)
+        if _within(units, _FLOAT_EXACT) and _within(noise, _FLOAT_EXACT + 1):
+            total = units + noise
+            if _within(total, _FLOAT_EXACT):
+                total *= 2.0**exponent
+                return total
+        if not _within(units, _FAST_LIMIT):  # also refuses inf and NaN
+            return _lattice_sum_in_integers(flat, noise, exponent)
+        exact_total = units.astype(np.int64)
+        exact_total += noise
+        out = exact_total.astype(np.float64)
+        out *= 2.0**exponent
+    return out
+
+
+def _lattice_sum_in_integers(flat: NDArray[np.float64], noise: NDArray[np.int64],
+                             exponent: int) -> NDArray[np.float64]:
+    """Return ``(round(flat / step) + noise) * step`` in int64 (Python integers if huge).
+
+    The general path (any exponent, any finite value), and the reference the
+    tests hold :func:`_lattice_sum` to.
+    """
     with np.errstate(over="ignore", under="ignore"):
         scaled = np.ldexp(flat, -exponent)  # exact unless it over/underflows
         fast = np.abs(scaled) < _FAST_LIMIT  # False for inf
         if fast.all():
             total = np.rint(scaled).astype(np.int64) + noise
-            out = np.ldexp(total.astype(np.float64), exponent)
-        else:
-            out = np.empty(flat.size, dtype=np.float64)
-            total = np.rint(scaled[fast]).astype(np.int64) + noise[fast]
-            out[fast] = np.ldexp(total.astype(np.float64), exponent)
-            step = Fraction(2) ** exponent
-            for i in np.flatnonzero(~fast):  # exact big-integer path for huge lattice integers
-                n = round(Fraction(float(flat[i])) / step)
-                out[i] = float((n + int(noise[i])) * step)
-    return out.reshape(values.shape)
+            return np.ldexp(total.astype(np.float64), exponent)
+        out = np.empty(flat.size, dtype=np.float64)
+        total = np.rint(scaled[fast]).astype(np.int64) + noise[fast]
+        out[fast] = np.ldexp(total.astype(np.float64), exponent)
+        step = Fraction(2) ** exponent
+        for i in np.flatnonzero(~fast):  # exact big-integer path for huge lattice integers
+            n = round(Fraction(float(flat[i])) / step)
+            out[i] = float((n + int(noise[i])) * step)
+    return out
