@@ -26,15 +26,15 @@ from __future__ import annotations
 
 import operator
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial, reduce
 from pathlib import Path
 from typing import Any
 
 from spatialdp._validation import check_flag, check_text, fail
 
-__all__ = ["active_client", "compute", "is_dask", "read_parquet", "require_frame",
-           "tree_sum", "worker_environment"]
+__all__ = ["active_client", "compute", "is_dask", "parquet_source", "read_parquet",
+           "require_frame", "tree_sum", "worker_environment"]
 
 
 def is_dask(obj: object) -> bool:
@@ -411,8 +411,45 @@ def read_parquet(path: str | Path | Sequence[str | Path], *, columns: Sequence[s
     meta = clear_known_categories(_read_file(_empty_like(footer), cols, key, geo))
     divisions = None if key is None else _divisions(files, key, options)
     reader = partial(_read_file, columns=cols, index=key, geometry=geo, storage_options=options)
-    return dd.from_map(reader, files, meta=meta, divisions=divisions, label="read-parquet",
-                       enforce_metadata=False)
+    frame = dd.from_map(reader, files, meta=meta, divisions=divisions, label="read-parquet",
+                        enforce_metadata=False)
+    _remember_files(frame._name, files, reader)
+    return frame
+
+
+#: The files and reader of each frame made by read_parquet, by collection name (a
+#: deterministic token of both), newest last; at most _MAX_SOURCES are kept.
+_PARQUET_SOURCES: dict[str, tuple[list[str], Callable[[str], Any]]] = {}
+_MAX_SOURCES = 64
+
+
+def _remember_files(name: str, files: list[str], reader: Callable[[str], Any]) -> None:
+    _PARQUET_SOURCES.pop(name, None)
+    _PARQUET_SOURCES[name] = (files, reader)
+    while len(_PARQUET_SOURCES) > _MAX_SOURCES:
+        del _PARQUET_SOURCES[next(iter(_PARQUET_SOURCES))]
+
+
+def parquet_source(frame: Any) -> tuple[list[str], Callable[[str], Any]] | None:
+    """Return the files and the reader of a frame straight from :func:`read_parquet`, else None.
+
+    ``reader(file)`` is the pandas partition of ``file``: a task that reads a
+    file and reduces it at once needs no task of its own for the read (nor the
+    frame's expression optimised into a graph). Any other frame (filtered,
+    re-indexed, or from elsewhere) gives None: use its partitions.
+
+    Examples
+    --------
+    >>> import tempfile, pandas as pd
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> pd.DataFrame({"client_id": [0, 1], "loss": 1.0}).to_parquet(folder / "a.parquet")
+    >>> files, reader = parquet_source(read_parquet(folder))
+    >>> [Path(f).name for f in files], len(reader(files[0]))
+    (['a.parquet'], 2)
+    >>> parquet_source(read_parquet(folder)[["loss"]]) is None
+    True
+    """
+    return _PARQUET_SOURCES.get(getattr(frame, "_name", None) or "")
 
 
 def _check_options(storage_options: Mapping[str, Any] | None) -> dict[str, Any] | None:
