@@ -119,3 +119,23 @@ def test_the_reports_collection_keeps_its_checks_once_forgotten(
                                      partition=states_partition), states_partition)
     # a forgotten recipe: the reports' collection is computed, ids counted across partitions
     _assert_same(_report(clients[0], states_partition), expected)
+
+
+def test_device_report_on_parquet_reads_its_sample_row_on_the_driver(
+        states_partition: Partition, tmp_path: Path) -> None:
+    examples = _examples(states_partition, 90, seed=4)
+    examples.iloc[:0].to_parquet(tmp_path / "p0.parquet", index=False)  # an empty file first
+    for i, part in enumerate(np.array_split(np.arange(90), 2), start=1):
+        examples[examples.client_id.isin(part)].to_parquet(tmp_path / f"p{i}.parquet",
+                                                             index=False)
+    expected = device_report(examples, loss_spec=LOSS, partition=states_partition)
+    nonempty = read_parquet(sorted(tmp_path.glob("p[12].parquet")), index="client_id")
+    with dask.config.set(scheduler="sync"), _Tasks() as tasks:
+        lazy = device_report(nonempty, loss_spec=LOSS, partition=states_partition)
+    assert tasks.n == 0  # was 1: the first file read whole (on a worker) for one row
+    # an empty first file: the sample comes from the data, as before
+    with_empty = device_report(read_parquet(tmp_path, index="client_id"), loss_spec=LOSS,
+                               partition=states_partition)
+    for clients in (lazy, with_empty):
+        pd.testing.assert_frame_equal(clients.compute().sort_index(), expected,
+                                      check_categorical=False, check_like=True)

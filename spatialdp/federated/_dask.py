@@ -27,7 +27,14 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from spatialdp._clients import CLIENT_COLUMN, canonical_ids, id_kind, one_kind
-from spatialdp._dask_frames import _add, compute, parquet_source, require_frame, tree_sum
+from spatialdp._dask_frames import (
+    _add,
+    compute,
+    first_rows,
+    parquet_source,
+    require_frame,
+    tree_sum,
+)
 from spatialdp._validation import check_flag, fail
 from spatialdp.exceptions import InvalidInput
 from spatialdp.federated.client_reports import read_reports, refuse_non_finite
@@ -533,7 +540,7 @@ def _meta(frame: Any, report: Reporter) -> pd.DataFrame:
     The output's columns depend on the data's columns and the specs, not on the
     values; a bad argument or a bad id type is refused here, eagerly.
     """
-    sample = frame.partitions[0].head(1)
+    sample = first_rows(frame)
     if len(sample) == 0:
         sample = frame.head(1, npartitions=-1)
     if len(sample) == 0:
