@@ -24,10 +24,10 @@ order, suppression exactly).
 - Dask (ours): :func:`spatialdp.read_parquet` (divisions from the footers: no
   shuffle), the same ``device_report`` and ``regional_report`` given the Dask
   DataFrame, on a ``distributed.LocalCluster`` of 2 (and, for the speed-up, 1)
-  worker processes of 1 thread, started with :data:`DASK_SETTINGS`
-  (:func:`spatialdp.worker_environment`, and no statistical profiler: it
-  samples every worker's stack every 10 ms). Each file is read and reduced to
-  48 per-region sums in one task; the driver receives the sums.
+  worker processes of 1 thread, started with :func:`dask_settings`
+  (:func:`spatialdp.worker_environment`, and :data:`QUIET`: distributed's
+  profiler, tick monitor and work stealing off or slowed). Each file is read and
+  reduced to 48 per-region sums in one task; the driver receives the sums.
 
 Timing follows the convention of ``benchmarks/_common.py``: median of
 ``--repeat`` interleaved rounds after one warm-up call each, min and max
@@ -129,13 +129,23 @@ def same_report(a: RegionalReport, b: RegionalReport) -> bool:
     return values and bool((x["suppressed"] == y["suppressed"]).all())
 
 
+#: distributed's periodic work, at rest, costs more CPU than a file's report: its
+#: statistical profiler samples every worker's stack each 10 ms, the event-loop tick
+#: monitor runs each 20 ms in every process, work stealing and the memory monitor each
+#: 100 ms. Measured idle on this machine: driver (scheduler, 2 nannies) 43 ms of CPU a
+#: second and each worker 17 ms with the profiler off; 8 and 3 ms with these settings.
+QUIET = {"distributed.worker.profile.enabled": False,
+         "distributed.admin.system-monitor.interval": "5s",
+         "distributed.admin.tick.interval": "1s",
+         "distributed.scheduler.work-stealing": False,
+         "distributed.worker.memory.monitor-interval": "1s"}
+
+
 def dask_settings() -> dict[str, Any]:
-    """The cluster's configuration: the library's worker environment, no profiler."""
+    """The cluster's configuration: the library's worker environment, and :data:`QUIET`."""
     from spatialdp import worker_environment
 
-    return {"distributed.nanny.pre-spawn-environ": worker_environment(),
-            "distributed.worker.profile.enabled": False,
-            "distributed.admin.system-monitor.interval": "5s"}
+    return {"distributed.nanny.pre-spawn-environ": worker_environment(), **QUIET}
 
 
 @contextmanager
