@@ -190,13 +190,18 @@ def _call(contender: Contender) -> tuple[Any, Callable[[], Any]]:
     return None, contender
 
 
-def timed(contender: Contender) -> tuple[float, float]:
-    """Run a contender once (its setup untimed); return (wall s, CPU s)."""
+def timed(contender: Contender, cpu_clock: Callable[[], float] = time.process_time
+          ) -> tuple[float, float]:
+    """Run a contender once (its setup untimed); return (wall s, CPU s).
+
+    ``cpu_clock`` reads the CPU seconds to count: this process by default; for a
+    contender that works in other processes (Dask workers) the sum over all of them.
+    """
     inputs, run = _call(contender)
     gc.collect()
-    cpu0, wall0 = time.process_time(), time.perf_counter()
+    cpu0, wall0 = cpu_clock(), time.perf_counter()
     result = run()
-    wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+    wall, cpu = time.perf_counter() - wall0, cpu_clock() - cpu0
     del result, inputs
     return wall, cpu
 
@@ -216,7 +221,8 @@ def check_equal(contenders: Mapping[str, Contender],
 
 def compare(contenders: Mapping[str, Contender], *, repeats: int, warmup: int = 1,
             check: Callable[[Any, Any], bool] | None = same, unchecked: tuple[str, ...] = (),
-            memory: bool = True) -> dict[str, Timing]:
+            memory: bool = True, cpu_clocks: Mapping[str, Callable[[], float]] | None = None
+            ) -> dict[str, Timing]:
     """Time contenders by the convention; the first one is the reference answer.
 
     Parameters
@@ -234,6 +240,9 @@ def compare(contenders: Mapping[str, Contender], *, repeats: int, warmup: int = 
         Contenders whose answer is known to differ (printed as not comparable).
     memory : bool
         Measure peak memory in one extra, untimed run of each.
+    cpu_clocks : mapping of name to a call, optional
+        The CPU clock of a contender that works in other processes too (e.g. the
+        driver's plus every Dask worker's CPU seconds); default :func:`time.process_time`.
     """
     if check is not None:
         check_equal(contenders, check, unchecked)
@@ -244,7 +253,7 @@ def compare(contenders: Mapping[str, Contender], *, repeats: int, warmup: int = 
            for name in contenders}
     for _ in range(repeats):
         for name, contender in contenders.items():
-            wall, cpu = timed(contender)
+            wall, cpu = timed(contender, (cpu_clocks or {}).get(name, time.process_time))
             out[name].wall.append(wall)
             out[name].cpu.append(cpu)
     if memory:

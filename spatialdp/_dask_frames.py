@@ -33,8 +33,8 @@ from typing import Any
 
 from spatialdp._validation import check_flag, check_text, fail
 
-__all__ = ["active_client", "compute", "is_dask", "read_parquet", "require_frame",
-           "tree_sum", "worker_environment"]
+__all__ = ["active_client", "compute", "first_rows", "is_dask", "parquet_source",
+           "read_parquet", "require_frame", "tree_sum", "worker_environment"]
 
 
 def is_dask(obj: object) -> bool:
@@ -247,17 +247,31 @@ def _source(file: Any, storage_options: Mapping[str, Any] | None) -> tuple[Any, 
 
 
 def _read_file(file: Any, columns: list[str] | None, index: str | None,
-               geometry: bool, storage_options: Mapping[str, Any] | None = None) -> Any:
-    """Read one Parquet file (path, URL or buffer) into pandas (runs on a worker)."""
+               geometry: bool, storage_options: Mapping[str, Any] | None = None,
+               rows: int | None = None) -> Any:
+    """Read one Parquet file (path, URL or buffer) into pandas (runs on a worker).
+
+    ``rows``: only the first rows of plain Parquet (one batch of the first row
+    group: a sample, read without touching the rest of the file).
+    """
     source, filesystem = _source(file, storage_options)
     if geometry:
         import geopandas as gpd
 
         frame = gpd.read_parquet(source, columns=columns, filesystem=filesystem)
     else:
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
-        frame = pq.read_table(source, columns=columns, filesystem=filesystem).to_pandas()
+        if rows is None:
+            table = pq.read_table(source, columns=columns, filesystem=filesystem)
+        else:
+            handle = pq.ParquetFile(source, filesystem=filesystem)
+            batch = next(handle.iter_batches(batch_size=rows, columns=columns), None)
+            empty = handle.schema_arrow.empty_table()
+            table = (pa.Table.from_batches([batch]) if batch is not None
+                     else empty if columns is None else empty.select(columns))
+        frame = table.to_pandas()
     return frame if index is None else frame.set_index(index)
 
 
@@ -411,8 +425,70 @@ def read_parquet(path: str | Path | Sequence[str | Path], *, columns: Sequence[s
     meta = clear_known_categories(_read_file(_empty_like(footer), cols, key, geo))
     divisions = None if key is None else _divisions(files, key, options)
     reader = partial(_read_file, columns=cols, index=key, geometry=geo, storage_options=options)
-    return dd.from_map(reader, files, meta=meta, divisions=divisions, label="read-parquet",
-                       enforce_metadata=False)
+    frame = dd.from_map(reader, files, meta=meta, divisions=divisions, label="read-parquet",
+                        enforce_metadata=False)
+    _remember_files(frame._name, files, reader)
+    return frame
+
+
+#: The files and reader of each frame made by read_parquet, by collection name (a
+#: deterministic token of both), newest last; at most _MAX_SOURCES are kept.
+_PARQUET_SOURCES: dict[str, tuple[list[str], partial[Any]]] = {}
+_MAX_SOURCES = 64
+
+
+def _remember_files(name: str, files: list[str], reader: partial[Any]) -> None:
+    _PARQUET_SOURCES.pop(name, None)
+    _PARQUET_SOURCES[name] = (files, reader)
+    while len(_PARQUET_SOURCES) > _MAX_SOURCES:
+        del _PARQUET_SOURCES[next(iter(_PARQUET_SOURCES))]
+
+
+def parquet_source(frame: Any) -> tuple[list[str], partial[Any]] | None:
+    """Return the files and the reader of a frame straight from :func:`read_parquet`, else None.
+
+    ``reader(file)`` is the pandas partition of ``file``: a task that reads a
+    file and reduces it at once needs no task of its own for the read (nor the
+    frame's expression optimised into a graph). Any other frame (filtered,
+    re-indexed, or from elsewhere) gives None: use its partitions.
+
+    Examples
+    --------
+    >>> import tempfile, pandas as pd
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> pd.DataFrame({"client_id": [0, 1], "loss": 1.0}).to_parquet(folder / "a.parquet")
+    >>> files, reader = parquet_source(read_parquet(folder))
+    >>> [Path(f).name for f in files], len(reader(files[0]))
+    (['a.parquet'], 2)
+    >>> parquet_source(read_parquet(folder)[["loss"]]) is None
+    True
+    """
+    return _PARQUET_SOURCES.get(getattr(frame, "_name", None) or "")
+
+
+def first_rows(frame: Any, rows: int = 1) -> Any:
+    """Return the first ``rows`` rows of a Dask DataFrame, read here if it is plain Parquet.
+
+    A frame straight from :func:`read_parquet` (without ``geometry``) gives the
+    first rows of its first file, read on the driver without reading the rest of
+    the file; any other frame computes its first partition's head (on the
+    cluster, if a Client is active).
+
+    Examples
+    --------
+    >>> import tempfile, pandas as pd
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> pd.DataFrame({"client_id": [4, 5, 6], "loss": 1.0}).to_parquet(folder / "a.parquet")
+    >>> first_rows(read_parquet(folder, index="client_id"), 2).index.tolist()
+    [4, 5]
+    """
+    source = parquet_source(frame)
+    if source is not None and not source[1].keywords.get("geometry"):
+        files, reader = source
+        head = reader(files[0], rows=rows)
+        if len(head) == rows:
+            return head
+    return frame.partitions[0].head(rows)
 
 
 def _check_options(storage_options: Mapping[str, Any] | None) -> dict[str, Any] | None:
