@@ -13,42 +13,57 @@ Points (``--points``): ``fleet`` (default) draws them with ``synthetic_fleet``
 ``uniform`` spreads them uniformly over the states' bounding box (about 40 %
 fall outside every state).
 
-Contenders, all returning the same answer (the first region in partition order
-that the point intersects, -1 if none; checked before timing, except sjoin
-"within", which leaves border points out and is timed only):
+Timing follows the convention of ``benchmarks/_common.py`` (median of
+``--repeats`` interleaved runs, min and max, wall and CPU; answers asserted equal
+before timing; peak memory from one separate run of each):
 
-- ours: ``Partition.assign(lon=, lat=)`` on a partition that has built its grid
-  index (warm); the first call on a fresh partition (cold, index built inside) is
-  printed too.
-- prepared-xy: the states, prepared once (``shapely.prepare``); per state, a
-  numpy bounding-box mask, then ``shapely.intersects_xy`` on the points inside
-  the box. (For thousands of regions this loop is not what anyone would write,
-  and is skipped.)
-- strtree-prepared: ``STRtree(regions).query(points)`` (bounding boxes only),
-  then ``shapely.intersects_xy`` of the prepared region with each candidate pair.
-  The Point array is built before timing (favours the baseline).
-- sjoin: ``geopandas.sjoin(points, regions, predicate=...)`` with the point
-  GeoDataFrame built before timing (favours the baseline), plus the numpy step
-  that keeps the first region of each point.
+- ``ratio:`` (steady state) -- each side warmed by one untimed call. Ours is
+  ``Partition.assign(lon=, lat=)``: after its warm-up it holds the lookup structures
+  its own cost model chose for that many points (prepared geometries and STRtree,
+  and a grid index sized to the points seen, see ``spatialdp.geo.partition``).
+  Baselines, all returning the same answer (the first region in partition order
+  that the point intersects, -1 if none):
 
-The strong baseline is the fastest of those for the partition; the ``ratio:``
-line (last) is strong-baseline time / our time for the states, and a
-``ratio (hexagons):`` line precedes it. Times are the best of ``--repeats``
-interleaved runs; peak memory is from one separate run of each
-(see ``_common.MEMORY_METHOD``). ``--scaling`` prints a Markdown table over
-``--sizes`` (default 10^4 .. 10^7) instead.
+  - prepared-xy (states only): the regions prepared once; per region a numpy
+    bounding-box mask, then ``shapely.intersects_xy`` on the points in the box;
+  - strtree-prepared: ``STRtree(regions).query(points)``, then prepared
+    ``intersects_xy`` per candidate pair (Point array built before timing);
+  - sjoin-intersects: ``geopandas.sjoin`` (point frame built before timing) plus
+    the numpy step that keeps each point's first region; sjoin-within (drops
+    border points: not equivalent) is timed but never the baseline.
+
+- ``ratio_cold:`` -- the first call, every one-off build inside the timing: ours on
+  a fresh Partition (built untimed from fresh, unprepared geometry copies: the
+  partition is the data a spatialdp user loads, as the GeoDataFrame is the
+  baseline's; its prepared geometries, STRtree and grid are built inside the
+  call), the baselines on fresh unprepared geometry copies (prepare, bounds,
+  STRtree, Point array or point frame all inside). Same repeats, median.
+
+The strongest baseline is the fastest equivalent one, chosen separately for the
+warm and the cold comparison. Lines: ``ratio (hexagons):``,
+``ratio_cold (hexagons):``, then ``ratio:`` and ``ratio_cold:`` for the states.
+``--scaling`` prints a Markdown table over ``--sizes`` (default 10^4 .. 10^7)
+with both sides' medians, CPU and peak memory.
 """
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from typing import Any
 
 import geopandas as gpd
 import numpy as np
 import shapely
-from _common import MEMORY_METHOD, measure, peak_memory_mb, ratio_line, scaling_table
+from _common import (
+    Contender,
+    Timing,
+    compare,
+    fastest,
+    machine_line,
+    print_results,
+    ratio_line,
+    scaling_table,
+)
 
 from spatialdp.datasets import load_us_states, synthetic_fleet
 from spatialdp.geo import h3cells
@@ -118,17 +133,34 @@ def sjoin(points: gpd.GeoDataFrame, regions: gpd.GeoDataFrame, predicate: str) -
                            joined["index_right"].to_numpy())
 
 
-def contenders(frame: gpd.GeoDataFrame, lon: np.ndarray, lat: np.ndarray, *,
-               with_loop: bool, with_sjoin: bool
-               ) -> tuple[Partition, dict[str, Callable[[], Positions]]]:
+def fresh_geometries(frame: gpd.GeoDataFrame) -> np.ndarray:
+    """Unprepared copies of the region geometries (new GEOS objects), in frame order."""
+    return np.asarray(shapely.from_wkb(shapely.to_wkb(frame.geometry.to_numpy())), dtype=object)
+
+
+def fresh_frame(frame: gpd.GeoDataFrame) -> gpd.GeoDataFrame:
+    return frame.set_geometry(gpd.GeoSeries(fresh_geometries(frame), index=frame.index,
+                                            crs=frame.crs))
+
+
+def strtree_cold(geoms: np.ndarray, lon: np.ndarray, lat: np.ndarray) -> Positions:
+    shapely.prepare(geoms)
+    return strtree_prepared(shapely.STRtree(geoms), geoms, shapely.points(lon, lat), lon, lat)
+
+
+def sjoin_cold(regions: gpd.GeoDataFrame, lon: np.ndarray, lat: np.ndarray) -> Positions:
+    points = gpd.GeoDataFrame(geometry=gpd.points_from_xy(lon, lat), crs=4326)
+    return sjoin(points, regions, "intersects")
+
+
+def warm_contenders(frame: gpd.GeoDataFrame, lon: np.ndarray, lat: np.ndarray, *,
+                    with_loop: bool, with_sjoin: bool) -> dict[str, Callable[[], Positions]]:
     part = Partition.from_geodataframe(frame, "region_id")
     regions = part.regions.reset_index()  # partition order
-    geoms = np.asarray(regions.geometry.values, dtype=object).copy()  # our own objects
+    geoms = fresh_geometries(regions)  # the baselines' own GEOS objects
     shapely.prepare(geoms)
     tree = shapely.STRtree(geoms)
     points = shapely.points(lon, lat)
-    part.assign(lon=lon[:10], lat=lat[:10])
-    part._grid_index()  # warm: the index every call after the first 50,000 points uses
     runs: dict[str, Callable[[], Positions]] = {
         "ours": lambda: part.assign(lon=lon, lat=lat).positions,
         "strtree-prepared": lambda: strtree_prepared(tree, geoms, points, lon, lat),
@@ -139,48 +171,44 @@ def contenders(frame: gpd.GeoDataFrame, lon: np.ndarray, lat: np.ndarray, *,
         frame_points = gpd.GeoDataFrame(geometry=gpd.GeoSeries(points, crs=4326))
         runs["sjoin-intersects"] = lambda: sjoin(frame_points, regions, "intersects")
         runs["sjoin-within"] = lambda: sjoin(frame_points, regions, "within")
-    expected = runs["ours"]()
-    for name, run in runs.items():
-        if name != "sjoin-within" and not np.array_equal(run(), expected):
-            raise SystemExit(f"{name} disagrees with Partition.assign: the benchmark is void")
-    return part, runs
+    return runs
 
 
-def cold_run(frame: gpd.GeoDataFrame, lon: np.ndarray, lat: np.ndarray
-             ) -> tuple[float, float, bool]:
-    """Time and memory of the first call on fresh partitions, and whether it built the grid."""
-    import time
-
-    fresh = Partition.from_geodataframe(frame, "region_id")
-    start = time.perf_counter()
-    fresh.assign(lon=lon, lat=lat)
-    seconds = time.perf_counter() - start
-    other = Partition.from_geodataframe(frame, "region_id")
-    return seconds, peak_memory_mb(lambda: other.assign(lon=lon, lat=lat)), fresh._grid_tried
+def cold_contenders(frame: gpd.GeoDataFrame, lon: np.ndarray, lat: np.ndarray, *,
+                    with_loop: bool, with_sjoin: bool) -> dict[str, Contender]:
+    order = Partition.from_geodataframe(frame, "region_id").regions.reset_index()
+    runs: dict[str, Contender] = {
+        "ours": (lambda: Partition.from_geodataframe(fresh_frame(frame), "region_id"),
+                 lambda part: part.assign(lon=lon, lat=lat).positions),
+        "strtree-prepared": (lambda: fresh_geometries(order),
+                             lambda geoms: strtree_cold(geoms, lon, lat)),
+    }
+    if with_loop:
+        runs["prepared-xy"] = (lambda: fresh_geometries(order),
+                               lambda geoms: prepared_xy(geoms, lon, lat))
+    if with_sjoin:
+        runs["sjoin-intersects"] = (lambda: fresh_frame(order),
+                                    lambda regions: sjoin_cold(regions, lon, lat))
+    return runs
 
 
 def run_case(label: str, frame: gpd.GeoDataFrame, lon: np.ndarray, lat: np.ndarray,
-             repeats: int, with_loop: bool, with_sjoin: bool) -> dict[str, Any]:
-    part, runs = contenders(frame, lon, lat, with_loop=with_loop, with_sjoin=with_sjoin)
-    results = measure(runs, repeats)
-    cold_s, cold_mb, built = cold_run(frame, lon, lat)
-    grid = part._grid
-    assert grid is not None
-    print(f"\n[{label}] {part.n_regions:,} regions, {lon.size:,} points; grid "
-          f"{grid.nx}x{grid.ny} cells, {grid.n_mixed:,} mixed, {grid.nbytes / 2**20:.1f} MB")
-    for name, (seconds, mb) in results.items():
-        print(f"  {name:<17} {seconds:8.3f} s   peak {mb:8.1f} MB")
-    how = ("grid built inside" if built else
-           f"exact test only: the grid waits for {part._grid_min_points():,} points")
-    print(f"  {'ours (cold)':<17} {cold_s:8.3f} s   peak {cold_mb:8.1f} MB  "
-          f"(first call on a fresh partition, {how})")
-    strong = min((n for n in results if n not in ("ours", "sjoin-within")),
-                 key=lambda n: results[n][0])
-    strongest = min((n for n in results if n != "ours"), key=lambda n: results[n][0])
-    print(f"  strong baseline: {strong}" + (f" (sjoin-within, not equivalent on borders, "
-                                           f"would be {results[strongest][0]:.3f} s)"
-                                           if strongest != strong else ""))
-    return {"results": results, "strong": strong, "cold": (cold_s, cold_mb)}
+             repeats: int, with_loop: bool, with_sjoin: bool
+             ) -> tuple[dict[str, Timing], dict[str, Timing]]:
+    print(f"\n[{label}] {len(frame):,} regions, {lon.size:,} points")
+    warm = compare(warm_contenders(frame, lon, lat, with_loop=with_loop,
+                                   with_sjoin=with_sjoin),
+                   repeats=repeats, unchecked=("sjoin-within",))
+    print_results(warm, "  steady state (one warm-up call each):")
+    cold = compare(cold_contenders(frame, lon, lat, with_loop=with_loop,
+                                   with_sjoin=with_sjoin),
+                   repeats=repeats, warmup=0)
+    print_results(cold, "  first call, one-off builds inside:")
+    return warm, cold
+
+
+def strongest(results: dict[str, Timing]) -> str:
+    return fastest(results, exclude=("ours", "sjoin-within"))
 
 
 def main() -> None:
@@ -198,7 +226,7 @@ def main() -> None:
     parser.add_argument("--sjoin-max", type=int, default=1_000_000,
                         help="skip sjoin above this many points (its Point frame and time)")
     args = parser.parse_args()
-    print(f"points: {args.points}; memory: {MEMORY_METHOD}")
+    print(f"points: {args.points}; {machine_line()}")
     frames = {"states": states_frame(), f"hexagons-r{args.hex_resolution}":
               hexagon_frame(args.hex_resolution)}
 
@@ -207,31 +235,36 @@ def main() -> None:
         for n in args.sizes:
             lon, lat = make_points(n, args.points, args.seed)
             for label, frame in frames.items():
-                case = run_case(label, frame, lon, lat, args.repeats if n < 10**7 else 3,
-                                with_loop=label == "states", with_sjoin=n <= args.sjoin_max)
-                res, strong = case["results"], case["strong"]
+                warm, cold = run_case(label, frame, lon, lat,
+                                      args.repeats if n < 10**7 else 3,
+                                      with_loop=label == "states",
+                                      with_sjoin=n <= args.sjoin_max)
+                base, base_cold = strongest(warm), strongest(cold)
                 rows.append({"regions": label, "N": n,
-                             "ours s": res["ours"][0], "ours MB": res["ours"][1],
-                             "ours cold s": case["cold"][0],
-                             "baseline": strong, "baseline s": res[strong][0],
-                             "baseline MB": res[strong][1],
-                             "ratio": res[strong][0] / res["ours"][0]})
+                             "ours s": warm["ours"].median, "ours CPU s": warm["ours"].cpu_median,
+                             "ours MB": warm["ours"].peak_mb,
+                             "baseline": base, "baseline s": warm[base].median,
+                             "baseline CPU s": warm[base].cpu_median,
+                             "baseline MB": warm[base].peak_mb,
+                             "ratio": warm[base].median / warm["ours"].median,
+                             "ours cold s": cold["ours"].median,
+                             "baseline cold s": cold[base_cold].median,
+                             "ratio_cold": cold[base_cold].median / cold["ours"].median})
             del lon, lat
         print()
-        print(scaling_table(rows, ["regions", "N", "ours s", "ours MB", "ours cold s",
-                                   "baseline", "baseline s", "baseline MB", "ratio"]))
+        print(scaling_table(rows, list(rows[0])))
         return
 
     lon, lat = make_points(args.n, args.points, args.seed)
-    ratios = {}
+    lines = []
     for label, frame in frames.items():
-        case = run_case(label, frame, lon, lat, args.repeats, with_loop=label == "states",
-                        with_sjoin=args.n <= args.sjoin_max)
-        res, strong = case["results"], case["strong"]
-        ratios[label] = (res[strong][0], res["ours"][0])
-    hex_label = f"hexagons-r{args.hex_resolution}"
-    print(f"\nratio (hexagons): {ratios[hex_label][0] / ratios[hex_label][1]:.2f}")
-    print(ratio_line(*ratios["states"]))
+        warm, cold = run_case(label, frame, lon, lat, args.repeats,
+                              with_loop=label == "states", with_sjoin=args.n <= args.sjoin_max)
+        suffix = "" if label == "states" else " (hexagons)"
+        lines.append(ratio_line(warm, strongest(warm), label="ratio" + suffix))
+        lines.append(ratio_line(cold, strongest(cold), label="ratio_cold" + suffix))
+    print()
+    print("\n".join(lines[2:] + lines[:2]))
 
 
 if __name__ == "__main__":

@@ -209,7 +209,7 @@ def synthetic_fleet(
     lat = np.empty(n)
     region = np.full(n, -1, dtype=np.int64)
     pending = np.arange(n)
-    tqdm = _tqdm_class()
+    tqdm = _NoBar if disable is True else _tqdm_class()  # no tqdm import for no bar
 
     idle = 0
     with tqdm(total=n, desc="placing devices", unit="device", disable=disable,
@@ -330,6 +330,22 @@ class _Sampler:
             lat[filled], lon[filled], region[filled] = c_lat[take], c_lon[take], c_region[take]
             region[r_idx[take.size:]] = -1
         return pending[region[pending] < 0]
+
+
+class _NoBar:
+    """A disabled progress bar that needs no tqdm import (about 0.02 s for a cold call)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def __enter__(self) -> _NoBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def update(self, n: int) -> None:
+        """Ignore progress."""
 
 
 def _tqdm_class() -> Any:

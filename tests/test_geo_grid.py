@@ -72,6 +72,40 @@ def check_exact(geoms: Any, seed: int = 0, n_random: int = 20_000) -> GridIndex:
     return grid
 
 
+@pytest.mark.parametrize("loop_max", [0, 64], ids=["strtree", "region-loop"])
+@pytest.mark.parametrize("max_cells", [_grid.MIN_GRID_CELLS, 1 << 14], ids=["coarse", "fine"])
+@pytest.mark.parametrize("enclave_first", [True, False])
+def test_both_exact_paths_and_coarse_grids_match_sjoin(
+        monkeypatch: pytest.MonkeyPatch, loop_max: int, max_cells: int,
+        enclave_first: bool) -> None:
+    """The region loop (few regions) and the STRtree path give sjoin's first match, and
+    so does a grid of any size (the cost model builds coarse grids first)."""
+    monkeypatch.setattr(_grid, "LOOP_MAX_REGIONS", loop_max)
+    big = shapely.box(0, 0, 12, 10)  # overlaps the donut world: the first region wins
+    geoms = [big, *donut_world()] if enclave_first else [*donut_world(), big]
+    geoms_arr = np.asarray(geoms, dtype=object)
+    tree = shapely.STRtree(geoms_arr)
+    grid = GridIndex.build(geoms_arr, tree, max_cells)
+    assert grid is not None
+    assert grid.nx * grid.ny <= max(max_cells, _grid.MIN_GRID_CELLS)
+    lon, lat = awkward_points(geoms_arr, grid, np.random.default_rng(8), 5_000)
+    expected = reference(geoms_arr, lon, lat)
+    np.testing.assert_array_equal(exact_positions(geoms_arr, tree, lon, lat), expected)
+    np.testing.assert_array_equal(grid.lookup(lon, lat), expected)
+
+
+def test_border_segments_are_every_ring_edge() -> None:
+    """Holes, multipolygon parts and ring closure: one segment per ring edge, per region."""
+    geoms = np.asarray(donut_world(), dtype=object)
+    region, x0, y0, x1, y1 = _grid._border_segments(geoms)
+    rings = shapely.get_rings(shapely.get_parts(geoms))
+    assert region.size == int((shapely.get_num_coordinates(rings) - 1).sum())
+    np.testing.assert_array_equal(np.bincount(region), [8, 4, 12, 6, 6])
+    lengths = np.hypot(x1 - x0, y1 - y0)
+    per_region = np.bincount(region, lengths)
+    np.testing.assert_allclose(per_region, shapely.length(shapely.boundary(geoms)))
+
+
 def donut_world() -> list[shapely.Geometry]:
     """A region with a hole, an island in the hole, a multipolygon and a shared border."""
     donut = shapely.Polygon(
@@ -144,11 +178,13 @@ def test_partition_paths_agree(states: gpd.GeoDataFrame) -> None:
     part = Partition.from_geodataframe(states, "state")
     rng = np.random.default_rng(6)
     lon, lat = rng.uniform(-125, -66, 20_000), rng.uniform(24, 50, 20_000)
-    before = part.assign(lon=lon, lat=lat).positions
+    before = exact_positions(part._prepared_geometries(), part.tree, lon, lat)
     assert part._grid is None
-    part._points_seen = 10**9  # as if it had seen many points: the grid is built
-    after = part.assign(lon=lon, lat=lat).positions
+    first = part.assign(lon=lon, lat=lat).positions  # a first call: the exact test
+    assert part._grid is None
+    after = part.assign(lon=lon, lat=lat).positions  # 40,000 points seen: a grid is built
     assert part._grid is not None
+    np.testing.assert_array_equal(before, first)
     np.testing.assert_array_equal(before, after)
 
 
@@ -205,3 +241,93 @@ def test_reference_itself_on_a_border() -> None:
     got = reference(geoms, np.array([1.0, 0.5, 5.0]), np.array([0.5, 0.5, 5.0]))
     assert got.tolist() == [0, 1, -1]
     assert pd.api.types.is_integer_dtype(got)
+
+
+def test_grid_cost_model_builds_lazily_and_refines(states: gpd.GeoDataFrame,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A first small call builds nothing; a later one builds a coarse grid sized to the
+    points seen; 16 times more points build a finer one; the answers never change."""
+    builds: list[int] = []
+    real_build = GridIndex.build.__func__  # type: ignore[attr-defined]
+
+    def counting(cls: type[GridIndex], geoms: np.ndarray, tree: shapely.STRtree,
+                 max_cells: int = _grid.MAX_GRID_CELLS) -> GridIndex | None:
+        builds.append(max_cells)
+        return real_build(cls, geoms, tree, max_cells)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(GridIndex, "build", classmethod(counting))
+    part = Partition.from_geodataframe(states, "state")
+    rng = np.random.default_rng(9)
+    lon, lat = rng.uniform(-125, -66, 10_000), rng.uniform(24, 50, 10_000)
+    expected = exact_positions(part._prepared_geometries(), part.tree, lon, lat)
+    assert 10_000 >= part._grid_min_points()  # enough points, but a first call:
+    np.testing.assert_array_equal(part.assign(lon=lon, lat=lat).positions, expected)
+    assert builds == []  # the first call pays no build
+    np.testing.assert_array_equal(part.assign(lon=lon, lat=lat).positions, expected)
+    assert builds == [8 * 20_000]  # GRID_CELLS_PER_POINT per point seen
+    coarse = part._grid
+    assert coarse is not None
+    assert coarse.nx * coarse.ny <= 8 * 20_000
+    part._points_seen = part._grid_min_points() - 1  # as after 16 times more points
+    np.testing.assert_array_equal(part.assign(lon=lon, lat=lat).positions, expected)
+    assert len(builds) == 2
+    assert builds[1] > 16 * builds[0] - 1
+    assert part._grid is not coarse
+    big = Partition.from_geodataframe(states, "state")
+    n = big._grid_first_batch()
+    lon, lat = rng.uniform(-125, -66, n), rng.uniform(24, 50, n)
+    big.assign(lon=lon, lat=lat)  # a first batch that pays for the build by itself
+    assert big._grid is not None
+    assert builds[-1] == n  # one cell per point: the cheapest build for a cold call
+    big.assign(lon=lon, lat=lat)  # the next call refines it
+    assert builds[-1] == 8 * 2 * n
+
+
+def test_a_cold_fleet_import_leaves_slow_modules_alone() -> None:
+    """Importing the datasets (and so the partition) and a small fleet load neither
+    scipy.sparse, scipy.ndimage, pyarrow.parquet nor tqdm (no bar below 100,000
+    devices): a first call in a fresh process paid about 0.1 s of CPU for them."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    code = ("import sys, spatialdp.datasets; "
+            "spatialdp.datasets.synthetic_fleet(2_000, rng=0); "
+            "print(sorted(m for m in ('scipy.sparse', 'scipy.ndimage', 'pyarrow.parquet', "
+            "'tqdm') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, env=env, cwd=root)
+    assert done.stdout.strip() == "[]"
+
+
+@settings(max_examples=60, deadline=None, database=None)
+@given(seed=st.integers(0, 2**16), shape=st.tuples(st.integers(1, 25), st.integers(1, 25)),
+       share=st.floats(0.1, 0.95))
+def test_components_match_scipy_ndimage_label(seed: int, shape: tuple[int, int],
+                                              share: float) -> None:
+    """The numpy labeller that replaced scipy.ndimage.label finds the same components."""
+    from scipy import ndimage
+
+    free = np.random.default_rng(seed).random(shape) < share
+    component, first = _grid._components(free)
+    expected, count = ndimage.label(free)
+    assert first.size == count
+    flat = free.ravel()
+    assert len(set(zip(component[flat].tolist(), expected.ravel()[flat].tolist(),
+                       strict=True))) == count
+    assert (component[~flat] == -1).all()
+    np.testing.assert_array_equal(component[first], np.arange(count))
+
+
+def test_components_of_a_snake() -> None:
+    """One long winding run of cells is one component (union-find must chain it)."""
+    free = np.zeros((41, 41), dtype=bool)
+    free[::2, :] = True
+    free[1::4, -1] = True
+    free[3::4, 0] = True
+    component, first = _grid._components(free)
+    assert first.tolist() == [0]
+    assert set(component[free.ravel()].tolist()) == {0}

@@ -484,7 +484,7 @@ def test_grid_index_built_once_and_not_pickled(states_partition: Partition,
     monkeypatch.setattr(GridIndex, "build", classmethod(counting))
     rng = np.random.default_rng(5)
     batch = part._grid_min_points() // 2 + 1
-    assert batch > 30_000  # 50,000 points, plus 2 per vertex of the states
+    assert batch > 3_000  # 5,000 points, plus 1 per 4 vertices of the states
     lon, lat = rng.uniform(-125, -66, batch), rng.uniform(24, 50, batch)
     first = part.assign(lon=lon, lat=lat).positions  # exact test only: too few points yet
     assert builds == []

@@ -6,7 +6,7 @@ partition's bounding box. Every cell that a region border passes through (or
 comes within :data:`EDGE_PAD` degrees of) is *mixed*; the others are *pure*: a
 border-free cell lies wholly inside or wholly outside each region, and so does
 every cell joined to it through border-free cells. The pure cells are
-therefore labelled by connected components (:func:`scipy.ndimage.label`), one
+therefore labelled by connected components (numpy run-based union-find, :func:`_components`), one
 exact test of a cell centre per component, and keep the region they lie in
 (the first in partition order where regions overlap) or -1.
 
@@ -46,6 +46,10 @@ MAX_MIXED_SHARE = 0.75
 #: rounding error of a point's cell index (about 1e-13 degrees), far less than a cell.
 EDGE_PAD = 1e-9
 _MIN_CELL_DEGREES = 1000 * EDGE_PAD
+#: Up to this many regions the exact test loops over the regions (a bounding-box mask
+#: costs about 1 ns a point per region, while Point objects and the STRtree query cost
+#: about 0.2 us a point); above it, STRtree candidates.
+LOOP_MAX_REGIONS = 64
 #: Points looked up per block.
 LOOKUP_BLOCK = 1 << 16
 
@@ -75,11 +79,37 @@ def exact_positions(geoms: NDArray[np.object_], tree: shapely.STRtree,
     """
     if lon.size == 0:
         return np.empty(0, dtype=np.int64)
+    if len(geoms) <= LOOP_MAX_REGIONS:
+        return _exact_region_by_region(geoms, lon, lat)
     point_idx, region_idx = tree.query(shapely.points(lon, lat))
-    order = np.lexsort((region_idx, point_idx))
+    # Test region by region (each prepared geometry's index stays in cache: about
+    # twice as fast as point by point), then put the hits back in point order; the
+    # stable sorts keep each point's regions ascending.
+    order = np.argsort(region_idx, kind="stable")
     point_idx, region_idx = point_idx[order], region_idx[order]
     hit = shapely.intersects_xy(geoms[region_idx], lon[point_idx], lat[point_idx])
-    return first_hits(point_idx, region_idx, hit, lon.size)
+    point_idx, region_idx = point_idx[hit], region_idx[hit]
+    back = np.argsort(point_idx, kind="stable")
+    return first_hits(point_idx[back], region_idx[back], np.ones(back.size, dtype=bool),
+                      lon.size)
+
+
+def _exact_region_by_region(geoms: NDArray[np.object_], lon: NDArray[np.float64],
+                            lat: NDArray[np.float64]) -> NDArray[np.int64]:
+    """Test points exactly against a few regions, one region at a time.
+
+    Per region, in partition order: a bounding-box mask over the points no earlier
+    region took, then the prepared test. No Point objects and no tree query; a point
+    is tested against a later region only if no earlier one holds it, so the first
+    hit is the answer.
+    """
+    out = np.full(lon.size, -1, dtype=np.int64)
+    for i, (west, south, east, north) in enumerate(shapely.bounds(geoms)):
+        cand = np.flatnonzero((lon >= west) & (lon <= east) & (lat >= south)
+                              & (lat <= north) & (out < 0))
+        if cand.size:
+            out[cand[shapely.intersects_xy(geoms[i], lon[cand], lat[cand])]] = i
+    return out
 
 
 @dataclass(frozen=True, eq=False)
@@ -125,18 +155,22 @@ class GridIndex:
 
     # ------------------------------------------------------------------ building
     @classmethod
-    def build(cls, geoms: NDArray[np.object_], tree: shapely.STRtree) -> GridIndex | None:
+    def build(cls, geoms: NDArray[np.object_], tree: shapely.STRtree,
+              max_cells: int = MAX_GRID_CELLS) -> GridIndex | None:
         """Build the grid over ``geoms`` (valid (multi)polygons; ``tree`` is their STRtree).
 
-        The geometries are prepared in place (:func:`shapely.prepare`). Returns None
-        when borders are so dense that most cells would be mixed (the exact test
-        alone is then as fast).
+        The geometries are prepared in place (:func:`shapely.prepare`). At most
+        ``max_cells`` cells (capped at :data:`MAX_GRID_CELLS`): a coarser grid builds
+        faster and sends more points to the exact test. Returns None when borders
+        are so dense that most cells would be mixed (the exact test alone is then
+        as fast).
         """
         shapely.prepare(geoms)
         west, south, east, north = (float(v) for v in shapely.total_bounds(geoms))
         seg_region, x0, y0, x1, y1 = _border_segments(geoms)
         border_length = float(np.hypot(x1 - x0, y1 - y0).sum())
-        nx, ny = _grid_shape(east - west, north - south, border_length)
+        nx, ny = _grid_shape(east - west, north - south, border_length,
+                             min(max_cells, MAX_GRID_CELLS))
         east = max(east, west + nx * _MIN_CELL_DEGREES)
         north = max(north, south + ny * _MIN_CELL_DEGREES)
         cell_area = (east - west) * (north - south) / (nx * ny)
@@ -206,21 +240,14 @@ class GridIndex:
 
     def _pure_labels(self, mixed: NDArray[np.int64], tree: shapely.STRtree) -> NDArray[np.int32]:
         """Label every pure cell by its connected component's region (mixed cells: -1)."""
-        from scipy import ndimage  # lazy: scipy is slow to import
         free = np.ones(self.nx * self.ny, dtype=bool)
         free[mixed] = False
-        components, _ = ndimage.label(free.reshape(self.ny, self.nx))
-        flat = components.ravel()
-        # ndimage numbers components in raster order of their first cell, so a cell
-        # starts a component where its label exceeds every label before it.
-        seen = np.maximum.accumulate(flat)
-        starts = np.flatnonzero(flat[1:] > seen[:-1]) + 1
-        if flat[0] > 0:
-            starts = np.concatenate([[0], starts])
-        cx, cy = self._centres(starts)
-        region = np.concatenate([[-1], exact_positions(self.geoms, tree, cx, cy)])
-        del seen
-        return region.astype(np.int32)[flat]
+        component, first_cell = _components(free.reshape(self.ny, self.nx))
+        cx, cy = self._centres(first_cell)
+        region = exact_positions(self.geoms, tree, cx, cy).astype(np.int32)
+        labels = np.full(free.size, -1, dtype=np.int32)
+        labels[free] = region[component[free]]
+        return labels
 
     def _candidates(self, mixed: NDArray[np.int64], cross_cell: NDArray[np.int64],
                     cross_mixed: NDArray[np.int64], cross_region: NDArray[np.int64]
@@ -301,6 +328,45 @@ class GridIndex:
         return out
 
 
+def _components(free: NDArray[np.bool_]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Label the 4-connected components of the ``True`` cells of a 2-D grid.
+
+    Returns each cell's component (-1 where ``free`` is False; row-major flat) and the
+    flat index of one cell of each component. numpy only (``scipy.ndimage.label``
+    would do, but importing it costs a cold first call about 0.08 s of CPU): the
+    runs of free cells along each row are the nodes; runs of neighbouring rows that
+    share a column are joined (one witness per pair: the column where the later of
+    the two starts); then union-find by hooking each root onto the smallest root it
+    touches and shortcutting every path, until no edge joins two roots.
+    """
+    nx = free.shape[1]
+    start = free.copy()
+    start[:, 1:] &= ~free[:, :-1]
+    flat_free, flat_start = free.ravel(), start.ravel()
+    run = np.cumsum(flat_start) - 1  # each free cell's run (row-major order)
+    first_cell = np.flatnonzero(flat_start)
+    below = (free[:-1] & free[1:] & (start[:-1] | start[1:])).ravel()
+    upper = np.flatnonzero(below)
+    u, v = run[upper], run[upper + nx]
+    parent = np.arange(first_cell.size)
+    while u.size:
+        pu, pv = parent[u], parent[v]
+        joined = pu != pv
+        if not joined.any():
+            break
+        u, v, pu, pv = u[joined], v[joined], pu[joined], pv[joined]
+        np.minimum.at(parent, np.maximum(pu, pv), np.minimum(pu, pv))
+        while True:  # shortcut: every node points at its root
+            grand = parent[parent]
+            if np.array_equal(grand, parent):
+                break
+            parent = grand
+    roots, root_of = np.unique(parent, return_inverse=True)
+    component = np.full(flat_free.size, -1, dtype=np.int64)
+    component[flat_free] = root_of[run[flat_free]]
+    return component, first_cell[roots]
+
+
 def _sorted_unique(values: NDArray[np.int64]) -> NDArray[np.int64]:
     """Return the sorted distinct values (sort-based: faster than np.unique's hashing)."""
     values = np.sort(values)
@@ -309,40 +375,42 @@ def _sorted_unique(values: NDArray[np.int64]) -> NDArray[np.int64]:
     return values[keep]
 
 
-def _grid_shape(width: float, height: float, border_length: float) -> tuple[int, int]:
-    """Return (nx, ny) for square cells whose mixed band covers about MIXED_SHARE."""
+def _grid_shape(width: float, height: float, border_length: float,
+                max_cells: int = MAX_GRID_CELLS) -> tuple[int, int]:
+    """Return (nx, ny) for square cells whose mixed band covers about MIXED_SHARE.
+
+    At most ``max_cells`` cells (and at least :data:`MIN_GRID_CELLS`).
+    """
+    max_cells = max(max_cells, MIN_GRID_CELLS)
     width = max(width, _MIN_CELL_DEGREES)
     height = max(height, _MIN_CELL_DEGREES)
     area = width * height
     size = MIXED_SHARE * area / max(_BAND_CELLS * border_length, 1e-300)
-    size = float(np.clip(size, np.sqrt(area / MAX_GRID_CELLS), np.sqrt(area / MIN_GRID_CELLS)))
+    size = float(np.clip(size, np.sqrt(area / max_cells), np.sqrt(area / MIN_GRID_CELLS)))
     size = max(size, _MIN_CELL_DEGREES)
     while True:
         nx = int(np.ceil(width / size))
         ny = int(np.ceil(height / size))
-        if nx * ny <= MAX_GRID_CELLS:
+        if nx * ny <= max_cells:
             return nx, ny
-        size *= 1.01 * np.sqrt(nx * ny / MAX_GRID_CELLS)
+        size *= 1.01 * np.sqrt(nx * ny / max_cells)
 
 
 def _border_segments(geoms: NDArray[np.object_]
                      ) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.float64],
                                 NDArray[np.float64], NDArray[np.float64]]:
-    """Return every ring segment of the (multi)polygons: its region and end points."""
-    kind, coords, offsets = shapely.to_ragged_array(geoms)
-    if kind == shapely.GeometryType.POLYGON:
-        ring_offsets, polygon_offsets = offsets
-        part_offsets = np.arange(len(geoms) + 1)
-    elif kind == shapely.GeometryType.MULTIPOLYGON:
-        ring_offsets, polygon_offsets, part_offsets = offsets
-    else:  # pragma: no cover - partitions hold (multi)polygons only
-        raise TypeError(f"expected (multi)polygons, got {kind!r}")
-    polygon_region = np.repeat(np.arange(len(geoms)), np.diff(part_offsets))
-    ring_region = np.repeat(polygon_region, np.diff(polygon_offsets))
+    """Return every ring segment of the (multi)polygons: its region and end points.
+
+    Parts, rings and coordinates come from GEOS directly (``get_parts``,
+    ``get_rings``, ``get_coordinates`` with their indices): several times faster
+    than ``shapely.to_ragged_array``, which matters because a cold first call builds
+    the grid inside its own time.
+    """
+    parts, part_region = shapely.get_parts(geoms, return_index=True)
+    rings, ring_part = shapely.get_rings(parts, return_index=True)
+    coords, coord_ring = shapely.get_coordinates(rings, return_index=True)
     # A segment starts at every coordinate but the last of its ring.
-    starts = np.ones(coords.shape[0], dtype=bool)
-    starts[ring_offsets[1:] - 1] = False
-    first = np.flatnonzero(starts)
-    region = np.repeat(ring_region, np.diff(ring_offsets) - 1)
+    first = np.flatnonzero(coord_ring[1:] == coord_ring[:-1])
+    region = part_region[ring_part[coord_ring[first]]]
     return (region.astype(np.int64), coords[first, 0], coords[first, 1],
             coords[first + 1, 0], coords[first + 1, 1])

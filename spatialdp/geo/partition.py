@@ -14,8 +14,9 @@ raster of pure pixels (:mod:`spatialdp.geo._h3grid`) that answers most points
 by arithmetic and sends only the others to H3. Polygon partitions test small
 batches exactly (STRtree bounding boxes, then prepared geometries); once a
 partition has seen :data:`GRID_MIN_POINTS` points (more for intricate polygons)
-it builds, once, a grid index (:mod:`spatialdp.geo._grid`) that labels most
-points by arithmetic and sends only points near a border to the exact test. A
+it builds a grid index (:mod:`spatialdp.geo._grid`), coarse at first and finer as
+more points arrive (a documented cost model), that labels most points by
+arithmetic and sends only points near a border to the exact test. A
 batch in which most points fall outside every region is almost always a
 mistake (lon and lat swapped, points in another CRS or another country), so it
 raises :class:`~spatialdp.exceptions.UnassignedPointsWarning`.
@@ -32,16 +33,13 @@ import json
 import os
 import warnings
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import geopandas as gpd
 import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 import shapely
 from numpy.typing import ArrayLike, NDArray
-from scipy import sparse
 
 from spatialdp._atomic import write_atomically
 from spatialdp._validation import (
@@ -61,12 +59,15 @@ from spatialdp.exceptions import (
     SpatialDPError,
     UnassignedPointsWarning,
 )
-from spatialdp.geo import h3cells
+from spatialdp.geo import _grid, h3cells
 from spatialdp.geo._grid import GridIndex, exact_positions
 from spatialdp.geo._h3grid import MIN_POINTS as H3_GRID_MIN_POINTS
 from spatialdp.geo._h3grid import UNKNOWN, H3PixelIndex
 from spatialdp.geo.lonlat import LONLAT_EPSG, check_polygons, geometry_array, read_points
 from spatialdp.geo.results import Assignment, CellIncidence, incidence_matrix, lookup_cells
+
+if TYPE_CHECKING:  # imported where used: scipy.sparse and pyarrow.parquet take about
+    from scipy import sparse  # 70 ms to import, which every cold first call would pay
 
 __all__ = [  # results and the warning re-exported from here
     "MAX_PARTITION_CELLS",
@@ -84,14 +85,35 @@ MAX_PARTITION_CELLS = 2_000_000
 UNASSIGNED_WARN_SHARE = 0.5
 #: ...and the batch holds at least this many points (a few strays prove nothing).
 UNASSIGNED_WARN_MIN_POINTS = 100
-#: A polygon partition builds its grid index once it has been asked about this many
-#: points in all, plus GRID_POINTS_PER_VERTEX per vertex of its polygons: the exact
-#: test costs about 2 us a point, building the grid about 0.1 s plus 3 us a vertex
-#: (0.1 s for the 48 states, 1.5 s for 30,000 hexagons), and the grid then labels a
-#: million points in under 0.1 s. Building only once the exact test has cost about
-#: as much as the build never costs more than twice the better choice.
-GRID_MIN_POINTS = 50_000
-GRID_POINTS_PER_VERTEX = 2
+#: The cost model of the polygon grid index (measured on the 48 states and on 4,600
+#: hexagons, loaded 2-core machine). The exact test (STRtree boxes, then prepared
+#: geometries) costs about 0.3-0.6 us a point. A grid of C cells over V border
+#: vertices builds in about 0.1 us a vertex plus 0.02 us a cell (about 1 ms for the
+#: states at 65,000 cells) and labels a point in about 0.05-0.1 us plus the exact
+#: test of the points in mixed cells, whose share falls as the grid gets finer. So:
+#: a partition builds a first, coarse grid once it has been asked about
+#: GRID_MIN_POINTS points in all plus one per GRID_VERTICES_PER_POINT vertices (the
+#: build then costs about what the exact test of those points would), with
+#: GRID_CELLS_PER_POINT cells per point seen; it builds a finer one each time it has
+#: seen GRID_REBUILD_FACTOR times the points its grid was sized for, up to
+#: :data:`spatialdp.geo._grid.MAX_GRID_CELLS` cells. The builds form a geometric
+#: series: together they cost less than twice the last one, which costs about as
+#: much as the exact test of the points seen since the one before.
+#: A partition's first call builds no grid, though (its exact test costs about what a
+#: competent user's own prepared-shapely code costs, so a cold call is never slower
+#: than theirs), unless its batch alone amortises the build: GRID_FIRST_BATCH_POINTS
+#: points plus GRID_POINTS_PER_VERTEX per vertex (measured: the cold call with the
+#: grid inside matches the exact test at about 100,000 points for the states and
+#: 50,000 for 4,600 hexagons), and then with GRID_FIRST_CELLS_PER_POINT cells per
+#: point: a cold call is fastest with about one cell per point (measured at 10^5 points:
+#: 14 ms for the states against 22 ms for the exact test and 24 ms with 8 cells per point).
+GRID_MIN_POINTS = 5_000
+GRID_VERTICES_PER_POINT = 4
+GRID_CELLS_PER_POINT = 8
+GRID_REBUILD_FACTOR = 16
+GRID_FIRST_BATCH_POINTS = 50_000
+GRID_FIRST_CELLS_PER_POINT = 1
+GRID_POINTS_PER_VERTEX = 1
 _SWAP_SAMPLE = 10_000
 #: Digitised borders of neighbouring regions rarely coincide: within this many
 #: degrees they count as shared...
@@ -160,7 +182,8 @@ class Partition:
         self._tree: shapely.STRtree | None = None
         self._geoms: NDArray[np.object_] | None = None
         self._grid: GridIndex | H3PixelIndex | None = None
-        self._grid_tried = False
+        self._grid_tried = False  # True once no further (finer) grid will be built
+        self._grid_cells = 0  # cell budget of the last polygon grid built (0: none yet)
         self._cell_index: pd.Index | None = None
         self._points_seen = 0
         self.version = self._content_hash()
@@ -170,7 +193,7 @@ class Partition:
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state.update(dict.fromkeys(self._CACHES))
-        state.update(_grid_tried=False, _points_seen=0)
+        state.update(_grid_tried=False, _points_seen=0, _grid_cells=0)
         return state
 
     # ------------------------------------------------------------------ building
@@ -475,18 +498,22 @@ class Partition:
 
         Give either a point GeoDataFrame/GeoSeries (in any CRS: another than EPSG:4326
         is reprojected, with a warning) or ``lon`` and ``lat`` in degrees.
-        H3 partitions index all points at once (h3ronpy) and look the cells up in a
-        hash table; once a partition has assigned 2 million points it builds, once, a
+        H3 partitions index all points at once (h3ronpy) and look the cells up in a hash
+        table; once a partition has assigned 2 million points it builds, once, a
         raster whose pure pixels (wholly inside one cell) answer most points by
-        arithmetic, with exactly H3's answer. Polygon partitions test points exactly
-        with prepared geometries;
-        once a partition has assigned 50,000 points (plus 2 per polygon vertex), it
-        builds a grid index, once, and keeps it: the grid labels the points away
-        from borders by arithmetic and leaves only those near a border to the exact
+        arithmetic, with exactly H3's answer. Polygon partitions test points
+        exactly with prepared geometries; once a partition has assigned 5,000
+        points (plus 1 per 4 polygon vertices), a call after its first builds a
+        coarse grid index sized to the points seen (the first call only when its
+        batch alone pays for it: :data:`GRID_FIRST_BATCH_POINTS`), and a finer
+        one each time the partition has seen 16 times more
+        (:data:`GRID_REBUILD_FACTOR`): the grid labels the points away from
+        borders by arithmetic and leaves only those near a border to the exact
         test. A point exactly on a border shared by two regions (or in the
-        overlap, below :data:`OVERLAP_SHARE`, that digitising noise leaves) goes to
-        the region that comes first in partition order (ids sorted as strings), as
-        the first match of ``geopandas.sjoin(..., predicate="intersects")`` would.
+        overlap, below :data:`OVERLAP_SHARE`, that digitising noise leaves) goes
+        to the region that comes first in partition order (ids sorted as
+        strings), as the first match of ``geopandas.sjoin(...,
+        predicate="intersects")`` would.
 
         Parameters
         ----------
@@ -526,10 +553,12 @@ class Partition:
     def _positions(self, lon: NDArray[np.float64], lat: NDArray[np.float64]
                    ) -> NDArray[np.int64]:
         """Return the region position of each (checked) point, -1 outside every region."""
+        first_call = self._points_seen == 0
         self._points_seen += lon.size
+        if self._points_seen >= self._grid_min_points() and (
+                not first_call or lon.size >= self._grid_first_batch()):
+            self._grid_index(first_call)
         grid = self._grid
-        if grid is None and self._points_seen >= self._grid_min_points():
-            grid = self._grid_index()
         if self._cells is not None:
             return self._h3_positions(grid if isinstance(grid, H3PixelIndex) else None,
                                       lon, lat)
@@ -596,25 +625,48 @@ class Partition:
             self._geoms = geoms
         return self._geoms
 
-    def _grid_index(self) -> GridIndex | H3PixelIndex | None:
-        """Return the grid index (built once; None if not worth it).
+    def _grid_index(self, first_call: bool = False) -> GridIndex | H3PixelIndex | None:
+        """Build the grid index for the points seen so far, and return it (None: none).
 
-        Polygons get a :class:`GridIndex`, H3 cells an :class:`H3PixelIndex`.
+        H3 cells get an :class:`H3PixelIndex`, built once. Polygons get a
+        :class:`GridIndex` of :data:`GRID_CELLS_PER_POINT` cells per point seen (up to
+        :data:`~spatialdp.geo._grid.MAX_GRID_CELLS`); a call after
+        :meth:`_grid_min_points` more points builds a finer one. A grid built inside
+        a partition's ``first_call`` gets :data:`GRID_FIRST_CELLS_PER_POINT` cells per
+        point instead (cheaper to build; the next call refines it).
         """
-        if not self._grid_tried:
-            if self._cells is not None:
-                self._grid = H3PixelIndex.build(self._cells, int(self.resolution or 0))
-            else:
-                self._grid = GridIndex.build(self._prepared_geometries(), self.tree)
+        if self._grid_tried:
+            return self._grid
+        if self._cells is not None:
+            self._grid = H3PixelIndex.build(self._cells, int(self.resolution or 0))
             self._grid_tried = True
+            return self._grid
+        per_point = GRID_FIRST_CELLS_PER_POINT if first_call else GRID_CELLS_PER_POINT
+        cells = min(per_point * max(self._points_seen, 1), _grid.MAX_GRID_CELLS)
+        grid = GridIndex.build(self._prepared_geometries(), self.tree, cells)
+        self._grid = grid if grid is not None else self._grid
+        self._grid_cells = cells
+        self._grid_tried = cells >= _grid.MAX_GRID_CELLS
         return self._grid
 
-    def _grid_min_points(self) -> int:
-        """Return how many points this partition assigns before it builds its grid index."""
+    def _grid_first_batch(self) -> int:
+        """Return the smallest first batch for which the first call builds a grid."""
         if self._cells is not None:
             return H3_GRID_MIN_POINTS
-        vertices = int(shapely.get_num_coordinates(self._prepared_geometries()).sum())
-        return GRID_MIN_POINTS + GRID_POINTS_PER_VERTEX * vertices
+        return GRID_FIRST_BATCH_POINTS + GRID_POINTS_PER_VERTEX * self._n_vertices()
+
+    def _n_vertices(self) -> int:
+        return int(shapely.get_num_coordinates(self._prepared_geometries()).sum())
+
+    def _grid_min_points(self) -> int:
+        """Return how many points in all this partition assigns before its next grid build."""
+        if self._grid_tried:
+            return np.iinfo(np.int64).max
+        if self._cells is not None:
+            return H3_GRID_MIN_POINTS
+        if self._grid_cells:
+            return GRID_REBUILD_FACTOR * self._grid_cells // GRID_CELLS_PER_POINT
+        return GRID_MIN_POINTS + self._n_vertices() // GRID_VERTICES_PER_POINT
 
     # ------------------------------------------------------------------ neighbours
     def adjacency(self) -> sparse.csr_array:
@@ -623,6 +675,8 @@ class Partition:
         H3 cells are neighbours when they share an edge (``grid_disk`` with k=1);
         polygons when they share a stretch of border (not just a corner point).
         """
+        from scipy import sparse  # lazy: see the imports
+
         if self._cells is not None:
             own = self._cells
             offsets, disk = h3cells._grid_disk(own, 1)
@@ -842,6 +896,8 @@ class Partition:
                 "version": self.version, "format": 1}
 
         def write(tmp: str) -> None:
+            import pyarrow.parquet as pq  # lazy: see the imports
+
             frame.to_parquet(tmp, index=False)
             table = pq.read_table(tmp)
             merged = {**(table.schema.metadata or {}), _META_KEY: json.dumps(meta).encode()}
@@ -1009,6 +1065,9 @@ def _check_path(path: Any) -> Path:
 
 def _read_partition(path: str | os.PathLike[str]) -> Partition:
     """Read a partition file and check that its content still hashes to its version."""
+    import pyarrow as pa  # lazy: see the imports
+    import pyarrow.parquet as pq
+
     source = _check_path(path)
     fix = "build one with Partition.from_geodataframe(...) and save it with .to_file()"
     if not source.is_file():

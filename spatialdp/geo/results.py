@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
-from scipy import sparse
 
 from spatialdp._validation import check_integer
 from spatialdp.exceptions import InvalidInput
 from spatialdp.geo.h3cells import check_cell_values
+
+if TYPE_CHECKING:  # imported where used: scipy.sparse is slow to import (a cold call's cost)
+    from scipy import sparse
 
 __all__ = ["Assignment", "CellIncidence", "incidence_matrix", "lookup_cells"]
 
@@ -141,6 +144,8 @@ def incidence_matrix(offsets: NDArray[np.int64], columns: NDArray[np.int64], n_c
     >>> m.toarray().tolist(), out.tolist()
     ([[0, 1], [1, 0]], [1, 0])
     """
+    from scipy import sparse  # lazy: see the imports
+
     n_queries = offsets.size - 1
     row = np.repeat(np.arange(n_queries), np.diff(offsets))
     inside = columns >= 0
