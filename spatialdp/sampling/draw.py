@@ -156,9 +156,11 @@ class CappedDraw:
                 picked, short = _first_takes(client, kept, plan)
                 parts.append(picked)
                 slow = np.concatenate([slow, plan.fast[short]])
-        for g in np.sort(slow):
+        for g in np.sort(slow).tolist() if slow.size else ():
             parts.append(_exact(self.order, int(self.offsets[g]), int(self.offsets[g + 1]), used,
                                 cap, int(take[g]), rng))
+        if len(parts) == 1:
+            return parts[0].astype(np.int64, copy=False)
         if not parts:
             return np.empty(0, dtype=np.int64)
         return np.concatenate(parts).astype(np.int64, copy=False)

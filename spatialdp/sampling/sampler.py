@@ -454,12 +454,13 @@ class StratifiedSampler:
         take = np.minimum(wanted, eligible)
         rng = self._rng(state, round_index)
         clients = lay.draw(state.used, self.policy.participation_cap, take, eligible, rng)
-        state.used[clients] += 1
-        capped_strata = state.client_stratum[
-            clients[state.used[clients] >= self.policy.participation_cap]]
+        participations = state.used[clients] + 1
+        state.used[clients] = participations
+        stratum_of = state.client_stratum[clients]
+        capped_strata = stratum_of[participations >= self.policy.participation_cap]
         capped_per_stratum = np.bincount(capped_strata, minlength=self._n_strata)
         lay.eligible -= capped_per_stratum
-        filled_strata = np.bincount(state.client_stratum[clients], minlength=self._n_strata)
+        filled_strata = np.bincount(stratum_of, minlength=self._n_strata)
         state.selected += filled_strata
         shortfall = wanted - take
         names = lay.names(labels, reps, self._ids)
