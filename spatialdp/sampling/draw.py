@@ -117,9 +117,18 @@ class CappedDraw:
         self.size = np.diff(offsets)
         self.scratch = None if n_clients is None else np.empty(_SLOTS, dtype=np.int64)
         self._plan: tuple[bytes, _Plan] | None = None
+        self._given = b""
 
     def plan(self, take: NDArray[np.int64], eligible: NDArray[np.int64]) -> _Plan:
-        """Return the proposal layout for ``take`` and ``eligible`` (cached for the last)."""
+        """Return the proposal layout for ``take`` and ``eligible`` (cached for the last).
+
+        The layout depends on them only through the proposals per group, so it is
+        rebuilt only when those change (not each time a client reaches the cap).
+        """
+        given = take.tobytes() + eligible.tobytes()
+        if self._plan is not None and self._given == given:
+            return self._plan[1]
+        self._given = given
         fast = np.flatnonzero((take > 0) & (2 * take <= eligible))
         inverse_fraction = self.size[fast] / eligible[fast]
         proposals = np.ceil(_OVERSAMPLE * take[fast] * inverse_fraction).astype(np.int64) + _EXTRA

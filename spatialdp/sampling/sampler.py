@@ -473,8 +473,9 @@ class StratifiedSampler:
         state.rounds.append(round_index)
         state.history.append({
             "round_index": round_index, "score": score, "wanted": grouping.wanted_total,
-            "filled": filled_total, "shortfall": int(shortfall.sum()),
-            "unfilled_groups": [names[i] for i in np.flatnonzero(shortfall > 0)],
+            "filled": filled_total, "shortfall": grouping.wanted_total - filled_total,
+            "unfilled_groups": ([names[i] for i in np.flatnonzero(shortfall > 0)]
+                                if filled_total < grouping.wanted_total else []),
             "groups": len(reps)})
         lay.previous = clients
         lay.rounds_seen = len(state.rounds)
