@@ -21,7 +21,7 @@ cell; about a fifth of the cells are sparse enough for clamping to bite).
   each); sparse cells drawn per cell as a difference of two geometrics, clamped,
   summed by one float32 sparse product per chunk of draws; the same clamp
   threshold (``clamp_skip_threshold``, a number).
-- sparse product (the straightforward approach, ``ratio (sparse product):``): per
+- sparse product (the straightforward approach, ``ratio_sparse:``): per
   draw, noise every cell (a difference of two geometrics), clamp, one
   scipy.sparse incidence product.
 - the seed's per-query Python loop: timed once on ``--loop-draws`` draws and
@@ -293,7 +293,7 @@ def main() -> None:
         loop_s = (time.perf_counter() - start) * args.draws / args.loop_draws
         print(f"  per-query loop         {loop_s:8.3f} s   (measured on {args.loop_draws} draws, "
               f"scaled to {args.draws}; loop / ours = {loop_s / results['ours'].median:.1f})")
-    print(ratio_line(results, "sparse product", label="ratio (sparse product)"))
+    print(ratio_line(results, "sparse product", label="ratio_sparse"))
     print(ratio_line(cold, "numpy NB shortcut", label="ratio_cold"))
     print(ratio_line(results, "numpy NB shortcut"))
 

@@ -22,7 +22,7 @@ participation cap, for 100 consecutive rounds.
   takes each round's generator as the library seeds a Simulation's rounds (and
   oversamples by the library's factor), so both sides draw the same random
   numbers and must select the same clients.
-- numpy per stratum (the old baseline): per round and per stratum
+- numpy per stratum (the old baseline, ``ratio_per_stratum:``): per round and stratum
   ``ids[used[ids] < cap]`` and ``Generator.choice``; printed on its own line.
 - the seed's list-based implementation: measured on ``--loop-rounds`` rounds and
   scaled to 100; printed for reference only.
@@ -267,7 +267,7 @@ def main() -> None:
         print(f"  seed's list-based      {loop_s:8.3f} s   (setup {setup_s:.2f} s + {m} rounds "
               f"measured, scaled to {args.rounds}; list / ours = "
               f"{loop_s / results['ours'].median:.1f})")
-    print(ratio_line(results, "numpy per stratum", label="ratio (numpy per stratum)"))
+    print(ratio_line(results, "numpy per stratum", label="ratio_per_stratum"))
     print(ratio_line(cold, "vectorised numpy", label="ratio_cold"))
     print(ratio_line(results, "vectorised numpy"))
 
