@@ -49,7 +49,6 @@ def _first_mask(client: NDArray[np.int64], scratch: NDArray[np.int64] | None
     in them (a small share of the proposals) are sorted to find the first
     occurrences. The table is small enough to stay in cache.
     """
-    positions = np.arange(client.size, dtype=np.int64)
     if scratch is None:
         _, first = np.unique(client, return_index=True)
         if first.size == client.size:
@@ -57,6 +56,7 @@ def _first_mask(client: NDArray[np.int64], scratch: NDArray[np.int64] | None
         mask = np.zeros(client.size, dtype=bool)
         mask[first] = True
         return mask
+    positions = np.arange(client.size, dtype=np.int64)
     slot = client & (scratch.size - 1)
     scratch[slot] = positions
     lost = scratch[slot] != positions
@@ -88,9 +88,9 @@ class _Plan:
 class CappedDraw:
     """The capped draw of :func:`draw_capped`, for one grouping, round after round.
 
-    It keeps what does not change between rounds: the proposal layout of the last
-    ``(take, eligible)`` (rebuilt when either changes), and a scratch array that
-    finds repeated proposals without a sort. Answers are those of
+    It keeps what does not change between rounds: the proposal layout (rebuilt
+    only when the number of proposals of some group changes), and a small table
+    that finds repeated proposals without a sort. Answers are those of
     :func:`draw_capped` with the same arguments and generator state.
 
     Parameters

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
+from scipy import sparse
 
 from spatialdp._validation import check_choice, check_count, check_instance, fail
 from spatialdp.exceptions import CohortTooSmall, InvalidInput
@@ -258,12 +259,12 @@ class StratifiedSampler:
         self._layouts: dict[int, tuple[ParticipationState, _Layout]] = {}
 
     @cached_property
-    def _adjacency(self) -> Any:
+    def _adjacency(self) -> sparse.csr_array:
         """The strata's adjacency, built on the first merge (most epochs never merge)."""
         return self.strata.adjacency()
 
     @cached_property
-    def _centroids(self) -> Any:
+    def _centroids(self) -> NDArray[np.float64]:
         """The strata's centroids, for merging islands (built on the first merge)."""
         return self.strata.centroids()
 
