@@ -332,3 +332,54 @@ def test_a_merged_group_is_sampled_uniformly_across_its_members() -> None:
     observed = hits[group]
     assert stats.chisquare(observed, np.full(group.size, draws * seats / group.size)
                            ).pvalue > 1e-6
+
+
+@pytest.mark.parametrize("slots", [4, 2**16])  # 4 slots: nearly every proposal collides
+def test_capped_draw_round_after_round_equals_draw_capped(
+        slots: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # CappedDraw keeps its proposal layout and a repeat-finding table between rounds;
+    # every round must still give exactly draw_capped's clients for the same generator.
+    from spatialdp.sampling import draw
+
+    monkeypatch.setattr(draw, "_SLOTS", slots)
+    rng = np.random.default_rng(5)
+    sizes = rng.integers(3, 400, 40)
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    order = rng.permutation(int(offsets[-1])).astype(np.int64)
+    used = np.zeros(order.size, dtype=np.uint16)
+    kept = draw.CappedDraw(order, offsets, order.size)
+    wanted = rng.integers(0, 12, sizes.size)
+    cap = 2
+    for round_index in range(30):
+        eligible = np.add.reduceat((used[order] < cap).astype(np.int64), offsets[:-1])
+        take = np.minimum(wanted, eligible)
+        got = kept(used, cap, take, eligible, np.random.default_rng(round_index))
+        expected = draw_capped(order, offsets, used, cap, take, eligible,
+                               np.random.default_rng(round_index))
+        np.testing.assert_array_equal(got, expected)
+        used[got] += 1
+    assert (used == cap).any()  # caps bound, so the kept layout was rebuilt on the way
+
+
+def test_select_gives_the_same_cohorts_as_before_its_speed_ups() -> None:
+    # Digest of every round's clients, counts, groups and score (with merges), recorded
+    # with the sampler before the cached allocation, lazy adjacency and CappedDraw.
+    import hashlib
+
+    from spatialdp.datasets import us_states_partition
+
+    strata = Strata(us_states_partition(), basis="administrative")
+    rng = np.random.default_rng(1)
+    client_strata = rng.choice(48, size=4000, p=rng.dirichlet(np.full(48, 0.3)))
+    sampler = StratifiedSampler(strata, cohort=500, policy=_policy(cap=2, rounds=10))
+    state = sampler.new_state(client_strata, target=Simulation(rng=1))
+    digest = hashlib.sha256()
+    for round_index in range(10):
+        result = sampler.select(state, round_index)
+        digest.update(result.clients.tobytes())
+        digest.update(repr(result.score).encode())
+        for key in sorted(result.counts):
+            digest.update(result.counts[key].tobytes())
+        digest.update("|".join(result.groups).encode())
+    assert len(state.merges) == 33
+    assert digest.hexdigest()[:16] == "da85b5ce5a5a218e"

@@ -19,6 +19,7 @@ Each :meth:`~StratifiedSampler.select` then:
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -26,6 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
+from scipy import sparse
 
 from spatialdp._validation import check_choice, check_count, check_instance, fail
 from spatialdp.exceptions import CohortTooSmall, InvalidInput
@@ -34,10 +36,10 @@ from spatialdp.privacy.budget import Neighbours, check_neighbours
 from spatialdp.privacy.pipeline import ReleasePlan, run_release
 from spatialdp.privacy.target import Accounting, ReleaseTarget, Simulation, check_target
 from spatialdp.sampling.allocation import DEFAULT_MODE, MODES, _sigma, apportion
-from spatialdp.sampling.draw import draw_capped
+from spatialdp.sampling.draw import CappedDraw
 from spatialdp.sampling.merges import Merge, merge_small_groups
 from spatialdp.sampling.policy import ParticipationPolicy
-from spatialdp.sampling.score import coverage_score, unfilled_allocations
+from spatialdp.sampling.score import score_against, unfilled_allocations
 from spatialdp.sampling.state import ParticipationState
 from spatialdp.sampling.strata import Strata, _as_array
 
@@ -118,6 +120,25 @@ def _names(labels: NDArray[np.int64], reps: NDArray[np.int64], ids: NDArray[np.o
     return tuple("+".join(ids[labels == r]) for r in reps)
 
 
+@dataclass(frozen=True)
+class _Grouping:
+    """What depends only on the grouping of strata: kept until a merge changes it."""
+
+    reps: NDArray[np.int64]
+    inverse: NDArray[np.int64]
+    population: NDArray[np.int64]
+    wanted: NDArray[np.int64]
+    wanted_total: int
+    identity: bool  # every stratum its own group
+
+    def per_group(self, per_stratum: NDArray[np.int64]) -> NDArray[np.int64]:
+        """Return the sums over each group's strata of per-stratum counts."""
+        if self.identity:
+            return per_stratum.copy()
+        return np.bincount(self.inverse, weights=per_stratum,
+                           minlength=self.reps.size).astype(np.int64)
+
+
 class _Layout:
     """Clients sorted by stratum and the eligible counts, kept between rounds (not saved)."""
 
@@ -125,17 +146,22 @@ class _Layout:
         keys = state.client_stratum
         if n_strata <= np.iinfo(np.int16).max:
             keys = keys.astype(np.int16)  # numpy sorts 16-bit keys by radix: O(n)
-        self.order = np.argsort(keys, kind="stable").astype(np.int64)
+        self.order = np.argsort(keys, kind="stable").astype(np.int64, copy=False)
         counts = np.bincount(state.client_stratum, minlength=n_strata)
         self.offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         self.population = counts.astype(np.int64)
-        self.eligible = state.eligible_per_stratum(n_strata).astype(np.int64)
+        if state.used.max(initial=0) < state.policy.participation_cap:  # a fresh epoch
+            self.eligible = self.population.copy()
+        else:
+            self.eligible = state.eligible_per_stratum(n_strata).astype(np.int64)
         self.groups_key = b""
-        self.group_order = self.order
-        self.group_offsets = self.offsets
+        self.n_clients = state.client_stratum.size
+        self.draw = CappedDraw(self.order, self.offsets, self.n_clients)
         self.previous: NDArray[np.int64] | None = None
         self.rounds_seen = len(state.rounds)
         self._names: tuple[bytes, tuple[str, ...]] = (b"", ())
+        self._grouping: tuple[bytes, _Grouping | None] = (b"", None)
+        self._ideal: dict[int, NDArray[np.int64]] = {}
 
     def names(self, labels: NDArray[np.int64], reps: NDArray[np.int64],
               ids: NDArray[np.object_]) -> tuple[str, ...]:
@@ -144,20 +170,42 @@ class _Layout:
             self._names = (key, _names(labels, reps, ids))
         return self._names[1]
 
+    def grouping(self, labels: NDArray[np.int64],
+                 allocate: Callable[[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]],
+                                    NDArray[np.int64]]) -> _Grouping:
+        """Return the groups of ``labels``, their populations and seats (cached per labels)."""
+        key = labels.tobytes()
+        cached = self._grouping[1]
+        if cached is None or self._grouping[0] != key:
+            reps, inverse = np.unique(labels, return_inverse=True)
+            population = np.bincount(inverse, weights=self.population).astype(np.int64)
+            wanted = allocate(inverse, population, self.population)
+            cached = _Grouping(reps, inverse, population, wanted, int(wanted.sum()),
+                               reps.size == labels.size)
+            self._grouping = (key, cached)
+        return cached
+
+    def ideal(self, total: int) -> NDArray[np.int64]:
+        """Return the sqrt allocation of ``total`` seats over the strata (the score's ideal)."""
+        if total not in self._ideal:
+            self._ideal[total] = apportion(self.population, total, "sqrt")[0]
+        return self._ideal[total]
+
     def regroup(self, labels: NDArray[np.int64]) -> None:
         key = labels.tobytes()
         if key == self.groups_key:
             return
         self.groups_key = key
         if np.array_equal(labels, np.arange(labels.size)):
-            self.group_order, self.group_offsets = self.order, self.offsets
+            self.draw = CappedDraw(self.order, self.offsets, self.n_clients)
             return
         strata = np.lexsort((np.arange(labels.size), labels))
-        self.group_order = np.concatenate(
+        group_order = np.concatenate(
             [self.order[self.offsets[s]:self.offsets[s + 1]] for s in strata])
         _, inverse = np.unique(labels, return_inverse=True)
         sizes = np.bincount(inverse, weights=self.population).astype(np.int64)
-        self.group_offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        group_offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        self.draw = CappedDraw(group_order, group_offsets, self.n_clients)
 
 
 class StratifiedSampler:
@@ -207,9 +255,18 @@ class StratifiedSampler:
         self.sigma = _sigma(sigma, self.strata.ids) if self.mode == "neyman" else None
         self.min_stratum_cohort = check_count(min_stratum_cohort, "min_stratum_cohort")
         self._ids = np.asarray(self.strata.ids, dtype=object)
-        self._adjacency = self.strata.adjacency()
-        self._centroids = self.strata.centroids()
+        self._n_strata = self.strata.n_strata
         self._layouts: dict[int, tuple[ParticipationState, _Layout]] = {}
+
+    @cached_property
+    def _adjacency(self) -> sparse.csr_array:
+        """The strata's adjacency, built on the first merge (most epochs never merge)."""
+        return self.strata.adjacency()
+
+    @cached_property
+    def _centroids(self) -> NDArray[np.float64]:
+        """The strata's centroids, for merging islands (built on the first merge)."""
+        return self.strata.centroids()
 
     def __repr__(self) -> str:
         return (f"StratifiedSampler(strata={self.strata!r}, cohort={self.cohort}, "
@@ -320,9 +377,21 @@ class StratifiedSampler:
         # Rebuilt when the state is new to this sampler or was advanced by another one.
         if (cached is None or cached[0] is not state
                 or cached[1].rounds_seen != len(state.rounds)):
-            self._layouts = {id(state): (state, _Layout(state, self.strata.n_strata))}
+            self._layouts = {id(state): (state, _Layout(state, self._n_strata))}
             return self._layouts[id(state)][1]
         return cached[1]
+
+    def _allocate(self, inverse: NDArray[np.int64], population: NDArray[np.int64],
+                  stratum_population: NDArray[np.int64]) -> NDArray[np.int64]:
+        """Return each group's seats (group of each stratum ``inverse``, group ``population``).
+
+        Merged strata use the population-weighted mean of their members' sigma.
+        """
+        sigma = None
+        if self.sigma is not None:
+            weighted = np.bincount(inverse, weights=self.sigma * stratum_population)
+            sigma = weighted / np.maximum(population, 1)
+        return apportion(population, self.cohort, self.mode, sigma)[0]
 
     def _rng(self, state: ParticipationState, round_index: int) -> np.random.Generator:
         seq = np.random.SeedSequence(state.entropy, spawn_key=(state.epoch, round_index))
@@ -365,52 +434,49 @@ class StratifiedSampler:
                        f"(under the cap of {self.policy.participation_cap})",
                        "lower the cohort, raise the cap, or start the next epoch")
         labels, merges = state.groups, list[Merge]()
-        reps, inverse = np.unique(labels, return_inverse=True)
+        grouping = lay.grouping(labels, self._allocate)
+        eligible = grouping.per_group(lay.eligible)
         floor = self.min_stratum_cohort
-        if floor and (np.bincount(inverse, weights=lay.eligible) < floor).any():
+        if floor and (eligible < floor).any():
             labels, merges = merge_small_groups(
                 self._adjacency, lay.eligible, floor, pd.Index(self._ids), groups=labels,
                 centroids=self._centroids, round_index=round_index)
-            reps, inverse = np.unique(labels, return_inverse=True)
-            if reps.size == 1 and total < floor:
+            grouping = lay.grouping(labels, self._allocate)
+            if grouping.reps.size == 1 and total < floor:
                 raise CohortTooSmall(
                     f"the whole eligible fleet ({total} clients) is below "
                     f"min_stratum_cohort={floor}, so no stratum can be sampled or reported "
                     "without exposing its clients; wait for the next epoch or enlarge the fleet")
             state.groups = labels
             state.merges.extend(merges)
+            eligible = grouping.per_group(lay.eligible)
         lay.regroup(labels)
-        population = np.bincount(inverse, weights=lay.population).astype(np.int64)
-        eligible = np.bincount(inverse, weights=lay.eligible).astype(np.int64)
-        sigma = None
-        if self.sigma is not None:
-            weighted = np.bincount(inverse, weights=self.sigma * lay.population)
-            sigma = weighted / np.maximum(population, 1)
-        wanted, _ = apportion(population, self.cohort, self.mode, sigma)
+        reps, wanted = grouping.reps, grouping.wanted
         take = np.minimum(wanted, eligible)
         rng = self._rng(state, round_index)
-        clients = draw_capped(lay.group_order, lay.group_offsets, state.used,
-                              self.policy.participation_cap, take, eligible, rng)
-        state.used[clients] += 1
-        capped = clients[state.used[clients] >= self.policy.participation_cap]
+        clients = lay.draw(state.used, self.policy.participation_cap, take, eligible, rng)
+        participations = state.used[clients] + 1
+        state.used[clients] = participations
         stratum_of = state.client_stratum[clients]
-        lay.eligible -= np.bincount(state.client_stratum[capped],
-                                    minlength=self.strata.n_strata)
-        filled_strata = np.bincount(stratum_of, minlength=self.strata.n_strata)
+        capped_strata = stratum_of[participations >= self.policy.participation_cap]
+        capped_per_stratum = np.bincount(capped_strata, minlength=self._n_strata)
+        lay.eligible -= capped_per_stratum
+        filled_strata = np.bincount(stratum_of, minlength=self._n_strata)
         state.selected += filled_strata
         shortfall = wanted - take
         names = lay.names(labels, reps, self._ids)
-        capped_groups = np.searchsorted(reps, labels[state.client_stratum[capped]])
-        counts = {"population": population, "wanted": wanted, "filled": take,
+        counts = {"population": grouping.population, "wanted": wanted, "filled": take,
                   "eligible_before": eligible,
-                  "eligible_after": eligible - np.bincount(capped_groups, minlength=reps.size),
+                  "eligible_after": eligible - grouping.per_group(capped_per_stratum),
                   "shortfall": shortfall}
-        score = coverage_score(filled_strata, lay.population)
+        filled_total = int(take.sum())
+        score = score_against(filled_strata, lay.ideal(filled_total), filled_total)
         state.rounds.append(round_index)
         state.history.append({
-            "round_index": round_index, "score": score, "wanted": int(wanted.sum()),
-            "filled": int(take.sum()), "shortfall": int(shortfall.sum()),
-            "unfilled_groups": [names[i] for i in np.flatnonzero(shortfall > 0)],
+            "round_index": round_index, "score": score, "wanted": grouping.wanted_total,
+            "filled": filled_total, "shortfall": grouping.wanted_total - filled_total,
+            "unfilled_groups": ([names[i] for i in np.flatnonzero(shortfall > 0)]
+                                if filled_total < grouping.wanted_total else []),
             "groups": len(reps)})
         lay.previous = clients
         lay.rounds_seen = len(state.rounds)

@@ -26,6 +26,7 @@ __all__ = [
     "exhausted_pools",
     "over_represented",
     "repeated_selection",
+    "score_against",
     "unfilled_allocations",
 ]
 
@@ -61,7 +62,23 @@ def coverage_score(filled: ArrayLike, populations: ArrayLike) -> float:
     if total == 0:
         return 0.0
     ideal, _ = apportion(pops.astype(np.int64), total, "sqrt")
-    return float(max(0.0, 1.0 - np.abs(got - ideal).sum() / total))
+    return score_against(got, ideal, total)
+
+
+def score_against(filled: NDArray[Any], ideal: NDArray[np.int64], total: int) -> float:
+    """Return the coverage score of checked counts against their ``ideal`` seats.
+
+    The arithmetic of :func:`coverage_score` for callers that hold the ideal
+    (the sampler keeps it between rounds); ``total`` is ``filled.sum()``.
+
+    Examples
+    --------
+    >>> score_against(np.array([3, 1]), np.array([2, 2]), 4)
+    0.5
+    """
+    if total == 0:
+        return 0.0
+    return float(max(0.0, 1.0 - np.abs(filled - ideal).sum() / total))
 
 
 def unfilled_allocations(table: Any, round_index: int) -> list[Incident]:
