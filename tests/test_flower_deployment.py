@@ -17,10 +17,10 @@ from spatialdp.flower.codec import KEY_SPECS, encode_report
 from spatialdp.flower.demo import make_clients
 from spatialdp.flower.evaluation import RELIABILITY_CODES, release_evaluation
 from spatialdp.flower.secagg import EVALUATION_TRUST, check_secaggplus
-from spatialdp.flower.simulation import InProcessClientProxy, run_inprocess
+from spatialdp.flower.simulation import run_inprocess
 from spatialdp.flower.strategy import SpatialDPStrategy
 from spatialdp.privacy import PrivacyLedger, ReleaseTarget, Simulation
-from spatialdp.sampling import ParticipationPolicy, Strata, StratifiedSampler
+from tests._flower import make_manager, make_sampler
 
 common, server, flwr_strategy = flwr_modules()
 from flwr.server.workflow import SecAggPlusWorkflow  # noqa: E402
@@ -34,18 +34,6 @@ def states():
     return us_states_partition()
 
 
-def _sampler(states, *, cohort, cap, rounds):
-    policy = ParticipationPolicy(participation_cap=cap, epsilon_per_round=0.1,
-                                 rounds_per_epoch=rounds)
-    return StratifiedSampler(Strata(states, basis="administrative"), cohort=cohort,
-                             policy=policy)
-
-
-def _manager(clients):
-    manager = server.SimpleClientManager()
-    for cid, client in clients.items():
-        manager.register(InProcessClientProxy(cid, client))
-    return manager
 
 
 def _wrap(states, inner=None, **kwargs):
@@ -65,10 +53,10 @@ def test_the_issues_infeasible_plan_is_refused_at_construction_with_nothing_char
                            r"; lower the cohort to at most 16, raise the participation cap "
                            r"to 2"):
             _wrap(states, target=ReleaseTarget(ledger, epoch=0), num_rounds=3, fleet_size=50,
-                  fit_sampler=_sampler(states, cohort=20, cap=1, rounds=3))
+                  fit_sampler=make_sampler(states, cohort=20, cap=1, rounds=3))
         assert ledger.spent(0) == 0.0
     _wrap(states, num_rounds=3, fleet_size=60,
-          fit_sampler=_sampler(states, cohort=20, cap=1, rounds=3))  # 60 seats: feasible
+          fit_sampler=make_sampler(states, cohort=20, cap=1, rounds=3))  # 60 seats: feasible
 
 
 @pytest.mark.parametrize("kind", ["fit", "evaluate"])
@@ -77,7 +65,7 @@ def test_without_fleet_size_the_plan_is_refused_when_the_fleet_registers(states,
     clients, _ = make_clients(50, rng=3)
     with PrivacyLedger(":memory:", epoch_budget=10.0) as ledger:
         strategy = _wrap(states, target=ReleaseTarget(ledger, epoch=0), num_rounds=3,
-                         **{f"{kind}_sampler": _sampler(states, cohort=20, cap=1, rounds=3)})
+                         **{f"{kind}_sampler": make_sampler(states, cohort=20, cap=1, rounds=3)})
         with pytest.raises(InvalidInput, match=rf"{kind}_sampler.cohort=20 .* 3 x 20 = 60 "
                            r"seats, the fleet has 50 x 1 = 50"):
             run_inprocess(strategy, clients, num_rounds=3, max_workers=2)
@@ -89,11 +77,11 @@ def test_without_fleet_size_the_plan_is_refused_when_the_fleet_registers(states,
 def test_rounds_cohorts_and_budget_of_the_plan_are_refused_at_construction(states):
     with pytest.raises(InvalidInput, match=r"num_rounds=4 exceeds the evaluate sampler's "
                        r"rounds_per_epoch=3.*pass num_rounds <= 3"):
-        _wrap(states, num_rounds=4, evaluate_sampler=_sampler(states, cohort=20, cap=1,
+        _wrap(states, num_rounds=4, evaluate_sampler=make_sampler(states, cohort=20, cap=1,
                                                                rounds=3))
     with pytest.raises(InvalidInput, match=r"evaluate_sampler.cohort=20 is below "
                        r"min_cohort=50.*raise the evaluation cohort to at least 50"):
-        _wrap(states, min_cohort=50, evaluate_sampler=_sampler(states, cohort=20, cap=1,
+        _wrap(states, min_cohort=50, evaluate_sampler=make_sampler(states, cohort=20, cap=1,
                                                                 rounds=3))
     with PrivacyLedger(":memory:", epoch_budget=10.0) as ledger:
         line = ledger.remaining(0, "evaluation.regional")
@@ -109,9 +97,9 @@ def test_an_exhausted_fleet_mid_run_shrinks_the_cohort_instead_of_raising(states
     concentrate on clients that hit the cap; the old code raised 'cohort exceeds the
     eligible fleet' inside Flower's loop."""
     clients, _ = make_clients(15, rng=5)
-    manager = _manager(clients)
+    manager = make_manager(clients)
     strategy = _wrap(states, num_rounds=3,
-                     evaluate_sampler=_sampler(states, cohort=10, cap=2, rounds=3),
+                     evaluate_sampler=make_sampler(states, cohort=10, cap=2, rounds=3),
                      target=Simulation(rng=1), min_cohort=5)
     params = common.ndarrays_to_parameters([np.zeros(4)])
     sizes = [len(strategy.configure_evaluate(r, params, manager)) for r in (1, 2)]
@@ -144,9 +132,9 @@ class PerClientFedAvg(flwr_strategy.FedAvg):
 @pytest.mark.parametrize("stratified", [False, True])
 def test_each_client_keeps_its_own_instructions(states, stratified):
     clients, _ = make_clients(40, rng=6)
-    manager = _manager(clients)
-    samplers = ({"fit_sampler": _sampler(states, cohort=12, cap=2, rounds=2),
-                 "evaluate_sampler": _sampler(states, cohort=12, cap=2, rounds=2)}
+    manager = make_manager(clients)
+    samplers = ({"fit_sampler": make_sampler(states, cohort=12, cap=2, rounds=2),
+                 "evaluate_sampler": make_sampler(states, cohort=12, cap=2, rounds=2)}
                 if stratified else {})
     strategy = _wrap(states, PerClientFedAvg(min_available_clients=2, fraction_fit=0.5),
                      num_rounds=2, **samplers)

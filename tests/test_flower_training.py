@@ -22,7 +22,7 @@ from spatialdp.flower.simulation import InProcessClientProxy, run_inprocess
 from spatialdp.flower.strategy import SpatialDPStrategy
 from spatialdp.flower.training import KEY_TRAINING, NOT_PRIVATE, training_privacy
 from spatialdp.privacy import PrivacyLedger, ReleaseTarget, Simulation
-from spatialdp.sampling import ParticipationPolicy, Strata, StratifiedSampler
+from tests._flower import make_manager, make_sampler
 
 common, server, flwr_strategy = flwr_modules()
 from flwr.supercore.differential_privacy import compute_clip_model_update  # noqa: E402
@@ -42,18 +42,6 @@ def _dp(kind="server", *, z=1.5, c=0.7, n=10, inner=None, **fedavg):
     return WRAPPERS[kind](inner, noise_multiplier=z, clipping_norm=c, num_sampled_clients=n)
 
 
-def _sampler(states, *, cap=2, rounds=4, cohort=10):
-    policy = ParticipationPolicy(participation_cap=cap, epsilon_per_round=0.1,
-                                 rounds_per_epoch=rounds)
-    return StratifiedSampler(Strata(states, basis="administrative"), cohort=cohort,
-                             policy=policy)
-
-
-def _manager(clients):
-    manager = server.SimpleClientManager()
-    for cid, client in clients.items():
-        manager.register(InProcessClientProxy(cid, client))
-    return manager
 
 
 def _strategy(states, inner, **kwargs):
@@ -76,8 +64,8 @@ class ClippingClient(LogisticClient):
 def test_the_derived_rho_is_charged_once_to_training_with_add_remove(states, kind, source):
     z, cap = 1.5, 2 if source == "fit_sampler" else 3
     clients, _ = make_clients(40, rng=6)
-    manager = _manager(clients)
-    cohort = {"fit_sampler": _sampler(states, cap=2, rounds=4)} if source == "fit_sampler" \
+    manager = make_manager(clients)
+    cohort = {"fit_sampler": make_sampler(states, cap=2, rounds=4)} if source == "fit_sampler" \
         else {"num_rounds": 3}
     inner = _dp(kind, z=z, n=10, fraction_fit=0.25)
     with PrivacyLedger(":memory:", epoch_budget=10.0, accounting="zcdp") as ledger:
@@ -129,7 +117,7 @@ def _results(pairs, current, updates):
 @pytest.mark.parametrize("kind", sorted(WRAPPERS))
 def test_a_round_the_charge_does_not_cover_is_not_aggregated(states, kind):
     clients, _ = make_clients(20, rng=4)
-    manager = _manager(clients)
+    manager = make_manager(clients)
     dp = _dp(kind, n=10, c=1.0, fraction_fit=0.5)
     strategy = _strategy(states, dp, fit_target=Simulation(rng=0), num_rounds=3)
     current = np.zeros(4)
@@ -173,11 +161,11 @@ def test_a_missing_or_infeasible_cap_is_refused(states):
     with pytest.raises(InvalidInput, match=r"num_rounds=5 exceeds the fit sampler's "
                                            r"rounds_per_epoch=4"):
         _strategy(states, _dp(), fit_target=Simulation(rng=0), num_rounds=5,
-                  fit_sampler=_sampler(states, rounds=4))
+                  fit_sampler=make_sampler(states, rounds=4))
     with pytest.raises(InvalidInput, match=r"fit_sampler.cohort=12 differs from the DP "
                                            r"wrapper's num_sampled_clients=10"):
         _strategy(states, _dp(n=10), fit_target=Simulation(rng=0),
-                  fit_sampler=_sampler(states, cohort=12))
+                  fit_sampler=make_sampler(states, cohort=12))
     with pytest.raises(InvalidInput, match="num_rounds=0 is below the limit"):
         _strategy(states, _dp(), fit_target=Simulation(rng=0), num_rounds=0)
     with pytest.raises(InvalidInput, match=r"fit_target=None is missing while the inner "
@@ -221,7 +209,7 @@ def test_more_rounds_than_the_charge_covers_are_refused(states):
                          num_rounds=1)
     with pytest.raises(InvalidInput, match=r"num_rounds=2 exceeds the strategy's num_rounds=1"):
         run_inprocess(strategy, clients, num_rounds=2)
-    manager = _manager(clients)
+    manager = make_manager(clients)
     params = common.ndarrays_to_parameters([np.zeros(4)])
     assert len(strategy.configure_fit(1, params, manager)) == 10
     assert strategy.configure_fit(2, params, manager) == []  # beyond the reservation
