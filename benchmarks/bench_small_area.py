@@ -25,14 +25,18 @@ The table: MSE of the direct estimates and of the EBLUPs against the truth, by
 region-size class (cohort within 2x of the floor, 2-10x, above 10x; and the
 suppressed regions, which have no direct estimate), 95% interval coverage,
 and the share of suppressed regions given a modelled estimate. Then the fit
-time of the 30,772-cell model (best of 3).
+times on the 30,772-cell partition of Fay-Herriot, the CAR and the SAR model
+(every cell estimated; median [min, max] of 3 runs, wall and CPU; the
+factorisation backend is CHOLMOD when cvxopt is installed, else SuperLU;
+``--fit-time-only`` prints only these).
 
 ``--oracle-only`` prints, for the states, the change of the best linear
 predictor (the BLUP with the truths' own covariance and known parameters): a
 floor on what any EBLUP can reach in this setting.
 
 Usage: ``python benchmarks/bench_small_area.py [--reps 40] [--h3-reps 10]
-[--epsilon 0.1 ...] [--interval mixture|plug-in] [--states-only] [--oracle-only]``.
+[--epsilon 0.1 ...] [--interval mixture|plug-in] [--states-only] [--oracle-only]
+[--fit-time-only]``.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ import argparse
 import math
 import time
 import warnings
+from collections.abc import Callable
 
 import _common
 import numpy as np
@@ -53,6 +58,7 @@ from spatialdp.federated import MetricSpec, device_report, regional_report
 from spatialdp.geo import Partition
 from spatialdp.privacy import Simulation
 from spatialdp.smooth import SmallAreaModelWarning, small_area_estimates
+from spatialdp.smooth.cholesky import default_backend
 from spatialdp.smooth.weights import row_standardised
 
 CLIP = (0.0, 4.0)
@@ -219,21 +225,29 @@ def oracle_change(part: Partition, cohort: np.ndarray, floor: int,
     return rows
 
 
-def fit_time(part: Partition, covariates: pd.DataFrame, cohort: np.ndarray, floor: int,
-             model: str) -> float:
-    """Best of 3 wall times of one fit on the whole partition (epsilon 0.5)."""
+def fit_times(part: Partition, covariates: pd.DataFrame, cohort: np.ndarray, floor: int
+              ) -> dict[str, _common.Timing]:
+    """Wall and CPU time of one fit per model on the whole partition (epsilon 0.5).
+
+    Fay-Herriot, the CAR and the SAR model; estimates, MSEs and intervals of
+    every cell (suppressed ones modelled), 3 runs each, the first of them cold
+    (nothing cached from an earlier fit).
+    """
     draw = truth_generator(part, covariates)
     rng = np.random.default_rng(0)
     frame = published_frame(part, draw(rng), cohort, floor, 0.5, rng)
 
-    def fit() -> object:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", SmallAreaModelWarning)
-            return small_area_estimates(frame, covariates=covariates, model=model,
-                                        weights=part, include_suppressed=True,
-                                        client_variance=CLIENT_SD**2)
+    def fit(model: str) -> Callable[[], object]:
+        def run() -> object:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", SmallAreaModelWarning)
+                return small_area_estimates(frame, covariates=covariates, model=model,
+                                            weights=part, include_suppressed=True,
+                                            client_variance=CLIENT_SD**2)
+        return run
 
-    return _common.best_of(fit, 3)
+    return _common.compare({name: fit(name) for name in ("fh", "car", "sfh")}, repeats=3,
+                           warmup=0, check=None, memory=False)
 
 
 def main() -> None:
@@ -247,7 +261,12 @@ def main() -> None:
     parser.add_argument("--states-only", action="store_true", help="skip the H3 partition")
     parser.add_argument("--oracle-only", action="store_true",
                         help="print only the states' oracle (true-covariance BLUP) changes")
+    parser.add_argument("--fit-time-only", action="store_true",
+                        help="print only the fit times on the H3 partition")
     args = parser.parse_args()
+    if args.fit_time_only:
+        print_fit_times()
+        return
     if args.oracle_only:
         part, cohort, floor, _ = setting("states")
         print(_common.scaling_table(oracle_change(part, cohort, floor, public_covariates(part)),
@@ -262,14 +281,22 @@ def main() -> None:
         print(_common.scaling_table(rows, columns).replace("nan", "-"))
         print(f"benchmark wall time {time.perf_counter() - start:.0f} s")
         return
-    h3_rows, part, covariates, cohort, floor, model = run("h3", args.h3_reps, epsilons,
+    h3_rows, *_ = run("h3", args.h3_reps, epsilons,
                                                           args.interval)
     rows += h3_rows
     print(_common.scaling_table(rows, columns).replace("nan", "-"))
-    seconds = fit_time(part, covariates, cohort, floor, model)
-    print(f"\nfit of the {part.n_regions:,}-cell H3 model ({model}, published "
-          f"{int((cohort >= floor).sum()):,}, floor {floor}): {seconds:.2f} s (best of 3)")
+    print_fit_times()
     print(f"benchmark wall time {time.perf_counter() - start:.0f} s")
+
+
+def print_fit_times() -> None:
+    """Print the fit times of the three models on the H3 partition (median of 3 runs)."""
+    part, cohort, floor, _ = setting("h3")
+    results = fit_times(part, public_covariates(part), cohort, floor)
+    print(f"\nfit of the {part.n_regions:,}-cell H3 partition ({int((cohort >= floor).sum()):,} "
+          f"published, floor {floor}, every cell estimated; factorisation backend "
+          f"{default_backend()}; {_common.machine_line()}):")
+    _common.print_results(results, width=4)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ from spatialdp.smooth.fay_herriot import AreaFit
 from spatialdp.smooth.sparse_spatial import (
     SparseAreaModel,
     _exact_diagonal,
-    _precision_root,
     _sampled_diagonal,
     fit_sparse,
     sparse_predict,
@@ -78,7 +77,7 @@ def test_the_sparse_fit_finds_the_dense_maximum(pair, dense_fit):
     ours, theirs = fit_sparse(pair[0]), dense_fit
     assert ours.s2u == pytest.approx(theirs.s2u, rel=1e-4)
     assert ours.rho == pytest.approx(theirs.rho, abs=1e-4)
-    assert ours.loglik == pytest.approx(theirs.loglik, abs=1e-8)
+    assert ours.loglik == pytest.approx(theirs.loglik, abs=1e-6)  # 1e-6: about 1e-6 SE^2
     # the observed information is the expected one to first order: SEs within 30%
     assert ours.parameter_se == pytest.approx(theirs.parameter_se, rel=0.3)
 
@@ -115,12 +114,8 @@ def test_the_sampled_inverse_diagonal_is_unbiased_within_its_standard_error(kind
     model, _ = simulated(12, 3, kind=kind, rho=0.8 if kind == "sar" else 0.9)
     K, lu = model.posterior(0.3, 0.8 if kind == "sar" else 0.9)
     exact = _exact_diagonal(lu, K.shape[0])
-    root = _precision_root(model, 0.8 if kind == "sar" else 0.9)
-    np.testing.assert_allclose((root.T @ root).toarray(),
-                               model.precision(0.8 if kind == "sar" else 0.9).toarray(),
-                               atol=1e-12)
     samples = 400
-    estimate = _sampled_diagonal(model, K, lu, 0.3, 0.8 if kind == "sar" else 0.9, samples)
+    estimate = _sampled_diagonal(K, lu, samples)
     # the estimate is 1/K_ii + a mean of squares: its SE is at most sd(square) / sqrt(S),
     # and sd <= sqrt(2) * mean for a squared normal
     se = np.sqrt(2.0) * (exact - 1.0 / K.diagonal()) / np.sqrt(samples)

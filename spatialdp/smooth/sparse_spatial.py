@@ -42,15 +42,16 @@ values: the output is reproducible).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
 from numpy.typing import NDArray
 from scipy import optimize, sparse
-from scipy.sparse import linalg as sla
 
 from spatialdp.smooth.car import car_adjacency
+from spatialdp.smooth.cholesky import NotPositiveDefinite, SparseFactor, sparse_cholesky
 from spatialdp.smooth.fay_herriot import LOG_2PI, AreaFit
 from spatialdp.smooth.spatial import RHO_BOUND
 
@@ -63,29 +64,20 @@ FloatArray = NDArray[np.float64]
 EXACT_DIAGONAL_LIMIT = 4000
 #: Monte Carlo samples of the Rao-Blackwellised diagonal estimate beyond that.
 DIAGONAL_SAMPLES = 200
-#: L-BFGS-B's relative tolerance on the log-likelihood beyond ``EXACT_DIAGONAL_LIMIT`` areas.
-LARGE_FTOL = 1e-10
+#: Newton steps before the fit falls back to L-BFGS-B.
+NEWTON_STEPS = 40
+#: Convergence: the Newton decrement (the predicted gain of the log-likelihood) below this.
+NEWTON_TOLERANCE = 1e-7
+#: Central-difference step on ``(log s2u, atanh(rho / RHO_BOUND))``.
+_NEWTON_STEP = 1e-2
+#: The largest Newton step in any coordinate.
+_NEWTON_MAX_STEP = 1.0
+#: Beyond this the transformed parameters stand for a boundary (s2u about 0, |rho| about 1).
+_NEWTON_BOX = 20.0
 #: Columns solved at once for the exact diagonal.
 _BLOCK = 512
 #: Relative finite-difference steps of the observed information.
 _STEP = 1e-4
-
-
-def _factor(matrix: sparse.sparray, symmetric: bool) -> sla.SuperLU:
-    """Return the sparse LU of ``matrix`` (symmetric mode without pivoting for SPD matrices)."""
-    csc = sparse.csc_matrix(matrix)
-    if symmetric:
-        return sla.splu(csc, permc_spec="COLAMD", diag_pivot_thresh=0.0,
-                        options={"SymmetricMode": True})
-    return sla.splu(csc, permc_spec="COLAMD")
-
-
-def _logdet(lu: sla.SuperLU, positive: bool) -> float:
-    """Return ``log|det|`` from an LU (``-inf`` when ``positive`` and a pivot is not positive)."""
-    pivots = lu.U.diagonal()
-    if positive and not (pivots > 0).all():
-        return -np.inf
-    return float(np.log(np.abs(pivots)).sum())
 
 
 @dataclass(frozen=True)
@@ -137,10 +129,40 @@ class SparseAreaModel:
         m[self.observed] = 1.0 / self.d
         return m
 
+    @cached_property
+    def _pattern(self) -> tuple[sparse.csc_array, FloatArray, NDArray[np.intp]]:
+        """One CSC pattern for every ``Q(rho)`` and ``K``: ``(pattern, pieces' values, diagonal)``.
+
+        The values of ``Q0``, ``Q1``, ``Q2`` are aligned on the union pattern
+        (diagonal included), so each matrix is a linear combination of three
+        value arrays, and every factorisation sees the same pattern.
+        """
+        n = self.W.shape[0]
+        pieces = [sparse.coo_array(q) for q in self._pieces]
+        rows = np.concatenate([q.row for q in pieces] + [np.arange(n)])
+        cols = np.concatenate([q.col for q in pieces] + [np.arange(n)])
+        keys, where = np.unique(cols.astype(np.int64) * n + rows, return_inverse=True)
+        values = np.zeros((3, keys.size))
+        offset = 0
+        for k, q in enumerate(pieces):
+            np.add.at(values[k], where[offset:offset + q.nnz], q.data)
+            offset += q.nnz
+        indptr = np.searchsorted(keys // n, np.arange(n + 1))
+        pattern = sparse.csc_array((np.ones(keys.size), (keys % n).astype(np.int32),
+                                    indptr.astype(np.int32)), shape=(n, n))
+        return pattern, values, where[offset:]
+
+    def _assemble(self, rho: float, diagonal: FloatArray | None = None) -> sparse.csc_array:
+        """Return ``Q(rho)`` (plus ``diag(diagonal)``) on the fixed pattern."""
+        pattern, values, diag = self._pattern
+        data = values[0] - rho * values[1] + (rho * rho) * values[2]
+        if diagonal is not None:
+            data[diag] += diagonal
+        return sparse.csc_array((data, pattern.indices, pattern.indptr), shape=pattern.shape)
+
     def precision(self, rho: float) -> sparse.csc_array:
         """Return ``Q(rho)`` (the effects' precision times ``s2u``)."""
-        q0, q1, q2 = self._pieces
-        return sparse.csc_array(q0 - rho * q1 + (rho * rho) * q2)
+        return self._assemble(rho)
 
     @cached_property
     def _logdets(self) -> dict[float, float]:
@@ -148,31 +170,30 @@ class SparseAreaModel:
         return {}
 
     def logdet_precision(self, rho: float) -> float:
-        """Return ``log|Q(rho)|``: ``2 log|I - rho W|`` (SAR) or from the LU of ``Q`` (CAR)."""
+        """Return ``log|Q(rho)|`` from the Cholesky factor of ``Q`` (``-inf`` if not definite)."""
         if rho not in self._logdets:
-            if self.kind == "sar":
-                n = self.W.shape[0]
-                lu = _factor(sparse.identity(n, format="csc") - rho * sparse.csc_array(self.W),
-                             symmetric=False)
-                self._logdets[rho] = 2.0 * _logdet(lu, positive=False)
-            else:
-                self._logdets[rho] = _logdet(_factor(self.precision(rho), symmetric=True),
-                                             positive=True)
+            try:
+                self._logdets[rho] = sparse_cholesky(self.precision(rho)).logdet
+            except NotPositiveDefinite:
+                self._logdets[rho] = -np.inf
         return self._logdets[rho]
 
-    def posterior(self, s2u: float, rho: float) -> tuple[sparse.csc_array, sla.SuperLU]:
-        """Return ``K = Q + s2u P'D^-1 P`` and its LU."""
-        K = sparse.csc_array(self.precision(rho)
-                             + sparse.diags_array(s2u * self.data_precision))
-        return K, _factor(K, symmetric=True)
+    def posterior(self, s2u: float, rho: float) -> tuple[sparse.csc_array, SparseFactor]:
+        """Return ``K = Q + s2u P'D^-1 P`` and its Cholesky factor.
 
-    def solve_observed(self, lu: sla.SuperLU, T: FloatArray) -> FloatArray:
+        Raises :class:`~spatialdp.smooth.cholesky.NotPositiveDefinite` when
+        ``K`` is not positive definite.
+        """
+        K = self._assemble(rho, s2u * self.data_precision)
+        return K, sparse_cholesky(K)
+
+    def solve_observed(self, lu: SparseFactor, T: FloatArray) -> FloatArray:
         """Return ``K^-1 P' T`` for ``T`` given on the observed areas (one column per column)."""
         rhs = np.zeros((self.observed.size, T.shape[1]))
         rhs[self.observed] = T
         return np.asarray(lu.solve(rhs), dtype=np.float64)
 
-    def gls(self, s2u: float, lu: sla.SuperLU
+    def gls(self, s2u: float, lu: SparseFactor
             ) -> tuple[FloatArray, FloatArray, float, FloatArray]:
         """Return ``(X'V^-1 X, X'V^-1 y, y'V^-1 y, V^-1 X)`` through ``K``'s LU."""
         X, y, d = self.X, self.y, self.d
@@ -184,10 +205,13 @@ class SparseAreaModel:
     def loglik(self, s2u: float, rho: float, method: str) -> float:
         """Return the REML or ML log-likelihood of ``(s2u, rho)``, ``beta`` profiled out."""
         logdet_q = self.logdet_precision(rho)
-        _, lu = self.posterior(s2u, rho)
-        logdet_k = _logdet(lu, positive=True)
-        if not (np.isfinite(logdet_q) and np.isfinite(logdet_k)):
+        if not np.isfinite(logdet_q):
             return -np.inf
+        try:
+            _, lu = self.posterior(s2u, rho)
+        except NotPositiveDefinite:
+            return -np.inf
+        logdet_k = lu.logdet
         xtvx, xtvy, ytvy, _ = self.gls(s2u, lu)
         beta = np.linalg.solve(xtvx, xtvy)
         quad = ytvy - float(xtvy @ beta)
@@ -202,8 +226,14 @@ def fit_sparse(model: SparseAreaModel, method: str = "REML", rho: float | None =
                ) -> AreaFit:
     """Fit ``(s2u, rho)`` by maximising the exact (RE)ML likelihood; ``rho`` fixed if given.
 
-    The standard errors (``AreaFit.fisher``) are from the observed information
-    (central differences of the log-likelihood); NaN when ``rho`` is fixed.
+    Newton's method on ``(log s2u, atanh(rho / RHO_BOUND))`` with
+    central-difference derivatives (7 likelihood evaluations per step, about
+    6 steps): far fewer factorisations than a quasi-Newton search. When it
+    does not converge (``s2u`` or ``rho`` on a boundary of the parameter
+    space), L-BFGS-B on the bounded natural scale takes over from its best
+    point. The standard errors (``AreaFit.fisher``) are from the observed
+    information (central differences of the log-likelihood); NaN when
+    ``rho`` is fixed.
 
     Examples
     --------
@@ -218,36 +248,125 @@ def fit_sparse(model: SparseAreaModel, method: str = "REML", rho: float | None =
     (True, True, (2,))
     """
     scale = max(float(np.var(model.y)), float(np.median(model.d)), 1e-12)
+    start = (float(np.median(model.d)) / scale, 0.5 if rho is None else rho)
+
+    def transformed(t: FloatArray) -> float:
+        rho_t = RHO_BOUND * float(np.tanh(t[1])) if rho is None else rho
+        return model.loglik(float(np.exp(t[0])) * scale, rho_t, method)
+
+    t0 = np.array([np.log(start[0]), np.arctanh(start[1] / RHO_BOUND)])[: 2 if rho is None else 1]
+    found = _newton_maximise(transformed, t0)
+    info = np.full((2, 2), np.nan)
+    if found is not None:
+        t, loglik, hessian = found
+        s2u = float(np.exp(t[0])) * scale
+        if rho is None:
+            rho_hat = RHO_BOUND * float(np.tanh(t[1]))
+            # At the maximum (zero gradient) the information on the natural scale is the
+            # transformed one times the Jacobian dt/dtheta on both sides.
+            jacobian = np.array([1.0 / s2u, 1.0 / (RHO_BOUND * (1.0 - (rho_hat / RHO_BOUND)**2))])
+            info = -hessian * np.outer(jacobian, jacobian)
+        else:
+            rho_hat = rho
+    else:
+        s2u, rho_hat = _bounded_search(model, method, rho, scale, start)
+        loglik = model.loglik(s2u, rho_hat, method)
+        if rho is None:
+            info = _observed_information(model, s2u, rho_hat, method, scale)
+    _, lu = model.posterior(s2u, rho_hat)
+    xtvx, xtvy, _, _ = model.gls(s2u, lu)
+    cov = np.asarray(np.linalg.inv(xtvx), dtype=np.float64)
+    return AreaFit(cov @ xtvy, cov, s2u, rho_hat, info, loglik, method)
+
+
+def _newton_maximise(f: Callable[[FloatArray], float], start: FloatArray,
+                     max_steps: int = NEWTON_STEPS
+                     ) -> tuple[FloatArray, float, FloatArray] | None:
+    """Return ``(maximiser, maximum, Hessian)`` of ``f`` by damped Newton steps, or None.
+
+    Gradient and Hessian by central differences of step :data:`_NEWTON_STEP`;
+    a step is halved until ``f`` does not decrease; convergence when the Newton
+    decrement is below :data:`NEWTON_TOLERANCE` with a negative definite
+    Hessian. None when the iterate leaves the box where the transformed
+    parameters are meaningful (:data:`_NEWTON_BOX`), a sign of a boundary
+    maximum.
+
+    Examples
+    --------
+    >>> t, top, hessian = _newton_maximise(lambda t: -float(((t - 1.0) ** 2).sum()), np.zeros(2))
+    >>> t.round(6).tolist(), abs(top) < 1e-9, np.diag(hessian).round(6).tolist()
+    ([1.0, 1.0], True, [-2.0, -2.0])
+    """
+    t, f0 = np.asarray(start, dtype=np.float64), f(start)
+    if not np.isfinite(f0):
+        return None
+    h = _NEWTON_STEP
+    for _ in range(max_steps):
+        gradient, hessian = _central_derivatives(f, t, f0, h)
+        if not (np.isfinite(gradient).all() and np.isfinite(hessian).all()):
+            return None
+        curvature, vectors = np.linalg.eigh(-hessian)
+        floor = 1e-3 * max(float(curvature.max()), 1e-12)
+        step = vectors @ ((vectors.T @ gradient) / np.maximum(curvature, floor))
+        decrement = float(gradient @ step)
+        if decrement < NEWTON_TOLERANCE and (curvature > 0).all():
+            return t, f0, hessian
+        step *= min(1.0, _NEWTON_MAX_STEP / float(np.abs(step).max()))
+        for _halving in range(30):
+            trial = f(t + step)
+            if np.isfinite(trial) and trial >= f0:
+                break
+            step /= 2.0
+        else:
+            return None
+        t, f0 = t + step, trial
+        if np.abs(t).max() > _NEWTON_BOX:
+            return None
+    return None
+
+
+def _central_derivatives(f: Callable[[FloatArray], float], t: FloatArray, f0: float,
+                         h: float) -> tuple[FloatArray, FloatArray]:
+    """Return the central-difference gradient and Hessian of ``f`` at ``t`` (``f0 = f(t)``).
+
+    ``2k`` evaluations on the axes plus ``k(k-1)`` on the diagonals
+    ``t +- h (e_i + e_j)``; both are second-order accurate.
+    """
+    k = t.size
+    eye = np.eye(k) * h
+    plus = np.array([f(t + eye[i]) for i in range(k)])
+    minus = np.array([f(t - eye[i]) for i in range(k)])
+    gradient = (plus - minus) / (2.0 * h)
+    hessian = np.diag((plus - 2.0 * f0 + minus) / h**2)
+    for i in range(k):
+        for j in range(i + 1, k):
+            both = f(t + eye[i] + eye[j]) + f(t - eye[i] - eye[j])
+            hessian[i, j] = hessian[j, i] = (both - plus[i] - minus[i] - plus[j] - minus[j]
+                                             + 2.0 * f0) / (2.0 * h**2)
+    return gradient, hessian
+
+
+def _bounded_search(model: SparseAreaModel, method: str, rho: float | None, scale: float,
+                    start: tuple[float, float]) -> tuple[float, float]:
+    """Return ``(s2u, rho)`` maximising the likelihood by L-BFGS-B on the bounded natural scale."""
 
     def negative(theta: FloatArray) -> float:
         value = model.loglik(float(theta[0]) * scale, float(theta[1]), method)
         return -value if np.isfinite(value) else 1e300
 
     rho_bounds = (-RHO_BOUND, RHO_BOUND) if rho is None else (rho, rho)
-    starts = [(float(np.median(model.d)) / scale, 0.5 if rho is None else rho)]
-    small = model.observed.size <= EXACT_DIAGONAL_LIMIT
-    if rho is None and small:
-        starts.append((0.5, 0.0))  # a second start where a fit is cheap, as the dense model
-    # Large graphs: a looser relative tolerance on the log-likelihood (1e-10 of a value of
-    # thousands moves the estimates by about 1e-3 of their standard errors) halves the
-    # number of factorisations.
-    ftol = 1e-13 if small else LARGE_FTOL
+    starts = [start]
+    if rho is None:
+        starts.append((0.5, 0.0))  # a second start, as the dense model
     best = None
-    for start in starts:
-        res = optimize.minimize(negative, np.array(start), method="L-BFGS-B",
+    for point in starts:
+        res = optimize.minimize(negative, np.array(point), method="L-BFGS-B",
                                 bounds=[(0.0, 10.0), rho_bounds],
-                                options={"ftol": ftol, "gtol": 1e-9})
+                                options={"ftol": 1e-13, "gtol": 1e-9})
         if best is None or res.fun < best.fun:
             best = res
     assert best is not None
-    s2u, rho_hat = float(best.x[0]) * scale, float(best.x[1])
-    _, lu = model.posterior(s2u, rho_hat)
-    xtvx, xtvy, _, _ = model.gls(s2u, lu)
-    cov = np.asarray(np.linalg.inv(xtvx), dtype=np.float64)
-    beta = cov @ xtvy
-    info = (np.full((2, 2), np.nan) if rho is not None
-            else _observed_information(model, s2u, rho_hat, method, scale))
-    return AreaFit(beta, cov, s2u, rho_hat, info, model.loglik(s2u, rho_hat, method), method)
+    return float(best.x[0]) * scale, float(best.x[1])
 
 
 def _observed_information(model: SparseAreaModel, s2u: float, rho: float, method: str,
@@ -301,7 +420,7 @@ def sparse_predict(model: SparseAreaModel, fit: AreaFit, samples: int = DIAGONAL
     scaled = ((model.y - model.X @ fit.beta) / d)[:, None]
     effect = s2u * model.solve_observed(lu, scaled)[:, 0]
     diagonal = (_exact_diagonal(lu, K.shape[0]) if K.shape[0] <= exact_limit
-                else _sampled_diagonal(model, K, lu, s2u, fit.rho, samples))
+                else _sampled_diagonal(K, lu, samples))
     g1 = s2u * diagonal
     own = np.zeros(obs.size)
     own[obs] = g1[obs] / d
@@ -313,7 +432,7 @@ def sparse_predict(model: SparseAreaModel, fit: AreaFit, samples: int = DIAGONAL
     return synthetic + effect, g1 + g2, own, synthetic, residuals
 
 
-def _exact_diagonal(lu: sla.SuperLU, n: int) -> FloatArray:
+def _exact_diagonal(lu: SparseFactor, n: int) -> FloatArray:
     """Return ``diag(K^-1)`` by unit-vector solves, in blocks."""
     out = np.empty(n)
     for start in range(0, n, _BLOCK):
@@ -324,33 +443,17 @@ def _exact_diagonal(lu: sla.SuperLU, n: int) -> FloatArray:
     return out
 
 
-def _precision_root(model: SparseAreaModel, rho: float) -> sparse.csr_array:
-    """Return ``R`` with ``R'R = Q(rho)``: ``I - rho W`` (SAR), degree and edge rows (CAR)."""
-    n = model.W.shape[0]
-    if model.kind == "sar":
-        return sparse.csr_array(sparse.identity(n, format="csr") - rho * model.W)
-    # D_w - rho C = (1 - |rho|) D_w + |rho| sum over edges (e_i - s e_j)(e_i - s e_j)'
-    C = sparse.triu(car_adjacency(model.W), k=1).tocoo()
-    sign = 1.0 if rho >= 0 else -1.0
-    edges = C.row.size
-    incidence = sparse.csr_array(
-        (np.concatenate([np.ones(edges), np.full(edges, -sign)]),
-         (np.tile(np.arange(edges), 2), np.concatenate([C.row, C.col]))), shape=(edges, n))
-    degree = np.asarray(car_adjacency(model.W).sum(axis=1)).ravel()
-    return sparse.csr_array(sparse.vstack([
-        sparse.diags_array(np.sqrt((1.0 - abs(rho)) * degree)),
-        np.sqrt(abs(rho)) * incidence]))
+def _sampled_diagonal(K: sparse.csc_array, factor: SparseFactor, samples: int) -> FloatArray:
+    """Return the Rao-Blackwellised Monte Carlo estimate of ``diag(K^-1)`` (see the module).
 
-
-def _sampled_diagonal(model: SparseAreaModel, K: sparse.csc_array, lu: sla.SuperLU,
-                      s2u: float, rho: float, samples: int) -> FloatArray:
-    """Return the Rao-Blackwellised Monte Carlo estimate of ``diag(K^-1)`` (see the module)."""
+    The samples ``x ~ N(0, K^-1)`` come from ``K``'s own factor, one
+    triangular solve per sample.
+    """
     rng = np.random.default_rng(0)
-    root = _precision_root(model, rho)
     n = K.shape[0]
-    z = (root.T @ rng.standard_normal((root.shape[0], samples))
-         + np.sqrt(s2u * model.data_precision)[:, None] * rng.standard_normal((n, samples)))
-    x = np.asarray(lu.solve(np.asarray(z)), dtype=np.float64)
+    x = factor.inverse_root(rng.standard_normal((n, samples)))
     kd = K.diagonal()
-    conditional = (K @ x - kd[:, None] * x) / kd[:, None]
-    return np.asarray(1.0 / kd + np.mean(conditional**2, axis=1), dtype=np.float64)
+    off = sparse.csr_array(K - sparse.diags_array(kd))
+    conditional = np.asarray(off @ x) / kd[:, None]
+    return np.asarray(1.0 / kd + np.einsum("ij,ij->i", conditional, conditional) / samples,
+                      dtype=np.float64)
