@@ -36,7 +36,7 @@ floor on what any EBLUP can reach in this setting.
 
 Usage: ``python benchmarks/bench_small_area.py [--reps 40] [--h3-reps 10]
 [--epsilon 0.1 ...] [--interval mixture|plug-in] [--states-only] [--oracle-only]
-[--fit-time-only]``.
+[--h3-model fh|car|sfh] [--fit-time-only]``.
 """
 
 from __future__ import annotations
@@ -147,9 +147,11 @@ def size_class(cohort: np.ndarray, floor: int) -> np.ndarray:
 
 
 def run(kind: str, reps: int, epsilons: tuple[float, ...] = EPSILONS,
-        interval: str = "mixture") -> tuple[list[dict[str, object]], Partition, pd.DataFrame,
-                                        np.ndarray, int, str]:
-    part, cohort, floor, model = setting(kind)
+        interval: str = "mixture", model: str | None = None
+        ) -> tuple[list[dict[str, object]], Partition, pd.DataFrame, np.ndarray, int, str]:
+    """Return the table rows of one partition (``model`` overrides the setting's)."""
+    part, cohort, floor, default_model = setting(kind)
+    model = model or default_model
     if kind == "states":
         check_noise_scale(part, cohort, floor)
     covariates = public_covariates(part)
@@ -261,6 +263,8 @@ def main() -> None:
     parser.add_argument("--states-only", action="store_true", help="skip the H3 partition")
     parser.add_argument("--oracle-only", action="store_true",
                         help="print only the states' oracle (true-covariance BLUP) changes")
+    parser.add_argument("--h3-model", choices=("fh", "car", "sfh"), default=None,
+                        help="the model on the H3 cells (default fh)")
     parser.add_argument("--fit-time-only", action="store_true",
                         help="print only the fit times on the H3 partition")
     args = parser.parse_args()
@@ -281,8 +285,7 @@ def main() -> None:
         print(_common.scaling_table(rows, columns).replace("nan", "-"))
         print(f"benchmark wall time {time.perf_counter() - start:.0f} s")
         return
-    h3_rows, *_ = run("h3", args.h3_reps, epsilons,
-                                                          args.interval)
+    h3_rows, *_ = run("h3", args.h3_reps, epsilons, args.interval, args.h3_model)
     rows += h3_rows
     print(_common.scaling_table(rows, columns).replace("nan", "-"))
     print_fit_times()

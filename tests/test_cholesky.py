@@ -68,3 +68,16 @@ def test_the_spatial_fit_is_the_same_on_both_backends(kind, monkeypatch):
     assert a.loglik == pytest.approx(b.loglik, abs=1e-9)
     assert (a.s2u, a.rho) == pytest.approx((b.s2u, b.rho), rel=1e-6)
     np.testing.assert_allclose(a.fisher, b.fisher, rtol=1e-4)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_diagonal_matrix_needs_no_factorisation(backend):
+    A = sparse.csc_array(sparse.diags_array([1.0, 4.0, 9.0]) + 0.0 * spd(3, 0))
+    factor = sparse_cholesky(A, backend)
+    assert type(factor).__name__ == "_DiagonalFactor"
+    assert factor.logdet == pytest.approx(np.log(36.0))
+    np.testing.assert_allclose(factor.solve(np.ones(3)), [1.0, 0.25, 1 / 9])
+    root = factor.inverse_root(np.eye(3))
+    np.testing.assert_allclose(root @ root.T, np.diag([1.0, 0.25, 1 / 9]))
+    with pytest.raises(NotPositiveDefinite):
+        sparse_cholesky(sparse.diags_array([1.0, -1.0]), backend)

@@ -95,11 +95,41 @@ def sparse_cholesky(matrix: sparse.sparray | sparse.spmatrix, backend: str | Non
     2.772588722239781
     """
     chosen = default_backend() if backend is None else backend
+    if chosen not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    csc = sparse.csc_array(matrix)
+    if not csc.data[_off_diagonal(csc)].any():
+        return _DiagonalFactor(csc.diagonal())
     if chosen == "cholmod":
-        return _CholmodFactor(sparse.csc_array(matrix))
-    if chosen == "superlu":
-        return _SuperLUFactor(sparse.csc_array(matrix))
-    raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        return _CholmodFactor(csc)
+    return _SuperLUFactor(csc)
+
+
+def _off_diagonal(matrix: sparse.csc_array) -> NDArray[np.bool_]:
+    """Return which stored entries of ``matrix`` lie off its diagonal."""
+    cols = np.repeat(np.arange(matrix.shape[1]), np.diff(matrix.indptr))
+    return np.asarray(matrix.indices != cols)
+
+
+class _DiagonalFactor:
+    """A diagonal matrix (e.g. a spatial precision at ``rho = 0``): no factorisation needed."""
+
+    def __init__(self, diagonal: FloatArray) -> None:
+        if not (diagonal > 0).all():
+            raise NotPositiveDefinite("a diagonal entry is not positive")
+        self._diagonal = np.asarray(diagonal, dtype=np.float64)
+
+    @property
+    def logdet(self) -> float:
+        return float(np.log(self._diagonal).sum())
+
+    def solve(self, rhs: FloatArray) -> FloatArray:
+        array = np.asarray(rhs, dtype=np.float64)
+        return array / self._diagonal.reshape((-1,) + (1,) * (array.ndim - 1))
+
+    def inverse_root(self, normals: FloatArray) -> FloatArray:
+        array = np.asarray(normals, dtype=np.float64)
+        return array / np.sqrt(self._diagonal).reshape((-1,) + (1,) * (array.ndim - 1))
 
 
 class _SuperLUFactor:
@@ -139,24 +169,23 @@ class _CholmodFactor:
     """
 
     def __init__(self, matrix: sparse.csc_array) -> None:
-        import cvxopt
         from cvxopt import cholmod
 
         matrix.sort_indices()
         self._n = matrix.shape[0]
         self._symbolic = _symbolic(self._n, matrix.indptr.tobytes(), matrix.indices.tobytes())
-        lower = np.ascontiguousarray(matrix.data[self._symbolic.lower], dtype=np.float64)
-        self._values = cvxopt.spmatrix(cvxopt.matrix(lower), self._symbolic.rows,
-                                       self._symbolic.cols, (self._n, self._n))
+        self._lower = np.ascontiguousarray(matrix.data[self._symbolic.lower], dtype=np.float64)
         self._numeric()
         self._logdet = 2.0 * float(np.log(np.asarray(cholmod.diag(self._symbolic.factor))).sum())
 
     def _numeric(self) -> None:
         """Factor this matrix into the shared symbolic object."""
+        import cvxopt
         from cvxopt import cholmod
 
+        self._symbolic.matrix.V = cvxopt.matrix(self._lower)
         try:
-            cholmod.numeric(self._values, self._symbolic.factor)
+            cholmod.numeric(self._symbolic.matrix, self._symbolic.factor)
         except ArithmeticError as error:
             self._symbolic.owner = None
             raise NotPositiveDefinite(f"CHOLMOD: not positive definite at column {error}") \
@@ -191,11 +220,14 @@ class _CholmodFactor:
 class _Symbolic:
     """A pattern's lower triangle, CHOLMOD's symbolic factorisation of it, and its owner.
 
-    ``owner`` is the factor whose numeric values the factorisation holds.
+    ``lower`` picks the lower triangle's entries from the pattern's CSC data;
+    ``matrix`` is a cvxopt matrix of that triangle whose values are replaced
+    before each numeric factorisation; ``owner`` is the factor whose values
+    ``factor`` holds.
     """
 
-    def __init__(self, lower: NDArray[np.intp], rows: Any, cols: Any, factor: Any) -> None:
-        self.lower, self.rows, self.cols, self.factor = lower, rows, cols, factor
+    def __init__(self, lower: NDArray[np.intp], matrix: Any, factor: Any) -> None:
+        self.lower, self.matrix, self.factor = lower, matrix, factor
         self.owner: _CholmodFactor | None = None
 
 
@@ -209,6 +241,6 @@ def _symbolic(n: int, indptr: bytes, indices: bytes) -> _Symbolic:
     rows = np.frombuffer(indices, dtype=pointers.dtype).astype(np.int64)
     cols = np.repeat(np.arange(n, dtype=np.int64), np.diff(pointers))
     lower = np.flatnonzero(rows >= cols)
-    row_matrix, col_matrix = cvxopt.matrix(rows[lower]), cvxopt.matrix(cols[lower])
-    pattern = cvxopt.spmatrix(cvxopt.matrix(np.ones(lower.size)), row_matrix, col_matrix, (n, n))
-    return _Symbolic(lower, row_matrix, col_matrix, cholmod.symbolic(pattern, uplo="L"))
+    pattern = cvxopt.spmatrix(cvxopt.matrix(np.ones(lower.size)), cvxopt.matrix(rows[lower]),
+                              cvxopt.matrix(cols[lower]), (n, n))
+    return _Symbolic(lower, pattern, cholmod.symbolic(pattern, uplo="L"))
