@@ -337,27 +337,32 @@ def test_a_merged_group_is_sampled_uniformly_across_its_members() -> None:
 @pytest.mark.parametrize("slots", [4, 2**16])  # 4 slots: nearly every proposal collides
 def test_capped_draw_round_after_round_equals_draw_capped(
         slots: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    # CappedDraw keeps its proposal layout and a repeat-finding table between rounds;
-    # every round must still give exactly draw_capped's clients for the same generator.
+    # CappedDraw keeps its counts in layout order, its proposal layout and a
+    # repeat-finding table between rounds; every round must still give exactly
+    # draw_capped's clients (per-client counts, np.unique) for the same generator,
+    # and its recorded counts must stay those of the clients.
     from spatialdp.sampling import draw
 
     monkeypatch.setattr(draw, "_SLOTS", slots)
     rng = np.random.default_rng(5)
     sizes = rng.integers(3, 400, 40)
     offsets = np.concatenate([[0], np.cumsum(sizes)])
-    order = rng.permutation(int(offsets[-1])).astype(np.int64)
+    order = rng.permutation(int(offsets[-1])).astype(np.int32)
     used = np.zeros(order.size, dtype=np.uint16)
-    kept = draw.CappedDraw(order, offsets, order.size)
+    kept = draw.CappedDraw(order, offsets, used[order])
     wanted = rng.integers(0, 12, sizes.size)
     cap = 2
     for round_index in range(30):
         eligible = np.add.reduceat((used[order] < cap).astype(np.int64), offsets[:-1])
         take = np.minimum(wanted, eligible)
-        got = kept(used, cap, take, eligible, np.random.default_rng(round_index))
+        positions = kept.positions(cap, take, eligible, np.random.default_rng(round_index))
+        got = kept.clients(positions)
         expected = draw_capped(order, offsets, used, cap, take, eligible,
                                np.random.default_rng(round_index))
         np.testing.assert_array_equal(got, expected)
-        used[got] += 1
+        assert got.dtype == np.int64
+        used[got] = kept.record(positions)
+        np.testing.assert_array_equal(kept.used_at, used[order])
     assert (used == cap).any()  # caps bound, so the kept layout was rebuilt on the way
 
 
