@@ -70,7 +70,7 @@ def group_layout(labels: NDArray[np.integer], n_groups: int
     return members.indices, members.indptr.astype(np.int64)
 
 
-def _exact(offsets: NDArray[np.int64], used_at: NDArray[np.uint16], group: int, cap: int,
+def _exact(offsets: NDArray[np.int64], used_at: NDArray[np.unsignedinteger], group: int, cap: int,
            take: int, rng: np.random.Generator) -> NDArray[np.int64]:
     """Draw ``take`` positions of ``group`` exactly among those under ``cap``."""
     start, stop = int(offsets[group]), int(offsets[group + 1])
@@ -79,9 +79,9 @@ def _exact(offsets: NDArray[np.int64], used_at: NDArray[np.uint16], group: int, 
     return picked
 
 
-def _repeats(position: NDArray[np.int64], scratch: NDArray[np.int64] | None,
-             numbers: NDArray[np.int64]) -> NDArray[np.int64]:
-    """Return the indices of proposals that repeat an earlier one (ascending).
+def _repeats(position: NDArray[np.int64], scratch: NDArray[np.int32] | None,
+             numbers: NDArray[np.signedinteger]) -> NDArray[np.signedinteger]:
+    """Return the indices of proposals that repeat an earlier one (in no set order).
 
     With ``scratch`` (a table of :data:`_SLOTS` entries), no sort of all the
     proposals runs: each hashes to a slot (its low bits), and after
@@ -91,7 +91,7 @@ def _repeats(position: NDArray[np.int64], scratch: NDArray[np.int64] | None,
     distinct ones sharing a slot) are sorted by (position, index) to find the
     repeats. The table is small enough to stay in cache.
     """
-    if scratch is None:
+    if scratch is None or numbers.dtype != scratch.dtype:  # beyond 2**31 proposals: sort
         candidates = numbers
     else:
         slot = position & (scratch.size - 1)
@@ -104,7 +104,8 @@ def _repeats(position: NDArray[np.int64], scratch: NDArray[np.int64] | None,
     by_value = np.lexsort((candidates, value))
     value, candidates = value[by_value], candidates[by_value]
     later = (value[1:] == value[:-1]) & (candidates[1:] != candidates[:-1])
-    return np.sort(candidates[1:][later])
+    repeated: NDArray[np.signedinteger] = candidates[1:][later]
+    return repeated
 
 
 @dataclass(frozen=True)
@@ -118,7 +119,7 @@ class _Plan:
     take: NDArray[np.int64]  # seats of each fast group
     base: NDArray[np.int64]  # per proposal: its group's first layout position
     width: NDArray[np.float64]  # per proposal: its group's size
-    numbers: NDArray[np.int64]  # 0, 1, ..., proposals - 1
+    numbers: NDArray[np.signedinteger]  # 0, 1, ..., proposals - 1 (int32 below 2**31)
     first_take: NDArray[np.int64]  # the first take proposals of each fast group
     take_group: NDArray[np.int64]  # the fast group of each of them
 
@@ -139,9 +140,10 @@ class CappedDraw:
     ----------
     order, offsets : arrays of int
         As in :func:`draw_capped`.
-    used_at : array of uint16
-        Participations so far per layout position (``used[order]``); the draw
-        owns it from here and updates it in :meth:`record`.
+    used_at : array of uint8 or uint16
+        Participations so far per layout position (``used[order]``; uint8 when
+        the cap is below 255); the draw owns it from here and updates it in
+        :meth:`record`.
     repeat_table : bool, default True
         Find repeated proposals with the small table (else with ``np.unique``).
 
@@ -158,11 +160,11 @@ class CappedDraw:
     """
 
     def __init__(self, order: NDArray[np.integer], offsets: NDArray[np.int64],
-                 used_at: NDArray[np.uint16], *, repeat_table: bool = True) -> None:
+                 used_at: NDArray[np.unsignedinteger], *, repeat_table: bool = True) -> None:
         self.order, self.offsets = order, np.asarray(offsets, dtype=np.int64)
         self.size = np.diff(self.offsets)
         self.used_at = used_at
-        self.scratch = np.empty(_SLOTS, dtype=np.int64) if repeat_table else None
+        self.scratch = np.empty(_SLOTS, dtype=np.int32) if repeat_table else None
         self._plan: tuple[bytes, _Plan] | None = None
         self._given = b""
 
@@ -176,23 +178,27 @@ class CappedDraw:
         if self._plan is not None and self._given == given:
             return self._plan[1]
         self._given = given
-        fast = np.flatnonzero((take > 0) & (2 * take <= eligible))
-        inverse_fraction = self.size[fast] / eligible[fast]
-        proposals = np.ceil(_OVERSAMPLE * take[fast] * inverse_fraction).astype(np.int64) + _EXTRA
-        key = fast.tobytes() + proposals.tobytes() + take.tobytes()
+        # Per proposal-drawn group: ceil(oversample x take x size / eligible) + extra
+        # (eligible >= 2 there, so the floor of 1 changes no such group).
+        needed = np.ceil(_OVERSAMPLE * take * (self.size / np.maximum(eligible, 1)))
+        is_fast = (take > 0) & (2 * take <= eligible)
+        key = needed.tobytes() + is_fast.tobytes() + take.tobytes()
         if self._plan is not None and self._plan[0] == key:
             return self._plan[1]
-        slow = np.flatnonzero((take > 0) & (2 * take > eligible))
+        fast = np.flatnonzero(is_fast)
+        proposals = needed[fast].astype(np.int64) + _EXTRA
+        slow = np.flatnonzero((take > 0) & ~is_fast)
         group = np.repeat(np.arange(fast.size), proposals)
         ends = np.cumsum(proposals).astype(np.int64)
         starts = ends - proposals
-        wanted = take[fast]
-        take_group = np.repeat(np.arange(fast.size), wanted)
-        first_take = (np.arange(take_group.size) - (np.cumsum(wanted) - wanted)[take_group]
+        seats = take[fast]
+        take_group = np.repeat(np.arange(fast.size), seats)
+        first_take = (np.arange(take_group.size) - (np.cumsum(seats) - seats)[take_group]
                       + starts[take_group])
-        plan = _Plan(fast, slow, starts, ends, wanted, self.offsets[fast][group],
-                     self.size[fast][group].astype(np.float64),
-                     np.arange(group.size, dtype=np.int64), first_take, take_group)
+        numbers: NDArray[np.signedinteger] = (np.arange(group.size, dtype=np.int32)
+                                              if group.size < 2**31 else np.arange(group.size))
+        plan = _Plan(fast, slow, starts, ends, seats, self.offsets[fast][group],
+                     self.size[fast][group].astype(np.float64), numbers, first_take, take_group)
         self._plan = (key, plan)
         return plan
 
@@ -217,7 +223,7 @@ class CappedDraw:
             if not lost.size:  # nothing lost: every group has its first take
                 parts.append(position[plan.first_take])
             else:
-                picked, short = _first_takes(position, lost, plan)
+                picked, short = _first_takes(position, dropped, lost, plan)
                 parts.append(picked)
                 slow = np.concatenate([slow, plan.fast[short]])
         for g in np.sort(slow).tolist() if slow.size else ():
@@ -232,9 +238,10 @@ class CappedDraw:
         """Return the client indices at layout ``positions`` (int64)."""
         return self.order[positions].astype(np.int64, copy=False)
 
-    def record(self, positions: NDArray[np.int64]) -> NDArray[np.uint16]:
+    def record(self, positions: NDArray[np.int64]) -> NDArray[np.unsignedinteger]:
         """Add one participation at each of ``positions`` (no repeats); return the new counts."""
-        participations: NDArray[np.uint16] = self.used_at[positions] + np.uint16(1)
+        participations: NDArray[np.unsignedinteger] = self.used_at[positions]
+        participations += 1
         self.used_at[positions] = participations
         return participations
 
@@ -244,11 +251,13 @@ class CappedDraw:
         return self.clients(self.positions(cap, take, eligible, rng))
 
 
-def _first_takes(position: NDArray[np.int64], lost: NDArray[np.int64], plan: _Plan
+def _first_takes(position: NDArray[np.int64], dropped: NDArray[np.bool_],
+                 lost: NDArray[np.int64], plan: _Plan
                  ) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
     """Return the first ``take`` kept proposals of each group, and which groups are short.
 
-    ``lost`` (ascending) are the proposals dropped (capped or repeated). A group
+    ``dropped`` marks the proposals dropped (capped or repeated), ``lost`` lists
+    them (ascending). A group
     with fewer kept proposals than it wants gives none here (it is drawn exactly
     instead).
     """
@@ -259,7 +268,7 @@ def _first_takes(position: NDArray[np.int64], lost: NDArray[np.int64], plan: _Pl
     index = plan.first_take - lost_before_start[plan.take_group]
     if short.any():
         index = index[~short[plan.take_group]]
-    return np.delete(position, lost)[index], short
+    return position[~dropped][index], short
 
 
 def draw_capped(order: NDArray[np.integer], offsets: NDArray[np.int64], used: NDArray[np.uint16],

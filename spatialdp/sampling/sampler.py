@@ -157,6 +157,8 @@ class _Layout:
         else:
             self.eligible = state.eligible_per_stratum(n_strata).astype(np.int64)
         self.untouched = most == 0  # the draw's counts start as zeros, no gather
+        # The draw's counts stop at the cap: one byte each below 255 (half the cache).
+        self.count_dtype = np.uint8 if state.policy.participation_cap < 255 else np.uint16
         self.groups_key = b""
         self.draw: CappedDraw | None = None
         self.previous: NDArray[np.int64] | None = None
@@ -213,8 +215,9 @@ class _Layout:
             _, inverse = np.unique(labels, return_inverse=True)
             sizes = np.bincount(inverse, weights=self.population).astype(np.int64)
             offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-        used_at = (np.zeros(order.size, dtype=np.uint16) if self.untouched
-                   else self.used[order])
+        used_at: NDArray[np.unsignedinteger] = (
+            np.zeros(order.size, dtype=self.count_dtype) if self.untouched
+            else self.used[order].astype(self.count_dtype))
         self.draw = CappedDraw(order, offsets, used_at)
         return self.draw
 
@@ -379,7 +382,7 @@ class StratifiedSampler:
             raise PartitionMismatch(
                 f"the state was made on strata version {state.strata_version!r}, the sampler "
                 f"samples on {self.strata.version!r}; start a new state on these strata")
-        if state.policy != self.policy:
+        if state.policy is not self.policy and state.policy != self.policy:
             raise fail("state.policy", state.policy, "differs from the sampler's policy",
                        "use the sampler configured with the policy the epoch was charged for")
 
@@ -443,7 +446,8 @@ class StratifiedSampler:
             raise fail("cohort", self.cohort, f"exceeds the eligible fleet of {total:,} clients "
                        f"(under the cap of {self.policy.participation_cap})",
                        "lower the cohort, raise the cap, or start the next epoch")
-        labels, merges = state.groups, list[Merge]()
+        labels = state.groups
+        merges: list[Merge] = []
         grouping = lay.grouping(labels, self._allocate)
         eligible = grouping.per_group(lay.eligible)
         floor = self.min_stratum_cohort
