@@ -295,8 +295,8 @@ class StratifiedSampler:
                        "client", "pass Strata.assign(...) or stratum ids, one per client")
         if values.dtype.kind in "iu":
             n = self.strata.n_strata
-            bad = (values < 0) | (values >= n)
-            if bad.any():
+            if values.min() < 0 or values.max() >= n:  # two passes; the count only on refusal
+                bad = (values < 0) | (values >= n)
                 raise InvalidInput(
                     f"client_strata has {int(bad.sum())} positions outside 0..{n - 1} (the "
                     f"strata of {self.strata.key}); clients in no stratum (-1) must be dropped "
