@@ -116,8 +116,11 @@ class RoundCohort:
 
 def _names(labels: NDArray[np.int64], reps: NDArray[np.int64], ids: NDArray[np.object_]
            ) -> tuple[str, ...]:
-    """Name each group by its member ids joined with ``+`` (a loop over groups, not clients)."""
-    return tuple("+".join(ids[labels == r]) for r in reps)
+    """Name each group by its member ids joined with ``+`` (one pass over the strata)."""
+    members: dict[int, list[str]] = {}
+    for label, name in zip(labels.tolist(), ids.tolist(), strict=True):
+        members.setdefault(label, []).append(name)
+    return tuple("+".join(members[r]) for r in reps.tolist())
 
 
 @dataclass(frozen=True)
