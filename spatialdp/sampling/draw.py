@@ -257,9 +257,8 @@ def _first_takes(position: NDArray[np.int64], dropped: NDArray[np.bool_],
     """Return the first ``take`` kept proposals of each group, and which groups are short.
 
     ``dropped`` marks the proposals dropped (capped or repeated), ``lost`` lists
-    them (ascending). A group
-    with fewer kept proposals than it wants gives none here (it is drawn exactly
-    instead).
+    them (ascending). A group with fewer kept proposals than it wants gives none
+    here (it is drawn exactly instead).
     """
     lost_before_start = np.searchsorted(lost, plan.starts)
     lost_inside = np.searchsorted(lost, plan.ends) - lost_before_start
