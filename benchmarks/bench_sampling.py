@@ -12,8 +12,10 @@ participation cap, for 100 consecutive rounds.
   allocation, the capped draw from a per-round generator seeded from the state's
   secret, shortfall counts, the coverage score and the state's history).
 - vectorised numpy (the strongest baseline, ``ratio:``): what an expert writes
-  for this workload and nothing more. Clients sorted by stratum once (a radix
-  argsort), seats apportioned once, a ``used`` count array and per-stratum
+  for this workload and nothing more. Clients sorted by stratum once (a counting
+  sort: SciPy's COO to CSR conversion, 2-3x faster than numpy's radix argsort of
+  16-bit keys, the same order), seats apportioned once, a ``used`` count array
+  (one byte per client below cap 255) and per-stratum
   eligible counts; per round one array of uniform proposals for all strata at
   once (oversampled by size / eligible), capped proposals dropped, repeats dropped
   by ``np.unique``, the first ``take`` per stratum kept by rank; a stratum with too
@@ -49,6 +51,7 @@ from collections.abc import Callable
 import h3
 import numpy as np
 from _common import check_equal, compare, machine_line, print_results, ratio_line
+from scipy import sparse
 
 from spatialdp.geo import Partition
 from spatialdp.privacy.target import Simulation
@@ -93,11 +96,14 @@ def round_generators(seed: int, rounds: int) -> list[np.random.Generator]:
 def numpy_vectorised(client_strata: np.ndarray, n_strata: int, cohort: int, rounds: int,
                      cap: int, seed: int) -> list[np.ndarray]:
     """The expert's vectorised draw: all strata at once per round, no rescans."""
-    order = np.argsort(client_strata.astype(np.int16), kind="stable")  # radix sort
-    sizes = np.bincount(client_strata, minlength=n_strata)
-    starts = np.cumsum(sizes) - sizes
+    n = client_strata.size
+    by_stratum = sparse.coo_array(  # a counting sort: CSR keeps each row's columns in order
+        (np.ones(n, dtype=bool), (client_strata.astype(np.int32), np.arange(n, dtype=np.int32))),
+        shape=(n_strata, n)).tocsr()
+    order, starts = by_stratum.indices, by_stratum.indptr[:-1].astype(np.int64)
+    sizes = np.diff(by_stratum.indptr).astype(np.int64)
     seats, _ = apportion(sizes, cohort, "sqrt")
-    used = np.zeros(client_strata.size, dtype=np.uint16)
+    used = np.zeros(n, dtype=np.uint8 if cap < 255 else np.uint16)
     eligible = sizes.copy()
     out = []
     for gen in round_generators(seed, rounds):

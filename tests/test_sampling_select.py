@@ -337,27 +337,32 @@ def test_a_merged_group_is_sampled_uniformly_across_its_members() -> None:
 @pytest.mark.parametrize("slots", [4, 2**16])  # 4 slots: nearly every proposal collides
 def test_capped_draw_round_after_round_equals_draw_capped(
         slots: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    # CappedDraw keeps its proposal layout and a repeat-finding table between rounds;
-    # every round must still give exactly draw_capped's clients for the same generator.
+    # CappedDraw keeps its counts in layout order, its proposal layout and a
+    # repeat-finding table between rounds; every round must still give exactly
+    # draw_capped's clients (per-client counts, np.unique) for the same generator,
+    # and its recorded counts must stay those of the clients.
     from spatialdp.sampling import draw
 
     monkeypatch.setattr(draw, "_SLOTS", slots)
     rng = np.random.default_rng(5)
     sizes = rng.integers(3, 400, 40)
     offsets = np.concatenate([[0], np.cumsum(sizes)])
-    order = rng.permutation(int(offsets[-1])).astype(np.int64)
+    order = rng.permutation(int(offsets[-1])).astype(np.int32)
     used = np.zeros(order.size, dtype=np.uint16)
-    kept = draw.CappedDraw(order, offsets, order.size)
+    kept = draw.CappedDraw(order, offsets, used[order])
     wanted = rng.integers(0, 12, sizes.size)
     cap = 2
     for round_index in range(30):
         eligible = np.add.reduceat((used[order] < cap).astype(np.int64), offsets[:-1])
         take = np.minimum(wanted, eligible)
-        got = kept(used, cap, take, eligible, np.random.default_rng(round_index))
+        positions = kept.positions(cap, take, eligible, np.random.default_rng(round_index))
+        got = kept.clients(positions)
         expected = draw_capped(order, offsets, used, cap, take, eligible,
                                np.random.default_rng(round_index))
         np.testing.assert_array_equal(got, expected)
-        used[got] += 1
+        assert got.dtype == np.int64
+        used[got] = kept.record(positions)
+        np.testing.assert_array_equal(kept.used_at, used[order])
     assert (used == cap).any()  # caps bound, so the kept layout was rebuilt on the way
 
 
@@ -383,3 +388,70 @@ def test_select_gives_the_same_cohorts_as_before_its_speed_ups() -> None:
         digest.update("|".join(result.groups).encode())
     assert len(state.merges) == 33
     assert digest.hexdigest()[:16] == "da85b5ce5a5a218e"
+
+
+@settings(max_examples=30, deadline=None)
+@given(labels=st.lists(st.integers(0, 6), max_size=60), extra=st.integers(0, 3))
+def test_group_layout_is_the_stable_sort_by_group(labels: list[int], extra: int) -> None:
+    # The counting sort must give exactly np.argsort(kind="stable"), empty groups included.
+    from spatialdp.sampling.draw import group_layout
+
+    values = np.array(labels, dtype=np.int32)
+    n_groups = 7 + extra
+    order, offsets = group_layout(values, n_groups)
+    np.testing.assert_array_equal(order, np.argsort(values, kind="stable"))
+    np.testing.assert_array_equal(offsets,
+                                  np.concatenate([[0], np.cumsum(np.bincount(values,
+                                                                             minlength=n_groups))]))
+    assert offsets.dtype == np.int64
+
+
+@pytest.mark.parametrize("cap", [2, 300])  # one-byte counts in the draw's layout, and two
+def test_select_draws_what_draw_capped_draws_on_the_states_counts(cap: int) -> None:
+    # The sampler's draw keeps its own counts in layout order and a repeat table; each
+    # round must select exactly what the reference draw (per-client counts, np.unique)
+    # selects from the state's counts with the round's generator.
+    strata, fleet = row_strata({"a": 400, "b": 90, "c": 25})
+    rounds = cap + 3
+    sampler = StratifiedSampler(strata, cohort=60, policy=_policy(cap=cap, rounds=rounds),
+                                min_stratum_cohort=0)
+    state = sampler.new_state(fleet, target=Simulation(rng=4))
+    order = np.argsort(fleet, kind="stable")
+    offsets = np.concatenate([[0], np.cumsum(np.bincount(fleet, minlength=3))])
+    for r in range(rounds):
+        used = state.used.copy()
+        eligible = np.bincount(fleet[used < cap], minlength=3)
+        result = sampler.select(state, r)
+        take = result.counts["filled"]
+        expected = draw_capped(order, offsets, used, cap, take, eligible, sampler._rng(state, r))
+        np.testing.assert_array_equal(result.clients, expected)
+        np.testing.assert_array_equal(state.used, used + np.isin(np.arange(fleet.size),
+                                                                 expected))
+    assert (state.used == cap).any() == (cap == 2)  # caps bound (at 2) on the way
+
+
+def test_select_is_uniform_within_each_stratum_given_the_counts() -> None:
+    # After a first round under cap 1, every later round id drawn from the same state
+    # must pick each eligible client of a stratum with the same probability (take /
+    # eligible) and no capped client: the sampler's own path (layout-ordered one-byte
+    # counts, repeat table, cached proposal layout), not only the reference draw.
+    import copy
+
+    strata, fleet = row_strata({"a": 300, "b": 40})
+    sampler = StratifiedSampler(strata, cohort=30, policy=_policy(cap=1, rounds=2000),
+                                min_stratum_cohort=0)
+    start = sampler.new_state(fleet, target=Simulation(rng=2))
+    sampler.select(start, 0)
+    draws = 1500
+    hits = np.zeros(fleet.size, dtype=np.int64)
+    for r in range(1, draws + 1):
+        state = copy.deepcopy(start)
+        hits[sampler.select(state, r).clients] += 1
+    capped = start.used >= 1
+    assert hits[capped].sum() == 0
+    for s in range(2):
+        pool = np.flatnonzero((fleet == s) & ~capped)
+        take = hits[pool].sum() / draws
+        assert take == int(take)  # every round fills the stratum's seats exactly
+        expected = np.full(pool.size, draws * take / pool.size)
+        assert stats.chisquare(hits[pool], expected).pvalue > 1e-6

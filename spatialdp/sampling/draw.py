@@ -1,14 +1,20 @@
 """The vectorised capped draw: uniform samples without replacement in every group at once.
 
 Clients are held sorted by group (``order``, with ``offsets`` delimiting each
-group's slice), with a participation count per client. For every group that
-wants ``take`` of its ``eligible`` clients, the draw proposes positions uniformly
-in the group's slice, all groups in one array, keeps those whose client is still
-under the cap, drops repeats (keeping the first), and takes the first ``take``
-of each group. The first ``take`` distinct eligible clients of an i.i.d. uniform
-stream are a uniform sample without replacement; groups whose proposals fall
-short (rare; or groups that want more than half their eligible pool) are drawn
-exactly from their eligible list. No Python loop runs over clients.
+group's slice; :func:`group_layout` builds both with one counting sort), with a
+participation count per client. For every group that wants ``take`` of its
+``eligible`` clients, the draw proposes positions uniformly in the group's slice,
+all groups in one array, keeps those whose client is still under the cap, drops
+repeats (keeping the first), and takes the first ``take`` of each group. The
+first ``take`` distinct eligible clients of an i.i.d. uniform stream are a
+uniform sample without replacement; groups whose proposals fall short (rare; or
+groups that want more than half their eligible pool) are drawn exactly from
+their eligible list. No Python loop runs over clients.
+
+:class:`CappedDraw` runs the draw round after round on positions of the layout:
+it keeps its own copy of the participation counts in layout order (so a
+proposal's cap check reads the slice it was drawn in, and only the clients kept
+are looked up in ``order``), and the proposal layout while it is unchanged.
 """
 
 from __future__ import annotations
@@ -17,105 +23,148 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
+from scipy import sparse
 
-__all__ = ["CappedDraw", "draw_capped"]
+__all__ = ["CappedDraw", "draw_capped", "group_layout"]
 
 #: Proposals per wanted client, over the inverse eligible fraction (and a constant).
 _OVERSAMPLE = 1.6
 _EXTRA = 6
 
-
-def _exact(order: NDArray[np.int64], start: int, stop: int, used: NDArray[np.uint16],
-           cap: int, take: int, rng: np.random.Generator) -> NDArray[np.int64]:
-    members = order[start:stop]
-    eligible = members[used[members] < cap]
-    picked: NDArray[np.int64] = rng.choice(eligible, size=take, replace=False, shuffle=False)
-    return picked
-
-
 #: Slots of the scratch table that finds repeated proposals (a power of two).
 _SLOTS = 2**16
 
 
-def _first_mask(client: NDArray[np.int64], scratch: NDArray[np.int64] | None
-                ) -> NDArray[np.bool_] | None:
-    """Return True at each value's first occurrence; None when no value repeats.
+def group_layout(labels: NDArray[np.integer], n_groups: int
+                 ) -> tuple[NDArray[np.int32] | NDArray[np.int64], NDArray[np.int64]]:
+    """Return the positions sorted by group (stable) and each group's slice in them.
 
-    With ``scratch`` (a table of :data:`_SLOTS` int64), no sort of all the values
-    runs: each value hashes to a slot (its low bits), and after
-    ``scratch[slot] = positions`` a position reads itself back when no other
-    position shares its slot. The slots that lost a write (repeated values, and a
-    few distinct values sharing a slot) are marked ``-1``, and only the positions
-    in them (a small share of the proposals) are sorted to find the first
-    occurrences. The table is small enough to stay in cache.
+    One counting sort (SciPy's COO to CSR conversion, linear in the number of
+    labels): ``order`` equals ``np.argsort(labels, kind="stable")``, in a 32-bit
+    dtype where it fits, and group ``g`` is ``order[offsets[g]:offsets[g + 1]]``.
+
+    Parameters
+    ----------
+    labels : array of int
+        A group in ``0..n_groups - 1`` per position (checked by the caller).
+    n_groups : int
+
+    Returns
+    -------
+    order : array of int32 (int64 beyond 2**31 positions)
+    offsets : array of int64, shape (n_groups + 1,)
+
+    Examples
+    --------
+    >>> order, offsets = group_layout(np.array([2, 0, 2, 1, 0]), 3)
+    >>> order.tolist(), offsets.tolist()
+    ([1, 4, 3, 0, 2], [0, 2, 3, 5])
     """
-    if scratch is None:
-        _, first = np.unique(client, return_index=True)
-        if first.size == client.size:
-            return None
-        mask = np.zeros(client.size, dtype=bool)
-        mask[first] = True
-        return mask
-    positions = np.arange(client.size, dtype=np.int64)
-    slot = client & (scratch.size - 1)
-    scratch[slot] = positions
-    lost = scratch[slot] != positions
-    if not lost.any():
-        return None
-    scratch[slot[lost]] = -1
-    mask = scratch[slot] != -1
-    shared = np.flatnonzero(~mask)
-    _, first = np.unique(client[shared], return_index=True)
-    mask[shared[first]] = True
-    return mask
+    n = labels.size
+    index = np.int32 if n < np.iinfo(np.int32).max else np.int64
+    members = sparse.coo_array(
+        (np.ones(n, dtype=np.bool_), (labels.astype(index, copy=False), np.arange(n, dtype=index))),
+        shape=(n_groups, max(n, 1))).tocsr()
+    # Canonical CSR holds each row's columns ascending: the stable order of the labels.
+    members.sort_indices()
+    return members.indices, members.indptr.astype(np.int64)
+
+
+def _exact(offsets: NDArray[np.int64], used_at: NDArray[np.unsignedinteger], group: int, cap: int,
+           take: int, rng: np.random.Generator) -> NDArray[np.int64]:
+    """Draw ``take`` positions of ``group`` exactly among those under ``cap``."""
+    start, stop = int(offsets[group]), int(offsets[group + 1])
+    eligible = start + np.flatnonzero(used_at[start:stop] < cap)
+    picked: NDArray[np.int64] = rng.choice(eligible, size=take, replace=False, shuffle=False)
+    return picked
+
+
+def _repeats(position: NDArray[np.int64], scratch: NDArray[np.int32] | None,
+             numbers: NDArray[np.signedinteger]) -> NDArray[np.signedinteger]:
+    """Return the indices of proposals that repeat an earlier one (in no set order).
+
+    With ``scratch`` (a table of :data:`_SLOTS` entries), no sort of all the
+    proposals runs: each hashes to a slot (its low bits), and after
+    ``scratch[slot] = numbers`` a proposal reads its own number back unless
+    another one shares its slot. Only the proposals of contested slots (those
+    that lost a write and the winners they lost to: repeated positions and a few
+    distinct ones sharing a slot) are sorted by (position, index) to find the
+    repeats. The table is small enough to stay in cache.
+    """
+    if scratch is None or numbers.dtype != scratch.dtype:  # beyond 2**31 proposals: sort
+        candidates = numbers
+    else:
+        slot = position & (scratch.size - 1)
+        scratch[slot] = numbers
+        lost = np.flatnonzero(scratch[slot] != numbers)
+        if not lost.size:
+            return lost
+        candidates = np.concatenate((lost, scratch[slot[lost]]))  # a winner may come twice
+    value = position[candidates]
+    by_value = np.lexsort((candidates, value))
+    value, candidates = value[by_value], candidates[by_value]
+    later = (value[1:] == value[:-1]) & (candidates[1:] != candidates[:-1])
+    repeated: NDArray[np.signedinteger] = candidates[1:][later]
+    return repeated
 
 
 @dataclass(frozen=True)
 class _Plan:
     """The proposals of one (take, eligible) pair: what every round with them repeats."""
 
-    fast: NDArray[np.int64]
-    slow: NDArray[np.int64]
-    group: NDArray[np.int64]
-    starts: NDArray[np.int64]
-    ends: NDArray[np.int64]
-    base: NDArray[np.int64]
-    width: NDArray[np.float64]
-    take: NDArray[np.int64]
-    first_take: NDArray[np.bool_]
+    fast: NDArray[np.int64]  # groups drawn by proposals
+    slow: NDArray[np.int64]  # groups drawn exactly
+    starts: NDArray[np.int64]  # each fast group's first proposal
+    ends: NDArray[np.int64]  # one past its last
+    take: NDArray[np.int64]  # seats of each fast group
+    base: NDArray[np.int64]  # per proposal: its group's first layout position
+    width: NDArray[np.float64]  # per proposal: its group's size
+    numbers: NDArray[np.signedinteger]  # 0, 1, ..., proposals - 1 (int32 below 2**31)
+    first_take: NDArray[np.int64]  # the first take proposals of each fast group
+    take_group: NDArray[np.int64]  # the fast group of each of them
 
 
 class CappedDraw:
-    """The capped draw of :func:`draw_capped`, for one grouping, round after round.
+    """The capped draw of :func:`draw_capped` for one grouping, round after round.
 
-    It keeps what does not change between rounds: the proposal layout (rebuilt
+    It works on positions of the layout (``order``, ``offsets``) and keeps what
+    does not change between rounds: the participation counts in layout order
+    (``used_at``: a proposal's cap check reads the group's own slice, and only
+    the kept positions are looked up in ``order``), the proposal layout (rebuilt
     only when the number of proposals of some group changes), and a small table
-    that finds repeated proposals without a sort. Answers are those of
-    :func:`draw_capped` with the same arguments and generator state.
+    that finds repeated proposals without a sort. :meth:`record` adds a round's
+    participations to the counts. Answers are those of :func:`draw_capped` with
+    the same counts and generator state.
 
     Parameters
     ----------
-    order, offsets : arrays of int64
+    order, offsets : arrays of int
         As in :func:`draw_capped`.
-    n_clients : int, optional
-        Clients in the fleet; given, the draw keeps a small table that finds
-        repeated proposals without a sort.
+    used_at : array of uint8 or uint16
+        Participations so far per layout position (``used[order]``; uint8 when
+        the cap is below 255); the draw owns it from here and updates it in
+        :meth:`record`.
+    repeat_table : bool, default True
+        Find repeated proposals with the small table (else with ``np.unique``).
 
     Examples
     --------
     >>> order = np.arange(10); offsets = np.array([0, 6, 10])
-    >>> draw = CappedDraw(order, offsets, 10)
-    >>> used = np.zeros(10, dtype=np.uint16)
-    >>> out = draw(used, 1, np.array([2, 4]), np.array([6, 4]), np.random.default_rng(0))
-    >>> sorted(out[2:].tolist())
+    >>> draw = CappedDraw(order, offsets, np.zeros(10, dtype=np.uint16))
+    >>> position = draw.positions(1, np.array([2, 4]), np.array([6, 4]),
+    ...                           np.random.default_rng(0))
+    >>> sorted(draw.clients(position[2:]).tolist())
     [6, 7, 8, 9]
+    >>> draw.record(position).tolist()  # participations after this round
+    [1, 1, 1, 1, 1, 1]
     """
 
-    def __init__(self, order: NDArray[np.int64], offsets: NDArray[np.int64],
-                 n_clients: int | None = None) -> None:
-        self.order, self.offsets = order, offsets
-        self.size = np.diff(offsets)
-        self.scratch = None if n_clients is None else np.empty(_SLOTS, dtype=np.int64)
+    def __init__(self, order: NDArray[np.integer], offsets: NDArray[np.int64],
+                 used_at: NDArray[np.unsignedinteger], *, repeat_table: bool = True) -> None:
+        self.order, self.offsets = order, np.asarray(offsets, dtype=np.int64)
+        self.size = np.diff(self.offsets)
+        self.used_at = used_at
+        self.scratch = np.empty(_SLOTS, dtype=np.int32) if repeat_table else None
         self._plan: tuple[bytes, _Plan] | None = None
         self._given = b""
 
@@ -129,77 +178,106 @@ class CappedDraw:
         if self._plan is not None and self._given == given:
             return self._plan[1]
         self._given = given
-        fast = np.flatnonzero((take > 0) & (2 * take <= eligible))
-        inverse_fraction = self.size[fast] / eligible[fast]
-        proposals = np.ceil(_OVERSAMPLE * take[fast] * inverse_fraction).astype(np.int64) + _EXTRA
-        key = fast.tobytes() + proposals.tobytes() + take.tobytes()
+        # Per proposal-drawn group: ceil(oversample x take x size / eligible) + extra
+        # (eligible >= 2 there, so the floor of 1 changes no such group).
+        needed = np.ceil(_OVERSAMPLE * take * (self.size / np.maximum(eligible, 1)))
+        is_fast = (take > 0) & (2 * take <= eligible)
+        key = needed.tobytes() + is_fast.tobytes() + take.tobytes()
         if self._plan is not None and self._plan[0] == key:
             return self._plan[1]
-        slow = np.flatnonzero((take > 0) & (2 * take > eligible))
+        fast = np.flatnonzero(is_fast)
+        proposals = needed[fast].astype(np.int64) + _EXTRA
+        slow = np.flatnonzero((take > 0) & ~is_fast)
         group = np.repeat(np.arange(fast.size), proposals)
         ends = np.cumsum(proposals).astype(np.int64)
         starts = ends - proposals
-        wanted = take[fast][group]
-        plan = _Plan(fast, slow, group, starts, ends, self.offsets[fast][group],
-                     self.size[fast][group].astype(np.float64), wanted,
-                     np.arange(group.size) - starts[group] < wanted)
+        seats = take[fast]
+        take_group = np.repeat(np.arange(fast.size), seats)
+        first_take = (np.arange(take_group.size) - (np.cumsum(seats) - seats)[take_group]
+                      + starts[take_group])
+        numbers: NDArray[np.signedinteger] = (np.arange(group.size, dtype=np.int32)
+                                              if group.size < 2**31 else np.arange(group.size))
+        plan = _Plan(fast, slow, starts, ends, seats, self.offsets[fast][group],
+                     self.size[fast][group].astype(np.float64), numbers, first_take, take_group)
         self._plan = (key, plan)
         return plan
 
-    def __call__(self, used: NDArray[np.uint16], cap: int, take: NDArray[np.int64],
-                 eligible: NDArray[np.int64], rng: np.random.Generator) -> NDArray[np.int64]:
-        """Return ``take[g]`` clients of each group ``g`` (see :func:`draw_capped`)."""
+    def positions(self, cap: int, take: NDArray[np.int64], eligible: NDArray[np.int64],
+                  rng: np.random.Generator) -> NDArray[np.int64]:
+        """Return ``take[g]`` layout positions of each group ``g`` under ``cap`` (not recorded).
+
+        The proposal-drawn groups come first (in group order), then the exactly
+        drawn ones.
+        """
         plan = self.plan(take, eligible)
         slow = plan.slow
         parts: list[NDArray[np.int64]] = []
         if plan.fast.size:
-            position = plan.base + (rng.random(plan.group.size) * plan.width).astype(np.int64)
-            client = self.order[position]
-            kept = used[client] < cap
-            first = _first_mask(client, self.scratch)
-            if first is not None:
-                kept &= first
-            if kept.all():  # nothing lost: every group has enough proposals
-                parts.append(client[plan.first_take])
+            uniform = rng.random(plan.base.size)
+            uniform *= plan.width
+            position = uniform.astype(np.int64)
+            position += plan.base
+            dropped = self.used_at[position] >= cap
+            dropped[_repeats(position, self.scratch, plan.numbers)] = True
+            lost = np.flatnonzero(dropped)
+            if not lost.size:  # nothing lost: every group has its first take
+                parts.append(position[plan.first_take])
             else:
-                picked, short = _first_takes(client, kept, plan)
+                picked, short = _first_takes(position, dropped, lost, plan)
                 parts.append(picked)
                 slow = np.concatenate([slow, plan.fast[short]])
         for g in np.sort(slow).tolist() if slow.size else ():
-            parts.append(_exact(self.order, int(self.offsets[g]), int(self.offsets[g + 1]), used,
-                                cap, int(take[g]), rng))
+            parts.append(_exact(self.offsets, self.used_at, g, cap, int(take[g]), rng))
         if len(parts) == 1:
-            return parts[0].astype(np.int64, copy=False)
+            return parts[0]
         if not parts:
             return np.empty(0, dtype=np.int64)
-        return np.concatenate(parts).astype(np.int64, copy=False)
+        return np.concatenate(parts)
+
+    def clients(self, positions: NDArray[np.int64]) -> NDArray[np.int64]:
+        """Return the client indices at layout ``positions`` (int64)."""
+        return self.order[positions].astype(np.int64, copy=False)
+
+    def record(self, positions: NDArray[np.int64]) -> NDArray[np.unsignedinteger]:
+        """Add one participation at each of ``positions`` (no repeats); return the new counts."""
+        participations: NDArray[np.unsignedinteger] = self.used_at[positions]
+        participations += 1
+        self.used_at[positions] = participations
+        return participations
+
+    def __call__(self, cap: int, take: NDArray[np.int64], eligible: NDArray[np.int64],
+                 rng: np.random.Generator) -> NDArray[np.int64]:
+        """Return the clients of :meth:`positions` (not recorded; see :func:`draw_capped`)."""
+        return self.clients(self.positions(cap, take, eligible, rng))
 
 
-def _first_takes(client: NDArray[np.int64], kept: NDArray[np.bool_], plan: _Plan
+def _first_takes(position: NDArray[np.int64], dropped: NDArray[np.bool_],
+                 lost: NDArray[np.int64], plan: _Plan
                  ) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
     """Return the first ``take`` kept proposals of each group, and which groups are short.
 
-    A group with fewer kept proposals than it wants gives none here (it is drawn
-    exactly instead).
+    ``dropped`` marks the proposals dropped (capped or repeated), ``lost`` lists
+    them (ascending). A group with fewer kept proposals than it wants gives none
+    here (it is drawn exactly instead).
     """
-    seen = np.cumsum(kept)  # kept proposals up to and including each position
-    before_group: NDArray[np.int64] = seen[plan.starts] - kept[plan.starts]
-    rank: NDArray[np.int64] = seen - kept - before_group[plan.group]
-    keep = kept & (rank < plan.take)
-    short = seen[plan.ends - 1] - before_group < plan.take[plan.starts]
+    lost_before_start = np.searchsorted(lost, plan.starts)
+    lost_inside = np.searchsorted(lost, plan.ends) - lost_before_start
+    short = plan.ends - plan.starts - lost_inside < plan.take
+    # The j-th kept proposal of a group that is not short: past the lost ones before it.
+    index = plan.first_take - lost_before_start[plan.take_group]
     if short.any():
-        keep &= ~short[plan.group]
-    return client[keep], short
+        index = index[~short[plan.take_group]]
+    return position[~dropped][index], short
 
 
-def draw_capped(order: NDArray[np.int64], offsets: NDArray[np.int64], used: NDArray[np.uint16],
+def draw_capped(order: NDArray[np.integer], offsets: NDArray[np.int64], used: NDArray[np.uint16],
                 cap: int, take: NDArray[np.int64], eligible: NDArray[np.int64],
                 rng: np.random.Generator) -> NDArray[np.int64]:
     """Return ``take[g]`` clients of each group ``g``, uniformly among those under ``cap``.
 
     Parameters
     ----------
-    order : array of int64
+    order : array of int
         Client indices sorted by group.
     offsets : array of int64, shape (groups + 1,)
         Group ``g`` is ``order[offsets[g]:offsets[g + 1]]``.
@@ -220,7 +298,7 @@ def draw_capped(order: NDArray[np.int64], offsets: NDArray[np.int64], used: NDAr
 
     See Also
     --------
-    CappedDraw : the same draw, keeping its layout between rounds.
+    CappedDraw : the same draw, keeping its counts and layout between rounds.
 
     Examples
     --------
@@ -231,4 +309,4 @@ def draw_capped(order: NDArray[np.int64], offsets: NDArray[np.int64], used: NDAr
     >>> sorted(out[2:].tolist())
     [6, 7, 8, 9]
     """
-    return CappedDraw(order, offsets)(used, cap, take, eligible, rng)
+    return CappedDraw(order, offsets, used[order], repeat_table=False)(cap, take, eligible, rng)

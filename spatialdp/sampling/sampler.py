@@ -36,7 +36,7 @@ from spatialdp.privacy.budget import Neighbours, check_neighbours
 from spatialdp.privacy.pipeline import ReleasePlan, run_release
 from spatialdp.privacy.target import Accounting, ReleaseTarget, Simulation, check_target
 from spatialdp.sampling.allocation import DEFAULT_MODE, MODES, _sigma, apportion
-from spatialdp.sampling.draw import CappedDraw
+from spatialdp.sampling.draw import CappedDraw, group_layout
 from spatialdp.sampling.merges import Merge, merge_small_groups
 from spatialdp.sampling.policy import ParticipationPolicy
 from spatialdp.sampling.score import score_against, unfilled_allocations
@@ -116,8 +116,11 @@ class RoundCohort:
 
 def _names(labels: NDArray[np.int64], reps: NDArray[np.int64], ids: NDArray[np.object_]
            ) -> tuple[str, ...]:
-    """Name each group by its member ids joined with ``+`` (a loop over groups, not clients)."""
-    return tuple("+".join(ids[labels == r]) for r in reps)
+    """Name each group by its member ids joined with ``+`` (one pass over the strata)."""
+    members: dict[int, list[str]] = {}
+    for label, name in zip(labels.tolist(), ids.tolist(), strict=True):
+        members.setdefault(label, []).append(name)
+    return tuple("+".join(members[r]) for r in reps.tolist())
 
 
 @dataclass(frozen=True)
@@ -140,28 +143,37 @@ class _Grouping:
 
 
 class _Layout:
-    """Clients sorted by stratum and the eligible counts, kept between rounds (not saved)."""
+    """Clients sorted by stratum, the eligible counts and the draw, kept between rounds.
+
+    Not saved: rebuilt from the state when it is new to the sampler or was advanced
+    elsewhere. The draw holds the participation counts in its layout order, in step
+    with ``state.used`` (which only :meth:`StratifiedSampler.select` changes).
+    """
 
     def __init__(self, state: ParticipationState, n_strata: int) -> None:
-        keys = state.client_stratum
-        if n_strata <= np.iinfo(np.int16).max:
-            keys = keys.astype(np.int16)  # numpy sorts 16-bit keys by radix: O(n)
-        self.order = np.argsort(keys, kind="stable").astype(np.int64, copy=False)
-        counts = np.bincount(state.client_stratum, minlength=n_strata)
-        self.offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-        self.population = counts.astype(np.int64)
-        if state.used.max(initial=0) < state.policy.participation_cap:  # a fresh epoch
+        self.used, self.client_stratum = state.used, state.client_stratum
+        self.order, self.offsets = group_layout(state.client_stratum, n_strata)
+        self.population = np.diff(self.offsets)
+        most = int(state.used.max(initial=0))
+        if most < state.policy.participation_cap:  # nobody capped yet
             self.eligible = self.population.copy()
         else:
             self.eligible = state.eligible_per_stratum(n_strata).astype(np.int64)
+        self.untouched = most == 0  # the draw's counts start as zeros, no gather
+        # The draw's counts stop at the cap: one byte each below 255 (half the cache).
+        self.count_dtype = np.uint8 if state.policy.participation_cap < 255 else np.uint16
         self.groups_key = b""
-        self.n_clients = state.client_stratum.size
-        self.draw = CappedDraw(self.order, self.offsets, self.n_clients)
+        self.draw: CappedDraw | None = None
         self.previous: NDArray[np.int64] | None = None
         self.rounds_seen = len(state.rounds)
         self._names: tuple[bytes, tuple[str, ...]] = (b"", ())
         self._grouping: tuple[bytes, _Grouping | None] = (b"", None)
         self._ideal: dict[int, NDArray[np.int64]] = {}
+
+    def is_for(self, state: ParticipationState) -> bool:
+        """Return whether this layout is in step with ``state`` (not advanced elsewhere)."""
+        return (self.rounds_seen == len(state.rounds) and self.used is state.used
+                and self.client_stratum is state.client_stratum)
 
     def names(self, labels: NDArray[np.int64], reps: NDArray[np.int64],
               ids: NDArray[np.object_]) -> tuple[str, ...]:
@@ -191,21 +203,26 @@ class _Layout:
             self._ideal[total] = apportion(self.population, total, "sqrt")[0]
         return self._ideal[total]
 
-    def regroup(self, labels: NDArray[np.int64]) -> None:
+    def regroup(self, labels: NDArray[np.int64]) -> CappedDraw:
+        """Return the draw over the groups of ``labels`` (rebuilt when they change)."""
         key = labels.tobytes()
-        if key == self.groups_key:
-            return
+        if key == self.groups_key and self.draw is not None:
+            return self.draw
         self.groups_key = key
         if np.array_equal(labels, np.arange(labels.size)):
-            self.draw = CappedDraw(self.order, self.offsets, self.n_clients)
-            return
-        strata = np.lexsort((np.arange(labels.size), labels))
-        group_order = np.concatenate(
-            [self.order[self.offsets[s]:self.offsets[s + 1]] for s in strata])
-        _, inverse = np.unique(labels, return_inverse=True)
-        sizes = np.bincount(inverse, weights=self.population).astype(np.int64)
-        group_offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-        self.draw = CappedDraw(group_order, group_offsets, self.n_clients)
+            order, offsets = self.order, self.offsets
+        else:
+            strata = np.lexsort((np.arange(labels.size), labels))
+            order = np.concatenate(
+                [self.order[self.offsets[s]:self.offsets[s + 1]] for s in strata])
+            _, inverse = np.unique(labels, return_inverse=True)
+            sizes = np.bincount(inverse, weights=self.population).astype(np.int64)
+            offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        used_at: NDArray[np.unsignedinteger] = (
+            np.zeros(order.size, dtype=self.count_dtype) if self.untouched
+            else self.used[order].astype(self.count_dtype))
+        self.draw = CappedDraw(order, offsets, used_at)
+        return self.draw
 
 
 class StratifiedSampler:
@@ -281,8 +298,8 @@ class StratifiedSampler:
                        "client", "pass Strata.assign(...) or stratum ids, one per client")
         if values.dtype.kind in "iu":
             n = self.strata.n_strata
-            bad = (values < 0) | (values >= n)
-            if bad.any():
+            if values.min() < 0 or values.max() >= n:  # two passes; the count only on refusal
+                bad = (values < 0) | (values >= n)
                 raise InvalidInput(
                     f"client_strata has {int(bad.sum())} positions outside 0..{n - 1} (the "
                     f"strata of {self.strata.key}); clients in no stratum (-1) must be dropped "
@@ -368,15 +385,14 @@ class StratifiedSampler:
             raise PartitionMismatch(
                 f"the state was made on strata version {state.strata_version!r}, the sampler "
                 f"samples on {self.strata.version!r}; start a new state on these strata")
-        if state.policy != self.policy:
+        if state.policy is not self.policy and state.policy != self.policy:
             raise fail("state.policy", state.policy, "differs from the sampler's policy",
                        "use the sampler configured with the policy the epoch was charged for")
 
     def _layout(self, state: ParticipationState) -> _Layout:
         cached = self._layouts.get(id(state))
         # Rebuilt when the state is new to this sampler or was advanced by another one.
-        if (cached is None or cached[0] is not state
-                or cached[1].rounds_seen != len(state.rounds)):
+        if cached is None or cached[0] is not state or not cached[1].is_for(state):
             self._layouts = {id(state): (state, _Layout(state, self._n_strata))}
             return self._layouts[id(state)][1]
         return cached[1]
@@ -433,7 +449,8 @@ class StratifiedSampler:
             raise fail("cohort", self.cohort, f"exceeds the eligible fleet of {total:,} clients "
                        f"(under the cap of {self.policy.participation_cap})",
                        "lower the cohort, raise the cap, or start the next epoch")
-        labels, merges = state.groups, list[Merge]()
+        labels = state.groups
+        merges: list[Merge] = []
         grouping = lay.grouping(labels, self._allocate)
         eligible = grouping.per_group(lay.eligible)
         floor = self.min_stratum_cohort
@@ -450,18 +467,21 @@ class StratifiedSampler:
             state.groups = labels
             state.merges.extend(merges)
             eligible = grouping.per_group(lay.eligible)
-        lay.regroup(labels)
+        draw = lay.regroup(labels)
         reps, wanted = grouping.reps, grouping.wanted
         take = np.minimum(wanted, eligible)
         rng = self._rng(state, round_index)
-        clients = lay.draw(state.used, self.policy.participation_cap, take, eligible, rng)
-        participations = state.used[clients] + 1
+        positions = draw.positions(self.policy.participation_cap, take, eligible, rng)
+        clients = draw.clients(positions)
+        participations = draw.record(positions)
+        lay.untouched = False
         state.used[clients] = participations
-        stratum_of = state.client_stratum[clients]
-        capped_strata = stratum_of[participations >= self.policy.participation_cap]
-        capped_per_stratum = np.bincount(capped_strata, minlength=self._n_strata)
+        capped = clients[participations >= self.policy.participation_cap]
+        capped_per_stratum = np.bincount(state.client_stratum[capped], minlength=self._n_strata)
         lay.eligible -= capped_per_stratum
-        filled_strata = np.bincount(stratum_of, minlength=self._n_strata)
+        # Every group gets exactly its take: without merges, groups are the strata.
+        filled_strata = (take if grouping.identity else
+                         np.bincount(state.client_stratum[clients], minlength=self._n_strata))
         state.selected += filled_strata
         shortfall = wanted - take
         names = lay.names(labels, reps, self._ids)
