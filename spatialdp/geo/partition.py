@@ -62,7 +62,7 @@ from spatialdp.exceptions import (
 from spatialdp.geo import _grid, h3cells
 from spatialdp.geo._grid import GridIndex, exact_positions
 from spatialdp.geo._h3grid import MIN_POINTS as H3_GRID_MIN_POINTS
-from spatialdp.geo._h3grid import UNKNOWN, H3PixelIndex
+from spatialdp.geo._h3grid import UNKNOWN, H3CellTable, H3PixelIndex
 from spatialdp.geo.lonlat import LONLAT_EPSG, check_polygons, geometry_array, read_points
 from spatialdp.geo.results import Assignment, CellIncidence, incidence_matrix, lookup_cells
 
@@ -184,7 +184,7 @@ class Partition:
         self._grid: GridIndex | H3PixelIndex | None = None
         self._grid_tried = False  # True once no further (finer) grid will be built
         self._grid_cells = 0  # cell budget of the last polygon grid built (0: none yet)
-        self._cell_index: pd.Index | None = None
+        self._cell_index: H3CellTable | pd.Index | None = None  # cell -> position
         self._points_seen = 0
         self.version = self._content_hash()
 
@@ -606,7 +606,10 @@ class Partition:
     def _cell_positions(self, cells: NDArray[np.uint64]) -> NDArray[np.int64]:
         """Return the position of each cell among the partition's cells, -1 if absent."""
         if self._cell_index is None:
-            self._cell_index = pd.Index(self.cells)
+            table = H3CellTable.build(self.cells)
+            self._cell_index = table if table is not None else pd.Index(self.cells)
+        if isinstance(self._cell_index, H3CellTable):
+            return self._cell_index.lookup(cells)
         lookup: Any = self._cell_index.get_indexer  # takes arrays too (not in the stubs)
         return np.asarray(lookup(cells), dtype=np.int64)
 
