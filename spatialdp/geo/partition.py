@@ -63,6 +63,8 @@ from spatialdp.geo import _grid, h3cells
 from spatialdp.geo._grid import GridIndex, exact_positions
 from spatialdp.geo._h3grid import MIN_POINTS as H3_GRID_MIN_POINTS
 from spatialdp.geo._h3grid import UNKNOWN, H3CellTable, H3PixelIndex
+from spatialdp.geo._h3lattice import MIN_POINTS_PER_CELL as LATTICE_MIN_POINTS_PER_CELL
+from spatialdp.geo._h3lattice import H3LatticeTable
 from spatialdp.geo.lonlat import LONLAT_EPSG, check_polygons, geometry_array, read_points
 from spatialdp.geo.results import Assignment, CellIncidence, incidence_matrix, lookup_cells
 
@@ -185,15 +187,17 @@ class Partition:
         self._grid_tried = False  # True once no further (finer) grid will be built
         self._grid_cells = 0  # cell budget of the last polygon grid built (0: none yet)
         self._cell_index: H3CellTable | pd.Index | None = None  # cell -> position
+        self._lattice: H3LatticeTable | None = None
+        self._lattice_tried = False  # True once the lattice table was built (or refused)
         self._points_seen = 0
         self.version = self._content_hash()
 
-    _CACHES = ("_tree", "_geoms", "_grid", "_cell_index")
+    _CACHES = ("_tree", "_geoms", "_grid", "_cell_index", "_lattice")
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state.update(dict.fromkeys(self._CACHES))
-        state.update(_grid_tried=False, _points_seen=0, _grid_cells=0)
+        state.update(_grid_tried=False, _lattice_tried=False, _points_seen=0, _grid_cells=0)
         return state
 
     # ------------------------------------------------------------------ building
@@ -561,18 +565,24 @@ class Partition:
         grid = self._grid
         if self._cells is not None:
             return self._h3_positions(grid if isinstance(grid, H3PixelIndex) else None,
-                                      lon, lat)
+                                      self._lattice_table(), lon, lat)
         if isinstance(grid, GridIndex):
             return grid.lookup(lon, lat)
         return exact_positions(self._prepared_geometries(), self.tree, lon, lat)
 
-    def _h3_positions(self, grid: H3PixelIndex | None, lon: NDArray[np.float64],
-                      lat: NDArray[np.float64]) -> NDArray[np.int64]:
-        """Positions in an H3 partition: pure pixels by arithmetic, the other points by H3."""
+    def _h3_positions(self, grid: H3PixelIndex | None, lattice: H3LatticeTable | None,
+                      lon: NDArray[np.float64], lat: NDArray[np.float64]) -> NDArray[np.int64]:
+        """Positions in an H3 partition: pure pixels, then the face lattices, then H3."""
         resolution = int(self.resolution or 0)
-        if grid is None:
+        if grid is not None:
+            positions = grid.lookup(lon, lat)
+            if lattice is not None:
+                ask = np.flatnonzero(positions == UNKNOWN)
+                positions[ask] = lattice.lookup(lon[ask], lat[ask])
+        elif lattice is not None:
+            positions = lattice.lookup(lon, lat)
+        else:
             return self._cell_positions(h3cells.latlng_to_cells_unchecked(lat, lon, resolution))
-        positions = grid.lookup(lon, lat)
         ask = np.flatnonzero(positions == UNKNOWN)
         if ask.size:
             cells = h3cells.latlng_to_cells_unchecked(lat[ask], lon[ask], resolution)
@@ -651,6 +661,14 @@ class Partition:
         self._grid_cells = cells
         self._grid_tried = cells >= _grid.MAX_GRID_CELLS
         return self._grid
+
+    def _lattice_table(self) -> H3LatticeTable | None:
+        """Build the face-lattice table once the points seen pay for it, and return it."""
+        if not self._lattice_tried and self._points_seen >= (
+                LATTICE_MIN_POINTS_PER_CELL * self.n_regions):
+            self._lattice = H3LatticeTable.build(self.cells, int(self.resolution or 0))
+            self._lattice_tried = True
+        return self._lattice
 
     def _grid_first_batch(self) -> int:
         """Return the smallest first batch for which the first call builds a grid."""
