@@ -9,15 +9,23 @@ Timing follows the convention of ``benchmarks/_common.py`` (median of
 equal before timing; peak memory from one separate run of each).
 
 - ``ratio:`` (steady state, one warm-up call each). Ours: ``Partition.assign(lon=,
-  lat=)`` with whatever its own policy built by then (a cell hash table; the
-  pure-pixel raster of ``spatialdp.geo._h3grid`` only once the partition has seen
-  ``_h3grid.MIN_POINTS`` points). Baselines:
+  lat=)`` with whatever its own policy built by then: a direct-address table of
+  its cells (``_h3grid.H3CellTable``) behind h3ronpy at first; the face-lattice
+  table of ``spatialdp.geo._h3lattice`` once the partition has seen
+  ``_h3lattice.MIN_POINTS_PER_CELL`` points per cell (the first call builds it
+  when its batch has ``_h3lattice.FIRST_BATCH_PER_CELL`` points per cell); the
+  pure-pixel raster of
+  ``spatialdp.geo._h3grid`` once it has seen ``_h3grid.MIN_POINTS`` points.
+  Baselines:
 
   - h3ronpy+searchsorted: ``h3ronpy.vector.coordinates_to_cells`` -> numpy, then
     ``np.searchsorted`` into the sorted cell ids and an equality check;
   - h3ronpy+get_indexer: the same cells looked up with ``pandas.Index.get_indexer``
     (its hash table built before timing).
 
+- ``ratio_lattice:`` ours with the lattice table forced
+  (``partition._lattice_table(force=True)``, as after 2 points per cell): the
+  steady state of a partition used a few times, without the raster's 32 MB.
 - ``ratio_raster:`` ours with the raster forced (``partition._grid_index()``, as
   after ``MIN_POINTS`` points) against the same baselines: the steady state of a
   long-lived partition. Its one-off build time is printed on its own line.
@@ -52,7 +60,7 @@ from _common import (
 from h3ronpy import vector as h3vector
 
 from spatialdp.datasets import load_us_states, synthetic_fleet
-from spatialdp.geo import _h3grid
+from spatialdp.geo import _h3grid, _h3lattice
 from spatialdp.geo.partition import Partition
 
 
@@ -118,6 +126,15 @@ def build_seconds(cells: np.ndarray) -> tuple[float, float]:
     return seconds, (grid.nbytes if grid is not None else 0) / 2**20
 
 
+def lattice_build_seconds(cells: np.ndarray) -> tuple[float, float]:
+    """Time the one-off build of the lattice table on a fresh partition; return (s, MB)."""
+    fresh = Partition.from_h3_cells(cells.copy())
+    start = time.perf_counter()
+    table = fresh._lattice_table(force=True)
+    seconds = time.perf_counter() - start
+    return seconds, (table.labels.nbytes if table is not None else 0) / 2**20
+
+
 def loop_seconds(partition: Partition, lon: np.ndarray, lat: np.ndarray) -> float:
     resolution = int(partition.resolution or 0)
     position_of = {cell: i for i, cell in enumerate(partition.region_ids)}
@@ -137,6 +154,10 @@ def run(partition: Partition, lon: np.ndarray, lat: np.ndarray, repeats: int
     fresh = Partition.from_h3_cells(cells.copy())
     out = {"ratio": compare(contenders(fresh, lon, lat), repeats=repeats)}
     print_results(out["ratio"], "steady state (one warm-up call each):")
+    lattice = Partition.from_h3_cells(cells.copy())
+    lattice._lattice_table(force=True)
+    out["ratio_lattice"] = compare(contenders(lattice, lon, lat), repeats=repeats)
+    print_results(out["ratio_lattice"], "ours with its lattice table built:")
     forced = Partition.from_h3_cells(cells.copy())
     forced._grid_index()
     out["ratio_raster"] = compare(contenders(forced, lon, lat), repeats=repeats)
@@ -186,6 +207,10 @@ def main() -> None:
 
     lon, lat = make_points(args.n, args.points, args.seed)
     res = run(partition, lon, lat, args.repeats)
+    seconds, megabytes = lattice_build_seconds(np.asarray(partition.cells))
+    print(f"  one-off lattice table build (per partition, after "
+          f"{_h3lattice.MIN_POINTS_PER_CELL} points per cell): {seconds:.3f} s, "
+          f"kept: {megabytes:.1f} MB")
     seconds, megabytes = build_seconds(np.asarray(partition.cells))
     print(f"  one-off raster build (per partition, after {_h3grid.MIN_POINTS:,} points): "
           f"{seconds:.2f} s, kept: {megabytes:.0f} MB")

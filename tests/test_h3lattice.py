@@ -13,7 +13,13 @@ from h3ronpy import vector as h3vector
 
 from spatialdp.datasets import load_us_states
 from spatialdp.geo import Partition
-from spatialdp.geo._h3lattice import ASK_H3, MIN_POINTS_PER_CELL, H3LatticeTable, face_lattices
+from spatialdp.geo._h3lattice import (
+    ASK_H3,
+    FIRST_BATCH_PER_CELL,
+    MIN_POINTS_PER_CELL,
+    H3LatticeTable,
+    face_lattices,
+)
 
 _PENTAGON_LAT, _PENTAGON_LON = h3.cell_to_latlng(h3.get_pentagons(4)[2])
 #: (name, lon/lat box, resolution): mid latitudes, high north, far south, the
@@ -113,20 +119,30 @@ def test_partition_builds_the_lattice_once_points_pay_for_it() -> None:
     partition = Partition.from_h3_cover(load_us_states(), 5, containment="overlap")
     rng = np.random.default_rng(3)
     west, south, east, north = load_us_states().total_bounds
-    small = MIN_POINTS_PER_CELL * partition.n_regions // 3
-    lon, lat = rng.uniform(west, east, small), rng.uniform(south, north, small)
+    first = FIRST_BATCH_PER_CELL * partition.n_regions - 1
+    lon, lat = rng.uniform(west, east, first), rng.uniform(south, north, first)
     np.testing.assert_array_equal(partition.assign(lon=lon, lat=lat).positions,
                                   _truth(partition, lon, lat))
-    assert partition._lattice is None  # a small first batch goes to H3 directly
+    assert partition._lattice is None  # a first batch that cannot pay goes to H3 directly
     big = MIN_POINTS_PER_CELL * partition.n_regions
     lon, lat = rng.uniform(west, east, big), rng.uniform(south, north, big)
     np.testing.assert_array_equal(partition.assign(lon=lon, lat=lat).positions,
                                   _truth(partition, lon, lat))
     table = partition._lattice
-    assert isinstance(table, H3LatticeTable)
+    assert isinstance(table, H3LatticeTable)  # the second call: the points seen pay
     partition.assign(lon=lon[:10], lat=lat[:10])
     assert partition._lattice is table  # built once
     assert pickle.loads(pickle.dumps(partition))._lattice is None  # a cache, never pickled
     partition._grid_index()  # the raster's unknown pixels go to the lattice, then to H3
     np.testing.assert_array_equal(partition.assign(lon=lon, lat=lat).positions,
                                   _truth(partition, lon, lat))
+
+
+def test_a_first_batch_that_pays_builds_the_lattice_at_once() -> None:
+    partition = _partition((-104.0, 36.0, -94.0, 42.0), 5)
+    rng = np.random.default_rng(4)
+    n = FIRST_BATCH_PER_CELL * partition.n_regions
+    lon, lat = rng.uniform(-105, -93, n), rng.uniform(35, 43, n)
+    np.testing.assert_array_equal(partition.assign(lon=lon, lat=lat).positions,
+                                  _truth(partition, lon, lat))
+    assert isinstance(partition._lattice, H3LatticeTable)

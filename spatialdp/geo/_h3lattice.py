@@ -31,16 +31,20 @@ from numpy.typing import NDArray
 
 from spatialdp.geo._h3grid import UNKNOWN
 
-__all__ = ["ASK_H3", "MIN_POINTS_PER_CELL", "MIN_RESOLUTION", "FaceLattices", "H3LatticeTable",
-           "face_lattices"]
+__all__ = ["ASK_H3", "FIRST_BATCH_PER_CELL", "MIN_POINTS_PER_CELL", "MIN_RESOLUTION",
+           "FaceLattices", "H3LatticeTable", "face_lattices"]
 
 #: Label of a point whose cell only H3 can tell (the raster's, too).
 ASK_H3 = UNKNOWN
 #: A partition builds its table once it has been asked about this many points per
 #: cell in all: the build (H3 finds every cell's centre, then the keys of those)
 #: costs about as much as sending that many points to H3, so building late never
-#: costs more than about twice the better choice.
+#: costs more than about twice the better choice...
 MIN_POINTS_PER_CELL = 2
+#: ...but its first call builds it only for a batch of this many points per cell,
+#: which the table answers fast enough to pay for the build within the call (the
+#: table answers a point in about a third of H3's time).
+FIRST_BATCH_PER_CELL = 4
 #: Coarser resolutions have too few hexagons per face to read the lattice off.
 MIN_RESOLUTION = 2
 #: A face must win by this much (in the dot product of unit vectors) ...
@@ -74,6 +78,7 @@ class FaceLattices:
     edges: NDArray[np.float64]  # (20, 3, 3): nx, ny, offset
     beats: NDArray[np.float64]  # (20, 3, 3): centre minus each neighbour's centre
     usable: NDArray[np.bool_]  # (20,)
+    per_face: NDArray[np.float64]  # (18, 20): the rows above, one column per face
 
 
 def _xyz(lat: NDArray[np.float64], lng: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -119,7 +124,9 @@ def face_lattices(resolution: int) -> FaceLattices:
         usable[face] = True
     near = np.argsort(centres @ centres.T, axis=1)[:, -4:-1]  # the three neighbours
     beats = centres[:, None, :] - centres[near]
-    return FaceLattices(centres, axis_x, axis_y, edges, beats, usable)
+    per_face = np.concatenate([centres.T, axis_x.T, axis_y.T, edges.reshape(20, 9).T])
+    return FaceLattices(centres, axis_x, axis_y, edges, beats, usable,
+                        np.ascontiguousarray(per_face))
 
 
 def _lattice(centre: NDArray[np.float64], resolution: int
@@ -168,8 +175,8 @@ def _triangle(corners: NDArray[np.float64], centre: NDArray[np.float64],
 def lattice_keys(lat: NDArray[np.float64], lng: NDArray[np.float64], lattices: FaceLattices,
                  faces: NDArray[np.int64] | None = None
                  ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64],
-                            NDArray[np.bool_], NDArray[np.bool_]]:
-    """Return per point (in radians): face, hexagon (a, b), sure, and wholly-inside-face.
+                            NDArray[np.bool_]]:
+    """Return per point (in radians): face, hexagon (a, b), and sure.
 
     ``sure`` is False where the face or the hexagon is within the margin of a tie,
     the face has no usable lattice, or (given ``faces``) the face is not one of
@@ -198,10 +205,10 @@ def lattice_keys(lat: NDArray[np.float64], lng: NDArray[np.float64], lattices: F
             face[won] = f
             sure |= won
     sure &= lattices.usable[face]
-    c, ax, ay = lattices.centres[face], lattices.axis_x[face], lattices.axis_y[face]
-    den = c[:, 0] * px + c[:, 1] * py + c[:, 2] * pz
-    x = (ax[:, 0] * px + ax[:, 1] * py + ax[:, 2] * pz) / den
-    y = (ay[:, 0] * px + ay[:, 1] * py + ay[:, 2] * pz) / den
+    k = np.take(lattices.per_face[:9], face, axis=1)  # one gather of the face's axes
+    den = k[0] * px + k[1] * py + k[2] * pz
+    x = (k[3] * px + k[4] * py + k[5] * pz) / den
+    y = (k[6] * px + k[7] * py + k[8] * pz) / den
     b = y / _SQRT3_2
     a = x - 0.5 * b
     ra, rb, rc = np.rint(a), np.rint(b), np.rint(-a - b)
@@ -214,17 +221,34 @@ def lattice_keys(lat: NDArray[np.float64], lng: NDArray[np.float64], lattices: F
     reach = np.maximum(np.abs(ux), np.maximum(np.abs(0.5 * ux + _SQRT3_2 * uy),
                                               np.abs(-0.5 * ux + _SQRT3_2 * uy)))
     sure &= 0.5 - reach > HEX_MARGIN * (1.0 + np.abs(x) + np.abs(y))
-    cx, cy = ra + 0.5 * rb, _SQRT3_2 * rb
-    e = lattices.edges[face]
-    inside = e[:, 0, 0] * cx + e[:, 0, 1] * cy - e[:, 0, 2]
-    for k in (1, 2):
-        inside = np.minimum(inside, e[:, k, 0] * cx + e[:, k, 1] * cy - e[:, k, 2])
-    return face, ra.astype(np.int64), rb.astype(np.int64), sure, inside > _CIRCUMRADIUS + 1e-6
+    return face, ra.astype(np.int64), rb.astype(np.int64), sure
+
+
+def wholly_inside_face(face: NDArray[np.int64], a: NDArray[np.int64], b: NDArray[np.int64],
+                       lattices: FaceLattices) -> NDArray[np.bool_]:
+    """Return whether each hexagon (a, b) lies wholly inside its face's triangle."""
+    k = np.take(lattices.per_face[9:], face, axis=1)
+    cx, cy = a + 0.5 * b, _SQRT3_2 * b
+    inside = k[0] * cx + k[1] * cy - k[2]
+    for row in (3, 6):
+        inside = np.minimum(inside, k[row] * cx + k[row + 1] * cy - k[row + 2])
+    return inside > _CIRCUMRADIUS + 1e-6
 
 
 @dataclass(frozen=True)
 class H3LatticeTable:
-    """Per face, a table from hexagon (a, b) to partition position, over the cells' span."""
+    """Per face, a table from hexagon (a, b) to partition position, over the cells' span.
+
+    Examples
+    --------
+    >>> import shapely
+    >>> from h3ronpy import vector as h3vector
+    >>> cells = np.sort(np.asarray(h3vector.geometry_to_cells(shapely.box(-100, 40, -99, 41), 5)))
+    >>> table = H3LatticeTable.build(cells, 5)
+    >>> where = table.lookup(np.array([-99.5, -97.0, 10.0]), np.array([40.5, 40.5, 10.0]))
+    >>> bool(where[0] >= 0), int(where[1]), int(where[2]) == ASK_H3  # in, out, another face
+    (True, -1, True)
+    """
 
     resolution: int
     faces: NDArray[np.int64]  # the faces of the partition cells' centres
@@ -244,7 +268,7 @@ class H3LatticeTable:
             return None
         lattices = face_lattices(resolution)
         centres = h3vector.cells_to_coordinates(cells, radians=True)
-        face, a, b, sure, _ = lattice_keys(np.asarray(centres.column("lat")),
+        face, a, b, sure = lattice_keys(np.asarray(centres.column("lat")),
                                            np.asarray(centres.column("lng")), lattices)
         position = np.flatnonzero(sure)  # a centre on a face edge: its points go to H3
         face, a, b = face[position], a[position], b[position]
@@ -268,14 +292,15 @@ class H3LatticeTable:
         out = np.empty(lon.size, dtype=np.int64)
         for start in range(0, lon.size, _BLOCK):
             stop = min(start + _BLOCK, lon.size)
-            face, a, b, sure, whole = lattice_keys(np.radians(lat[start:stop]),
-                                                   np.radians(lon[start:stop]), lattices,
-                                                   self.faces)
+            face, a, b, sure = lattice_keys(np.radians(lat[start:stop]),
+                                            np.radians(lon[start:stop]), lattices, self.faces)
             ia, ib = a - self.a0[face], b - self.b0[face]
             listed = (ia >= 0) & (ia < self.na[face]) & (ib >= 0) & (ib < self.nb[face])
             index = np.where(listed, self.offset[face] + ia * self.nb[face] + ib, 0)
             label = np.where(listed, self.labels[index] if self.labels.size else -1, -1)
             # not a partition cell's key: outside for sure only when the hexagon is whole
-            label = np.where((label < 0) & ~whole, ASK_H3, label)
+            check = np.flatnonzero(label < 0)
+            whole = wholly_inside_face(face[check], a[check], b[check], lattices)
+            label[check[~whole]] = ASK_H3
             out[start:stop] = np.where(sure, label, ASK_H3)
         return out

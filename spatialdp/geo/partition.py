@@ -8,10 +8,14 @@ geometries: results carry it, and results of two versions are never mixed
 (:class:`~spatialdp.exceptions.PartitionMismatch`).
 
 Points to regions (:meth:`Partition.assign`). H3 partitions index all points at
-once (h3ronpy) and find the cells in a hash table of the partition's cells;
-after :data:`spatialdp.geo._h3grid.MIN_POINTS` points they build, once, a
-raster of pure pixels (:mod:`spatialdp.geo._h3grid`) that answers most points
-by arithmetic and sends only the others to H3. Polygon partitions test small
+once (h3ronpy) and find the cells in a direct-address table of the partition's
+cells (:class:`spatialdp.geo._h3grid.H3CellTable`); once they have seen
+:data:`spatialdp.geo._h3lattice.MIN_POINTS_PER_CELL` points per cell they build,
+once, a table keyed by H3's own (face, hexagon) arithmetic
+(:mod:`spatialdp.geo._h3lattice`), and after
+:data:`spatialdp.geo._h3grid.MIN_POINTS` points a raster of pure pixels
+(:mod:`spatialdp.geo._h3grid`); both answer most points by arithmetic, exactly as
+H3 would, and send only the others on. Polygon partitions test small
 batches exactly (STRtree bounding boxes, then prepared geometries); once a
 partition has seen :data:`GRID_MIN_POINTS` points (more for intricate polygons)
 it builds a grid index (:mod:`spatialdp.geo._grid`), coarse at first and finer as
@@ -63,6 +67,7 @@ from spatialdp.geo import _grid, h3cells
 from spatialdp.geo._grid import GridIndex, exact_positions
 from spatialdp.geo._h3grid import MIN_POINTS as H3_GRID_MIN_POINTS
 from spatialdp.geo._h3grid import UNKNOWN, H3CellTable, H3PixelIndex
+from spatialdp.geo._h3lattice import FIRST_BATCH_PER_CELL as LATTICE_FIRST_BATCH_PER_CELL
 from spatialdp.geo._h3lattice import MIN_POINTS_PER_CELL as LATTICE_MIN_POINTS_PER_CELL
 from spatialdp.geo._h3lattice import H3LatticeTable
 from spatialdp.geo.lonlat import LONLAT_EPSG, check_polygons, geometry_array, read_points
@@ -502,10 +507,13 @@ class Partition:
 
         Give either a point GeoDataFrame/GeoSeries (in any CRS: another than EPSG:4326
         is reprojected, with a warning) or ``lon`` and ``lat`` in degrees.
-        H3 partitions index all points at once (h3ronpy) and look the cells up in a hash
-        table; once a partition has assigned 2 million points it builds, once, a
-        raster whose pure pixels (wholly inside one cell) answer most points by
-        arithmetic, with exactly H3's answer. Polygon partitions test points
+        H3 partitions index all points at once (h3ronpy) and look the cells up in a
+        direct-address table; once a partition has assigned 2 points per cell (in
+        a first call: a batch of 4 per cell) it builds, once, a table keyed by H3's
+        face and hexagon, found by numpy arithmetic, and once it has assigned 2
+        million points a raster whose pure pixels (wholly inside one cell) answer
+        most points by arithmetic; both give exactly H3's answer and leave only
+        near-ties to h3ronpy. Polygon partitions test points
         exactly with prepared geometries; once a partition has assigned 5,000
         points (plus 1 per 4 polygon vertices), a call after its first builds a
         coarse grid index sized to the points seen (the first call only when its
@@ -565,7 +573,7 @@ class Partition:
         grid = self._grid
         if self._cells is not None:
             return self._h3_positions(grid if isinstance(grid, H3PixelIndex) else None,
-                                      self._lattice_table(), lon, lat)
+                                      self._lattice_table(first_call), lon, lat)
         if isinstance(grid, GridIndex):
             return grid.lookup(lon, lat)
         return exact_positions(self._prepared_geometries(), self.tree, lon, lat)
@@ -662,10 +670,14 @@ class Partition:
         self._grid_tried = cells >= _grid.MAX_GRID_CELLS
         return self._grid
 
-    def _lattice_table(self) -> H3LatticeTable | None:
-        """Build the face-lattice table once the points seen pay for it, and return it."""
-        if not self._lattice_tried and self._points_seen >= (
-                LATTICE_MIN_POINTS_PER_CELL * self.n_regions):
+    def _lattice_table(self, first_call: bool = False, force: bool = False
+                       ) -> H3LatticeTable | None:
+        """Build the face-lattice table once the points seen pay for it (or now: ``force``).
+
+        A partition's first call builds it only when its batch alone pays for it.
+        """
+        per_cell = LATTICE_FIRST_BATCH_PER_CELL if first_call else LATTICE_MIN_POINTS_PER_CELL
+        if not self._lattice_tried and (force or self._points_seen >= per_cell * self.n_regions):
             self._lattice = H3LatticeTable.build(self.cells, int(self.resolution or 0))
             self._lattice_tried = True
         return self._lattice
