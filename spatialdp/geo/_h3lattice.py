@@ -173,37 +173,26 @@ def _triangle(corners: NDArray[np.float64], centre: NDArray[np.float64],
 
 
 def lattice_keys(lat: NDArray[np.float64], lng: NDArray[np.float64], lattices: FaceLattices,
-                 faces: NDArray[np.int64] | None = None
-                 ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64],
-                            NDArray[np.bool_]]:
+                 faces: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64],
+                                                    NDArray[np.int64], NDArray[np.bool_]]:
     """Return per point (in radians): face, hexagon (a, b), and sure.
 
     ``sure`` is False where the face or the hexagon is within the margin of a tie,
-    the face has no usable lattice, or (given ``faces``) the face is not one of
-    ``faces``: only H3 can tell those points.
+    the face has no usable lattice, or the face is not one of ``faces``: only H3
+    can tell those points.
     """
     cos_lat = np.cos(lat)
     px, py, pz = cos_lat * np.cos(lng), cos_lat * np.sin(lng), np.sin(lat)
-    if faces is None:
-        dots = np.multiply.outer(px, lattices.centres[:, 0])
-        dots += np.multiply.outer(py, lattices.centres[:, 1])
-        dots += np.multiply.outer(pz, lattices.centres[:, 2])
-        face = np.argmax(dots, axis=1)
-        rows = np.arange(face.size)
-        best = dots[rows, face]
-        dots[rows, face] = -np.inf
-        sure = best - dots.max(axis=1) > FACE_MARGIN
-    else:  # a face's region is where it beats its three neighbours
-        face = np.zeros(px.size, dtype=np.int64)
-        sure = np.zeros(px.size, dtype=bool)
-        for f in faces:
-            n = lattices.beats[f]
-            lead = n[0, 0] * px + n[0, 1] * py + n[0, 2] * pz
-            for k in (1, 2):
-                lead = np.minimum(lead, n[k, 0] * px + n[k, 1] * py + n[k, 2] * pz)
-            won = lead > FACE_MARGIN
-            face[won] = f
-            sure |= won
+    face = np.zeros(px.size, dtype=np.int64)
+    sure = np.zeros(px.size, dtype=bool)
+    for f in faces:  # a face's region is where its centre beats its three neighbours'
+        n = lattices.beats[f]
+        lead = n[0, 0] * px + n[0, 1] * py + n[0, 2] * pz
+        for j in (1, 2):
+            lead = np.minimum(lead, n[j, 0] * px + n[j, 1] * py + n[j, 2] * pz)
+        won = lead > FACE_MARGIN
+        face[won] = f
+        sure |= won
     sure &= lattices.usable[face]
     k = np.take(lattices.per_face[:9], face, axis=1)  # one gather of the face's axes
     den = k[0] * px + k[1] * py + k[2] * pz
@@ -269,7 +258,8 @@ class H3LatticeTable:
         lattices = face_lattices(resolution)
         centres = h3vector.cells_to_coordinates(cells, radians=True)
         face, a, b, sure = lattice_keys(np.asarray(centres.column("lat")),
-                                           np.asarray(centres.column("lng")), lattices)
+                                        np.asarray(centres.column("lng")), lattices,
+                                        np.arange(20))
         position = np.flatnonzero(sure)  # a centre on a face edge: its points go to H3
         face, a, b = face[position], a[position], b[position]
         a0, b0 = np.zeros(20, np.int64), np.zeros(20, np.int64)
