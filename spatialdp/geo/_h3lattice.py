@@ -145,7 +145,10 @@ def _lattice(centre: NDArray[np.float64], resolution: int
         p = _centre(h3.local_ij_to_cell(origin, i0 + di, j0 + dj))
         return (p / (p @ centre) - centre) / steps
 
-    u, v = step(steps, 0), step(0, steps)
+    try:
+        u, v = step(steps, 0), step(0, steps)
+    except h3.H3BaseException:  # H3 cannot walk there (never seen): no lattice
+        return None
     spacing = float(np.linalg.norm(u))
     cos_uv = float(u @ v) / spacing**2
     if abs(np.linalg.norm(v) / spacing - 1) > 1e-9 or abs(abs(cos_uv) - 0.5) > 1e-9:
