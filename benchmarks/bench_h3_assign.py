@@ -14,9 +14,8 @@ equal before timing; peak memory from one separate run of each).
   table of ``spatialdp.geo._h3lattice`` once the partition has seen
   ``_h3lattice.MIN_POINTS_PER_CELL`` points per cell (the first call builds it
   when its batch has ``_h3lattice.FIRST_BATCH_PER_CELL`` points per cell); the
-  pure-pixel raster of
-  ``spatialdp.geo._h3grid`` once it has seen ``_h3grid.MIN_POINTS`` points.
-  Baselines:
+  pure-pixel raster of ``spatialdp.geo._h3grid`` once it has seen
+  ``_h3grid.MIN_POINTS`` points. Baselines:
 
   - h3ronpy+searchsorted: ``h3ronpy.vector.coordinates_to_cells`` -> numpy, then
     ``np.searchsorted`` into the sorted cell ids and an equality check;
