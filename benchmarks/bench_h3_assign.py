@@ -9,20 +9,28 @@ Timing follows the convention of ``benchmarks/_common.py`` (median of
 equal before timing; peak memory from one separate run of each).
 
 - ``ratio:`` (steady state, one warm-up call each). Ours: ``Partition.assign(lon=,
-  lat=)`` with whatever its own policy built by then (a cell hash table; the
-  pure-pixel raster of ``spatialdp.geo._h3grid`` only once the partition has seen
-  ``_h3grid.MIN_POINTS`` points). Baselines:
+  lat=)`` with whatever its own policy built by then: a direct-address table of
+  its cells (``_h3grid.H3CellTable``) behind h3ronpy at first; the face-lattice
+  table of ``spatialdp.geo._h3lattice`` once the partition has seen
+  ``_h3lattice.MIN_POINTS_PER_CELL`` points per cell (the first call builds it
+  when its batch has ``_h3lattice.FIRST_BATCH_PER_CELL`` points per cell); the
+  pure-pixel raster of ``spatialdp.geo._h3grid`` once it has seen
+  ``_h3grid.MIN_POINTS`` points. Baselines:
 
   - h3ronpy+searchsorted: ``h3ronpy.vector.coordinates_to_cells`` -> numpy, then
     ``np.searchsorted`` into the sorted cell ids and an equality check;
   - h3ronpy+get_indexer: the same cells looked up with ``pandas.Index.get_indexer``
     (its hash table built before timing).
 
+- ``ratio_lattice:`` ours with the lattice table forced
+  (``partition._lattice_table(force=True)``, as after 2 points per cell): the
+  steady state of a partition used a few times, without the raster's 32 MB.
 - ``ratio_raster:`` ours with the raster forced (``partition._grid_index()``, as
   after ``MIN_POINTS`` points) against the same baselines: the steady state of a
   long-lived partition. Its one-off build time is printed on its own line.
 - ``ratio_cold:`` the first call, one-off builds inside: ours on a fresh partition
-  (built untimed from the same cells: the partition is the data a user loads);
+  (built untimed from the same cells: the partition is the data a user loads),
+  with the per-process cache of H3's face lattices cleared;
   the baselines sort the cell ids / build the hash table inside.
 - per-point loop (``--loop-n`` points, scaled to N): ``h3.latlng_to_cell`` and a
   dict; printed for reference, never a ratio.
@@ -52,7 +60,7 @@ from _common import (
 from h3ronpy import vector as h3vector
 
 from spatialdp.datasets import load_us_states, synthetic_fleet
-from spatialdp.geo import _h3grid
+from spatialdp.geo import _h3grid, _h3lattice
 from spatialdp.geo.partition import Partition
 
 
@@ -101,9 +109,12 @@ def cold_contenders(cells: np.ndarray, resolution: int, lon: np.ndarray, lat: np
     def searchsorted(own: np.ndarray) -> np.ndarray:
         return searchsorted_positions(np.sort(own), lon, lat, resolution)
 
+    def fresh_partition() -> Partition:
+        _h3lattice.face_lattices.cache_clear()  # H3's face lattices, read once per process
+        return Partition.from_h3_cells(cells.copy())
+
     return {
-        "ours": (lambda: Partition.from_h3_cells(cells.copy()),
-                 lambda part: part.assign(lon=lon, lat=lat).positions),
+        "ours": (fresh_partition, lambda part: part.assign(lon=lon, lat=lat).positions),
         "h3ronpy+searchsorted": (cells.copy, searchsorted),
         "h3ronpy+get_indexer": (cells.copy, get_indexer),
     }
@@ -116,6 +127,22 @@ def build_seconds(cells: np.ndarray) -> tuple[float, float]:
     grid = fresh._grid_index()
     seconds = time.perf_counter() - start
     return seconds, (grid.nbytes if grid is not None else 0) / 2**20
+
+
+def lattice_build_seconds(cells: np.ndarray, lon: np.ndarray, lat: np.ndarray
+                          ) -> tuple[float, float, float]:
+    """Time the one-off build of the lattice table on a fresh partition.
+
+    Returns (s, table MB, share of the points it answers without H3).
+    """
+    fresh = Partition.from_h3_cells(cells.copy())
+    start = time.perf_counter()
+    table = fresh._lattice_table(force=True)
+    seconds = time.perf_counter() - start
+    if table is None:
+        return seconds, 0.0, 0.0
+    known = float(np.mean(table.lookup(lon, lat) != _h3lattice.ASK_H3))
+    return seconds, table.labels.nbytes / 2**20, known
 
 
 def loop_seconds(partition: Partition, lon: np.ndarray, lat: np.ndarray) -> float:
@@ -137,6 +164,10 @@ def run(partition: Partition, lon: np.ndarray, lat: np.ndarray, repeats: int
     fresh = Partition.from_h3_cells(cells.copy())
     out = {"ratio": compare(contenders(fresh, lon, lat), repeats=repeats)}
     print_results(out["ratio"], "steady state (one warm-up call each):")
+    lattice = Partition.from_h3_cells(cells.copy())
+    lattice._lattice_table(force=True)
+    out["ratio_lattice"] = compare(contenders(lattice, lon, lat), repeats=repeats)
+    print_results(out["ratio_lattice"], "ours with its lattice table built:")
     forced = Partition.from_h3_cells(cells.copy())
     forced._grid_index()
     out["ratio_raster"] = compare(contenders(forced, lon, lat), repeats=repeats)
@@ -186,6 +217,10 @@ def main() -> None:
 
     lon, lat = make_points(args.n, args.points, args.seed)
     res = run(partition, lon, lat, args.repeats)
+    seconds, megabytes, known = lattice_build_seconds(np.asarray(partition.cells), lon, lat)
+    print(f"  one-off lattice table build (per partition, after "
+          f"{_h3lattice.MIN_POINTS_PER_CELL} points per cell): {seconds:.3f} s, "
+          f"kept: {megabytes:.1f} MB; it answers {known:.2%} of the points without H3")
     seconds, megabytes = build_seconds(np.asarray(partition.cells))
     print(f"  one-off raster build (per partition, after {_h3grid.MIN_POINTS:,} points): "
           f"{seconds:.2f} s, kept: {megabytes:.0f} MB")

@@ -13,7 +13,7 @@ from h3ronpy import vector as h3vector
 
 from spatialdp.datasets import load_us_states
 from spatialdp.geo import Partition
-from spatialdp.geo._h3grid import OUTSIDE, UNKNOWN, H3PixelIndex
+from spatialdp.geo._h3grid import OUTSIDE, UNKNOWN, H3CellTable, H3PixelIndex
 
 #: (name, lon/lat box, resolution): mid latitudes, high north, far south, the
 #: antimeridian, around a pentagon, and a fine resolution.
@@ -98,3 +98,40 @@ def test_no_raster_where_it_cannot_pay() -> None:
     polar = np.asarray(h3vector.geometry_to_cells(shapely.box(-30, 76, 30, 80), 3))
     grid = H3PixelIndex.build(np.sort(polar), 3)
     assert grid is None or grid.pure_share == 0.0
+
+
+@pytest.mark.parametrize(("name", "box", "resolution"), BOXES, ids=[b[0] for b in BOXES])
+def test_the_cell_table_finds_what_a_hash_table_finds(
+        name: str, box: tuple[float, float, float, float], resolution: int) -> None:
+    partition = _partition(box, resolution)
+    own = np.asarray(partition.cells)
+    table = H3CellTable.build(own)
+    assert table is not None
+    rng = np.random.default_rng(len(name))
+    west, south, east, north = box
+    lon, lat = rng.uniform(west - 3, east + 3, 100_000), rng.uniform(south - 3, north + 3, 100_000)
+    lat = np.clip(lat, -89.9, 89.9)
+    lon = np.where(lon > 180, lon - 360, lon)
+    near = np.asarray(h3vector.coordinates_to_cells(lat, lon, resolution))
+    coarser = np.asarray(h3vector.coordinates_to_cells(lat, lon, max(resolution - 1, 0)))
+    finer = np.asarray(h3vector.coordinates_to_cells(lat, lon, resolution + 1))
+    garbage = rng.integers(0, np.iinfo(np.int64).max, 10_000).astype(np.uint64)
+    edges = np.r_[own[:1] - np.uint64(1), own[-1:] + np.uint64(1), own, np.uint64(0)]
+    given = np.r_[near, coarser, finer, garbage, edges].astype(np.uint64)
+    np.testing.assert_array_equal(table.lookup(given), pd.Index(own).get_indexer(given))
+    assert (table.lookup(near) >= 0).any()
+    assert (table.lookup(near) == -1).any()
+    np.testing.assert_array_equal(partition.assign(lon=lon, lat=lat, warn=False).positions,
+                                  _truth(partition, lon, lat))
+
+
+def test_cells_too_spread_for_a_table_are_still_found() -> None:
+    cells = np.sort(np.array([h3.str_to_int(h3.latlng_to_cell(lat, lon, 9)) for lat, lon in
+                              [(-60.0, -170.0), (70.0, 170.0), (0.0, 0.0)]], dtype=np.uint64))
+    assert H3CellTable.build(cells) is None  # the prefix table would dwarf three cells
+    partition = Partition.from_h3_cells(cells)
+    lat, lon = np.array([-60.0, 70.0, 0.0, 10.0]), np.array([-170.0, 170.0, 0.0, 10.0])
+    positions = partition.assign(lon=lon, lat=lat).positions
+    np.testing.assert_array_equal(positions, _truth(partition, lon, lat))
+    assert sorted(positions[:3]) == [0, 1, 2]
+    assert positions[3] == -1

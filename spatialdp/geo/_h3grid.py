@@ -35,7 +35,8 @@ import numpy as np
 import shapely
 from numpy.typing import NDArray
 
-__all__ = ["MAX_ABS_LATITUDE", "MAX_PIXELS", "MIN_POINTS", "OUTSIDE", "UNKNOWN", "H3PixelIndex"]
+__all__ = ["MAX_ABS_LATITUDE", "MAX_PIXELS", "MIN_POINTS", "OUTSIDE", "UNKNOWN", "H3CellTable",
+           "H3PixelIndex"]
 
 #: Pixel labels: a position >= 0, or one of these.
 OUTSIDE = -1
@@ -63,6 +64,81 @@ _ARC_SAMPLES = np.array([0.25, 0.5, 0.75])
 _KM_PER_DEGREE = 111.32
 #: Points looked up per block (keeps temporaries in cache).
 _BLOCK = 1 << 16
+#: Low bits of a cell's key (its last two digits) addressed within one block of
+#: :class:`H3CellTable`.
+_LOW_BITS = 6
+_LOW_MASK = (1 << _LOW_BITS) - 1
+#: :class:`H3CellTable` refuses (returns None) when its prefix table would exceed
+#: this many entries per cell of the partition plus :data:`_TABLE_SLACK`.
+_TABLE_PER_CELL = 4
+_TABLE_SLACK = 1 << 16
+
+
+@dataclass(frozen=True)
+class H3CellTable:
+    """The position of a cell among a partition's sorted cells, by direct addressing.
+
+    An H3 cell at resolution ``r`` is fixed by its base cell and its ``r``
+    digits: the ``7 + 3r`` bits just above the unused digits (its *key*).
+    Two tables replace a hash table: the key's high bits (the cell's parent
+    two resolutions up) select a block of ``2**6`` entries, its low bits (the
+    last two digits) an entry of that block, which holds the position or -1.
+    Building costs a few passes over the partition's cells (no hashing, no
+    sort: they are sorted); a lookup is a few integer operations and two
+    gathers per cell, and a final comparison with the cell found, so that any
+    other ``uint64`` (another resolution, not a cell) gets -1.
+
+    Examples
+    --------
+    >>> table = H3CellTable.build(np.array([0x85283473fffffff, 0x8528347bfffffff], np.uint64))
+    >>> table.lookup(np.array([0x8528347bfffffff, 0x85283477fffffff], np.uint64)).tolist()
+    [1, -1]
+    """
+
+    cells: NDArray[np.uint64]
+    shift: int
+    key_mask: int
+    prefix_min: int
+    prefixes: NDArray[np.int32]
+    entries: NDArray[np.int32]
+
+    @classmethod
+    def build(cls, cells: NDArray[np.uint64]) -> H3CellTable | None:
+        """Build the table of sorted, unique ``cells`` of one resolution (None: too sparse)."""
+        if cells.size == 0:
+            return None
+        resolution = int((int(cells[0]) >> 52) & 0xF)
+        shift = 3 * (15 - resolution)
+        key_mask = (1 << (7 + 3 * resolution)) - 1
+        keys = (cells.view(np.int64) >> shift) & key_mask  # sorted, as the cells are
+        prefix = keys >> _LOW_BITS
+        prefix_min = int(prefix[0])
+        span = int(prefix[-1]) - prefix_min + 1
+        if span > _TABLE_PER_CELL * cells.size + _TABLE_SLACK:
+            return None
+        new = np.r_[True, prefix[1:] != prefix[:-1]]
+        block = np.cumsum(new, dtype=np.int64)  # 1, 2, ...; block 0 holds only -1
+        prefixes = np.zeros(span, dtype=np.int32)
+        prefixes[prefix[new] - prefix_min] = np.arange(1, int(block[-1]) + 1, dtype=np.int32)
+        entries = np.full((int(block[-1]) + 1) << _LOW_BITS, -1, dtype=np.int32)
+        entries[(block << _LOW_BITS) | (keys & _LOW_MASK)] = np.arange(cells.size, dtype=np.int32)
+        return cls(cells, shift, key_mask, prefix_min, prefixes, entries)
+
+    def lookup(self, cells: NDArray[np.uint64]) -> NDArray[np.int64]:
+        """Return each cell's position among the table's cells, -1 where it is not one."""
+        out = np.empty(cells.size, dtype=np.int64)
+        signed = cells.view(np.int64)  # cells keep bit 63 clear: shifts stay exact
+        last = self.prefixes.size - 1
+        for start in range(0, cells.size, _BLOCK):  # blocks keep the temporaries in cache
+            given = signed[start:start + _BLOCK]
+            keys = (given >> self.shift) & self.key_mask
+            prefix = np.clip((keys >> _LOW_BITS) - self.prefix_min, 0, last)
+            found = self.entries[(self.prefixes[prefix].astype(np.int64) << _LOW_BITS)
+                                 | (keys & _LOW_MASK)]
+            # a clipped prefix, or the key of no cell here, finds -1 or another cell
+            out[start:start + given.size] = np.where(
+                self.cells.view(np.int64)[found] == given, found, -1)
+        return out
 
 
 @dataclass(frozen=True)

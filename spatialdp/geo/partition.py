@@ -8,10 +8,14 @@ geometries: results carry it, and results of two versions are never mixed
 (:class:`~spatialdp.exceptions.PartitionMismatch`).
 
 Points to regions (:meth:`Partition.assign`). H3 partitions index all points at
-once (h3ronpy) and find the cells in a hash table of the partition's cells;
-after :data:`spatialdp.geo._h3grid.MIN_POINTS` points they build, once, a
-raster of pure pixels (:mod:`spatialdp.geo._h3grid`) that answers most points
-by arithmetic and sends only the others to H3. Polygon partitions test small
+once (h3ronpy) and find the cells in a direct-address table of the partition's
+cells (:class:`spatialdp.geo._h3grid.H3CellTable`); once they have seen
+:data:`spatialdp.geo._h3lattice.MIN_POINTS_PER_CELL` points per cell they build,
+once, a table keyed by H3's own (face, hexagon) arithmetic
+(:mod:`spatialdp.geo._h3lattice`), and after
+:data:`spatialdp.geo._h3grid.MIN_POINTS` points a raster of pure pixels
+(:mod:`spatialdp.geo._h3grid`); both answer most points by arithmetic, exactly as
+H3 would, and send only the others on. Polygon partitions test small
 batches exactly (STRtree bounding boxes, then prepared geometries); once a
 partition has seen :data:`GRID_MIN_POINTS` points (more for intricate polygons)
 it builds a grid index (:mod:`spatialdp.geo._grid`), coarse at first and finer as
@@ -62,7 +66,10 @@ from spatialdp.exceptions import (
 from spatialdp.geo import _grid, h3cells
 from spatialdp.geo._grid import GridIndex, exact_positions
 from spatialdp.geo._h3grid import MIN_POINTS as H3_GRID_MIN_POINTS
-from spatialdp.geo._h3grid import UNKNOWN, H3PixelIndex
+from spatialdp.geo._h3grid import UNKNOWN, H3CellTable, H3PixelIndex
+from spatialdp.geo._h3lattice import FIRST_BATCH_PER_CELL as LATTICE_FIRST_BATCH_PER_CELL
+from spatialdp.geo._h3lattice import MIN_POINTS_PER_CELL as LATTICE_MIN_POINTS_PER_CELL
+from spatialdp.geo._h3lattice import H3LatticeTable
 from spatialdp.geo.lonlat import LONLAT_EPSG, check_polygons, geometry_array, read_points
 from spatialdp.geo.results import Assignment, CellIncidence, incidence_matrix, lookup_cells
 
@@ -184,16 +191,18 @@ class Partition:
         self._grid: GridIndex | H3PixelIndex | None = None
         self._grid_tried = False  # True once no further (finer) grid will be built
         self._grid_cells = 0  # cell budget of the last polygon grid built (0: none yet)
-        self._cell_index: pd.Index | None = None
+        self._cell_index: H3CellTable | pd.Index | None = None  # cell -> position
+        self._lattice: H3LatticeTable | None = None
+        self._lattice_tried = False  # True once the lattice table was built (or refused)
         self._points_seen = 0
         self.version = self._content_hash()
 
-    _CACHES = ("_tree", "_geoms", "_grid", "_cell_index")
+    _CACHES = ("_tree", "_geoms", "_grid", "_cell_index", "_lattice")
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state.update(dict.fromkeys(self._CACHES))
-        state.update(_grid_tried=False, _points_seen=0, _grid_cells=0)
+        state.update(_grid_tried=False, _lattice_tried=False, _points_seen=0, _grid_cells=0)
         return state
 
     # ------------------------------------------------------------------ building
@@ -498,10 +507,13 @@ class Partition:
 
         Give either a point GeoDataFrame/GeoSeries (in any CRS: another than EPSG:4326
         is reprojected, with a warning) or ``lon`` and ``lat`` in degrees.
-        H3 partitions index all points at once (h3ronpy) and look the cells up in a hash
-        table; once a partition has assigned 2 million points it builds, once, a
-        raster whose pure pixels (wholly inside one cell) answer most points by
-        arithmetic, with exactly H3's answer. Polygon partitions test points
+        H3 partitions index all points at once (h3ronpy) and look the cells up in a
+        direct-address table; once a partition has assigned 2 points per cell (in
+        a first call: a batch of 4 per cell) it builds, once, a table keyed by H3's
+        face and hexagon, found by numpy arithmetic, and once it has assigned 2
+        million points a raster whose pure pixels (wholly inside one cell) answer
+        most points by arithmetic; both give exactly H3's answer and leave only
+        near-ties to h3ronpy. Polygon partitions test points
         exactly with prepared geometries; once a partition has assigned 5,000
         points (plus 1 per 4 polygon vertices), a call after its first builds a
         coarse grid index sized to the points seen (the first call only when its
@@ -561,18 +573,24 @@ class Partition:
         grid = self._grid
         if self._cells is not None:
             return self._h3_positions(grid if isinstance(grid, H3PixelIndex) else None,
-                                      lon, lat)
+                                      self._lattice_table(first_call), lon, lat)
         if isinstance(grid, GridIndex):
             return grid.lookup(lon, lat)
         return exact_positions(self._prepared_geometries(), self.tree, lon, lat)
 
-    def _h3_positions(self, grid: H3PixelIndex | None, lon: NDArray[np.float64],
-                      lat: NDArray[np.float64]) -> NDArray[np.int64]:
-        """Positions in an H3 partition: pure pixels by arithmetic, the other points by H3."""
+    def _h3_positions(self, grid: H3PixelIndex | None, lattice: H3LatticeTable | None,
+                      lon: NDArray[np.float64], lat: NDArray[np.float64]) -> NDArray[np.int64]:
+        """Positions in an H3 partition: pure pixels, then the face lattices, then H3."""
         resolution = int(self.resolution or 0)
-        if grid is None:
+        if grid is not None:
+            positions = grid.lookup(lon, lat)
+            if lattice is not None:
+                ask = np.flatnonzero(positions == UNKNOWN)
+                positions[ask] = lattice.lookup(lon[ask], lat[ask])
+        elif lattice is not None:
+            positions = lattice.lookup(lon, lat)
+        else:
             return self._cell_positions(h3cells.latlng_to_cells_unchecked(lat, lon, resolution))
-        positions = grid.lookup(lon, lat)
         ask = np.flatnonzero(positions == UNKNOWN)
         if ask.size:
             cells = h3cells.latlng_to_cells_unchecked(lat[ask], lon[ask], resolution)
@@ -606,7 +624,10 @@ class Partition:
     def _cell_positions(self, cells: NDArray[np.uint64]) -> NDArray[np.int64]:
         """Return the position of each cell among the partition's cells, -1 if absent."""
         if self._cell_index is None:
-            self._cell_index = pd.Index(self.cells)
+            table = H3CellTable.build(self.cells)
+            self._cell_index = table if table is not None else pd.Index(self.cells)
+        if isinstance(self._cell_index, H3CellTable):
+            return self._cell_index.lookup(cells)
         lookup: Any = self._cell_index.get_indexer  # takes arrays too (not in the stubs)
         return np.asarray(lookup(cells), dtype=np.int64)
 
@@ -648,6 +669,18 @@ class Partition:
         self._grid_cells = cells
         self._grid_tried = cells >= _grid.MAX_GRID_CELLS
         return self._grid
+
+    def _lattice_table(self, first_call: bool = False, force: bool = False
+                       ) -> H3LatticeTable | None:
+        """Build the face-lattice table once the points seen pay for it (or now: ``force``).
+
+        A partition's first call builds it only when its batch alone pays for it.
+        """
+        per_cell = LATTICE_FIRST_BATCH_PER_CELL if first_call else LATTICE_MIN_POINTS_PER_CELL
+        if not self._lattice_tried and (force or self._points_seen >= per_cell * self.n_regions):
+            self._lattice = H3LatticeTable.build(self.cells, int(self.resolution or 0))
+            self._lattice_tried = True
+        return self._lattice
 
     def _grid_first_batch(self) -> int:
         """Return the smallest first batch for which the first call builds a grid."""
