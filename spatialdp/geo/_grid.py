@@ -50,8 +50,10 @@ _MIN_CELL_DEGREES = 1000 * EDGE_PAD
 #: costs about 1 ns a point per region, while Point objects and the STRtree query cost
 #: about 0.2 us a point); above it, STRtree candidates.
 LOOP_MAX_REGIONS = 64
-#: Strips of longitude the region loop sorts its points into.
+#: Strips of longitude the region loop sorts its points into (and bands of latitude
+#: within a strip: 16 x 4096 keys fit 16 bits).
 LOOP_STRIPS = 16
+_LOOP_BANDS = 4096
 #: Points looked up per block.
 LOOKUP_BLOCK = 1 << 16
 #: :class:`BoxBins` makes its bins this many times narrower than the median region box
@@ -112,9 +114,11 @@ def _exact_region_by_region(geoms: NDArray[np.object_], lon: NDArray[np.float64]
                             lat: NDArray[np.float64]) -> NDArray[np.int64]:
     """Test points exactly against a few regions, one region at a time.
 
-    The points are first sorted into :data:`LOOP_STRIPS` strips of longitude (one
-    stable sort of small integers), so that each region scans only the strips its
-    bounding box spans, not every point. Per region, in partition order: a
+    The points are first sorted into :data:`LOOP_STRIPS` strips of longitude, and by
+    latitude within a strip (one radix sort of 16-bit keys), so that each region
+    scans only the strips its bounding box spans, not every point, and GEOS meets
+    the points of a region roughly south to north (its point locator stays in cache:
+    about 15 % faster than in input order). Per region, in partition order: a
     bounding-box mask over those points that no earlier region took, then the
     prepared test (one :func:`shapely.intersects_xy` call on the region: about 1.5
     times faster per point than a call on an array of regions). No Point objects
@@ -123,13 +127,16 @@ def _exact_region_by_region(geoms: NDArray[np.object_], lon: NDArray[np.float64]
     """
     bounds = shapely.bounds(geoms)
     west, east = float(bounds[:, 0].min()), float(bounds[:, 2].max())
-    scale = LOOP_STRIPS / max(east - west, _MIN_CELL_DEGREES)
+    south, north = float(bounds[:, 1].min()), float(bounds[:, 3].max())
 
     def strip(x: NDArray[np.float64]) -> NDArray[np.int64]:  # monotone in x
+        scale = LOOP_STRIPS / max(east - west, _MIN_CELL_DEGREES)
         return np.clip(np.floor((x - west) * scale), 0, LOOP_STRIPS - 1).astype(np.int64)
 
-    order = np.argsort(strip(lon).astype(np.int16), kind="stable")
-    starts = np.searchsorted(strip(lon)[order], np.arange(LOOP_STRIPS + 1))
+    band = np.floor((lat - south) * (_LOOP_BANDS / max(north - south, _MIN_CELL_DEGREES)))
+    key = strip(lon) * _LOOP_BANDS + np.clip(band, 0, _LOOP_BANDS - 1).astype(np.int64)
+    order = _stable_order(key, LOOP_STRIPS * _LOOP_BANDS)
+    starts = np.searchsorted(key[order], np.arange(LOOP_STRIPS + 1) * _LOOP_BANDS)
     x, y = lon[order], lat[order]
     first, last = strip(bounds[:, 0]), strip(bounds[:, 2])
     out = np.full(lon.size, -1, dtype=np.int64)
