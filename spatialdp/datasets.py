@@ -99,9 +99,19 @@ def _read_plain_gpkg(path: Path) -> gpd.GeoDataFrame | None:
     without missing values, standard geometry blobs.
     """
     import sqlite3
+
+    try:
+        return _read_plain_layer(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro",
+                                                 uri=True))
+    except sqlite3.DatabaseError:  # not SQLite, or not a GeoPackage: geopandas says why
+        return None
+
+
+def _read_plain_layer(connection: Any) -> gpd.GeoDataFrame | None:
+    """Read the one feature table of an open GeoPackage (see :func:`_read_plain_gpkg`)."""
     from contextlib import closing
 
-    with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as con:
+    with closing(connection) as con:
         tables = con.execute("SELECT table_name, srs_id FROM gpkg_contents "
                              "WHERE data_type = 'features'").fetchall()
         if len(tables) != 1:
@@ -113,14 +123,15 @@ def _read_plain_gpkg(path: Path) -> gpd.GeoDataFrame | None:
                            "table_name = ?", (table,)).fetchone()
         if crs is None or str(crs[0]).upper() != "EPSG" or geom is None:
             return None
-        info = con.execute(f'PRAGMA table_info("{table}")').fetchall()
+        info = con.execute(f"PRAGMA table_info({_quoted(table)})").fetchall()
         key = [row[1] for row in info if row[5]]
         attrs = [row[1] for row in info if not row[5] and row[1] != geom[0]]
         if len(key) != 1 or any(row[2].upper() != "TEXT" for row in info
                                 if row[1] in attrs):
             return None
-        names = ", ".join(f'"{name}"' for name in [geom[0], *attrs])
-        rows = con.execute(f'SELECT {names} FROM "{table}" ORDER BY "{key[0]}"').fetchall()
+        names = ", ".join(_quoted(name) for name in [geom[0], *attrs])
+        rows = con.execute(f"SELECT {names} FROM {_quoted(table)} "
+                           f"ORDER BY {_quoted(key[0])}").fetchall()
     wkb = [_gpkg_wkb(row[0]) for row in rows]
     if any(blob is None for blob in wkb) or any(v is None for row in rows for v in row):
         return None
@@ -128,6 +139,11 @@ def _read_plain_gpkg(path: Path) -> gpd.GeoDataFrame | None:
 
     columns = {name: [row[i + 1] for row in rows] for i, name in enumerate(attrs)}
     return gpd.GeoDataFrame(columns, geometry=shapely.from_wkb(wkb), crs=f"EPSG:{crs[1]}")
+
+
+def _quoted(name: str) -> str:
+    """Return an SQLite identifier in double quotes (inner quotes doubled)."""
+    return '"' + str(name).replace('"', '""') + '"'
 
 
 def _gpkg_wkb(blob: bytes | None) -> bytes | None:

@@ -175,8 +175,12 @@ def test_the_states_are_read_without_gdal_exactly_as_geopandas_reads_them() -> N
 
 
 def test_the_reader_leaves_other_geopackages_to_geopandas(tmp_path: Path) -> None:
-    """A layer with a numeric column (or two layers) is not the plain layout: None."""
+    """A layer with a numeric column (or two layers, or a file that is not SQLite) is
+    not the plain layout: None, and geopandas reads it (or says why it cannot)."""
     from spatialdp.datasets import _read_plain_gpkg
+
+    (tmp_path / "garbage.gpkg").write_bytes(b"not a database at all" * 100)
+    assert _read_plain_gpkg(tmp_path / "garbage.gpkg") is None
 
     frame = gpd.GeoDataFrame({"code": ["a"], "size": [1.5]},
                              geometry=[shapely.box(0, 0, 1, 1)], crs=4326)

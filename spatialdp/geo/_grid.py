@@ -59,8 +59,9 @@ LOOKUP_BLOCK = 1 << 16
 #: :class:`BoxBins` makes its bins this many times narrower than the median region box
 #: (a box then covers about 3 x 3 bins, and a bin holds few boxes)...
 BIN_SIDE_PER_BOX = 2
-#: ...with at most this many bins per region...
+#: ...with at most this many bins per region (and :data:`MAX_BINS` in all)...
 BINS_PER_REGION = 16
+MAX_BINS = 1 << 20
 #: ...and gives up (the STRtree path then answers) when the regions' bounding boxes
 #: cover more than this many bins per region on average (huge, overlapping boxes).
 MAX_BINS_PER_BOX = 64
@@ -195,7 +196,7 @@ class BoxBins:
         side = float(np.median(np.sqrt(np.maximum(bounds[:, 2] - bounds[:, 0], 0.0)
                                        * np.maximum(bounds[:, 3] - bounds[:, 1], 0.0))))
         nx, ny = _bin_shape(east - west, north - south, side / BIN_SIDE_PER_BOX,
-                            BINS_PER_REGION * len(geoms))
+                            min(BINS_PER_REGION * len(geoms), MAX_BINS))
         east = max(east, west + nx * _MIN_CELL_DEGREES)
         north = max(north, south + ny * _MIN_CELL_DEGREES)
         bins = cls(west, south, east, north, nx, ny, np.zeros(1, dtype=np.int64),
@@ -538,9 +539,13 @@ def _bin_shape(width: float, height: float, side: float, most: int) -> tuple[int
     """Return (nx, ny) for square bins of about ``side`` degrees (at most ``most`` bins)."""
     width = max(width, _MIN_CELL_DEGREES)
     height = max(height, _MIN_CELL_DEGREES)
-    size = max(side, float(np.sqrt(width * height / max(most, 1))), _MIN_CELL_DEGREES)
-    return (max(int(np.ceil(width / size - 1e-9)), 1),
-            max(int(np.ceil(height / size - 1e-9)), 1))
+    most = max(most, 1)
+    size = max(side, float(np.sqrt(width * height / most)), _MIN_CELL_DEGREES)
+    while True:
+        nx, ny = int(np.ceil(width / size)), int(np.ceil(height / size))
+        if nx * ny <= most:
+            return nx, ny
+        size *= 1.01 * np.sqrt(nx * ny / most)
 
 
 def _grid_shape(width: float, height: float, border_length: float,
