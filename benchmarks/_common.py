@@ -22,7 +22,11 @@ The convention (issue 27)
    :func:`compare` with ``warmup=0`` on contenders that build their state inside
    the call (``setup`` gives each run fresh, untimed inputs such as unprepared
    geometry copies), or :func:`fresh_process`, which times the first call in a new
-   Python process.
+   Python process. Fresh processes import compiled bytecode, as an installed
+   package does (pip compiles it at install): the child may write ``__pycache__``
+   even where ``PYTHONDONTWRITEBYTECODE`` is set, and :func:`compare_fresh` runs
+   every contender once, untimed, before timing (otherwise each process would
+   compile the side with more Python source from scratch: 30-45 ms for spatialdp).
 4. **``ratio:`` is against the strongest baseline** (vectorised numpy/pandas/
    scipy, prepared shapely or sjoin, h3ronpy, a per-file loop for Dask). Weaker
    baselines may be printed on their own lines (:func:`ratio_line` with another
@@ -289,6 +293,7 @@ def fresh_process(prelude: str, statement: str) -> Callable[[], tuple[float, flo
 
     def run() -> tuple[float, float, float]:
         env = dict(os.environ)
+        env.pop("PYTHONDONTWRITEBYTECODE", None)  # bytecode as installed (see the convention)
         env["PYTHONPATH"] = os.pathsep.join(p for p in [str(_HERE.parent),
                                                         env.get("PYTHONPATH", "")] if p)
         done = subprocess.run([sys.executable, "-c", script], capture_output=True,
@@ -303,9 +308,14 @@ def fresh_process(prelude: str, statement: str) -> Callable[[], tuple[float, flo
 
 def compare_fresh(contenders: Mapping[str, Callable[[], tuple[float, float, float]]], *,
                   repeats: int) -> dict[str, Timing]:
-    """Time :func:`fresh_process` calls, interleaved; peak is the largest child RSS."""
+    """Time :func:`fresh_process` calls, interleaved; peak is the largest child RSS.
+
+    Each contender first runs once, untimed, so that its modules' bytecode is cached.
+    """
     out = {name: Timing(peak_mb=0.0, note="first call in a fresh process")
            for name in contenders}
+    for run in contenders.values():
+        run()
     for _ in range(repeats):
         for name, run in contenders.items():
             wall, cpu, peak = run()

@@ -19,8 +19,9 @@ before timing; peak memory from one separate run of each):
 
 - ``ratio:`` (steady state) -- each side warmed by one untimed call. Ours is
   ``Partition.assign(lon=, lat=)``: after its warm-up it holds the lookup structures
-  its own cost model chose for that many points (prepared geometries and STRtree,
-  and a grid index sized to the points seen, see ``spatialdp.geo.partition``).
+  its own cost model chose for that many points (prepared geometries, the regions'
+  bounding boxes filed in bins when there are more than 64, and a grid index sized
+  to the points seen, see ``spatialdp.geo.partition``).
   Baselines, all returning the same answer (the first region in partition order
   that the point intersects, -1 if none):
 
@@ -37,7 +38,10 @@ before timing; peak memory from one separate run of each):
   partition is the data a spatialdp user loads, as the GeoDataFrame is the
   baseline's; its prepared geometries, STRtree and grid are built inside the
   call), the baselines on fresh unprepared geometry copies (prepare, bounds,
-  STRtree, Point array or point frame all inside). Same repeats, median.
+  STRtree, Point array or point frame all inside). Same repeats, median. (Leaving
+  the geometries unprepared is no stronger baseline: ``shapely.intersects_xy``
+  prepares a single geometry itself, and an array of unprepared regions tests
+  points several times slower.)
 
 The strongest baseline is the fastest equivalent one, chosen separately for the
 warm and the cold comparison. Lines: ``ratio (hexagons):``,

@@ -157,3 +157,85 @@ def test_a_missing_data_folder_is_named(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setenv("SPATIALDP_DATA", str(tmp_path))
     with pytest.raises(FileNotFoundError, match=re.escape(str(tmp_path))):
         data_dir()
+
+
+def test_the_states_are_read_without_gdal_exactly_as_geopandas_reads_them() -> None:
+    """The sqlite3 reader of the shipped GeoPackage gives geopandas.read_file's frame:
+    columns, dtypes, order, CRS and byte-identical geometries."""
+    from geopandas.testing import assert_geodataframe_equal
+
+    from spatialdp.datasets import _read_plain_gpkg
+
+    path = data_dir() / "us48_states.gpkg"
+    fast, slow = _read_plain_gpkg(path), gpd.read_file(path)
+    assert fast is not None
+    assert_geodataframe_equal(fast, slow, check_less_precise=False)
+    assert fast.crs == slow.crs
+    assert (shapely.to_wkb(fast.geometry.values) == shapely.to_wkb(slow.geometry.values)).all()
+
+
+def test_the_reader_leaves_other_geopackages_to_geopandas(tmp_path: Path) -> None:
+    """A layer with a numeric column (or two layers, or a file that is not SQLite) is
+    not the plain layout: None, and geopandas reads it (or says why it cannot)."""
+    from spatialdp.datasets import _read_plain_gpkg
+
+    (tmp_path / "garbage.gpkg").write_bytes(b"not a database at all" * 100)
+    assert _read_plain_gpkg(tmp_path / "garbage.gpkg") is None
+
+    frame = gpd.GeoDataFrame({"code": ["a"], "size": [1.5]},
+                             geometry=[shapely.box(0, 0, 1, 1)], crs=4326)
+    frame.to_file(tmp_path / "numeric.gpkg")
+    assert _read_plain_gpkg(tmp_path / "numeric.gpkg") is None
+    frame[["code", "geometry"]].to_file(tmp_path / "two.gpkg", layer="one")
+    frame[["code", "geometry"]].to_file(tmp_path / "two.gpkg", layer="two")
+    assert _read_plain_gpkg(tmp_path / "two.gpkg") is None
+    frame[["code", "geometry"]].to_file(tmp_path / "plain.gpkg")
+    plain = _read_plain_gpkg(tmp_path / "plain.gpkg")
+    assert plain is not None
+    assert plain.code.tolist() == ["a"]
+
+
+def test_the_shipped_partition_is_the_fully_checked_one() -> None:
+    """us_states_partition skips the validity and overlap checks only for the content
+    that passed them: its version is the checked build's, and US_STATES_VERSION."""
+    from spatialdp.datasets import US_STATES_VERSION, load_us_states, us_states_partition
+
+    checked = Partition.from_geodataframe(load_us_states(), "state", name="us48-states")
+    assert checked.version == US_STATES_VERSION
+    fast = us_states_partition()
+    assert fast.version == US_STATES_VERSION
+    assert fast.region_ids.equals(checked.region_ids)
+    assert fast.regions.geometry.geom_equals_exact(checked.regions.geometry, 0).all()
+
+
+def test_an_edited_states_file_is_checked_again(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A data folder whose states differ from the shipped ones (here Colorado drawn
+    over Utah) does not hash to the shipped version, so it goes through every check."""
+    from spatialdp import datasets
+
+    states = datasets.load_us_states()
+    row = states.index[states.state == "CO"][0]
+    states.loc[row, "geometry"] = shapely.box(-112, 37, -102, 41)
+    states.to_file(tmp_path / "us48_states.gpkg")
+    monkeypatch.setenv("SPATIALDP_DATA", str(tmp_path))
+    datasets._states.cache_clear()
+    try:
+        with pytest.raises(InvalidInput, match="overlap"):
+            datasets.us_states_partition()
+    finally:
+        datasets._states.cache_clear()
+
+
+def test_the_checkout_data_is_found_without_sysconfig(monkeypatch: pytest.MonkeyPatch) -> None:
+    """data_dir() looks at the checkout's data/ before asking sysconfig for install
+    schemes (about 9 ms on a cold first call)."""
+    import sysconfig
+
+    def refuse(*args: object) -> str:
+        raise AssertionError("sysconfig asked")
+
+    monkeypatch.delenv("SPATIALDP_DATA", raising=False)
+    monkeypatch.setattr(sysconfig, "get_default_scheme", refuse)
+    monkeypatch.setattr(sysconfig, "get_preferred_scheme", refuse)
+    assert data_dir() == Path(__file__).resolve().parent.parent / "data"

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from spatialdp.geo import _grid, h3cells
-from spatialdp.geo._grid import GridIndex, exact_positions
+from spatialdp.geo._grid import BoxBins, GridIndex, exact_positions
 from spatialdp.geo.partition import Partition
 
 
@@ -66,10 +66,27 @@ def check_exact(geoms: Any, seed: int = 0, n_random: int = 20_000) -> GridIndex:
     grid = GridIndex.build(geoms, tree)
     assert grid is not None
     lon, lat = awkward_points(geoms, grid, np.random.default_rng(seed), n_random)
+    bins = BoxBins.build(geoms)  # None for a few regions of very unequal boxes
+    if bins is not None:
+        lon, lat = add_bin_lines(bins, lon, lat, np.random.default_rng(seed))
     expected = reference(geoms, lon, lat)
     np.testing.assert_array_equal(exact_positions(geoms, tree, lon, lat), expected)
     np.testing.assert_array_equal(grid.lookup(lon, lat), expected)
+    if bins is not None:
+        np.testing.assert_array_equal(bins.positions(geoms, lon, lat), expected)
     return grid
+
+
+def add_bin_lines(bins: BoxBins, lon: np.ndarray, lat: np.ndarray, rng: np.random.Generator
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Append points on the bin lines of ``bins`` and on the regions' box edges."""
+    columns = bins.west + rng.integers(0, bins.nx + 1, 2_000) * (bins.east - bins.west) / bins.nx
+    rows = bins.south + rng.integers(0, bins.ny + 1, 2_000) * (bins.north - bins.south) / bins.ny
+    box = bins.bounds[rng.integers(0, len(bins.bounds), 2_000)]
+    return (np.concatenate([lon, columns, rng.uniform(bins.west, bins.east, 2_000),
+                            box[:, 0], box[:, 2]]),
+            np.concatenate([lat, rng.uniform(bins.south, bins.north, 2_000), rows,
+                            box[:, 1], box[:, 3]]))
 
 
 @pytest.mark.parametrize("loop_max", [0, 64], ids=["strtree", "region-loop"])
@@ -89,9 +106,13 @@ def test_both_exact_paths_and_coarse_grids_match_sjoin(
     assert grid is not None
     assert grid.nx * grid.ny <= max(max_cells, _grid.MIN_GRID_CELLS)
     lon, lat = awkward_points(geoms_arr, grid, np.random.default_rng(8), 5_000)
+    bins = BoxBins.build(geoms_arr)
+    assert bins is not None
+    lon, lat = add_bin_lines(bins, lon, lat, np.random.default_rng(9))
     expected = reference(geoms_arr, lon, lat)
     np.testing.assert_array_equal(exact_positions(geoms_arr, tree, lon, lat), expected)
     np.testing.assert_array_equal(grid.lookup(lon, lat), expected)
+    np.testing.assert_array_equal(bins.positions(geoms_arr, lon, lat), expected)
 
 
 def test_border_segments_are_every_ring_edge() -> None:
@@ -258,20 +279,20 @@ def test_grid_cost_model_builds_lazily_and_refines(states: gpd.GeoDataFrame,
     monkeypatch.setattr(GridIndex, "build", classmethod(counting))
     part = Partition.from_geodataframe(states, "state")
     rng = np.random.default_rng(9)
-    lon, lat = rng.uniform(-125, -66, 10_000), rng.uniform(24, 50, 10_000)
+    lon, lat = rng.uniform(-125, -66, 20_000), rng.uniform(24, 50, 20_000)
     expected = exact_positions(part._prepared_geometries(), part.tree, lon, lat)
-    assert 10_000 >= part._grid_min_points()  # enough points, but a first call:
+    assert 20_000 >= part._grid_min_points()  # enough points, but a first call:
     np.testing.assert_array_equal(part.assign(lon=lon, lat=lat).positions, expected)
     assert builds == []  # the first call pays no build
     np.testing.assert_array_equal(part.assign(lon=lon, lat=lat).positions, expected)
-    assert builds == [8 * 20_000]  # GRID_CELLS_PER_POINT per point seen
+    assert builds == [8 * 40_000]  # GRID_CELLS_PER_POINT per point seen
     coarse = part._grid
     assert coarse is not None
-    assert coarse.nx * coarse.ny <= 8 * 20_000
+    assert coarse.nx * coarse.ny <= 8 * 40_000
     part._points_seen = part._grid_min_points() - 1  # as after 16 times more points
     np.testing.assert_array_equal(part.assign(lon=lon, lat=lat).positions, expected)
     assert len(builds) == 2
-    assert builds[1] > 16 * builds[0] - 1
+    assert builds[1] >= min(16 * builds[0], _grid.MAX_GRID_CELLS)
     assert part._grid is not coarse
     big = Partition.from_geodataframe(states, "state")
     n = big._grid_first_batch()
@@ -283,10 +304,65 @@ def test_grid_cost_model_builds_lazily_and_refines(states: gpd.GeoDataFrame,
     assert builds[-1] == 8 * 2 * n
 
 
+def test_a_hexagon_partition_answers_through_its_bins(states: gpd.GeoDataFrame) -> None:
+    """Above 64 regions a partition's exact test (before any grid) files the regions'
+    boxes in bins, built once: no STRtree, no Point objects; sjoin's first match."""
+    area = states[states.state.isin(["CO", "UT"])]
+    cells = np.unique(h3cells.polygons_to_cell_lists(area.geometry.to_numpy(), 4, "overlap")[1])
+    frame = gpd.GeoDataFrame({"id": h3cells.cells_to_str(cells)},
+                             geometry=h3cells.cell_polygons(cells), crs=4326)
+    part = Partition.from_geodataframe(frame, "id")
+    geoms = part._prepared_geometries()
+    rng = np.random.default_rng(4)
+    west, south, east, north = shapely.total_bounds(geoms)
+    lon, lat = rng.uniform(west - 1, east + 1, 5_000), rng.uniform(south - 1, north + 1, 5_000)
+    vertices = shapely.get_coordinates(shapely.boundary(geoms))
+    lon, lat = np.concatenate([lon, vertices[:, 0]]), np.concatenate([lat, vertices[:, 1]])
+    got = part.assign(lon=lon, lat=lat, warn=False).positions
+    assert isinstance(part._bins, BoxBins)
+    assert part._tree is None
+    assert part._grid is None
+    np.testing.assert_array_equal(got, reference(geoms, lon, lat))
+
+
+def test_boxes_too_large_to_file_fall_back_to_the_strtree() -> None:
+    """Regions whose boxes span the whole extent (two far-apart parts each) would file
+    into every bin: BoxBins refuses, and the partition's exact test uses the STRtree."""
+    small = [shapely.box(x, y, x + 0.5, y + 0.5) for x in range(10) for y in range(10)]
+    wide = [shapely.MultiPolygon([shapely.box(-3 + i / 20, -3, -2.96 + i / 20, -2.96),
+                                  shapely.box(12 + i / 20, 12, 12.04 + i / 20, 12.04)])
+            for i in range(40)]
+    geoms = np.asarray(small + wide, dtype=object)
+    assert BoxBins.build(geoms) is None
+    frame = gpd.GeoDataFrame({"id": [f"r{i:03d}" for i in range(geoms.size)]},
+                             geometry=list(geoms), crs=4326)
+    part = Partition.from_geodataframe(frame, "id")
+    rng = np.random.default_rng(5)
+    lon, lat = rng.uniform(-4, 15, 3_000), rng.uniform(-4, 13, 3_000)
+    got = part.assign(lon=lon, lat=lat, warn=False).positions
+    assert part._bins is False
+    assert part._tree is not None
+    np.testing.assert_array_equal(got, reference(part._prepared_geometries(), lon, lat))
+
+
+def test_a_small_fleet_never_buys_a_grid() -> None:
+    """Below 5,000 points plus one per vertex (16,469 for the states) no grid is built:
+    a 10^4-device fleet (about 12,000 points assigned in all) stays on the exact test,
+    which its calls cost less than the build (about 12 ms) would."""
+    from spatialdp.datasets import synthetic_fleet, us_states_partition
+
+    part = us_states_partition()
+    synthetic_fleet(10_000, rng=0, partition=part)
+    assert part._grid is None
+    assert 10_000 < part._points_seen < part._grid_min_points()
+
+
 def test_a_cold_fleet_import_leaves_slow_modules_alone() -> None:
     """Importing the datasets (and so the partition) and a small fleet load neither
     scipy.sparse, scipy.ndimage, pyarrow.parquet nor tqdm (no bar below 100,000
-    devices): a first call in a fresh process paid about 0.1 s of CPU for them."""
+    devices): a first call in a fresh process paid about 0.1 s of CPU for them. Nor
+    h3 and h3ronpy (a polygon partition needs no H3) or pyogrio (the shipped states
+    are read with sqlite3): another 40-80 ms."""
     import os
     import subprocess
     import sys
@@ -297,7 +373,7 @@ def test_a_cold_fleet_import_leaves_slow_modules_alone() -> None:
     code = ("import sys, spatialdp.datasets; "
             "spatialdp.datasets.synthetic_fleet(2_000, rng=0); "
             "print(sorted(m for m in ('scipy.sparse', 'scipy.ndimage', 'pyarrow.parquet', "
-            "'tqdm') if m in sys.modules))")
+            "'tqdm', 'h3', 'h3ronpy', 'pyogrio') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True, env=env, cwd=root)
     assert done.stdout.strip() == "[]"

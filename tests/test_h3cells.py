@@ -81,8 +81,8 @@ def test_no_hand_written_bit_operations_left() -> None:
     source = inspect.getsource(h3cells)
     assert "_RES_MASK" not in source
     assert "<< _RES_OFFSET" not in source
-    assert "h3ronpy.change_resolution" in source
-    assert "h3ronpy.cells_resolution" in source
+    assert "_h3ronpy().change_resolution" in source
+    assert "_h3ronpy().cells_resolution" in source
 
 
 @pytest.mark.parametrize(

@@ -27,8 +27,8 @@ import numpy as np
 import shapely
 from numpy.typing import NDArray
 
-__all__ = ["EDGE_PAD", "MAX_GRID_CELLS", "MAX_MIXED_SHARE", "GridIndex", "exact_positions",
-           "first_hits"]
+__all__ = ["EDGE_PAD", "MAX_GRID_CELLS", "MAX_MIXED_SHARE", "BoxBins", "GridIndex",
+           "exact_positions", "first_hits"]
 
 #: Cells are sized so that the band of mixed cells along the borders covers about
 #: this share of the bounding box...
@@ -50,8 +50,21 @@ _MIN_CELL_DEGREES = 1000 * EDGE_PAD
 #: costs about 1 ns a point per region, while Point objects and the STRtree query cost
 #: about 0.2 us a point); above it, STRtree candidates.
 LOOP_MAX_REGIONS = 64
+#: Strips of longitude the region loop sorts its points into (and bands of latitude
+#: within a strip: 16 x 4096 keys fit 16 bits).
+LOOP_STRIPS = 16
+_LOOP_BANDS = 4096
 #: Points looked up per block.
 LOOKUP_BLOCK = 1 << 16
+#: :class:`BoxBins` makes its bins this many times narrower than the median region box
+#: (a box then covers about 3 x 3 bins, and a bin holds few boxes)...
+BIN_SIDE_PER_BOX = 2
+#: ...with at most this many bins per region (and :data:`MAX_BINS` in all)...
+BINS_PER_REGION = 16
+MAX_BINS = 1 << 20
+#: ...and gives up (the STRtree path then answers) when the regions' bounding boxes
+#: cover more than this many bins per region on average (huge, overlapping boxes).
+MAX_BINS_PER_BOX = 64
 
 
 def first_hits(owner: NDArray[np.int64], region: NDArray[np.int64],
@@ -70,17 +83,21 @@ def first_hits(owner: NDArray[np.int64], region: NDArray[np.int64],
     return out
 
 
-def exact_positions(geoms: NDArray[np.object_], tree: shapely.STRtree,
+def exact_positions(geoms: NDArray[np.object_], tree: shapely.STRtree | None,
                     lon: NDArray[np.float64], lat: NDArray[np.float64]) -> NDArray[np.int64]:
     """Return the first region (in partition order) each point intersects, -1 if none.
 
-    Bounding-box candidates come from ``tree``; each is tested with the prepared
-    geometry. ``geoms`` must be the tree's geometries, prepared.
+    Up to :data:`LOOP_MAX_REGIONS` regions, region by region (:func:`_exact_region_by_region`);
+    above, bounding-box candidates come from ``tree`` (the geometries' STRtree, built
+    here when None) and each is tested with the prepared geometry. ``geoms`` must be
+    prepared.
     """
     if lon.size == 0:
         return np.empty(0, dtype=np.int64)
     if len(geoms) <= LOOP_MAX_REGIONS:
         return _exact_region_by_region(geoms, lon, lat)
+    if tree is None:
+        tree = shapely.STRtree(geoms)
     point_idx, region_idx = tree.query(shapely.points(lon, lat))
     # Test region by region (each prepared geometry's index stays in cache: about
     # twice as fast as point by point), then put the hits back in point order; the
@@ -98,18 +115,150 @@ def _exact_region_by_region(geoms: NDArray[np.object_], lon: NDArray[np.float64]
                             lat: NDArray[np.float64]) -> NDArray[np.int64]:
     """Test points exactly against a few regions, one region at a time.
 
-    Per region, in partition order: a bounding-box mask over the points no earlier
-    region took, then the prepared test. No Point objects and no tree query; a point
-    is tested against a later region only if no earlier one holds it, so the first
-    hit is the answer.
+    The points are first sorted into :data:`LOOP_STRIPS` strips of longitude, and by
+    latitude within a strip (one radix sort of 16-bit keys), so that each region
+    scans only the strips its bounding box spans, not every point, and GEOS meets
+    the points of a region roughly south to north (its point locator stays in cache:
+    about 15 % faster than in input order). Per region, in partition order: a
+    bounding-box mask over those points that no earlier region took, then the
+    prepared test (one :func:`shapely.intersects_xy` call on the region: about 1.5
+    times faster per point than a call on an array of regions). No Point objects
+    and no tree query; a point is tested against a later region only if no earlier
+    one holds it, so the first hit is the answer.
     """
+    bounds = shapely.bounds(geoms)
+    west, east = float(bounds[:, 0].min()), float(bounds[:, 2].max())
+    south, north = float(bounds[:, 1].min()), float(bounds[:, 3].max())
+
+    def strip(x: NDArray[np.float64]) -> NDArray[np.int64]:  # monotone in x
+        scale = LOOP_STRIPS / max(east - west, _MIN_CELL_DEGREES)
+        return np.clip(np.floor((x - west) * scale), 0, LOOP_STRIPS - 1).astype(np.int64)
+
+    band = np.floor((lat - south) * (_LOOP_BANDS / max(north - south, _MIN_CELL_DEGREES)))
+    key = strip(lon) * _LOOP_BANDS + np.clip(band, 0, _LOOP_BANDS - 1).astype(np.int64)
+    order = _stable_order(key, LOOP_STRIPS * _LOOP_BANDS)
+    starts = np.searchsorted(key[order], np.arange(LOOP_STRIPS + 1) * _LOOP_BANDS)
+    x, y = lon[order], lat[order]
+    first, last = strip(bounds[:, 0]), strip(bounds[:, 2])
     out = np.full(lon.size, -1, dtype=np.int64)
-    for i, (west, south, east, north) in enumerate(shapely.bounds(geoms)):
-        cand = np.flatnonzero((lon >= west) & (lon <= east) & (lat >= south)
-                              & (lat <= north) & (out < 0))
+    for i, (box_w, box_s, box_e, box_n) in enumerate(bounds):
+        lo, hi = int(starts[first[i]]), int(starts[last[i] + 1])
+        sx, sy = x[lo:hi], y[lo:hi]
+        cand = np.flatnonzero((sx >= box_w) & (sx <= box_e) & (sy >= box_s)
+                              & (sy <= box_n) & (out[lo:hi] < 0))
         if cand.size:
-            out[cand[shapely.intersects_xy(geoms[i], lon[cand], lat[cand])]] = i
-    return out
+            cand += lo
+            out[cand[shapely.intersects_xy(geoms[i], x[cand], y[cand])]] = i
+    positions = np.empty_like(out)
+    positions[order] = out
+    return positions
+
+
+@dataclass(frozen=True, eq=False)
+class BoxBins:
+    """The regions' bounding boxes filed in coarse lon/lat bins: the exact test, no index.
+
+    Built from the regions' bounding boxes alone (no border is read, nothing is
+    prepared), in well under a millisecond for the 48 states. A point's bin is found
+    by arithmetic; the regions whose box covers the bin are its candidates, in
+    partition order. :meth:`positions` tests each point against its candidates in
+    rounds (the first candidate of every point, then the second of those still
+    unplaced, ...), each round one vectorised :func:`shapely.intersects_xy` call on
+    the pairs whose box holds the point. A point stops at its first hit, which is
+    the region that comes first in partition order, as in :func:`exact_positions`;
+    no Point objects, no tree query, no per-region loop.
+
+    ``offsets`` and ``regions`` list the candidates of bin ``b`` (row-major, south to
+    north) as ``regions[offsets[b]:offsets[b + 1]]``, ascending.
+    """
+
+    west: float
+    south: float
+    east: float
+    north: float
+    nx: int
+    ny: int
+    offsets: NDArray[np.int64]
+    regions: NDArray[np.int64]
+    bounds: NDArray[np.float64]
+
+    @classmethod
+    def build(cls, geoms: NDArray[np.object_]) -> BoxBins | None:
+        """File the bounding boxes of ``geoms`` in about :data:`BINS_PER_REGION` bins each.
+
+        Returns None when the boxes cover more than :data:`MAX_BINS_PER_BOX` bins per
+        region on average (regions whose boxes span most of the extent): the STRtree
+        path is then the better exact test.
+        """
+        bounds = np.asarray(shapely.bounds(geoms), dtype=np.float64)
+        west, south = float(bounds[:, 0].min()), float(bounds[:, 1].min())
+        east, north = float(bounds[:, 2].max()), float(bounds[:, 3].max())
+        side = float(np.median(np.sqrt(np.maximum(bounds[:, 2] - bounds[:, 0], 0.0)
+                                       * np.maximum(bounds[:, 3] - bounds[:, 1], 0.0))))
+        nx, ny = _bin_shape(east - west, north - south, side / BIN_SIDE_PER_BOX,
+                            min(BINS_PER_REGION * len(geoms), MAX_BINS))
+        east = max(east, west + nx * _MIN_CELL_DEGREES)
+        north = max(north, south + ny * _MIN_CELL_DEGREES)
+        bins = cls(west, south, east, north, nx, ny, np.zeros(1, dtype=np.int64),
+                   np.empty(0, dtype=np.int64), bounds)
+        ix0, iy0 = bins._bin_xy(bounds[:, 0], bounds[:, 1])
+        ix1, iy1 = bins._bin_xy(bounds[:, 2], bounds[:, 3])
+        width = ix1 - ix0 + 1
+        count = width * (iy1 - iy0 + 1)
+        total = int(count.sum())
+        if total > MAX_BINS_PER_BOX * len(geoms):
+            return None
+        region = np.repeat(np.arange(len(geoms), dtype=np.int64), count)
+        step = np.arange(total) - np.repeat(np.cumsum(count) - count, count)
+        row, col = np.divmod(step, width[region])
+        key = (iy0[region] + row) * nx + ix0[region] + col
+        order = _stable_order(key, nx * ny)  # regions stay ascending within a bin
+        offsets = np.zeros(nx * ny + 1, dtype=np.int64)
+        np.cumsum(np.bincount(key, minlength=nx * ny), out=offsets[1:])
+        return cls(west, south, east, north, nx, ny, offsets, region[order], bounds)
+
+    def _bin_xy(self, lon: NDArray[np.float64], lat: NDArray[np.float64]
+                ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """Return the bin column and row of each coordinate (clipped to the grid).
+
+        Monotone in lon and lat (IEEE rounding is), so a point inside a box falls in
+        a bin between those of the box's corners: the candidates never miss a region.
+        """
+        ix = np.floor((lon - self.west) * (self.nx / (self.east - self.west)))
+        iy = np.floor((lat - self.south) * (self.ny / (self.north - self.south)))
+        return (np.clip(ix, 0, self.nx - 1).astype(np.int64),
+                np.clip(iy, 0, self.ny - 1).astype(np.int64))
+
+    def positions(self, geoms: NDArray[np.object_], lon: NDArray[np.float64],
+                  lat: NDArray[np.float64]) -> NDArray[np.int64]:
+        """Return the first region (in partition order) each point intersects, -1 if none.
+
+        ``geoms`` are the regions the bins were built from, prepared or not (a cold
+        call tests small batches faster unprepared: no locator to build).
+        """
+        out = np.full(lon.size, -1, dtype=np.int64)
+        inside = np.flatnonzero((lon >= self.west) & (lon <= self.east)
+                                & (lat >= self.south) & (lat <= self.north))
+        ix, iy = self._bin_xy(lon[inside], lat[inside])
+        cell = iy * self.nx + ix
+        by_cell = _stable_order(cell, self.nx * self.ny)  # neighbours test the same regions
+        inside, cell = inside[by_cell], cell[by_cell]
+        start = self.offsets[cell]
+        left = self.offsets[cell + 1] - start
+        keep = left > 0
+        active, start, left = inside[keep], start[keep], left[keep]
+        west, south, east, north = self.bounds.T
+        while active.size:
+            region = self.regions[start]
+            x, y = lon[active], lat[active]
+            boxed = np.flatnonzero((x >= west[region]) & (x <= east[region])
+                                   & (y >= south[region]) & (y <= north[region]))
+            if boxed.size:
+                hit = boxed[shapely.intersects_xy(geoms[region[boxed]], x[boxed], y[boxed])]
+                out[active[hit]] = region[hit]
+            more = (left > 1) & (out[active] < 0)
+            active, start, left = active[more], start[more] + 1, left[more] - 1
+        return out
 
 
 @dataclass(frozen=True, eq=False)
@@ -367,12 +516,36 @@ def _components(free: NDArray[np.bool_]) -> tuple[NDArray[np.int64], NDArray[np.
     return component, first_cell[roots]
 
 
+def _stable_order(keys: NDArray[np.int64], bound: int) -> NDArray[np.intp]:
+    """Return the stable sorting order of non-negative ``keys`` below ``bound``.
+
+    Keys that fit 16 bits are sorted as such: numpy then uses its radix sort, several
+    times faster than the merge sort of 64-bit keys.
+    """
+    if bound <= 1 << 16:
+        return np.argsort(keys.astype(np.uint16), kind="stable")
+    return np.argsort(keys, kind="stable")
+
+
 def _sorted_unique(values: NDArray[np.int64]) -> NDArray[np.int64]:
     """Return the sorted distinct values (sort-based: faster than np.unique's hashing)."""
     values = np.sort(values)
     keep = np.ones(values.size, dtype=bool)
     keep[1:] = values[1:] != values[:-1]
     return values[keep]
+
+
+def _bin_shape(width: float, height: float, side: float, most: int) -> tuple[int, int]:
+    """Return (nx, ny) for square bins of about ``side`` degrees (at most ``most`` bins)."""
+    width = max(width, _MIN_CELL_DEGREES)
+    height = max(height, _MIN_CELL_DEGREES)
+    most = max(most, 1)
+    size = max(side, float(np.sqrt(width * height / most)), _MIN_CELL_DEGREES)
+    while True:
+        nx, ny = int(np.ceil(width / size)), int(np.ceil(height / size))
+        if nx * ny <= most:
+            return nx, ny
+        size *= 1.01 * np.sqrt(nx * ny / most)
 
 
 def _grid_shape(width: float, height: float, border_length: float,

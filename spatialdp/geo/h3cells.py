@@ -37,13 +37,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Literal
 
-import h3
-import h3ronpy
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import shapely
-from h3ronpy import vector as h3vector
 from numpy.typing import ArrayLike, NDArray
 
 from spatialdp._validation import (
@@ -81,10 +78,11 @@ Containment = Literal["center", "overlap", "full"]
 #: The containment modes, named as in h3-py's ``h3shape_to_cells_experimental``:
 #: a cell belongs to a polygon when its centre lies inside (``center``), when it
 #: intersects the polygon at all (``overlap``), or when it lies wholly inside (``full``).
-CONTAINMENT_MODES: dict[str, Any] = {
-    "center": h3ronpy.ContainmentMode.ContainsCentroid,
-    "overlap": h3ronpy.ContainmentMode.IntersectsBoundary,
-    "full": h3ronpy.ContainmentMode.ContainsBoundary,
+#: Each maps to the name of its ``h3ronpy.ContainmentMode`` member.
+CONTAINMENT_MODES: dict[str, str] = {
+    "center": "ContainsCentroid",
+    "overlap": "IntersectsBoundary",
+    "full": "ContainsBoundary",
 }
 
 #: Most cells one call may list (estimated before H3 builds them). A cell list
@@ -95,6 +93,31 @@ _EARTH_RADIUS_KM = 6371.0088
 _KM_PER_DEGREE = np.pi * _EARTH_RADIUS_KM / 180.0
 
 _FIX = "give hexadecimal cell ids such as '8a2a1072b59ffff' or uint64 integers"
+
+
+def _h3() -> Any:
+    """Return the ``h3`` module, imported on first use.
+
+    h3, h3ronpy and its vector module are imported lazily (about 10 ms): a polygon
+    partition, and so a cold ``synthetic_fleet`` call, never needs them.
+    """
+    import h3
+
+    return h3
+
+
+def _h3ronpy() -> Any:
+    """Return the ``h3ronpy`` module, imported on first use (see :func:`_h3`)."""
+    import h3ronpy
+
+    return h3ronpy
+
+
+def _h3ronpy_vector() -> Any:
+    """Return ``h3ronpy.vector``, imported on first use (see :func:`_h3`)."""
+    from h3ronpy import vector
+
+    return vector
 
 
 def _arrow_to_numpy(array: Any) -> NDArray[Any]:
@@ -121,7 +144,7 @@ def _as_array(cells: Any) -> NDArray[Any]:
 
 def _parse_text(text: NDArray[np.object_]) -> NDArray[np.uint64]:
     hexadecimal = pd.Series(text, dtype=object).str.fullmatch(r"[0-9a-fA-F]{1,16}")
-    parsed = pa.array(h3ronpy.cells_parse(np.where(hexadecimal, text, "0").astype(object),
+    parsed = pa.array(_h3ronpy().cells_parse(np.where(hexadecimal, text, "0").astype(object),
                                           set_failing_to_invalid=True))
     unreadable = parsed.is_null().to_numpy(zero_copy_only=False) | ~hexadecimal.to_numpy()
     if unreadable.any():
@@ -180,7 +203,7 @@ def parse_cells(cells: ArrayLike | Iterable[Any]) -> NDArray[np.uint64]:
     else:
         named = kind_name(np.dtype(kind)) if len(kind) == 1 else kind
         raise InvalidCells(f"H3 cell ids must be strings or integers, got {named} values; {_FIX}")
-    valid = _arrow_to_numpy(h3ronpy.cells_valid(as_int, booleanarray=True)).astype(bool)
+    valid = _arrow_to_numpy(_h3ronpy().cells_valid(as_int, booleanarray=True)).astype(bool)
     if not valid.all():
         bad = [format(int(c), "x") for c in as_int[~valid][:3]]  # may not be cells at all
         raise InvalidCells(
@@ -204,7 +227,7 @@ def cells_to_str(cells: ArrayLike) -> NDArray[np.str_]:
 def _to_str(cells: NDArray[np.uint64]) -> NDArray[np.str_]:
     if cells.size == 0:
         return np.empty(0, dtype="<U15")
-    return _arrow_to_numpy(h3ronpy.cells_to_string(cells)).astype("<U15")
+    return _arrow_to_numpy(_h3ronpy().cells_to_string(cells)).astype("<U15")
 
 
 def cells_resolution(cells: ArrayLike) -> NDArray[np.int64]:
@@ -228,7 +251,7 @@ def cells_resolution_unchecked(cells: NDArray[np.uint64]) -> NDArray[np.int64]:
     """
     if cells.size == 0:
         return np.empty(0, dtype=np.int64)
-    return _arrow_to_numpy(h3ronpy.cells_resolution(cells)).astype(np.int64)
+    return _arrow_to_numpy(_h3ronpy().cells_resolution(cells)).astype(np.int64)
 
 
 def single_resolution(cells: ArrayLike) -> int:
@@ -299,7 +322,7 @@ def cell_parents_unchecked(cells: NDArray[np.uint64], resolution: int) -> NDArra
             f"resolution {resolution}; choose a resolution <= {int(current.min())}"
         )
     # Towards a coarser resolution change_resolution gives exactly one cell per cell.
-    parents = _arrow_to_numpy(h3ronpy.change_resolution(cells, resolution)).astype(np.uint64)
+    parents = _arrow_to_numpy(_h3ronpy().change_resolution(cells, resolution)).astype(np.uint64)
     if parents.shape != cells.shape:  # pragma: no cover - h3ronpy contract
         raise InvalidCells("h3ronpy returned a parent list of another length")
     return parents
@@ -407,7 +430,7 @@ def latlng_to_cells_unchecked(lat: NDArray[np.float64], lon: NDArray[np.float64]
     """
     if lat.size == 0:
         return np.empty(0, dtype=np.uint64)
-    cells = _arrow_to_numpy(h3vector.coordinates_to_cells(lat, lon, resolution))
+    cells = _arrow_to_numpy(_h3ronpy_vector().coordinates_to_cells(lat, lon, resolution))
     return cells.astype(np.uint64, copy=False)
 
 
@@ -490,7 +513,7 @@ def grid_disk_lists(cells: ArrayLike, k: int = 1
 def _grid_disk(cells: NDArray[np.uint64], k: int) -> tuple[NDArray[np.int64], NDArray[np.uint64]]:
     if cells.size == 0:
         return np.zeros(1, dtype=np.int64), np.empty(0, dtype=np.uint64)
-    lists = pa.array(h3ronpy.grid_disk(cells, k))
+    lists = pa.array(_h3ronpy().grid_disk(cells, k))
     offsets = lists.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
     return offsets, lists.values.to_numpy(zero_copy_only=False).astype(np.uint64)
 
@@ -513,8 +536,8 @@ def _estimate_cells(geoms: NDArray[np.object_], resolution: int) -> float:
     local_km = shapely.transform(dense, lambda xy: np.column_stack(
         [xy[:, 0] * np.cos(np.radians(xy[:, 1])), xy[:, 1]]) * _KM_PER_DEGREE)
     boundary_km = float(shapely.length(shapely.boundary(local_km)).sum())
-    return float(area_km2 / h3.average_hexagon_area(resolution, "km^2")
-                 + boundary_km / h3.average_hexagon_edge_length(resolution, "km"))
+    return float(area_km2 / _h3().average_hexagon_area(resolution, "km^2")
+                 + boundary_km / _h3().average_hexagon_edge_length(resolution, "km"))
 
 
 def _check_size(geoms: NDArray[np.object_], resolution: int, max_cells: int, what: str) -> None:
@@ -540,7 +563,7 @@ def _check_size(geoms: NDArray[np.object_], resolution: int, max_cells: int, wha
 
 def _cell_polygons(cells: NDArray[np.uint64]) -> NDArray[np.object_]:
     """Return the polygons of valid cells, redrawn where they span +-180 or a pole."""
-    wkb = pa.array(h3vector.cells_to_wkb_polygons(np.asarray(cells, dtype=np.uint64)))
+    wkb = pa.array(_h3ronpy_vector().cells_to_wkb_polygons(np.asarray(cells, dtype=np.uint64)))
     polys = np.asarray(shapely.from_wkb(wkb.to_numpy(zero_copy_only=False)), dtype=object)
     return _repair_cell_polygons(polys)
 
@@ -548,8 +571,8 @@ def _cell_polygons(cells: NDArray[np.uint64]) -> NDArray[np.object_]:
 def _h3_lists(geoms: NDArray[np.object_], resolution: int, containment: str
               ) -> tuple[NDArray[np.int64], NDArray[np.uint64]]:
     wkb = pa.array(shapely.to_wkb(geoms), type=pa.binary())
-    lists = pa.array(h3vector.wkb_to_cells(wkb, resolution,
-                                           containment_mode=CONTAINMENT_MODES[containment]))
+    mode = getattr(_h3ronpy().ContainmentMode, CONTAINMENT_MODES[containment])
+    lists = pa.array(_h3ronpy_vector().wkb_to_cells(wkb, resolution, containment_mode=mode))
     offsets = lists.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
     cells = lists.values.to_numpy(zero_copy_only=False).astype(np.uint64)
     # Sliced arrow lists may not start at 0.

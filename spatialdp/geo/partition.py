@@ -64,7 +64,7 @@ from spatialdp.exceptions import (
     UnassignedPointsWarning,
 )
 from spatialdp.geo import _grid, h3cells
-from spatialdp.geo._grid import GridIndex, exact_positions
+from spatialdp.geo._grid import BoxBins, GridIndex, exact_positions
 from spatialdp.geo._h3grid import MIN_POINTS as H3_GRID_MIN_POINTS
 from spatialdp.geo._h3grid import UNKNOWN, H3CellTable, H3PixelIndex
 from spatialdp.geo._h3lattice import FIRST_BATCH_PER_CELL as LATTICE_FIRST_BATCH_PER_CELL
@@ -93,14 +93,17 @@ UNASSIGNED_WARN_SHARE = 0.5
 #: ...and the batch holds at least this many points (a few strays prove nothing).
 UNASSIGNED_WARN_MIN_POINTS = 100
 #: The cost model of the polygon grid index (measured on the 48 states and on 4,600
-#: hexagons, loaded 2-core machine). The exact test (STRtree boxes, then prepared
-#: geometries) costs about 0.3-0.6 us a point. A grid of C cells over V border
-#: vertices builds in about 0.1 us a vertex plus 0.02 us a cell (about 1 ms for the
-#: states at 65,000 cells) and labels a point in about 0.05-0.1 us plus the exact
-#: test of the points in mixed cells, whose share falls as the grid gets finer. So:
-#: a partition builds a first, coarse grid once it has been asked about
+#: hexagons, 2-core machine). The exact test (region by region for up to 64 regions,
+#: else bounding boxes filed in bins, then prepared geometries) costs about 0.2-0.5 us
+#: a point. A grid of C cells over V border vertices builds in about 0.35 us a vertex
+#: plus 0.05 us a cell, its own exact labelling included (4.5 ms for the states at
+#: 10,000 cells, 12 ms at 160,000) and labels a point in about 0.05-0.1 us plus the
+#: exact test of the points in mixed cells, whose share falls as the grid gets finer.
+#: So: a partition builds a first, coarse grid once it has been asked about
 #: GRID_MIN_POINTS points in all plus one per GRID_VERTICES_PER_POINT vertices (the
-#: build then costs about what the exact test of those points would), with
+#: vertex part of the build then costs about what the exact test of those points
+#: did: a build is never bought before the exact tests have paid for its fixed part;
+#: 16,469 points for the states, so a 10^4-device fleet never builds one), with
 #: GRID_CELLS_PER_POINT cells per point seen; it builds a finer one each time it has
 #: seen GRID_REBUILD_FACTOR times the points its grid was sized for, up to
 #: :data:`spatialdp.geo._grid.MAX_GRID_CELLS` cells. The builds form a geometric
@@ -115,7 +118,7 @@ UNASSIGNED_WARN_MIN_POINTS = 100
 #: point: a cold call is fastest with about one cell per point (measured at 10^5 points:
 #: 14 ms for the states against 22 ms for the exact test and 24 ms with 8 cells per point).
 GRID_MIN_POINTS = 5_000
-GRID_VERTICES_PER_POINT = 4
+GRID_VERTICES_PER_POINT = 1
 GRID_CELLS_PER_POINT = 8
 GRID_REBUILD_FACTOR = 16
 GRID_FIRST_BATCH_POINTS = 50_000
@@ -194,10 +197,11 @@ class Partition:
         self._cell_index: H3CellTable | pd.Index | None = None  # cell -> position
         self._lattice: H3LatticeTable | None = None
         self._lattice_tried = False  # True once the lattice table was built (or refused)
+        self._bins: BoxBins | Literal[False] | None = None  # False: boxes too large to file
         self._points_seen = 0
         self.version = self._content_hash()
 
-    _CACHES = ("_tree", "_geoms", "_grid", "_cell_index", "_lattice")
+    _CACHES = ("_tree", "_geoms", "_grid", "_cell_index", "_lattice", "_bins")
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
@@ -400,6 +404,26 @@ class Partition:
         return cls("polygons", ids[order], geoms[order], name=name,
                    names=None if names is None else names[order])
 
+    @classmethod
+    def _from_known_layer(cls, frame: gpd.GeoDataFrame, id_column: str, *, name: str,
+                          version: str) -> Partition | None:
+        """Build the partition of a layer known to pass :meth:`from_geodataframe`'s checks.
+
+        For data spatialdp ships (the 48 states): the validity and overlap checks
+        (about 12 ms of a cold first call) are skipped, and the partition is returned
+        only if its content hashes to ``version``, the version the full
+        :meth:`from_geodataframe` gives the shipped layer (a test checks it). The
+        hash covers the ids and the normalised geometries, so a layer that matches it
+        holds exactly the regions that passed those checks; any other layer (a data
+        folder pointed elsewhere, an edited file) returns None, and the caller builds
+        it the checked way.
+        """
+        ids = _region_ids(frame, id_column)
+        geoms = geometry_array(frame, "frame", "the region GeoDataFrame")
+        order = np.argsort(ids, kind="stable")
+        part = cls("polygons", ids[order], geoms[order], name=name)
+        return part if part.version == version else None
+
     # ------------------------------------------------------------------ identity
     def _content_hash(self) -> str:
         digest = hashlib.sha256()
@@ -515,7 +539,7 @@ class Partition:
         most points by arithmetic; both give exactly H3's answer and leave only
         near-ties to h3ronpy. Polygon partitions test points
         exactly with prepared geometries; once a partition has assigned 5,000
-        points (plus 1 per 4 polygon vertices), a call after its first builds a
+        points (plus 1 per polygon vertex), a call after its first builds a
         coarse grid index sized to the points seen (the first call only when its
         batch alone pays for it: :data:`GRID_FIRST_BATCH_POINTS`), and a finer
         one each time the partition has seen 16 times more
@@ -576,7 +600,24 @@ class Partition:
                                       self._lattice_table(first_call), lon, lat)
         if isinstance(grid, GridIndex):
             return grid.lookup(lon, lat)
-        return exact_positions(self._prepared_geometries(), self.tree, lon, lat)
+        return self._exact_positions(lon, lat)
+
+    def _exact_positions(self, lon: NDArray[np.float64], lat: NDArray[np.float64]
+                         ) -> NDArray[np.int64]:
+        """Return each point's region by the exact test alone (no grid).
+
+        Region by region for a few regions; else the bounding boxes filed in bins
+        (:class:`~spatialdp.geo._grid.BoxBins`, built once); else (boxes too large to
+        file) the STRtree.
+        """
+        geoms = self._prepared_geometries()
+        if len(geoms) > _grid.LOOP_MAX_REGIONS:
+            if self._bins is None:
+                self._bins = BoxBins.build(geoms) or False
+            if self._bins:
+                return self._bins.positions(geoms, lon, lat)
+            return exact_positions(geoms, self.tree, lon, lat)
+        return exact_positions(geoms, None, lon, lat)
 
     def _h3_positions(self, grid: H3PixelIndex | None, lattice: H3LatticeTable | None,
                       lon: NDArray[np.float64], lat: NDArray[np.float64]) -> NDArray[np.int64]:
