@@ -21,8 +21,8 @@ from numpy.typing import NDArray
 
 from spatialdp._blas import single_blas
 
-__all__ = ["BLOCK", "FUSED_BLOCK_BYTES", "add_block_moments", "block_rows", "centred_squares",
-           "fused_moments", "row_matmul", "single_blas"]
+__all__ = ["BLOCK", "FUSED_BLOCK_BYTES", "BlockScratch", "add_block_moments", "block_rows",
+           "centred_squares", "fused_moments", "row_matmul", "single_blas"]
 
 #: Rows per block.
 BLOCK = 32_768
@@ -53,10 +53,11 @@ def fused_moments(A: NDArray[np.float64], w: NDArray[np.float64], block: int | N
     block = block_rows(d) if block is None else block
     second, cross, total = np.zeros((d, d)), np.zeros(d), np.zeros(d)
     ones = np.ones(min(block, A.shape[0]))
+    scratch = BlockScratch(d)
     with single_blas():
         for start in range(0, A.shape[0], block):
             add_block_moments(A[start:start + block], w[start:start + block], ones,
-                              second, cross, total)
+                              second, cross, total, scratch)
     return second, cross, total
 
 
@@ -65,12 +66,26 @@ def block_rows(d: int) -> int:
     return max(256, FUSED_BLOCK_BYTES // (8 * max(d, 1)))
 
 
+class BlockScratch:
+    """Reusable outputs of one block's products (:func:`add_block_moments`), ``d`` columns.
+
+    Every block's Gram and vectors are written here and added to the accumulators in
+    place: no allocation per block (on 10^6 x 20 reports, 245 blocks of 4,096 rows).
+    """
+
+    def __init__(self, d: int) -> None:
+        self.gram = np.empty((d, d))
+        self.vector = np.empty(d)
+
+
 def add_block_moments(part: NDArray[np.float64], w: NDArray[np.float64],
                       ones: NDArray[np.float64], second: NDArray[np.float64],
-                      cross: NDArray[np.float64], total: NDArray[np.float64]) -> None:
+                      cross: NDArray[np.float64], total: NDArray[np.float64],
+                      scratch: BlockScratch | None = None) -> None:
     """Add ``part^T part``, ``w @ part`` and ``part``'s column sums to the accumulators.
 
-    ``ones`` holds at least as many ones as ``part`` has rows. Call it inside
+    ``ones`` holds at least as many ones as ``part`` has rows; ``scratch`` (for
+    ``part``'s number of columns) is reused across calls. Call it inside
     :func:`single_blas`, on a block small enough to stay in cache.
 
     The matrix-vector product goes first: it streams the block from memory at full
@@ -78,9 +93,13 @@ def add_block_moments(part: NDArray[np.float64], w: NDArray[np.float64],
     whose packing stalls on memory, then finds the block in cache. Measured on
     10^6 x 20 reports, one thread: 25.7 ms against 28.7 ms with ``syrk`` first.
     """
-    cross += w @ part
-    second += part.T @ part
-    total += ones[:part.shape[0]] @ part
+    out = BlockScratch(part.shape[1]) if scratch is None else scratch
+    np.matmul(w, part, out=out.vector)
+    np.add(cross, out.vector, out=cross)
+    np.matmul(part.T, part, out=out.gram)  # syrk: the same operand, transposed
+    np.add(second, out.gram, out=second)
+    np.matmul(ones[:part.shape[0]], part, out=out.vector)
+    np.add(total, out.vector, out=total)
 
 
 def centred_squares(v: NDArray[np.float64], centre: float, block: int = BLOCK) -> float:
