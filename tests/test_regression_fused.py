@@ -66,6 +66,25 @@ def test_fused_pass_equals_three_separate_products(K, d, block):
     assert np.abs(total - A.sum(axis=0)).max() < 1e-13 * scale
 
 
+@pytest.mark.parametrize(("K", "d", "block"), [(200_000, 20, 4_096), (30_000, 300, None),
+                                               (70_000, 1, 1_000), (5, 2, 2)])
+def test_fused_sums_equal_adding_block_after_block_exactly(K, d, block):
+    # the per-block products wait in slots and are summed in block order: bit for bit
+    # the sums of adding each block's products to running totals (several collections)
+    rng = np.random.default_rng(d)
+    A, w = rng.normal(size=(K, d)) + 0.5, rng.normal(size=K)
+    rows = block_rows(d) if block is None else block
+    second, cross, total = np.zeros((d, d)), np.zeros(d), np.zeros(d)
+    for start in range(0, K, rows):
+        part = A[start:start + rows]
+        cross += w[start:start + rows] @ part
+        second += part.T @ part
+        total += np.ones(part.shape[0]) @ part
+    got = fused_moments(A, w, block=block)
+    for value, expected in zip(got, (second, cross, total), strict=True):
+        np.testing.assert_array_equal(value, expected)
+
+
 def test_blocks_stay_near_640_kB_whatever_the_number_of_features():
     assert block_rows(20) == 4_096
     assert block_rows(1) * 8 <= 640 * 1024
