@@ -1,8 +1,8 @@
 """The fast one-shot fit gives the answers of the straightforward computation.
 
 * the fused pass over the reports (``A^T A``, ``w @ A``, column sums) equals three
-  separate numpy products, for any block size, and the centred moments of a fit
-  equal their textbook formulas;
+  separate numpy products, for any block size, and bit for bit the sums of adding
+  block after block; the centred moments of a fit equal their textbook formulas;
 * the ridge rule's risk table, now five sums per (ridge, draw) on a cached
   unit-scale spectrum, equals the direct simulation (every draw rotated and solved)
   to 1e-7 relative, and the chosen ridge is the same grid point;
