@@ -1,14 +1,19 @@
 """The fast one-shot fit gives the answers of the straightforward computation.
 
 * the fused pass over the reports (``A^T A``, ``w @ A``, column sums) equals three
-  separate numpy products, for any block size, and the centred moments of a fit
-  equal their textbook formulas;
+  separate numpy products, for any block size, and bit for bit the sums of adding
+  block after block; the centred moments of a fit equal their textbook formulas;
 * the ridge rule's risk table, now five sums per (ridge, draw) on a cached
   unit-scale spectrum, equals the direct simulation (every draw rotated and solved)
   to 1e-7 relative, and the chosen ridge is the same grid point;
 * the sandwich covariance is computed only when the standard errors are asked
   for, once, and equals the eager computation; its per-client moments equal their
-  definition.
+  definition;
+* the whole fit (coefficients, intercept, ridge, cap) equals the straightforward
+  computation (three separate products over all reports, the label mean twice, the
+  ridge rule always run) to 1e-12 relative, with and without an intercept, public or
+  noised labels, a chosen or a given ridge; a given ridge and cap skip the ridge rule;
+  reports holding NaN or infinity are refused.
 """
 
 from __future__ import annotations
@@ -19,9 +24,11 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from spatialdp.exceptions import InvalidInput
 from spatialdp.privacy import Simulation
 from spatialdp.regression import Modulation, fit_one_shot, transform_clients
 from spatialdp.regression import covariance as covariance_module
+from spatialdp.regression import oneshot as oneshot_module
 from spatialdp.regression._blocks import block_rows, fused_moments
 from spatialdp.regression.covariance import fit_covariance, sandwich_covariance
 from spatialdp.regression.oneshot import centered_moments, mean_noise_covariance
@@ -31,6 +38,7 @@ from spatialdp.regression.regularization import (
     _risk_table,
     _standard_draws,
     bayes_ridge,
+    regularization_from_moments,
     signal_posterior,
 )
 
@@ -56,6 +64,25 @@ def test_fused_pass_equals_three_separate_products(K, d, block):
     assert np.abs(second - A.T @ A).max() < 1e-13 * scale
     assert np.abs(cross - w @ A).max() < 1e-13 * scale
     assert np.abs(total - A.sum(axis=0)).max() < 1e-13 * scale
+
+
+@pytest.mark.parametrize(("K", "d", "block"), [(200_000, 20, 4_096), (30_000, 300, None),
+                                               (70_000, 1, 1_000), (5, 2, 2)])
+def test_fused_sums_equal_adding_block_after_block_exactly(K, d, block):
+    # the per-block products wait in slots and are summed in block order: bit for bit
+    # the sums of adding each block's products to running totals (several collections)
+    rng = np.random.default_rng(d)
+    A, w = rng.normal(size=(K, d)) + 0.5, rng.normal(size=K)
+    rows = block_rows(d) if block is None else block
+    second, cross, total = np.zeros((d, d)), np.zeros(d), np.zeros(d)
+    for start in range(0, K, rows):
+        part = A[start:start + rows]
+        cross += w[start:start + rows] @ part
+        second += part.T @ part
+        total += np.ones(part.shape[0]) @ part
+    got = fused_moments(A, w, block=block)
+    for value, expected in zip(got, (second, cross, total), strict=True):
+        np.testing.assert_array_equal(value, expected)
 
 
 def test_blocks_stay_near_640_kB_whatever_the_number_of_features():
@@ -220,3 +247,81 @@ def test_label_moment_is_exact_and_makes_no_client_sized_temporary():
         tracemalloc.stop()
     assert math.isclose(got, expected, rel_tol=1e-12)
     assert peak < K * 8 / 4  # blocks of 32,768 labels, not a copy of all K (3.2 MB)
+
+
+# --------------------------------------------------------------------------- whole fit
+
+
+def _straightforward_fit(rep, *, fit_intercept, ridge, cap):
+    """The one-shot fit as first written: separate products over all K reports, no blocks."""
+    G, y, K, d = rep.features, rep.labels, rep.n_clients, rep.n_features
+    mod, V = rep.modulation, rep.directions
+    scale = 1.0 / (1.0 - mod.alpha)
+    known = mod.modulation_variance * (V.T @ V) + rep.sigma**2 * np.eye(d)
+    S, b = (G.T @ G / K - known) * scale**2, (G.T @ y / K) * scale
+    x_mean, y_mean = np.zeros(d), 0.0
+    tau2 = rep.label_sigma**2
+    y2 = float(np.mean(y**2)) - tau2
+    if fit_intercept:
+        x_mean, y_mean = G.mean(axis=0) * scale, float(y.mean())
+        S = S - np.outer(x_mean, x_mean) + known * scale**2 / K
+        b = b - y_mean * x_mean
+        y2 = float(np.mean((y - y_mean) ** 2)) - tau2 * (1.0 - 1.0 / K)
+    y2 = min(max(y2, 0.0), rep.label_bound**2)
+    reg = regularization_from_moments(S, b, n_clients=K, sigma=rep.sigma, alpha=mod.alpha,
+                                      lam=mod.lam, radius=mod.radius, label_second_moment=y2,
+                                      label_sigma=rep.label_sigma)
+    mu = reg.ridge if ridge == "auto" else ridge
+    cap = reg.norm_cap if cap == "auto" else cap
+    w, Q = np.linalg.eigh((S + S.T) / 2.0)
+    beta = np.linalg.lstsq((Q * np.maximum(w, 0.0)) @ Q.T + mu * np.eye(d), b, rcond=None)[0]
+    norm = float(np.linalg.norm(beta))
+    beta = beta if norm <= cap else beta * (cap / norm)
+    return beta, y_mean - float(x_mean @ beta), mu, cap
+
+
+@pytest.mark.parametrize("fit_intercept", [True, False])
+@pytest.mark.parametrize("noised_labels", [False, True])
+@pytest.mark.parametrize("given", [False, True])
+def test_fit_equals_the_straightforward_computation(fit_intercept, noised_labels, given):
+    K, d = 30_011, 20  # several fused blocks of 4,096 rows and a partial one
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(K, d)) * 0.5 + 0.2
+    y = X @ np.linspace(-1.0, 1.0, d) + 0.5 * rng.normal(size=K) + 3.0
+    labels = {"label_bound": 6.0, "label_rho": 4.0} if noised_labels else {}
+    rep = transform_clients(X, y, modulation=Modulation(alpha=0.1, lam=1.0, radius=3.0),
+                            rho=50.0, target=Simulation(rng=1), **labels)
+    ridge, cap = (0.05, 4.0) if given else ("auto", "auto")
+    fit = fit_one_shot(rep, ridge=ridge, norm_cap=cap, fit_intercept=fit_intercept)
+    coef, intercept, mu, cap_used = _straightforward_fit(rep, fit_intercept=fit_intercept,
+                                                         ridge=ridge, cap=cap)
+    assert np.linalg.norm(coef) > 0.1  # a real fit, not the zero vector
+    np.testing.assert_allclose(fit.coef, coef, rtol=1e-12, atol=1e-12 * np.abs(coef).max())
+    assert math.isclose(fit.intercept, intercept, rel_tol=1e-12, abs_tol=1e-12)
+    assert math.isclose(fit.ridge, mu, rel_tol=1e-12)  # the same point of the rule's grid
+    assert math.isclose(fit.norm_cap, cap_used, rel_tol=1e-12)
+
+
+def test_a_given_ridge_and_cap_skip_the_ridge_rule(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("the ridge rule ran although ridge and cap were given")
+
+    monkeypatch.setattr(oneshot_module, "regularization_from_moments", refuse)
+    rep = _reports()
+    fit_one_shot(rep, ridge=0.1, norm_cap=5.0)
+    fit_one_shot(rep, ridge=None, norm_cap=None)
+    with pytest.raises(AssertionError, match="the ridge rule ran"):
+        fit_one_shot(rep, ridge=0.1)  # the cap is still chosen by the rule
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_reports_holding_nan_or_infinity_are_refused(bad):
+    rep = _reports(K=1_000)
+    features = rep.features.copy()
+    features[17, 1] = bad
+    with pytest.raises(InvalidInput, match="hold NaN or infinite features or labels"):
+        fit_one_shot(replace(rep, features=features))
+    labels = rep.labels.copy()
+    labels[3] = bad
+    with pytest.raises(InvalidInput, match="hold NaN or infinite features or labels"):
+        centered_moments(replace(rep, labels=labels))

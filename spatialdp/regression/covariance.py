@@ -67,7 +67,7 @@ from functools import partial
 import numpy as np
 from numpy.typing import NDArray
 
-from spatialdp.regression._blocks import add_block_moments, block_rows, single_blas
+from spatialdp.regression._blocks import BlockMoments, block_rows, single_blas
 from spatialdp.regression.client import ClientReports
 
 __all__ = ["fit_covariance", "sandwich_covariance"]
@@ -113,6 +113,7 @@ def _weighted_moments(reports: ClientReports, coef: NDArray[np.float64], offset:
     total, second = np.zeros(d + 1), np.zeros((d + 1, d + 1))
     block = block_rows(d)
     ones = np.ones(min(block, K))
+    sums = BlockMoments(d)
     with single_blas():
         for start in range(0, K, block):
             G = reports.features[start:start + block]
@@ -120,7 +121,8 @@ def _weighted_moments(reports: ClientReports, coef: NDArray[np.float64], offset:
             rG = G * r[:, None]
             total[0] += r.sum()
             second[0, 0] += r @ r
-            add_block_moments(rG, r, ones, second[1:, 1:], second[0, 1:], total[1:])
+            sums.add(rG, r, ones)
+    second[1:, 1:], second[0, 1:], total[1:] = sums.result()
     second[1:, 0] = second[0, 1:]
     return total / K, second / K
 

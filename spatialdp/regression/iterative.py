@@ -98,8 +98,8 @@ class _Descent:
         """Take one projected gradient step on the round's reports."""
         self.sigma = rep.sigma
         mom = centered_moments(rep, fit_intercept=self.fit_intercept)
-        self.mu = _strength(self.ridge, mom.reg.ridge, "ridge")
-        self.cap = _strength(self.norm_cap, mom.reg.norm_cap, "norm_cap")
+        self.mu = _strength(self.ridge, lambda: mom.reg.ridge, "ridge")
+        self.cap = _strength(self.norm_cap, lambda: mom.reg.norm_cap, "norm_cap")
         A = _project_psd(mom.S) + self.mu * np.eye(self.d)
         L = max(float(np.linalg.eigvalsh(A)[-1]), 1e-12)
         self.beta = _project_ball(self.beta - (self.eta / L) * (A @ self.beta - mom.b),

@@ -27,6 +27,7 @@ Examples
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cached_property
 from typing import Any
 
@@ -34,18 +35,17 @@ import numpy as np
 from numpy.typing import NDArray
 
 from spatialdp._blas import single_blas
-from spatialdp._validation import check_flag, check_number
+from spatialdp._validation import check_flag, check_number, fail
 from spatialdp.regression.client import ClientReports
 from spatialdp.regression.covariance import fit_covariance
 from spatialdp.regression.regularization import Regularization, regularization_from_moments
 from spatialdp.regression.results import LABEL_PRIVATE, RegressionFit
 from spatialdp.regression.server import (
+    _debias_second,
+    _label_moment,
     _project_ball,
     _project_psd,
     check_reports,
-    debiased_covariance,
-    debiased_cross_moment,
-    debiased_label_moment,
     report_moments,
 )
 
@@ -118,19 +118,24 @@ def centered_moments(reports: ClientReports, *, fit_intercept: bool = True,
     (:func:`mean_noise_covariance`) added back, including the cosine terms along
     the modulation directions.
     """
+    reports = check_reports(reports)
+    fit_intercept = check_flag(fit_intercept, "fit_intercept")
+    modulation_correction = check_flag(modulation_correction, "modulation_correction")
     d = reports.features.shape[1]
     second, cross, mean = report_moments(reports)  # one pass over the reports
-    S = debiased_covariance(reports, second=second, modulation_correction=modulation_correction)
-    b = debiased_cross_moment(reports, cross)
-    y = reports.labels
+    if not (np.isfinite(second).all() and np.isfinite(cross).all()):  # NaN/inf spreads here
+        raise fail("reports", reports.summary(), "hold NaN or infinite features or labels",
+                   "pass the ClientReports returned by transform_clients")
+    S = _debias_second(reports, second, modulation_correction)  # fresh: debiased in place
+    b = cross / (1.0 - reports.modulation.alpha)
     if fit_intercept:
         x_mean = mean / (1.0 - reports.modulation.alpha)
-        y_mean = float(y.mean())
+        y_mean = float(reports.labels.mean())
         S = S - np.outer(x_mean, x_mean) + mean_noise_covariance(reports)
         b = b - y_mean * x_mean
     else:
         x_mean, y_mean = np.zeros(d), 0.0
-    y2 = debiased_label_moment(reports, centred=fit_intercept)
+    y2 = _label_moment(reports, centred=fit_intercept, y_mean=y_mean if fit_intercept else None)
     return CenteredMoments(S, b, x_mean, y_mean, reports=reports, label_second_moment=y2)
 
 
@@ -143,9 +148,9 @@ def solve_regularized(S: NDArray[np.float64], b: NDArray[np.float64], ridge: flo
     return _project_ball(beta, cap)
 
 
-def _strength(value: Any, auto: float, name: str) -> float:
+def _strength(value: Any, auto: Callable[[], float], name: str) -> float:
     if isinstance(value, str) and value == "auto":
-        return auto
+        return auto()
     if value is None:
         return 0.0 if name == "ridge" else np.inf
     return check_number(value, name, low=0.0, high=np.inf,
@@ -183,8 +188,8 @@ def fit_one_shot(reports: ClientReports, *, ridge: Any = "auto", norm_cap: Any =
     fit_intercept = check_flag(fit_intercept, "fit_intercept")
     with single_blas():  # small dense solves: threads only wait for each other
         mom = centered_moments(reports, fit_intercept=fit_intercept)
-        mu = _strength(ridge, mom.reg.ridge, "ridge")
-        cap = _strength(norm_cap, mom.reg.norm_cap, "norm_cap")
+        mu = _strength(ridge, lambda: mom.reg.ridge, "ridge")  # the rule runs only if asked
+        cap = _strength(norm_cap, lambda: mom.reg.norm_cap, "norm_cap")
         unprojected = solve_regularized(mom.S, mom.b, mu, np.inf, psd)
         beta = _project_ball(unprojected, cap)
         covariance, inference = fit_covariance(

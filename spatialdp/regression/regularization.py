@@ -212,17 +212,47 @@ def _risk_table(n_features: int, feature_scale: float, signal_norm2s: NDArray[np
         w = np.maximum(w, 0.0)
     terms = unit_terms * np.array([cross_noise_var, math.sqrt(cross_noise_var), 1.0])[:, None, None]
     size = np.sqrt(np.maximum(signal_norm2s, 0.0))[:, None, None]
-    t = s * size
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         inv = 1.0 / (w[None] + ridges[:, None, None])
         A, B, C = np.einsum("mkj,rkj->mrk", terms, inv * inv)
         D, E = np.einsum("mkj,rkj->mrk", terms[1:], inv)
-        norm2 = A + 2.0 * t * B + t * t * C
-        cross = size * (D + t * E)
-        shrink = np.minimum(1.0, cap / np.maximum(np.sqrt(norm2), 1e-300))
-        risk = s * (shrink**2 * norm2 - 2.0 * shrink * cross + size**2)
-    risk = np.where(np.isfinite(risk), np.maximum(risk, 0.0), 1e300)
+        risk = _excess_risk(A, B, C, D, E, s=s, size=size, cap=cap)
     return np.asarray(risk.mean(axis=2), dtype=np.float64)
+
+
+def _excess_risk(A: NDArray[np.float64], B: NDArray[np.float64], C: NDArray[np.float64],
+                 D: NDArray[np.float64], E: NDArray[np.float64], *, s: float,
+                 size: NDArray[np.float64], cap: float) -> NDArray[np.float64]:
+    """Return ``s (shrink^2 ||z||^2 - 2 shrink size z.q1 + size^2)`` per (signal, ridge, draw).
+
+    ``||z||^2 = A + 2 t B + t^2 C`` and ``z.q1 = D + t E`` with ``t = s size``; shrink
+    is the norm cap's ``min(1, cap / ||z||)``; non-finite risks become ``1e300`` and
+    negative ones 0. In place on a few (signal, ridge, draw) arrays: the same
+    operations, in the same order, as the one-line formula, without its twenty
+    temporaries (each a fresh allocation the size of the table).
+    """
+    t = s * size
+    norm2 = (2.0 * t) * B
+    np.add(A, norm2, out=norm2)
+    norm2 += (t * t) * C
+    cross = t * E
+    np.add(D, cross, out=cross)
+    cross *= size
+    shrink = np.sqrt(norm2)
+    np.maximum(shrink, 1e-300, out=shrink)
+    np.divide(cap, shrink, out=shrink)
+    np.minimum(1.0, shrink, out=shrink)
+    risk = shrink * shrink
+    risk *= norm2
+    shrink *= 2.0
+    shrink *= cross
+    risk -= shrink
+    risk += size**2
+    risk *= s
+    bad = ~np.isfinite(risk)
+    np.maximum(risk, 0.0, out=risk)
+    risk[bad] = 1e300
+    return risk
 
 
 def simulated_risk(n_features: int, feature_scale: float, signal_norm2: float, cov_noise_var: float,

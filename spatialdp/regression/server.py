@@ -144,7 +144,6 @@ def debiased_covariance(reports: ClientReports, *, modulation_correction: bool =
     """
     reports = check_reports(reports)
     modulation_correction = check_flag(modulation_correction, "modulation_correction")
-    mod = reports.modulation
     d = reports.features.shape[1]
     if second is None:
         S = raw_moments(reports)[0]
@@ -153,6 +152,13 @@ def debiased_covariance(reports: ClientReports, *, modulation_correction: bool =
         if S.shape != (d, d):
             raise fail("second", S.shape, f"is not {d} x {d} (the reports have {d} features)",
                        "pass the (1/K) sum g~ g~^T of these reports, or None")
+    return _debias_second(reports, S, modulation_correction)
+
+
+def _debias_second(reports: ClientReports, S: NDArray[np.float64],
+                   modulation_correction: bool = True) -> NDArray[np.float64]:
+    """:func:`debiased_covariance` of a fresh ``S`` (changed in place), inputs already checked."""
+    mod = reports.modulation
     if modulation_correction and mod.lam > 0.0:
         V = reports.directions
         S -= mod.modulation_variance * (V.T @ V)
@@ -204,10 +210,17 @@ def debiased_label_moment(reports: ClientReports, *, centred: bool = True,
     reports = check_reports(reports)
     centred = check_flag(centred, "centred")
     bounded = check_flag(bounded, "bounded")
+    return _label_moment(reports, centred=centred, bounded=bounded)
+
+
+def _label_moment(reports: ClientReports, *, centred: bool = True, bounded: bool = True,
+                  y_mean: float | None = None) -> float:
+    """:func:`debiased_label_moment` without the checks; ``y_mean`` if already computed."""
     y, K = reports.labels, reports.labels.shape[0]
     tau2 = reports.label_sigma**2
     if centred:
-        raw = centred_squares(y, float(y.mean())) / K - tau2 * (1.0 - 1.0 / K)
+        centre = float(y.mean()) if y_mean is None else y_mean
+        raw = centred_squares(y, centre) / K - tau2 * (1.0 - 1.0 / K)
     else:
         raw = float(np.mean(y**2)) - tau2
     if not bounded:
