@@ -148,10 +148,12 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 from math import exp, expm1, floor, log2
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import NDArray
@@ -159,6 +161,9 @@ from numpy.typing import NDArray
 from spatialdp._validation import MAX_SCALE
 from spatialdp.exceptions import InvalidInput, SpatialDPError
 from spatialdp.privacy.calibration import LATTICE_HEADROOM, decimal_value
+
+if TYPE_CHECKING:  # imported on first use (_chacha20): importing this module stays cheap
+    from cryptography.hazmat.primitives.ciphers import CipherContext
 
 __all__ = [
     "MAX_DISCRETE_SCALE",
@@ -170,6 +175,7 @@ __all__ = [
     "lattice_laplace",
     "mechanism_exponent",
     "random_bits",
+    "random_bytes",
     "rational_scale",
     "standalone_exponent",
     "uniform_below",
@@ -249,12 +255,63 @@ def rational_scale(scale: float) -> Fraction:
 # ---------------------------------------------------------------------------
 
 
+#: Requests below this many bytes read :func:`os.urandom` directly (cheaper than a key).
+_DIRECT_BYTES = 2048
+_KEY_BYTES = 32  # a ChaCha20 key: 256 bits of OS entropy
+_PIECE_BYTES = 1 << 20  # keystream bytes per key (a fresh key for each MiB)
+
+
+@lru_cache(maxsize=1)
+def _chacha20() -> tuple[Callable[[bytes], CipherContext], memoryview]:
+    """Return a ChaCha20 encryptor factory (key -> encryptor) and a MiB of zero bytes.
+
+    Built on first use, so that importing this module does not import
+    ``cryptography`` (nor allocate the MiB).
+    """
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
+
+    nonce = bytes(16)  # OpenSSL's layout: 32-bit block counter 0, 96-bit nonce 0 (one use per key)
+
+    def encryptor(key: bytes) -> CipherContext:
+        return Cipher(algorithms.ChaCha20(key, nonce), mode=None).encryptor()
+
+    return encryptor, memoryview(bytes(_PIECE_BYTES))
+
+
+def random_bytes(nbytes: int) -> bytes | bytearray:
+    """Return ``nbytes`` uniform random bytes from operating-system entropy; no seed.
+
+    Short requests (below 2048 bytes) are :func:`os.urandom` itself. Longer ones
+    are the ChaCha20 keystream under a key of 32 fresh bytes of
+    :func:`os.urandom`, a new key for each MiB (what the Linux kernel's
+    ``getrandom`` does internally: it expands its entropy pool with ChaCha20).
+    Nothing is kept between calls: no key, no counter, no state that a fork
+    could duplicate or a caller could set. See "Entropy" in the module docstring.
+
+    Examples
+    --------
+    >>> len(random_bytes(1000)), random_bytes(1000) != random_bytes(1000)
+    (1000, True)
+    """
+    if nbytes < _DIRECT_BYTES:
+        return os.urandom(nbytes)
+    encryptor, zeros = _chacha20()
+    if nbytes <= _PIECE_BYTES:
+        return encryptor(os.urandom(_KEY_BYTES)).update(zeros[:nbytes])
+    out = bytearray(nbytes)
+    view = memoryview(out)
+    for start in range(0, nbytes, _PIECE_BYTES):
+        piece = view[start:start + _PIECE_BYTES]
+        encryptor(os.urandom(_KEY_BYTES)).update_into(zeros[:len(piece)], piece)
+    return out
+
+
 def _raw_bits(bits: int, count: int) -> NDArray[np.unsignedinteger]:
-    """Return ``count`` independent uniform integers of ``bits`` bits from the OS."""
+    """Return ``count`` independent uniform integers of ``bits`` bits (:func:`random_bytes`)."""
     if bits <= 8:
         width = 1 if bits == 1 else 2 if bits == 2 else 4 if bits <= 4 else 8
         per_byte = 8 // width
-        data = np.frombuffer(os.urandom(-(-count // per_byte)), dtype=np.uint8)
+        data = np.frombuffer(random_bytes(-(-count // per_byte)), dtype=np.uint8)
         if width == 1:
             vals = np.unpackbits(data)
         elif width == 8:
@@ -267,7 +324,7 @@ def _raw_bits(bits: int, count: int) -> NDArray[np.unsignedinteger]:
         return vals[:count]
     dtype: type[np.unsignedinteger]
     dtype = np.uint16 if bits <= 16 else np.uint32 if bits <= 32 else np.uint64
-    vals = np.frombuffer(os.urandom(count * np.dtype(dtype).itemsize), dtype=dtype)
+    vals = np.frombuffer(random_bytes(count * np.dtype(dtype).itemsize), dtype=dtype)
     if bits not in (16, 32, 64):
         vals = vals & dtype((1 << bits) - 1)
     return vals
@@ -482,7 +539,7 @@ def _deep(d: _Digit, w64: int, first: int, stop: int) -> int:
     above = 0
     w, prec = w64, _PREC
     for _ in range(MAX_ROUNDS):
-        w = (w << 64) | int.from_bytes(os.urandom(8), "little")
+        w = (w << 64) | int.from_bytes(random_bytes(8), "little")
         prec += 64
         still = []
         for j in pending:
@@ -708,11 +765,12 @@ def _exact_rejects(inv: Fraction, low: int, w: int, prec: int) -> bool:
             return True
         if w >= one - e_lo:  # V >= w 2**-prec >= 1 - exp(-t)
             return False
-        w = (w << 64) | int.from_bytes(os.urandom(8), "little")
+        w = (w << 64) | int.from_bytes(random_bytes(8), "little")
         prec += 64
     raise _stalled("the exact rejection")  # pragma: no cover - probability 2**-640000
 
 
+@lru_cache(maxsize=256)  # public parameters only: one exact computation each
 def _cut(s: _Split, bits: int) -> int:
     """Return ``ceil(theta 2**bits)``: ``V`` prefixes of ``bits`` bits at or above it accept."""
     return int(-((-(2 ** (s.low_bits + bits)) * s.inv.numerator) // s.inv.denominator))
@@ -894,6 +952,7 @@ def lattice_exponent(slack: Fraction, size: int) -> int:
     return e if Fraction(2) ** e <= q else e - 1
 
 
+@lru_cache(maxsize=256)  # public parameters only: one exact computation each
 def check_units(scale: float, exponent: int, size: int) -> Fraction:
     """Return the noise scale in lattice units, ``scale / 2**exponent``, or refuse it.
 
@@ -918,6 +977,7 @@ def check_units(scale: float, exponent: int, size: int) -> Fraction:
     return units
 
 
+@lru_cache(maxsize=256)  # public parameters only: one exact computation each
 def mechanism_exponent(scale: float, sensitivity: float, epsilon: float, size: int) -> int:
     """Return the lattice exponent of a calibrated mechanism: ``(Delta + d step) / b <= epsilon``.
 
@@ -944,6 +1004,7 @@ def mechanism_exponent(scale: float, sensitivity: float, epsilon: float, size: i
     return e
 
 
+@lru_cache(maxsize=256)  # public parameters only: one exact computation each
 def standalone_exponent(scale: float, size: int) -> int:
     """Return the lattice exponent of a bare release: ``size * step <= 2**-24 * scale``.
 
