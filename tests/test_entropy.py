@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import inspect
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
+import scipy.sparse
 from scipy import stats
 
 from spatialdp.privacy import exact
@@ -89,3 +92,23 @@ def test_two_large_releases_with_identical_inputs_differ() -> None:
     counts = np.zeros(1_000_000, dtype=np.int64)  # 2 MB of 16-bit words: several keys
     assert np.mean(release_discrete_laplace(counts, 2.5)
                    == release_discrete_laplace(counts, 2.5)) < 0.5
+
+
+
+def test_a_first_release_loads_neither_scipy_nor_numpy_polynomial() -> None:
+    # a first real-valued release pays its imports: scipy.sparse (only sparse input
+    # needs it) and numpy.polynomial (error-bar quadrature) load when first needed
+    code = ("import sys, numpy as np\n"
+            "from spatialdp.privacy.noise import LaplaceMechanism\n"
+            "LaplaceMechanism(0.4, 19.0).release(np.zeros(3000))\n"
+            "print(sorted(m for m in ('scipy', 'numpy.polynomial') if m in sys.modules))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.strip() == "[]"
+
+
+def test_sparse_input_is_still_recognised() -> None:
+    sparse = scipy.sparse.csr_array(np.array([[0.0, 5.0, 0.0]]))
+    out = LaplaceMechanism(0.4, 19.0).release(sparse)
+    assert isinstance(out, np.ndarray)
+    assert out.shape == (1, 3)
