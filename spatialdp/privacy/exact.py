@@ -557,13 +557,19 @@ def _digit(x: Fraction, kind: str) -> _Digit:
 
 def _lookup_table(lo: NDArray[np.uint64], hi: NDArray[np.uint64],
                   bits: int) -> NDArray[np.uint16]:
-    """Return the value decided by each ``bits``-bit prefix of ``V``, or ``_UNDECIDED``."""
-    low_bits = _PREC - bits
-    start = np.arange(1 << bits, dtype=np.uint64) << np.uint64(low_bits)
-    last = start | np.uint64((1 << low_bits) - 1)
-    # c_j > V for every V of the prefix iff lo_j > last; c_j <= V iff hi_j <= start
-    n_lo = np.searchsorted(lo, last, side="right")
-    n_hi = np.searchsorted(hi, start, side="right")
+    """Return the value decided by each ``bits``-bit prefix of ``V``, or ``_UNDECIDED``.
+
+    The prefix ``w`` covers ``[start, last] = [w, w + 1) 2**(64 - bits)``; ``c_j > V``
+    for every ``V`` there iff ``lo_j > last``, and ``c_j <= V`` for all iff ``hi_j <=
+    start``. The counts ``#{lo_j <= last}`` and ``#{hi_j <= start}`` of every prefix are
+    cumulative histograms: ``lo_j <= last`` iff ``floor(lo_j / 2**(64 - bits)) <= w``,
+    ``hi_j <= start`` iff ``ceil(hi_j / 2**(64 - bits)) <= w`` (no search needed).
+    """
+    low_bits = np.uint64(_PREC - bits)
+    size = 1 << bits
+    n_lo = np.cumsum(np.bincount((lo >> low_bits).astype(np.intp), minlength=size))
+    hi_up = (hi >> low_bits) + ((hi & np.uint64((1 << (_PREC - bits)) - 1)) != 0)
+    n_hi = np.cumsum(np.bincount(hi_up.astype(np.intp), minlength=size + 1))[:size]
     digit = (lo.size - n_lo).astype(np.uint16)
     return np.where(n_lo == n_hi, digit, _UNDECIDED).astype(np.uint16)
 
