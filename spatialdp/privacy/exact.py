@@ -1080,6 +1080,9 @@ def lattice_laplace(values: NDArray[np.float64], scale: float,
     """
     units = check_units(scale, exponent, values.size)
     flat = values.ravel()
+    if flat.size <= _CHUNK:  # one chunk: no output buffer to copy into
+        return _lattice_sum(flat, discrete_laplace_noise(flat.size, units),
+                            exponent).reshape(values.shape)
     out = np.empty(flat.size, dtype=np.float64)
     for start in range(0, flat.size, _CHUNK):  # elementwise: chunks stay in cache
         part = flat[start:start + _CHUNK]
@@ -1113,13 +1116,14 @@ def _lattice_sum(flat: NDArray[np.float64], noise: NDArray[np.int64],
     if not -1022 <= exponent <= 1022:
         return _lattice_sum_in_integers(flat, noise, exponent)
     with np.errstate(over="ignore", invalid="ignore"):
-        units = flat * 2.0**-exponent
+        units = flat * 2.0**-exponent  # a new array (never the input)
         np.rint(units, out=units)
         if _within(units, _FLOAT_EXACT) and _within(noise, _FLOAT_EXACT + 1):
-            total = units + noise
+            total = np.add(units, noise, out=units)  # in place: units is rebuilt below if need be
             if _within(total, _FLOAT_EXACT):
                 total *= 2.0**exponent
                 return total
+            units = np.rint(flat * 2.0**-exponent)
         if not _within(units, _FAST_LIMIT):  # also refuses inf and NaN
             return _lattice_sum_in_integers(flat, noise, exponent)
         exact_total = units.astype(np.int64)
