@@ -95,7 +95,10 @@ def as_counts(x: Any, name: str = "counts") -> NDArray[np.int64]:
 
 def as_values(x: Any, name: str = "values") -> NDArray[np.float64]:
     """Return finite real values (``|value| <= 1e300``) as float64 (no copy if already so)."""
-    arr = _dense(x, name).astype(np.float64, copy=False)  # read only by the callers
+    if type(x) is np.ndarray and x.dtype == np.float64:  # what _dense would return, faster
+        arr = x
+    else:
+        arr = _dense(x, name).astype(np.float64, copy=False)  # read only by the callers
     # two reductions, no temporary; a NaN makes both bounds NaN and fails the test
     if not arr.size or (-MAX_VALUE <= float(arr.min()) and float(arr.max()) <= MAX_VALUE):
         return arr

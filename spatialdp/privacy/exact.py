@@ -606,7 +606,7 @@ def _resolve(d: _Digit, prefix: NDArray[np.unsignedinteger], bits: int) -> NDArr
     n_lo = np.searchsorted(d.lo, w, side="right")
     n_hi = np.searchsorted(d.hi, w, side="right")
     out = (d.lo.size - n_lo).astype(np.uint16)
-    for i in np.flatnonzero(n_lo != n_hi):  # thresholds n_hi .. n_lo - 1 are undecided
+    for i in (n_lo != n_hi).nonzero()[0]:  # thresholds n_hi .. n_lo - 1 are undecided
         out[i] += _deep(d, int(w[i]), int(n_hi[i]), int(n_lo[i]))
     return out
 
@@ -620,7 +620,7 @@ def _draw(d: _Digit, count: int,
     if w16 is None:
         w16 = _raw_bits(_LUT_BITS, count)
     out: NDArray[np.uint16] = d.lut[w16]
-    undecided = np.flatnonzero(out == _UNDECIDED)
+    undecided = (out == _UNDECIDED).nonzero()[0]
     if undecided.size:
         out[undecided] = _resolve(d, w16[undecided], _LUT_BITS)
     return out
@@ -630,7 +630,7 @@ def _draw_signed(d: _Digit, count: int) -> NDArray[np.int16]:
     """Return ``count`` exact draws of ``sign * |Z|`` from the ``"abs"`` part (``|Z| <= B-1``)."""
     w16 = _raw_bits(_LUT_BITS, count)
     out: NDArray[np.int16] = d.lut[w16]
-    undecided = np.flatnonzero(out == _SIGNED_UNDECIDED)
+    undecided = (out == _SIGNED_UNDECIDED).nonzero()[0]
     if undecided.size:
         w = w16[undecided]
         mags = _resolve(d, w & np.uint16((1 << _SIGN_BIT) - 1), _SIGN_BIT).astype(np.int16)
@@ -689,7 +689,7 @@ def _top_geometric(top: _Digit, count: int,
     ``w16``: the 16-bit prefixes of the first uniforms (drawn if not given).
     """
     g16 = _draw(top, count, w16)
-    tail = np.flatnonzero(g16 == _BASE - 1)
+    tail = (g16 == _BASE - 1).nonzero()[0]
     g = g16.astype(np.int64)
     for _ in range(MAX_ROUNDS):
         if not tail.size:
@@ -717,7 +717,7 @@ def _small_scale_noise(plan: _Plan, count: int) -> NDArray[np.int64]:
     """Return discrete Laplace draws from the signed ``|Z|`` table (no rejection needed)."""
     assert plan.first is not None
     z16 = _draw_signed(plan.first, count)
-    tail = np.flatnonzero(np.abs(z16) == _BASE - 1)  # |Z| >= B-1: add a fresh geometric
+    tail = (np.abs(z16) == _BASE - 1).nonzero()[0]  # |Z| >= B-1: add a fresh geometric
     z = z16.astype(np.int64)
     if tail.size:
         more = _top_geometric(plan.top, tail.size)
@@ -836,7 +836,7 @@ def _rejected(s: _Split, words: NDArray[np.uint64], bits: int) -> NDArray[np.boo
     """
     k = s.low_bits
     out = np.zeros(words.size, dtype=bool)
-    cand = np.flatnonzero(words < np.uint64(_cut(s, bits) << k))
+    cand = (words < np.uint64(_cut(s, bits) << k)).nonzero()[0]
     if not cand.size:
         return out
     low = words[cand] & np.uint64((1 << k) - 1)
@@ -849,7 +849,7 @@ def _rejected(s: _Split, words: NDArray[np.uint64], bits: int) -> NDArray[np.boo
     q_lo *= 2.0**bits  # exact: scaling by a power of two
     q_hi *= 2.0**bits
     reject = v + 2.0**-more <= q_lo
-    for i in np.flatnonzero(~reject & (v < q_hi)):
+    for i in (~reject & (v < q_hi)).nonzero()[0]:
         w = (int(prefix[i]) << more) | int(ext[i])
         reject[i] = _exact_rejects(s.inv, int(low[i]), w, bits + more)
     out[cand[reject]] = True
@@ -864,7 +864,7 @@ def _accepted_low(s: _Split, low: NDArray[np.uint64], bits: int) -> NDArray[np.u
     """
     k = s.low_bits
     low_mask = np.uint64((1 << k) - 1)
-    cand = np.flatnonzero(low < np.uint64(_cut(s, bits) << k))
+    cand = (low < np.uint64(_cut(s, bits) << k)).nonzero()[0]
     pending = cand[_rejected(s, low[cand], bits)]
     low &= low_mask
     redraw_bits = min(64 - k, _CHECK_BITS)
@@ -917,7 +917,7 @@ def _split_noise(s: _Split, count: int) -> NDArray[np.int64]:
         low |= _raw_bits(16, count).astype(np.uint64) << np.uint64(k)
         bits = 16
     z |= _accepted_low(s, low, bits).view(np.int64)
-    retry = np.flatnonzero(z == 0)
+    retry = (z == 0).nonzero()[0]
     retry = retry[sign[retry] != 0]
     z ^= sign
     z -= sign  # two's complement: -z where negative
@@ -961,7 +961,7 @@ def discrete_laplace_noise(count: int, scale: Fraction) -> NDArray[np.int64]:
             return out
         z = _geometric(plan, n)
         negative = random_bits(n)
-        retry = np.flatnonzero(negative & (z == 0))
+        retry = (negative & (z == 0)).nonzero()[0]
         sign = negative.astype(np.int64)
         np.negative(sign, out=sign)  # 0 or -1 (all bits set)
         z ^= sign
@@ -1150,7 +1150,7 @@ def _lattice_sum_in_integers(flat: NDArray[np.float64], noise: NDArray[np.int64]
         total = np.rint(scaled[fast]).astype(np.int64) + noise[fast]
         out[fast] = np.ldexp(total.astype(np.float64), exponent)
         step = Fraction(2) ** exponent
-        for i in np.flatnonzero(~fast):  # exact big-integer path for huge lattice integers
+        for i in (~fast).nonzero()[0]:  # exact big-integer path for huge lattice integers
             n = round(Fraction(float(flat[i])) / step)
             out[i] = float((n + int(noise[i])) * step)
     return out
