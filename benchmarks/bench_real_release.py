@@ -23,8 +23,9 @@ one separate run).
 - ``ratio_cold:`` the first release in a fresh Python process, against numpy's
   first laplace call in one: ours imports spatialdp's privacy modules and builds
   the sampler's table for the scale inside the timed run.
-- ``ratio_cold_tables:`` in process, the sampler's tables for the lattice
-  (cached per scale) cleared before each run of ours.
+- ``ratio_cold_tables:`` in process, the sampler's tables for the lattice and
+  the lattice exponent and units (cached per public parameters) cleared before
+  each run of ours.
 
 Outputs cannot be equal (the noise is random). Before timing the benchmark
 asserts what must agree: every contender returns the input's shape, and its
@@ -91,8 +92,7 @@ def cold_tables(values: np.ndarray, repeats: int) -> dict[str, Timing]:
     rng = np.random.default_rng(1)
 
     def clear() -> None:
-        exact._plan.cache_clear()
-        exact._split.cache_clear()
+        exact._clear_caches()  # tables, lattice exponents and units of every scale
 
     def numpy_laplace(_: None) -> np.ndarray:
         return values + rng.laplace(0.0, mech.scale, values.size)

@@ -1079,16 +1079,42 @@ def lattice_laplace(values: NDArray[np.float64], scale: float,
     ((2,), True)
     """
     units = check_units(scale, exponent, values.size)
+    split = _lattice_split(scale, exponent)
     flat = values.ravel()
+
+    def noise(count: int) -> NDArray[np.int64]:  # at most one chunk
+        return (discrete_laplace_noise(count, units) if split is None
+                else _split_noise(split, count))
+
     if flat.size <= _CHUNK:  # one chunk: no output buffer to copy into
-        return _lattice_sum(flat, discrete_laplace_noise(flat.size, units),
-                            exponent).reshape(values.shape)
+        return _lattice_sum(flat, noise(flat.size), exponent).reshape(values.shape)
     out = np.empty(flat.size, dtype=np.float64)
     for start in range(0, flat.size, _CHUNK):  # elementwise: chunks stay in cache
         part = flat[start:start + _CHUNK]
-        noise = discrete_laplace_noise(part.size, units)
-        out[start:start + part.size] = _lattice_sum(part, noise, exponent)
+        out[start:start + part.size] = _lattice_sum(part, noise(part.size), exponent)
     return out.reshape(values.shape)
+
+
+def _clear_caches() -> None:
+    """Forget every per-parameter cache (tables, exponents, units): for cold-start benchmarks.
+
+    The ChaCha20 binding (:func:`_chacha20`) stays loaded: importing it is a per-process
+    cost, which the fresh-process benchmark measures.
+    """
+    for cached in (_plan, _split, _lattice_split, _cut, check_units, mechanism_exponent,
+                   standalone_exponent):
+        cached.cache_clear()
+
+
+@lru_cache(maxsize=256)  # public parameters only
+def _lattice_split(scale: float, exponent: int) -> _Split | None:
+    """Return the split sampler of ``scale / 2**exponent`` lattice units, if it takes one.
+
+    The same choice as :func:`discrete_laplace_noise`, cached by the floats so that a
+    release does no rational arithmetic.
+    """
+    units = Fraction(scale) / Fraction(2) ** exponent
+    return _split(units) if units >= 2**_SPLIT_MIN_BITS else None
 
 
 _FLOAT_EXACT = 2.0**53  # every integer up to this magnitude is a float64
