@@ -878,7 +878,6 @@ def _accepted_low(s: _Split, low: NDArray[np.uint64], bits: int) -> NDArray[np.u
 
 
 _G_LANE = 3 if sys.byteorder == "little" else 0  # the 16-bit lane of bits 48 .. 63
-_SIGN_BYTE = 5 if sys.byteorder == "little" else 2  # the byte of bits 40 .. 47 (47: its top bit)
 
 
 def _split_noise(s: _Split, count: int) -> NDArray[np.int64]:
@@ -905,7 +904,8 @@ def _split_noise(s: _Split, count: int) -> NDArray[np.int64]:
     """
     k = s.low_bits
     words = _raw_bits(64, count)
-    negative = words.view(np.uint8)[_SIGN_BYTE::8] >= np.uint8(0x80)  # bit 47 of the word
+    sign = (words << np.uint64(16)).view(np.int64)
+    sign >>= 63  # 0 or -1 (all bits set): bit 47 of the word
     g = _top_geometric(s.top, count, words.view(np.uint16)[_G_LANE::4])
     if int(g.max(initial=0)) >= _INT64_LIMIT >> k:
         raise _overflow()
@@ -918,8 +918,9 @@ def _split_noise(s: _Split, count: int) -> NDArray[np.int64]:
         bits = 16
     z |= _accepted_low(s, low, bits).view(np.int64)
     retry = (z == 0).nonzero()[0]
-    retry = retry[negative[retry]]
-    np.negative(z, out=z, where=negative)
+    retry = retry[sign[retry] != 0]
+    z ^= sign
+    z -= sign  # two's complement: -z where negative
     if retry.size:
         z[retry] = _split_noise(s, retry.size)
     return z
