@@ -138,6 +138,31 @@ def test_lookup_table_agrees_with_the_brackets(scale: float, level: int) -> None
     assert 0 < np.mean(d.lut == exact._UNDECIDED) < 0.02
 
 
+
+def searched_lookup_table(lo: np.ndarray, hi: np.ndarray, bits: int) -> np.ndarray:
+    """The lookup table by its definition: a binary search at both ends of every prefix."""
+    start = np.arange(1 << bits, dtype=np.uint64) << np.uint64(64 - bits)
+    last = start | np.uint64((1 << (64 - bits)) - 1)
+    n_lo = np.searchsorted(lo, last, side="right")
+    n_hi = np.searchsorted(hi, start, side="right")
+    return np.where(n_lo == n_hi, (lo.size - n_lo).astype(np.uint16), exact._UNDECIDED)
+
+
+@pytest.mark.parametrize("scale", [0.05, 2.5, 47.5, 250.0, 1e4, 2.0**40, 2.0**56])
+@pytest.mark.parametrize("bits", [15, 16])
+def test_lookup_table_is_the_search_over_the_brackets(scale: float, bits: int) -> None:
+    # the histogram construction gives exactly the table of the binary search, also
+    # for brackets on the prefix edges and next to 2**64 (widened ones)
+    digits = [*parts(exact._plan(Fraction(scale))), exact._split_plan(Fraction(2**30), 20).top]
+    for d in digits:
+        for lo, hi in ((d.lo, d.hi), (widened(d, 2**47).lo, widened(d, 2**47).hi)):
+            assert np.array_equal(exact._lookup_table(lo, hi, bits),
+                                  searched_lookup_table(lo, hi, bits))
+    edges = np.array([0, 2**48 - 1, 2**48, 2**63, 2**64 - 2**48, 2**64 - 1], dtype=np.uint64)
+    for lo, hi in ((edges, edges), (edges[:-1], edges[1:])):
+        assert np.array_equal(exact._lookup_table(lo, hi, bits),
+                              searched_lookup_table(lo, hi, bits))
+
 def test_signed_table_is_the_magnitude_table_with_a_sign_bit() -> None:
     d = exact._plan(Fraction(2.5)).first
     assert d is not None

@@ -22,7 +22,6 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-_GL_X, _GL_W = np.polynomial.legendre.leggauss(20)
 _LOG_NEGLIGIBLE = -80.0  # exp(-80) ~ 2e-35: integrand below this relative size is dropped
 CACHE = 4096  # lru_cache size of the per-(m, scale) figures
 _POISSON_SIGMA = 8.0  # discrete Gaussian: variance and phi by their sigma -> inf forms above
@@ -35,7 +34,17 @@ def _gl_nodes(breaks: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray
     """Return composite 20-point Gauss-Legendre nodes and weights over consecutive breakpoints."""
     lo, hi = breaks[:-1, None], breaks[1:, None]
     half = (hi - lo) / 2
-    return (lo + half * (_GL_X + 1)).ravel(), (half * _GL_W).ravel()
+    nodes, weights = _gauss_legendre()
+    return (lo + half * (nodes + 1)).ravel(), (half * weights).ravel()
+
+
+@lru_cache(maxsize=1)
+def _gauss_legendre() -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Return the 20-point Gauss-Legendre rule on [-1, 1] (numpy.polynomial loads on first use)."""
+    from numpy.polynomial.legendre import leggauss  # lazy: slow to import, rarely needed
+
+    nodes, weights = leggauss(20)
+    return nodes, weights
 
 
 def _subdivide(breaks: NDArray[np.float64], rate: float) -> NDArray[np.float64]:

@@ -11,15 +11,18 @@ Boolean ARRAYS are 0/1 indicators; a lone ``True`` is refused (not a count).
 from __future__ import annotations
 
 import numbers
+import sys
 from decimal import Decimal
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
-import scipy.sparse
 from numpy.typing import NDArray
 
 from spatialdp._validation import check_number, fail
 from spatialdp.exceptions import InvalidInput
+
+if TYPE_CHECKING:  # scipy is slow to import; _is_sparse needs it only once it is loaded
+    import scipy.sparse
 
 Sparse: TypeAlias = "scipy.sparse.sparray | scipy.sparse.spmatrix"
 ScalarInt: TypeAlias = "int | np.integer[Any]"
@@ -31,9 +34,19 @@ MAX_VALUE = 1e300  # |value| limit: a noisy value stays finite
 _VALUES_FIX = "pass numbers (a numpy array, list, pandas Series or scipy.sparse array)"
 
 
+def _is_sparse(x: Any) -> bool:
+    """Return whether ``x`` is a scipy.sparse array or matrix.
+
+    Nothing can be one unless :mod:`scipy.sparse` is loaded, so a process that
+    never imported scipy does not import it here (it takes about 0.1 s).
+    """
+    sparse = sys.modules.get("scipy.sparse")
+    return sparse is not None and bool(sparse.issparse(x))
+
+
 def _dense(x: Any, name: str) -> NDArray[Any]:
     """Return an array view of ``x``; scipy.sparse input is densified (noise on every entry)."""
-    if scipy.sparse.issparse(x):
+    if _is_sparse(x):
         return np.asarray(x.toarray())
     if isinstance(x, (bool, np.bool_)):
         raise fail(name, x, "is a bool, not a number", _VALUES_FIX)
@@ -82,7 +95,10 @@ def as_counts(x: Any, name: str = "counts") -> NDArray[np.int64]:
 
 def as_values(x: Any, name: str = "values") -> NDArray[np.float64]:
     """Return finite real values (``|value| <= 1e300``) as float64 (no copy if already so)."""
-    arr = _dense(x, name).astype(np.float64, copy=False)  # read only by the callers
+    if type(x) is np.ndarray and x.dtype == np.float64:  # what _dense would return, faster
+        arr = x
+    else:
+        arr = _dense(x, name).astype(np.float64, copy=False)  # read only by the callers
     # two reductions, no temporary; a NaN makes both bounds NaN and fails the test
     if not arr.size or (-MAX_VALUE <= float(arr.min()) and float(arr.max()) <= MAX_VALUE):
         return arr
@@ -104,7 +120,7 @@ def as_values(x: Any, name: str = "values") -> NDArray[np.float64]:
 
 def is_scalar(x: Any) -> bool:
     """Return whether ``x`` is a scalar (output scalar); arrays (even 0-d) and sparse are not."""
-    return not isinstance(x, np.ndarray) and not scipy.sparse.issparse(x) and np.ndim(x) == 0
+    return not isinstance(x, np.ndarray) and not _is_sparse(x) and np.ndim(x) == 0
 
 
 def int_out(arr: NDArray[np.int64], x: Any) -> Any:

@@ -3,8 +3,10 @@
 spatialdp has two random paths that never mix.
 
 **Release** (this module). Values that get published are noised here, with
-randomness from the operating system (:func:`os.urandom`, or OpenDP's own
-cryptographic source). No function takes a seed, a generator or a random
+randomness from the operating system (:func:`os.urandom`, expanded by a
+ChaCha20 keystream under fresh OS keys as the kernel itself does, see
+:func:`spatialdp.privacy.exact.random_bytes`; or OpenDP's own cryptographic
+source). No function takes a seed, a generator or a random
 state: a seeded pseudo-random generator is reproducible, and an attacker who
 knows a few true cells could reconstruct a PCG64 state from the released
 values and subtract the noise everywhere. The samplers are also
@@ -91,8 +93,9 @@ def release_discrete_laplace(counts: Any, scale: float) -> Any:
     integer queries of L1 sensitivity ``sensitivity``. Sampling is exact, at
     the exact value of the float ``scale``: a uniform sign and a geometric
     magnitude drawn by lazy inversion against bracketed thresholds, integer
-    arithmetic only, vectorised over the array, fed by :func:`os.urandom`
-    (see :mod:`spatialdp.privacy.exact`).
+    arithmetic only, vectorised over the array, fed by OS entropy
+    (:func:`os.urandom` keys for a ChaCha20 keystream; see
+    :mod:`spatialdp.privacy.exact`).
 
     Parameters
     ----------
