@@ -40,14 +40,16 @@ from spatialdp.smooth.diagnostics import (
     outlier_bound,
 )
 from spatialdp.smooth.direct import DirectEstimates, read_direct
-from spatialdp.smooth.fay_herriot import AreaFit, fay_herriot_predict, fit_fay_herriot
+from spatialdp.smooth.fay_herriot import AreaFit, fay_herriot_predict, fh_grid, fit_fay_herriot
 from spatialdp.smooth.intervals import interval_factor
+from spatialdp.smooth.laplace import laplace_predict
 from spatialdp.smooth.mixture import PosteriorMixture, fh_mixture, sar_mixture
 from spatialdp.smooth.sparse_spatial import SparseAreaModel, fit_sparse, sparse_predict
 from spatialdp.smooth.spatial import (
     DENSE_LIMIT,
     SarModel,
     fit_sar,
+    sar_grid,
     sar_predict,
 )
 from spatialdp.smooth.weights import spatial_weights
@@ -73,6 +75,9 @@ ANALYTIC_MSE = {"fh": "analytic: Prasad-Rao / Datta-Lahiri second-order approxim
                           "known; no second-order terms)"}
 #: Fewest bootstrap replicates accepted (below, the MSE is itself too noisy to use).
 MIN_REPLICATES = 20
+#: How the observed areas are predicted: the linear EBLUP, or the posterior mean under the
+#: exact Laplace-plus-normal likelihood of their published value (:mod:`.laplace`).
+PREDICTORS = ("linear", "laplace")
 #: What a smoothed map's title calls each model.
 SHORT_NAMES = {"fh": "Fay-Herriot", "sfh": "spatial Fay-Herriot",
                "car": "spatial Fay-Herriot (CAR)"}
@@ -214,6 +219,7 @@ def small_area_estimates(
     replicates: int = 200,
     rng: RandomLike = None,
     interval: str | None = None,
+    predictor: str = "linear",
 ) -> SmallAreaEstimates:
     """Smooth one metric of a regional report with an area-level small-area model.
 
@@ -342,8 +348,12 @@ def small_area_estimates(
     if generator is not None and sparse_fit:
         raise fail("mse", mse, f"is only available for the dense models (model='fh', or "
                    f"'sfh' up to {DENSE_LIMIT} regions)", "use mse='analytic'")
+    how_predict = check_choice(predictor, "predictor", PREDICTORS)
     fit, eblup, mse_values, gamma, synthetic, resid = _fit(kind, how, direct, X, W,
                                                            sparse_fit)
+    if how_predict == "laplace":
+        eblup, mse_values = _laplace_aware(kind, direct, X, W, fit, sparse_fit, eblup,
+                                           mse_values)
     if generator is not None:
         dense = W.toarray() if kind == "sfh" and W is not None else None
         with single_blas():
@@ -450,6 +460,46 @@ def _fit(kind: str, method: str, direct: DirectEstimates, X: FloatArray,
         resid = linalg.solve_triangular(np.linalg.cholesky(V), y - X[obs] @ fit.beta,
                                         lower=True)
     return fit, eblup, mse, gamma, synthetic, resid
+
+
+def _laplace_aware(kind: str, direct: DirectEstimates, X: FloatArray,
+                   W: sparse.csr_array | None, fit: AreaFit, sparse_fit: bool,
+                   eblup: FloatArray, mse: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Return the predictions and MSEs with the observed areas' exact Laplace likelihood.
+
+    The linear BLUP and its ``g1 + g2`` at the fitted parameters give each
+    observed area's leave-one-out prior; :func:`.laplace.laplace_predict`
+    replaces the BLUP by the posterior mean and ``g1 + g2`` by its expected
+    posterior variance. The MSE keeps the linear model's second-order terms
+    (its MSE minus ``g1 + g2``). Unobserved areas keep the linear prediction.
+    """
+    obs = direct.observed
+    blup, variance = _conditional_blup(kind, direct, X, W, fit, sparse_fit, eblup, mse)
+    prediction, risk = laplace_predict(blup[obs], variance[obs], direct.value[obs],
+                                       direct.sampling_variance[obs],
+                                       direct.noise_variance[obs])
+    eblup, mse = eblup.copy(), mse.copy()
+    eblup[obs] = prediction
+    mse[obs] = risk + np.maximum(mse[obs] - variance[obs], 0.0)
+    return eblup, mse
+
+
+def _conditional_blup(kind: str, direct: DirectEstimates, X: FloatArray,
+                      W: sparse.csr_array | None, fit: AreaFit, sparse_fit: bool,
+                      eblup: FloatArray, mse: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Return the BLUP and its ``g1 + g2`` at the fitted parameters (``beta`` by GLS)."""
+    if sparse_fit:  # the sparse MSE is g1 + g2
+        return eblup, mse
+    obs, s2u = direct.observed, np.array([fit.s2u])
+    if kind == "fh":
+        _, blup, variance, _ = fh_grid(direct.value, X, direct.variance, obs, s2u)
+    else:
+        assert W is not None
+        with single_blas():
+            _, blup, variance, _ = sar_grid(SarModel(direct.value[obs], X,
+                                                     direct.variance[obs], W.toarray(), obs),
+                                            fit.rho, s2u)
+    return blup[0], variance[0]
 
 
 def _mixture(kind: str, direct: DirectEstimates, X: FloatArray, W: sparse.csr_array | None
