@@ -255,7 +255,19 @@ def test_the_default_intervals_do_not_depend_on_the_predictor():
     assert not np.allclose(laplace.eblup, linear.eblup)
 
 
-def test_an_unknown_predictor_is_refused():
+def test_an_unknown_predictor_and_a_bootstrap_of_the_laplace_predictor_are_refused():
     frame = _frame(np.full(9, 1.0), np.full(9, 300), 0.5, np.random.default_rng(0))
     with pytest.raises(InvalidInput, match="predictor='median' is not one of"):
         small_area_estimates(frame, client_variance=CLIENT_SD**2, predictor="median")
+    with pytest.raises(InvalidInput, match="mse='bootstrap' is the linear EBLUP's"):
+        small_area_estimates(frame, client_variance=CLIENT_SD**2, predictor="laplace",
+                             mse="bootstrap", rng=0)
+
+
+def test_the_result_records_the_predictor():
+    frame = _frame(1.0 + np.random.default_rng(7).normal(0.0, 0.15, 20), np.full(20, 120), 0.2,
+                   np.random.default_rng(8))
+    smooth = small_area_estimates(frame, client_variance=CLIENT_SD**2, predictor="laplace")
+    assert smooth.predictor == "laplace"
+    assert "Laplace-aware predictor" in smooth.mse_method
+    assert small_area_estimates(frame, client_variance=CLIENT_SD**2).predictor == "linear"
