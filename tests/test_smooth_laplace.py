@@ -103,7 +103,7 @@ def test_a_vanishing_laplace_scale_gives_the_linear_blup_and_variance():
     assert np.allclose(var, tau2 * d / (tau2 + d), rtol=1e-12)
 
 
-@pytest.mark.parametrize("model", ["fh", "sfh"])
+@pytest.mark.parametrize("model", ["fh", "sfh", "car"])
 def test_without_laplace_noise_small_area_estimates_are_the_linear_ones(model):
     """A release whose noise is negligible: the predictor and the MSE are the EBLUP's."""
     rng = np.random.default_rng(3)
@@ -112,7 +112,7 @@ def test_without_laplace_noise_small_area_estimates_are_the_linear_ones(model):
     truth = 1.0 + rng.normal(0.0, 0.15, n)
     frame = _frame(truth, np.full(n, 400), 0.5, rng)
     frame["noise_std"] = 1e-9
-    W = _lattice(side) if model == "sfh" else None
+    W = _lattice(side) if model != "fh" else None
     linear = _smooth(frame, None, model, W, "linear")
     laplace = _smooth(frame, None, model, W, "laplace")
     assert np.allclose(laplace.eblup, linear.eblup, rtol=0, atol=1e-12)
@@ -271,3 +271,26 @@ def test_the_result_records_the_predictor():
     assert smooth.predictor == "laplace"
     assert "Laplace-aware predictor" in smooth.mse_method
     assert small_area_estimates(frame, client_variance=CLIENT_SD**2).predictor == "linear"
+
+
+def test_the_sparse_spatial_fit_gives_the_dense_laplace_predictions(monkeypatch):
+    """Beyond DENSE_LIMIT (patched) the prior comes from the sparse g1 + g2: same predictions."""
+    from spatialdp.smooth import estimate as estimate_module
+
+    rng = np.random.default_rng(9)
+    side = 6
+    n = side * side
+    W = _lattice(side)
+    truth = 1.0 + np.linalg.solve(np.eye(n) - 0.6 * W, rng.normal(0.0, 0.15, n))
+    frame = _frame(truth, np.round(np.exp(rng.uniform(np.log(60), np.log(600), n))), 0.2, rng)
+    dense = small_area_estimates(frame, model="sfh", weights=W, client_variance=CLIENT_SD**2,
+                                 predictor="laplace", interval="plug-in")
+    monkeypatch.setattr(estimate_module, "DENSE_LIMIT", 10)
+    sparse_fit = small_area_estimates(frame, model="sfh", weights=W,
+                                      client_variance=CLIENT_SD**2, predictor="laplace",
+                                      interval="plug-in")
+    assert "sparse" in sparse_fit.mse_method
+    np.testing.assert_allclose(sparse_fit.frame.eblup, dense.frame.eblup, atol=1e-5)
+    linear = small_area_estimates(frame, model="sfh", weights=W, client_variance=CLIENT_SD**2,
+                                  interval="plug-in")
+    assert np.abs(sparse_fit.frame.eblup - linear.frame.eblup).max() > 1e-3
