@@ -33,15 +33,17 @@ floor on what any EBLUP can reach in this setting; and that of the
 Laplace-aware predictor with the same (oracle) priors of each area given the
 others, exact (no simulation).
 
-``--predictor laplace`` smooths with the Laplace-aware predictor
-(:mod:`spatialdp.smooth.laplace`), ``--predictor both`` with each predictor on
-the same rounds. ``SE`` is the standard error of ``change`` (delta method,
-the rounds as independent clusters); ``SE diff`` (with ``both``) that of the
-Laplace predictor's change minus the linear one's, paired on the rounds: much
-smaller, as both share the direct estimates' errors.
+``--predictor laplace`` (or ``laplace-mixture``) smooths with the
+Laplace-aware predictor (:mod:`spatialdp.smooth.laplace`), ``--predictor
+both`` with the linear and the Laplace-aware one on the same rounds, ``all``
+with the three. ``SE`` is the standard error of ``change`` (delta method,
+the rounds as independent clusters); ``SE diff`` (``both``, ``all``) that of
+a predictor's change minus the linear one's, paired on the rounds: much
+smaller, as they share the direct estimates' errors.
 
 Usage: ``python benchmarks/bench_small_area.py [--reps 40] [--h3-reps 10]
-[--epsilon 0.1 ...] [--interval mixture|plug-in] [--predictor linear|laplace|both]
+[--epsilon 0.1 ...] [--interval mixture|plug-in]
+[--predictor linear|laplace|laplace-mixture|both|all]
 [--states-only] [--oracle-only]``.
 """
 
@@ -72,6 +74,9 @@ EPSILONS = (0.1, 0.25, 0.5, 1.0, 2.0)
 SPATIAL_RHO, SPATIAL_VAR, REGION_VAR = 0.8, 0.03, 0.01
 STATE_DEVICES = 20_000
 CLASSES = ("<2x floor", "2-10x floor", ">10x floor", "suppressed")
+#: ``--predictor`` values that smooth every round with several predictors (the first is the
+#: reference of ``SE diff``).
+PREDICTOR_SETS = {"both": ("linear", "laplace"), "all": ("linear", "laplace", "laplace-mixture")}
 
 
 def setting(kind: str) -> tuple[Partition, np.ndarray, int, str]:
@@ -168,8 +173,8 @@ def run(kind: str, reps: int, epsilons: tuple[float, ...] = EPSILONS,
     """Return the table rows (one per predictor, epsilon and class) and the setting.
 
     Every predictor smooths the same rounds; ``SE`` is the standard error of
-    ``change`` (rounds as clusters) and, with two predictors, ``SE diff`` that
-    of the second's change minus the first's (paired on the rounds).
+    ``change`` (rounds as clusters) and, with several predictors, ``SE diff``
+    that of each later one's change minus the first's (paired on the rounds).
     """
     part, cohort, floor, model = setting(kind)
     if kind == "states":
@@ -306,9 +311,11 @@ def main() -> None:
                         help="an epsilon to run (repeatable; default all of EPSILONS)")
     parser.add_argument("--interval", choices=("mixture", "plug-in"), default="mixture",
                         help="how the intervals are built (small_area_estimates(interval=))")
-    parser.add_argument("--predictor", choices=("linear", "laplace", "both"), default="linear",
-                        help="small_area_estimates(predictor=); 'both' smooths every round "
-                             "with each (paired: 'SE diff' is the SE of laplace minus linear)")
+    parser.add_argument("--predictor", choices=(*PREDICTOR_SETS, "linear", "laplace",
+                                                "laplace-mixture"), default="linear",
+                        help="small_area_estimates(predictor=); 'both' (linear, laplace) and "
+                             "'all' smooth every round with each (paired: 'SE diff' is the SE "
+                             "of a predictor's change minus the linear one's)")
     parser.add_argument("--states-only", action="store_true", help="skip the H3 partition")
     parser.add_argument("--oracle-only", action="store_true",
                         help="print only the states' oracle (true-covariance BLUP) changes")
@@ -321,8 +328,7 @@ def main() -> None:
         return
     epsilons = tuple(args.epsilon) if args.epsilon else EPSILONS
     start = time.perf_counter()
-    predictors = (("linear", "laplace") if args.predictor == "both"
-                  else (args.predictor,))
+    predictors = PREDICTOR_SETS.get(args.predictor, (args.predictor,))
     rows, *_ = run("states", args.reps, epsilons, args.interval, predictors)
     columns = ["partition", "model", "predictor", "epsilon", "class", "regions", "MSE direct",
                "MSE EBLUP", "change", "SE", "SE diff", "coverage", "modelled share"]

@@ -6,6 +6,7 @@ estimate it bounds (fixed seeds).
 
 from __future__ import annotations
 
+import itertools
 import math
 import warnings
 
@@ -118,6 +119,13 @@ def test_without_laplace_noise_small_area_estimates_are_the_linear_ones(model):
     assert np.allclose(laplace.eblup, linear.eblup, rtol=0, atol=1e-12)
     assert np.allclose(laplace.mse, linear.mse, rtol=1e-10)
     assert np.allclose(laplace.ci_low, linear.ci_low)
+    # Averaged over the variance parameters: the linear posterior mean of the mixture.
+    smooth = small_area_estimates(frame, model=model, weights=W, predictor="laplace-mixture",
+                                  client_variance=CLIENT_SD**2) if model != "car" else None
+    if smooth is not None:
+        assert smooth.mixture is not None
+        np.testing.assert_allclose(smooth.frame.eblup, smooth.mixture.weight @ smooth.mixture.mean,
+                                   rtol=0, atol=1e-12)
 
 
 def test_the_leave_one_out_prior_rebuilds_the_blup():
@@ -203,14 +211,15 @@ def _runs(model: str, reps: int, seed: int, epsilon: float) -> pd.DataFrame:
         truth = 1.5 + 0.2 * x + u
         frame = _frame(truth, cohort, epsilon, rng)
         linear = _smooth(frame, covariates, model, W, "linear", "plug-in")
-        laplace = _smooth(frame, covariates, model, W, "laplace")
+        mixed = _smooth(frame, covariates, model, W, "laplace-mixture")
         plug_in = _smooth(frame, covariates, model, W, "laplace", "plug-in")
         rows.append(pd.DataFrame({
             "round": rep, "near": cohort < 200,
             "linear": linear.eblup.to_numpy() - truth,
-            "laplace": laplace.eblup.to_numpy() - truth, "mse": laplace.mse.to_numpy(),
+            "laplace": plug_in.eblup.to_numpy() - truth,
+            "laplace-mixture": mixed.eblup.to_numpy() - truth, "mse": plug_in.mse.to_numpy(),
             "linear_mse": linear.mse.to_numpy(),
-            "covered": (laplace.ci_low.to_numpy() <= truth) & (truth <= laplace.ci_high),
+            "covered": (mixed.ci_low.to_numpy() <= truth) & (truth <= mixed.ci_high),
             "plug_in": (plug_in.ci_low.to_numpy() <= truth) & (truth <= plug_in.ci_high)}))
     return pd.concat(rows, ignore_index=True)
 
@@ -226,22 +235,25 @@ def test_the_laplace_predictor_against_simulation(model):
     """
     reps = 40 if model == "fh" else 12
     runs = _runs(model, reps, seed=5, epsilon=0.2)
-    for near, part in runs.groupby("near"):
+    for (near, part), name in itertools.product(runs.groupby("near"),
+                                                ("laplace", "laplace-mixture")):
         k = len(part)
-        err = part.laplace
+        err = part[name]
         per_round = err.groupby(part["round"]).mean()
-        assert abs(per_round.mean()) < 3 * per_round.std() / math.sqrt(reps), near
+        assert abs(per_round.mean()) < 3 * per_round.std() / math.sqrt(reps), (near, name)
         sq = err**2
         rounds = sq.groupby(part["round"]).mean()
-        assert abs(part.mse.mean() - sq.mean()) < 3 * rounds.std() / math.sqrt(reps), near
+        assert abs(part.mse.mean() - sq.mean()) < 3 * rounds.std() / math.sqrt(reps), (
+            near, name)
         for column in ("covered", "plug_in"):
             assert abs(part[column].mean() - 0.95) < 3 * math.sqrt(0.95 * 0.05 / k), (
                 near, column, part[column].mean())
         assert part.mse.mean() < part.linear_mse.mean()
     if model == "fh":
         near = runs[runs.near]
-        gain = (near.linear**2 - near.laplace**2).groupby(near["round"]).mean()
-        assert gain.mean() > 3 * gain.std() / math.sqrt(reps), (gain.mean(), gain.std())
+        for name in ("laplace", "laplace-mixture"):
+            gain = (near.linear**2 - near[name] ** 2).groupby(near["round"]).mean()
+            assert gain.mean() > 3 * gain.std() / math.sqrt(reps), (name, gain.mean())
 
 
 def test_the_default_intervals_do_not_depend_on_the_predictor():
@@ -259,6 +271,9 @@ def test_an_unknown_predictor_and_a_bootstrap_of_the_laplace_predictor_are_refus
     frame = _frame(np.full(9, 1.0), np.full(9, 300), 0.5, np.random.default_rng(0))
     with pytest.raises(InvalidInput, match="predictor='median' is not one of"):
         small_area_estimates(frame, client_variance=CLIENT_SD**2, predictor="median")
+    with pytest.raises(InvalidInput, match="predictor='laplace-mixture' needs the posterior"):
+        small_area_estimates(frame, client_variance=CLIENT_SD**2, predictor="laplace-mixture",
+                             interval="plug-in")
     with pytest.raises(InvalidInput, match="mse='bootstrap' is the linear EBLUP's"):
         small_area_estimates(frame, client_variance=CLIENT_SD**2, predictor="laplace",
                              mse="bootstrap", rng=0)

@@ -42,7 +42,7 @@ from spatialdp.smooth.diagnostics import (
 from spatialdp.smooth.direct import DirectEstimates, read_direct
 from spatialdp.smooth.fay_herriot import AreaFit, fay_herriot_predict, fh_grid, fit_fay_herriot
 from spatialdp.smooth.intervals import interval_factor
-from spatialdp.smooth.laplace import laplace_predict
+from spatialdp.smooth.laplace import laplace_predict, mixture_laplace_mean
 from spatialdp.smooth.mixture import PosteriorMixture, fh_mixture, sar_mixture
 from spatialdp.smooth.sparse_spatial import SparseAreaModel, fit_sparse, sparse_predict
 from spatialdp.smooth.spatial import (
@@ -76,8 +76,9 @@ ANALYTIC_MSE = {"fh": "analytic: Prasad-Rao / Datta-Lahiri second-order approxim
 #: Fewest bootstrap replicates accepted (below, the MSE is itself too noisy to use).
 MIN_REPLICATES = 20
 #: How the observed areas are predicted: the linear EBLUP, or the posterior mean under the
-#: exact Laplace-plus-normal likelihood of their published value (:mod:`.laplace`).
-PREDICTORS = ("linear", "laplace")
+#: exact Laplace-plus-normal likelihood of their published value (:mod:`.laplace`), at the
+#: fitted variance parameters or averaged over their posterior (the intervals' mixture).
+PREDICTORS = ("linear", "laplace", "laplace-mixture")
 #: What ``mse_method`` adds for the Laplace-aware predictor.
 LAPLACE_MSE = ("; published regions: Laplace-aware predictor, g1 + g2 replaced by its expected "
                "posterior variance")
@@ -136,7 +137,7 @@ class SmallAreaEstimates(Result):
     mixture : PosteriorMixture or None
         The posterior mixture the intervals come from (``interval="mixture"``;
         see :mod:`spatialdp.smooth.mixture`), or None for plug-in intervals.
-    predictor : {"linear", "laplace"}
+    predictor : {"linear", "laplace", "laplace-mixture"}
         How the published regions were predicted (see :func:`small_area_estimates`).
     """
 
@@ -291,7 +292,7 @@ def small_area_estimates(
         with the estimated parameters plugged in (``q`` the Laplace-plus-normal
         quantile). Plug-in intervals undercover noisy regions when there are
         few areas; the mixture's cover.
-    predictor : {"linear", "laplace"}
+    predictor : {"linear", "laplace", "laplace-mixture"}
         How published regions are predicted: the linear EBLUP, or the
         posterior mean of each region's value under the **exact** likelihood
         of its published value (normal sampling error plus the release's
@@ -304,6 +305,11 @@ def small_area_estimates(
         posterior variance (plus the linear model's second-order terms);
         the mixture intervals and the shrinkage weights stay the linear
         model's; suppressed regions keep the linear prediction.
+        ``"laplace-mixture"`` averages the Laplace-aware predictions over the
+        posterior of the variance parameters that the mixture intervals
+        integrate over (the estimate then is the mean of the same posterior
+        as the intervals; needs ``interval="mixture"`` and ``"fh"`` or a dense
+        ``"sfh"``); its ``mse`` is the ``"laplace"`` one.
 
     Returns
     -------
@@ -365,7 +371,12 @@ def small_area_estimates(
         ("mixture", "plug-in"))
     sparse_fit = kind == "car" or (kind == "sfh" and frame.shape[0] > DENSE_LIMIT)
     how_predict = check_choice(predictor, "predictor", PREDICTORS)
-    if generator is not None and how_predict == "laplace":
+    if how_predict == "laplace-mixture" and (how_interval != "mixture" or sparse_fit
+                                             or kind == "car"):
+        raise fail("predictor", predictor, "needs the posterior mixture of the variance "
+                   "parameters (interval='mixture' with model='fh' or a dense 'sfh')",
+                   "use predictor='laplace'")
+    if generator is not None and how_predict != "linear":
         raise fail("mse", mse, "is the linear EBLUP's (the bootstrap refits it), not the "
                    "Laplace-aware predictor's", "use mse='analytic' with predictor='laplace'")
     if generator is not None and sparse_fit:
@@ -373,7 +384,7 @@ def small_area_estimates(
                    f"'sfh' up to {DENSE_LIMIT} regions)", "use mse='analytic'")
     fit, eblup, mse_values, gamma, synthetic, resid = _fit(kind, how, direct, X, W,
                                                            sparse_fit)
-    if how_predict == "laplace":
+    if how_predict != "linear":
         eblup, mse_values = _laplace_aware(kind, direct, X, W, fit, sparse_fit, eblup,
                                            mse_values)
     if generator is not None:
@@ -384,6 +395,8 @@ def small_area_estimates(
     moran = _check_residuals(resid, None if sparse_fit else W, direct.observed)
     share = np.where(direct.observed, gamma**2 * direct.noise_variance / mse_values, 0.0)
     mixture = _mixture(kind, direct, X, W) if how_interval == "mixture" else None
+    if how_predict == "laplace-mixture" and mixture is not None:
+        eblup = _mixture_laplace(mixture, direct, eblup)
     bounds = mixture.interval(level) if mixture is not None else None
     out = _output(frame, direct, eblup, mse_values, gamma, synthetic, share, level, fill,
                   bounds)
@@ -400,7 +413,7 @@ def small_area_estimates(
         laplace_share=np.clip(np.nan_to_num(share), 0.0, 1.0),
         mse_method=(ANALYTIC_MSE["sparse" if sparse_fit else kind] if generator is None else
                     f"parametric bootstrap: {draws} replicates with the release's Laplace "
-                    "noise") + (LAPLACE_MSE if how_predict == "laplace" else ""),
+                    "noise") + (LAPLACE_MSE if how_predict != "linear" else ""),
         mixture=mixture, predictor=how_predict)
 
 
@@ -504,6 +517,18 @@ def _laplace_aware(kind: str, direct: DirectEstimates, X: FloatArray,
     eblup[obs] = prediction
     mse[obs] = risk + np.maximum(mse[obs] - variance[obs], 0.0)
     return eblup, mse
+
+
+def _mixture_laplace(mixture: PosteriorMixture, direct: DirectEstimates, eblup: FloatArray
+                     ) -> FloatArray:
+    """Return the observed areas' Laplace-aware predictions averaged over the mixture's grid."""
+    obs = direct.observed
+    variance = 2.0 * mixture.laplace[:, obs] ** 2 + mixture.normal[:, obs] ** 2
+    out = eblup.copy()
+    out[obs] = mixture_laplace_mean(mixture.weight, mixture.mean[:, obs], variance,
+                                    direct.value[obs], direct.sampling_variance[obs],
+                                    direct.noise_variance[obs])
+    return out
 
 
 def _conditional_blup(kind: str, direct: DirectEstimates, X: FloatArray,

@@ -45,7 +45,8 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.special import log_ndtr
 
-__all__ = ["laplace_bayes_risk", "laplace_posterior", "laplace_predict", "leave_one_out_prior"]
+__all__ = ["laplace_bayes_risk", "laplace_posterior", "laplace_predict", "leave_one_out_prior",
+           "mixture_laplace_mean"]
 
 FloatArray = NDArray[np.float64]
 
@@ -219,3 +220,35 @@ def laplace_predict(blup: FloatArray, variance: FloatArray, y: FloatArray,
     b = np.sqrt(noise_variance / 2.0)
     prediction, _ = laplace_posterior(y, m, tau2, sampling_variance, b)
     return prediction, laplace_bayes_risk(tau2, sampling_variance, b)
+
+
+def mixture_laplace_mean(weight: FloatArray, blup: FloatArray, variance: FloatArray,
+                         y: FloatArray, sampling_variance: FloatArray,
+                         noise_variance: FloatArray) -> FloatArray:
+    """Return the Laplace-aware predictions averaged over a posterior of the variance parameters.
+
+    Parameters
+    ----------
+    weight : ndarray, shape (K,)
+        The posterior weights of ``K`` grid points of the variance parameters
+        (:class:`spatialdp.smooth.mixture.PosteriorMixture`).
+    blup, variance : ndarray, shape (K, m)
+        The BLUP of each observed area and its ``g1 + g2`` at each grid point.
+    y, sampling_variance, noise_variance : ndarray, shape (m,)
+        As in :func:`laplace_predict`.
+
+    Examples
+    --------
+    >>> one = laplace_predict(np.array([0.5]), np.array([0.5]), np.array([1.0]),
+    ...                       np.array([0.0]), np.array([1.0]))[0]
+    >>> both = mixture_laplace_mean(np.array([0.5, 0.5]), np.full((2, 1), 0.5),
+    ...                             np.full((2, 1), 0.5), np.array([1.0]), np.array([0.0]),
+    ...                             np.array([1.0]))
+    >>> bool(np.isclose(both[0], one[0]))
+    True
+    """
+    d = sampling_variance + noise_variance
+    b = np.sqrt(noise_variance / 2.0)
+    m, tau2 = leave_one_out_prior(blup, variance, y[None, :], d[None, :])
+    mean, _ = laplace_posterior(y[None, :], m, tau2, sampling_variance[None, :], b[None, :])
+    return np.asarray(weight @ mean, dtype=np.float64)
