@@ -162,6 +162,8 @@ def ratio_se(numerator: np.ndarray, denominator: np.ndarray) -> float:
     One entry per round (the rounds are independent clusters; the regions of
     one round are not independent of each other).
     """
+    if numerator.size < 2:
+        return math.nan
     ratio = numerator.mean() / denominator.mean()
     return float(np.std(numerator - ratio * denominator, ddof=1)
                  / math.sqrt(numerator.size) / denominator.mean())
