@@ -32,10 +32,21 @@ factorisation backend is CHOLMOD when cvxopt is installed, else SuperLU;
 
 ``--oracle-only`` prints, for the states, the change of the best linear
 predictor (the BLUP with the truths' own covariance and known parameters): a
-floor on what any EBLUP can reach in this setting.
+floor on what any EBLUP can reach in this setting; and that of the
+Laplace-aware predictor with the same (oracle) priors of each area given the
+others, exact (no simulation).
+
+``--predictor laplace`` (or ``laplace-mixture``) smooths with the
+Laplace-aware predictor (:mod:`spatialdp.smooth.laplace`), ``--predictor
+both`` with the linear and the Laplace-aware one on the same rounds, ``all``
+with the three. ``SE`` is the standard error of ``change`` (delta method,
+the rounds as independent clusters); ``SE diff`` (``both``, ``all``) that of
+a predictor's change minus the linear one's, paired on the rounds: much
+smaller, as they share the direct estimates' errors.
 
 Usage: ``python benchmarks/bench_small_area.py [--reps 40] [--h3-reps 10]
-[--epsilon 0.1 ...] [--interval mixture|plug-in] [--states-only] [--oracle-only]
+[--epsilon 0.1 ...] [--interval mixture|plug-in]
+[--predictor linear|laplace|laplace-mixture|both|all] [--states-only] [--oracle-only]
 [--h3-model fh|car|sfh] [--fit-time-only]``.
 """
 
@@ -59,6 +70,7 @@ from spatialdp.geo import Partition
 from spatialdp.privacy import Simulation
 from spatialdp.smooth import SmallAreaModelWarning, small_area_estimates
 from spatialdp.smooth.cholesky import default_backend
+from spatialdp.smooth.laplace import laplace_bayes_risk, leave_one_out_prior
 from spatialdp.smooth.weights import row_standardised
 
 CLIP = (0.0, 4.0)
@@ -67,6 +79,9 @@ EPSILONS = (0.1, 0.25, 0.5, 1.0, 2.0)
 SPATIAL_RHO, SPATIAL_VAR, REGION_VAR = 0.8, 0.03, 0.01
 STATE_DEVICES = 20_000
 CLASSES = ("<2x floor", "2-10x floor", ">10x floor", "suppressed")
+#: ``--predictor`` values that smooth every round with several predictors (the first is the
+#: reference of ``SE diff``).
+PREDICTOR_SETS = {"both": ("linear", "laplace"), "all": ("linear", "laplace", "laplace-mixture")}
 
 
 def setting(kind: str) -> tuple[Partition, np.ndarray, int, str]:
@@ -146,10 +161,30 @@ def size_class(cohort: np.ndarray, floor: int) -> np.ndarray:
                              np.where(cohort < 10 * floor, "2-10x floor", ">10x floor")))
 
 
+def ratio_se(numerator: np.ndarray, denominator: np.ndarray) -> float:
+    """Standard error of ``mean(numerator) / mean(denominator)`` over rounds (delta method).
+
+    One entry per round (the rounds are independent clusters; the regions of
+    one round are not independent of each other).
+    """
+    if numerator.size < 2:
+        return math.nan
+    ratio = numerator.mean() / denominator.mean()
+    return float(np.std(numerator - ratio * denominator, ddof=1)
+                 / math.sqrt(numerator.size) / denominator.mean())
+
+
 def run(kind: str, reps: int, epsilons: tuple[float, ...] = EPSILONS,
-        interval: str = "mixture", model: str | None = None
+        interval: str = "mixture", predictors: tuple[str, ...] = ("linear",),
+        model: str | None = None
         ) -> tuple[list[dict[str, object]], Partition, pd.DataFrame, np.ndarray, int, str]:
-    """Return the table rows of one partition (``model`` overrides the setting's)."""
+    """Return the table rows (one per predictor, epsilon and class) and the setting.
+
+    Every predictor smooths the same rounds; ``SE`` is the standard error of
+    ``change`` (rounds as clusters) and, with several predictors, ``SE diff``
+    that of each later one's change minus the first's (paired on the rounds).
+    ``model`` overrides the setting's model.
+    """
     part, cohort, floor, default_model = setting(kind)
     model = model or default_model
     if kind == "states":
@@ -161,36 +196,53 @@ def run(kind: str, reps: int, epsilons: tuple[float, ...] = EPSILONS,
     for epsilon in epsilons:
         rng = np.random.default_rng(int(epsilon * 1000))
         parts = []
-        for _ in range(reps):
+        for rep in range(reps):
             truth = draw(rng)
             frame = published_frame(part, truth, cohort, floor, epsilon, rng)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", SmallAreaModelWarning)
-                out = small_area_estimates(frame, covariates=covariates, model=model,
-                                           weights=part, include_suppressed=True,
-                                           client_variance=CLIENT_SD**2,
-                                           interval=interval).frame
-            parts.append(pd.DataFrame({
-                "class": classes, "direct": (frame.value.to_numpy() - truth) ** 2,
-                "eblup": (out.eblup.to_numpy() - truth) ** 2,
-                "covered": (out.ci_low.to_numpy() <= truth) & (truth <= out.ci_high.to_numpy()),
-                "modelled": out.label.to_numpy() == "modelled"}))
+            for predictor in predictors:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", SmallAreaModelWarning)
+                    out = small_area_estimates(frame, covariates=covariates, model=model,
+                                               weights=part, include_suppressed=True,
+                                               client_variance=CLIENT_SD**2,
+                                               interval=interval, predictor=predictor).frame
+                parts.append(pd.DataFrame({
+                    "round": rep, "predictor": predictor, "class": classes,
+                    "direct": (frame.value.to_numpy() - truth) ** 2,
+                    "eblup": (out.eblup.to_numpy() - truth) ** 2,
+                    "covered": ((out.ci_low.to_numpy() <= truth)
+                                & (truth <= out.ci_high.to_numpy())),
+                    "modelled": out.label.to_numpy() == "modelled"}))
         table = pd.concat(parts)
         for name in CLASSES:
-            group = table[table["class"] == name]
-            if group.empty:
+            if not (classes == name).any():
                 continue
-            rows.append({
-                "partition": kind, "model": model, "epsilon": epsilon, "class": name,
-                "regions": int((classes == name).sum()),
-                "MSE direct": float(group.direct.mean()) if name != "suppressed" else math.nan,
-                "MSE EBLUP": float(group.eblup.mean()),
-                "change": (float(group.eblup.mean() / group.direct.mean() - 1)
-                           if name != "suppressed" else math.nan),
-                "coverage": float(group.covered.mean()),
-                "modelled share": float(group.modelled.mean()) if name == "suppressed"
-                else math.nan})
+            per_round = {p: table[(table["class"] == name) & (table.predictor == p)]
+                         .groupby("round")[["direct", "eblup", "covered", "modelled"]].mean()
+                         for p in predictors}
+            for predictor, group in per_round.items():
+                rows.append(_row(kind, model, epsilon, name, int((classes == name).sum()),
+                                 predictor, group, per_round[predictors[0]]))
     return rows, part, covariates, cohort, floor, model
+
+
+def _row(kind: str, model: str, epsilon: float, name: str, regions: int, predictor: str,
+         group: pd.DataFrame, first: pd.DataFrame) -> dict[str, object]:
+    """One row of the table from the per-round class means of one predictor."""
+    published = name != "suppressed"
+    direct, eblup = group.direct.to_numpy(), group.eblup.to_numpy()
+    paired = published and group is not first
+    return {
+        "partition": kind, "model": model, "predictor": predictor, "epsilon": epsilon,
+        "class": name, "regions": regions,
+        "MSE direct": float(direct.mean()) if published else math.nan,
+        "MSE EBLUP": float(eblup.mean()),
+        "change": float(eblup.mean() / direct.mean() - 1) if published else math.nan,
+        "SE": ratio_se(eblup, direct) if published else math.nan,
+        "SE diff": (ratio_se(eblup - first.eblup.to_numpy(), direct) if paired
+                    else math.nan),
+        "coverage": float(group.covered.mean()),
+        "modelled share": float(group.modelled.mean()) if not published else math.nan}
 
 
 def oracle_change(part: Partition, cohort: np.ndarray, floor: int,
@@ -220,11 +272,28 @@ def oracle_change(part: Partition, cohort: np.ndarray, floor: int,
         dmat = X - weight @ X[shown]
         mse = (np.diag(truth_cov) - np.einsum("ij,ij->i", weight, truth_cov[:, shown])
                + np.einsum("ij,jk,ik->i", dmat, beta_cov, dmat))
+        laplace = _oracle_laplace(mse, d, CLIENT_SD**2 / n, (CLIP[1] - CLIP[0]) / (epsilon * n))
         for name in CLASSES[:3]:
             pick = classes == name
             rows.append({"epsilon": epsilon, "class": name,
-                         "oracle change": float(mse[pick].mean() / d[pick].mean() - 1)})
+                         "oracle change": float(mse[pick].mean() / d[pick].mean() - 1),
+                         "oracle laplace change": float(laplace[pick].mean() / d[pick].mean()
+                                                        - 1)})
     return rows
+
+
+def _oracle_laplace(variance: np.ndarray, d: np.ndarray, sampling: np.ndarray,
+                    scale: np.ndarray) -> np.ndarray:
+    """The MSE of the Laplace-aware predictor with the oracle's leave-one-out priors.
+
+    The oracle BLUP's error variance gives each area's prior given the others
+    (:func:`spatialdp.smooth.laplace.leave_one_out_prior`); the exact Bayes
+    risk of the posterior mean under the Laplace-plus-normal likelihood
+    (:func:`spatialdp.smooth.laplace.laplace_bayes_risk`) is what the
+    Laplace predictor reaches with the truth's own covariance.
+    """
+    _, tau2 = leave_one_out_prior(np.zeros_like(d), variance, np.zeros_like(d), d)
+    return laplace_bayes_risk(tau2, sampling, scale)
 
 
 def fit_times(part: Partition, covariates: pd.DataFrame, cohort: np.ndarray, floor: int
@@ -260,6 +329,11 @@ def main() -> None:
                         help="an epsilon to run (repeatable; default all of EPSILONS)")
     parser.add_argument("--interval", choices=("mixture", "plug-in"), default="mixture",
                         help="how the intervals are built (small_area_estimates(interval=))")
+    parser.add_argument("--predictor", choices=(*PREDICTOR_SETS, "linear", "laplace",
+                                                "laplace-mixture"), default="linear",
+                        help="small_area_estimates(predictor=); 'both' (linear, laplace) and "
+                             "'all' smooth every round with each (paired: 'SE diff' is the SE "
+                             "of a predictor's change minus the linear one's)")
     parser.add_argument("--states-only", action="store_true", help="skip the H3 partition")
     parser.add_argument("--oracle-only", action="store_true",
                         help="print only the states' oracle (true-covariance BLUP) changes")
@@ -274,18 +348,21 @@ def main() -> None:
     if args.oracle_only:
         part, cohort, floor, _ = setting("states")
         print(_common.scaling_table(oracle_change(part, cohort, floor, public_covariates(part)),
-                                    ["epsilon", "class", "oracle change"]))
+                                    ["epsilon", "class", "oracle change",
+                                     "oracle laplace change"]))
         return
     epsilons = tuple(args.epsilon) if args.epsilon else EPSILONS
     start = time.perf_counter()
-    rows, *_ = run("states", args.reps, epsilons, args.interval)
-    columns = ["partition", "model", "epsilon", "class", "regions", "MSE direct", "MSE EBLUP",
-               "change", "coverage", "modelled share"]
+    predictors = PREDICTOR_SETS.get(args.predictor, (args.predictor,))
+    rows, *_ = run("states", args.reps, epsilons, args.interval, predictors)
+    columns = ["partition", "model", "predictor", "epsilon", "class", "regions", "MSE direct",
+               "MSE EBLUP", "change", "SE", "SE diff", "coverage", "modelled share"]
     if args.states_only:
         print(_common.scaling_table(rows, columns).replace("nan", "-"))
         print(f"benchmark wall time {time.perf_counter() - start:.0f} s")
         return
-    h3_rows, *_ = run("h3", args.h3_reps, epsilons, args.interval, args.h3_model)
+    h3_rows, *_ = run("h3", args.h3_reps, epsilons, args.interval, predictors,
+                      args.h3_model)
     rows += h3_rows
     print(_common.scaling_table(rows, columns).replace("nan", "-"))
     print_fit_times()
