@@ -33,8 +33,9 @@ from typing import Any
 
 from spatialdp._validation import check_flag, check_text, fail
 
-__all__ = ["active_client", "compute", "first_rows", "is_dask", "parquet_source",
-           "read_parquet", "require_frame", "tree_sum", "worker_environment"]
+__all__ = ["active_client", "compute", "first_rows", "graph_results", "is_dask",
+           "parquet_source", "read_parquet", "require_frame", "tree_sum",
+           "worker_environment"]
 
 
 def is_dask(obj: object) -> bool:
@@ -147,6 +148,33 @@ def tree_sum(items: list[Any], fan_in: int = 8) -> Any:
                  for i in range(0, len(items), fan_in)]
         if len(items) == 1:
             return items[0]
+
+
+def graph_results(keys: Sequence[Any], tasks: dict[Any, Any], *, layer: str,
+                  dependencies: Sequence[Any] = ()) -> list[Any]:
+    """Return a Delayed for each of ``keys`` in ``tasks``, a graph in dask's custom-graph form.
+
+    ``tasks`` maps keys to data or to tasks ``(function, *arguments)``, in which an
+    argument that is a key of the graph (or a list of them) stands for its value
+    (dask's "custom graphs"). Building a graph of n tasks this way costs a few
+    microseconds a task; ``dask.delayed`` calls tokenise their arguments and merge
+    graphs, about a millisecond a task on the driver. The Delayed objects share one
+    graph. ``dependencies`` are collections whose keys ``tasks`` refers to (e.g.
+    one partition of ``frame.to_delayed()``: all of them share the frame's graph).
+
+    Examples
+    --------
+    >>> import operator
+    >>> graph = {"data": [1, 2, 3], ("double", 0): (operator.mul, 2, "data"),
+    ...          "total": (sum, ("double", 0))}
+    >>> [d.compute() for d in graph_results(["total", "data"], graph, layer="demo")]
+    [12, [1, 2, 3]]
+    """
+    from dask.delayed import Delayed
+    from dask.highlevelgraph import HighLevelGraph
+
+    graph = HighLevelGraph.from_collections(layer, tasks, dependencies=list(dependencies))
+    return [Delayed(key, graph, layer=layer) for key in keys]
 
 
 def compute(*collections: Any, progress: bool = False) -> tuple[Any, ...]:
