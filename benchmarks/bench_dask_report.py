@@ -15,9 +15,11 @@ numbers; checked before timing, values to 1e-9 as the sums are added in another
 order, suppression exactly).
 
 - per-file loop (the strongest baseline, ``ratio:``): one process reads a file
-  (``pandas.read_parquet``, the three columns), runs ``device_report`` on it,
-  keeps the client rows; then ``pandas.concat`` and ``regional_report``. Its
-  memory is one file plus the client rows, like Dask's.
+  (the three columns, with pyarrow's ``ParquetFile.read`` and its threads: about
+  25% less CPU and wall time than ``pandas.read_parquet``, which goes through the
+  dataset API and a Python file object), runs ``device_report`` on it, keeps the
+  client rows; then ``pandas.concat`` and ``regional_report``. Its memory is one
+  file plus the client rows, like Dask's.
 - pandas, one process (``ratio_pandas:``): ``pandas.read_parquet`` of the whole
   folder (pyarrow reads the files with both cores), then ``device_report`` and
   ``regional_report`` in memory.
@@ -53,6 +55,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 from _common import Timing, compare, machine_line, print_results, ratio_line
 
 from spatialdp.datasets import us_states_partition
@@ -103,11 +106,15 @@ def in_memory(folder: Path) -> RegionalReport:
     return _release(device_report(examples, loss_spec=LOSS, partition=us_states_partition()))
 
 
+def read_file(file: Path) -> pd.DataFrame:
+    """One file's three columns (pyarrow's file reader: less CPU than pandas.read_parquet)."""
+    return pq.ParquetFile(file).read(columns=COLUMNS).to_pandas()
+
+
 def per_file_loop(folder: Path) -> RegionalReport:
     """Read a file, report its clients, keep the rows; concatenate; report."""
     states = us_states_partition()
-    clients = [device_report(pd.read_parquet(file, columns=COLUMNS), loss_spec=LOSS,
-                             partition=states)
+    clients = [device_report(read_file(file), loss_spec=LOSS, partition=states)
                for file in sorted(folder.glob("*.parquet"))]
     return _release(pd.concat(clients))
 

@@ -291,15 +291,15 @@ def _read_file(file: Any, columns: list[str] | None, index: str | None,
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        if rows is None:
-            table = pq.read_table(source, columns=columns, filesystem=filesystem)
+        handle = pq.ParquetFile(source, filesystem=filesystem)
+        if rows is None:  # one thread: a worker's parallelism is its tasks (files)
+            table = handle.read(columns=columns, use_threads=False)
         else:
-            handle = pq.ParquetFile(source, filesystem=filesystem)
             batch = next(handle.iter_batches(batch_size=rows, columns=columns), None)
             empty = handle.schema_arrow.empty_table()
             table = (pa.Table.from_batches([batch]) if batch is not None
                      else empty if columns is None else empty.select(columns))
-        frame = table.to_pandas()
+        frame = table.to_pandas(use_threads=False)
     return frame if index is None else frame.set_index(index)
 
 
