@@ -35,7 +35,7 @@ from spatialdp._validation import check_flag, check_text, fail
 
 __all__ = ["active_client", "compute", "first_rows", "graph_results", "is_dask",
            "parquet_source", "read_parquet", "require_frame", "tree_sum",
-           "worker_environment"]
+           "worker_environment", "worker_threads"]
 
 
 def is_dask(obj: object) -> bool:
@@ -207,6 +207,24 @@ def compute(*collections: Any, progress: bool = False) -> tuple[Any, ...]:
         with ProgressBar():
             return tuple(dask.compute(*collections))
     return tuple(dask.compute(*collections))
+
+
+def worker_threads() -> int:
+    """Return the threads that run tasks: the active Client's workers', else the local scheduler's.
+
+    0 when a Client has no worker yet (an adaptive cluster before it scales up).
+
+    Examples
+    --------
+    >>> worker_threads() >= 1
+    True
+    """
+    client = active_client()
+    if client is not None:
+        return sum(client.nthreads().values())
+    from dask.system import CPU_COUNT
+
+    return int(CPU_COUNT)
 
 
 def _filesystem(path: str, storage_options: Mapping[str, Any] | None) -> tuple[Any, str]:

@@ -37,6 +37,7 @@ from spatialdp._dask_frames import (
     parquet_source,
     require_frame,
     tree_sum,
+    worker_threads,
 )
 from spatialdp._validation import check_flag, fail
 from spatialdp.exceptions import InvalidInput
@@ -444,33 +445,62 @@ class _FileJob:
     read: Callable[..., pd.DataFrame] | None = None
 
 
-def _file_totals(part: pd.DataFrame, job: _FileJob) -> tuple[RegionTotals, _Edges | None]:
+#: What a fused task hands on: the totals of its partitions' inner clients, their edge rows.
+_Pair = tuple[RegionTotals, list["_Edges | None"]]
+
+#: Tasks per worker thread when Parquet files are read in batches (:func:`_file_batches`):
+#: enough for the threads to finish together within about a quarter of a share, few
+#: enough that Dask's cost per task (about 4 ms of CPU on driver and worker) stays small.
+TASKS_PER_THREAD = 4
+
+
+def _file_totals(part: pd.DataFrame, job: _FileJob) -> _Pair:
     """Region totals of one partition's inner clients, and its edge rows (one task, a worker)."""
     inner, edges = _inner_reports(part, job.report, job.meta)
-    return region_totals(inner, job.specs, job.partition), edges
+    return region_totals(inner, job.specs, job.partition), [edges]
 
 
-def _read_file_totals(file: str, job: _FileJob) -> tuple[RegionTotals, _Edges | None]:
-    """:func:`_file_totals` of one Parquet file, read in the same task.
+def _read_files_totals(files: list[str], job: _FileJob) -> _Pair:
+    """:func:`_file_totals` of Parquet files, each read in turn in the same task.
 
-    ``job.read`` is the frame's reader (:func:`~spatialdp._dask_frames.parquet_source`),
-    told to leave ``client_id`` a column: the device module wants it there, and a
-    frame made by ``reset_index`` shares its arrays, which copy-on-write then copies
-    (about 30% more time in the device module).
+    One file is in memory at a time; what stays is small (each file's totals,
+    added up, and its edge rows). ``job.read`` is the frame's reader
+    (:func:`~spatialdp._dask_frames.parquet_source`), told to leave ``client_id``
+    a column: the device module wants it there, and a frame made by
+    ``reset_index`` shares its arrays, which copy-on-write then copies (about
+    30% more time in the device module).
     """
     assert job.read is not None
-    return _file_totals(job.read(file, index=None), job)
+    pairs = [_file_totals(job.read(file, index=None), job) for file in files]
+    return _add([totals for totals, _ in pairs]), [e for _, edges in pairs for e in edges]
 
 
-def _sum_with_edges(pairs: list[tuple[RegionTotals, _Edges | None]], job: _FileJob
-                    ) -> RegionTotals:
-    """Add the partitions' inner totals and those of the clients at their edges (one task).
+def _sum_with_edges(pairs: list[_Pair], job: _FileJob) -> RegionTotals:
+    """Add the tasks' inner totals and those of the clients at the partitions' edges.
 
     The edge clients are reported from all of their rows (:func:`_edge_reports`).
     """
     inner = _add([totals for totals, _ in pairs])
-    reports = _edge_reports([edges for _, edges in pairs], job.report, job.meta)
+    reports = _edge_reports([e for _, edges in pairs for e in edges], job.report, job.meta)
     return inner + region_totals(reports, job.specs, job.partition)
+
+
+def _file_batches(files: list[str], threads: int) -> list[list[str]]:
+    """Split ``files`` (in order) into about :data:`TASKS_PER_THREAD` batches a thread.
+
+    ``threads`` 0 (no worker yet, e.g. an adaptive cluster): a file a batch.
+
+    Examples
+    --------
+    >>> [len(b) for b in _file_batches([f"{i}.parquet" for i in range(40)], threads=2)]
+    [5, 5, 5, 5, 5, 5, 5, 5]
+    >>> [len(b) for b in _file_batches(["a", "b", "c"], threads=2)]
+    [1, 1, 1]
+    >>> len(_file_batches(["a"] * 9, threads=0))
+    9
+    """
+    size = -(-len(files) // (TASKS_PER_THREAD * threads)) if threads > 0 else 1
+    return [files[i:i + size] for i in range(0, len(files), size)]
 
 
 def _fused_totals(recipe: _SortedRecipe, specs: Sequence[Spec], partition: Partition) -> Any:
@@ -479,11 +509,13 @@ def _fused_totals(recipe: _SortedRecipe, specs: Sequence[Spec], partition: Parti
     The same functions as the reports' collection (:func:`_inner_reports`,
     :func:`_edge_reports`) then :func:`region_totals`, but the reports of a
     partition never leave the task that makes them: a partition of examples
-    (a Parquet file, read in the task) becomes one small pair (totals of its
-    inner clients, its edge rows); one more task adds the pairs and reports
-    their edge rows. The settings travel once, as one :class:`_FileJob`. The
-    graph is built by hand, with fresh keys (it is computed at once, by one
-    caller): no argument is tokenised on the driver.
+    becomes one small pair (totals of its inner clients, its edge rows); one more
+    task adds the pairs and reports their edge rows. Parquet files from
+    :func:`~spatialdp.read_parquet` are read in the tasks that reduce them, a
+    batch of files a task (:func:`_file_batches`: Dask's cost per task, not the
+    work, decided the CPU time). The settings travel once, as one
+    :class:`_FileJob`. The graph is built by hand, with fresh keys (it is
+    computed at once, by one caller): no argument is tokenised on the driver.
     """
     token = uuid.uuid4().hex
     # named as the read tasks they replace (dashboards, task streams)
@@ -491,11 +523,11 @@ def _fused_totals(recipe: _SortedRecipe, specs: Sequence[Spec], partition: Parti
     source = parquet_source(recipe.examples)
     tasks: dict[Any, Any] = {}
     dependencies: list[Any] = []
-    if source is not None:  # read and reduce each file in one task
+    if source is not None:  # read and reduce the files in batches, one batch a task
         files, read = source
         job = _FileJob(recipe.report, recipe.meta, tuple(specs), partition, read)
-        for i, file in enumerate(files):
-            tasks[(name, i)] = (_read_file_totals, file, job_key)
+        for i, batch in enumerate(_file_batches(files, worker_threads())):
+            tasks[(name, i)] = (_read_files_totals, batch, job_key)
     else:
         job = _FileJob(recipe.report, recipe.meta, tuple(specs), partition)
         dependencies = recipe.examples.to_delayed()
