@@ -411,22 +411,41 @@ def _whole_clients_sorted(frame: Any, report: Reporter, meta: pd.DataFrame) -> A
     ``dask.delayed`` calls cost the driver about a millisecond a task.
     """
     import dask.dataframe as dd
-    from dask.base import tokenize
 
-    token = tokenize(frame._name, report, meta)
+    token = uuid.uuid4().hex  # fresh keys: tokenising the device module's settings
+    # (the partition's polygons included) cost more than the rest of the graph
     name, split = f"client-reports-{token}", f"client-reports-split-{token}"
     report_key, meta_key = f"client-reports-device-{token}", f"client-reports-meta-{token}"
-    parts = frame.to_delayed()
     tasks: dict[Any, Any] = {report_key: report, meta_key: meta}
-    for i, part in enumerate(parts):
-        tasks[(split, i)] = (_inner_reports, part.key, report_key, meta_key)
+    source = parquet_source(frame)
+    parts: list[Any] = []
+    if source is not None:  # each file read in the task that reports it
+        files, read = source
+        read_key = f"client-reports-read-{token}"
+        tasks[read_key] = read
+        inputs: list[Any] = [(_read_with_ids, file, read_key) for file in files]
+    else:
+        parts = frame.to_delayed()
+        inputs = [part.key for part in parts]
+    for i, part in enumerate(inputs):
+        tasks[(split, i)] = (_inner_reports, part, report_key, meta_key)
         tasks[(name, i)] = (operator.getitem, (split, i), 0)
-    tasks[(name, len(parts))] = (
-        _edge_reports, [(operator.getitem, (split, i), 1) for i in range(len(parts))],
+    tasks[(name, len(inputs))] = (
+        _edge_reports, [(operator.getitem, (split, i), 1) for i in range(len(inputs))],
         report_key, meta_key)
-    outputs = graph_results([(name, i) for i in range(len(parts) + 1)], tasks, layer=name,
+    outputs = graph_results([(name, i) for i in range(len(inputs) + 1)], tasks, layer=name,
                             dependencies=parts[:1])
     return dd.from_delayed(outputs, meta=meta, verify_meta=False)
+
+
+def _read_with_ids(file: str, read: Callable[..., pd.DataFrame]) -> pd.DataFrame:
+    """Read a Parquet file with the frame's reader, ``client_id`` left a column (a worker).
+
+    The device module wants it there, and a frame made by ``reset_index`` shares
+    its arrays, which copy-on-write then copies (about 30% more time in the
+    device module).
+    """
+    return read(file, index=None)
 
 
 @dataclass(frozen=True)
@@ -465,13 +484,10 @@ def _read_files_totals(files: list[str], job: _FileJob) -> _Pair:
 
     One file is in memory at a time; what stays is small (each file's totals,
     added up, and its edge rows). ``job.read`` is the frame's reader
-    (:func:`~spatialdp._dask_frames.parquet_source`), told to leave ``client_id``
-    a column: the device module wants it there, and a frame made by
-    ``reset_index`` shares its arrays, which copy-on-write then copies (about
-    30% more time in the device module).
+    (:func:`~spatialdp._dask_frames.parquet_source`; see :func:`_read_with_ids`).
     """
     assert job.read is not None
-    pairs = [_file_totals(job.read(file, index=None), job) for file in files]
+    pairs = [_file_totals(_read_with_ids(file, job.read), job) for file in files]
     return _add([totals for totals, _ in pairs]), [e for _, edges in pairs for e in edges]
 
 
