@@ -450,7 +450,7 @@ def _read_with_ids(file: str, read: Callable[..., pd.DataFrame]) -> pd.DataFrame
 
 @dataclass(frozen=True)
 class _FileJob:
-    """What every task of :func:`_fused_totals` needs: sent to each worker once per run.
+    """What every task of :func:`_fused_totals` needs, in one argument.
 
     The device module with its settings, the reports' empty frame, the metrics,
     the partition, and the reader of a Parquet file (None: the partitions come
@@ -529,13 +529,16 @@ def _fused_totals(recipe: _SortedRecipe, specs: Sequence[Spec], partition: Parti
     task adds the pairs and reports their edge rows. Parquet files from
     :func:`~spatialdp.read_parquet` are read in the tasks that reduce them, a
     batch of files a task (:func:`_file_batches`: Dask's cost per task, not the
-    work, decided the CPU time). The settings travel once, as one
-    :class:`_FileJob`. The graph is built by hand, with fresh keys (it is
-    computed at once, by one caller): no argument is tokenised on the driver.
+    work, decided the CPU time). The settings travel as one :class:`_FileJob`,
+    an argument of every task rather than a key of the graph: tasks that depend
+    on one key are run where it is, all on one worker when work stealing is off
+    (it is pickled once per task: a few hundred kB with the partition's
+    polygons). The graph is built by hand, with fresh keys (it is computed at
+    once, by one caller): no argument is tokenised on the driver.
     """
     token = uuid.uuid4().hex
     # named as the read tasks they replace (dashboards, task streams)
-    name, job_key = f"read-parquet-totals-{token}", f"region-totals-job-{token}"
+    name, total = f"read-parquet-totals-{token}", f"region-totals-{token}"
     source = parquet_source(recipe.examples)
     tasks: dict[Any, Any] = {}
     dependencies: list[Any] = []
@@ -543,16 +546,15 @@ def _fused_totals(recipe: _SortedRecipe, specs: Sequence[Spec], partition: Parti
         files, read = source
         job = _FileJob(recipe.report, recipe.meta, tuple(specs), partition, read)
         for i, batch in enumerate(_file_batches(files, worker_threads())):
-            tasks[(name, i)] = (_read_files_totals, batch, job_key)
+            tasks[(name, i)] = (_read_files_totals, batch, job)
     else:
         job = _FileJob(recipe.report, recipe.meta, tuple(specs), partition)
         dependencies = recipe.examples.to_delayed()
         for i, part in enumerate(dependencies):
-            tasks[(name, i)] = (_file_totals, part.key, job_key)
+            tasks[(name, i)] = (_file_totals, part.key, job)
     pairs = list(tasks)
-    tasks[job_key] = job
-    tasks[(name, "sum")] = (_sum_with_edges, pairs, job_key)
-    (totals,) = graph_results([(name, "sum")], tasks, layer=name,
+    tasks[total] = (_sum_with_edges, pairs, job)
+    (totals,) = graph_results([total], tasks, layer=name,
                               dependencies=dependencies[:1])
     return totals
 
