@@ -33,8 +33,9 @@ from typing import Any
 
 from spatialdp._validation import check_flag, check_text, fail
 
-__all__ = ["active_client", "compute", "first_rows", "is_dask", "parquet_source",
-           "read_parquet", "require_frame", "tree_sum", "worker_environment"]
+__all__ = ["active_client", "compute", "first_rows", "graph_results", "is_dask",
+           "parquet_source", "read_parquet", "require_frame", "tree_sum",
+           "worker_environment", "worker_threads"]
 
 
 def is_dask(obj: object) -> bool:
@@ -149,6 +150,33 @@ def tree_sum(items: list[Any], fan_in: int = 8) -> Any:
             return items[0]
 
 
+def graph_results(keys: Sequence[Any], tasks: dict[Any, Any], *, layer: str,
+                  dependencies: Sequence[Any] = ()) -> list[Any]:
+    """Return a Delayed for each of ``keys`` in ``tasks``, a graph in dask's custom-graph form.
+
+    ``tasks`` maps keys to data or to tasks ``(function, *arguments)``, in which an
+    argument that is a key of the graph (or a list of them) stands for its value
+    (dask's "custom graphs"). Building a graph of n tasks this way costs a few
+    microseconds a task; ``dask.delayed`` calls tokenise their arguments and merge
+    graphs, about a millisecond a task on the driver. The Delayed objects share one
+    graph. ``dependencies`` are collections whose keys ``tasks`` refers to (e.g.
+    one partition of ``frame.to_delayed()``: all of them share the frame's graph).
+
+    Examples
+    --------
+    >>> import operator
+    >>> graph = {"data": [1, 2, 3], ("double", 0): (operator.mul, 2, "data"),
+    ...          "total": (sum, ("double", 0))}
+    >>> [d.compute() for d in graph_results(["total", "data"], graph, layer="demo")]
+    [12, [1, 2, 3]]
+    """
+    from dask.delayed import Delayed
+    from dask.highlevelgraph import HighLevelGraph
+
+    graph = HighLevelGraph.from_collections(layer, tasks, dependencies=list(dependencies))
+    return [Delayed(key, graph, layer=layer) for key in keys]
+
+
 def compute(*collections: Any, progress: bool = False) -> tuple[Any, ...]:
     """Compute Dask collections together (shared work runs once), optionally with a bar.
 
@@ -179,6 +207,24 @@ def compute(*collections: Any, progress: bool = False) -> tuple[Any, ...]:
         with ProgressBar():
             return tuple(dask.compute(*collections))
     return tuple(dask.compute(*collections))
+
+
+def worker_threads() -> int:
+    """Return the threads that run tasks: the active Client's workers', else the local scheduler's.
+
+    0 when a Client has no worker yet (an adaptive cluster before it scales up).
+
+    Examples
+    --------
+    >>> worker_threads() >= 1
+    True
+    """
+    client = active_client()
+    if client is not None:
+        return sum(client.nthreads().values())
+    from dask.system import CPU_COUNT
+
+    return int(CPU_COUNT)
 
 
 def _filesystem(path: str, storage_options: Mapping[str, Any] | None) -> tuple[Any, str]:
@@ -263,15 +309,15 @@ def _read_file(file: Any, columns: list[str] | None, index: str | None,
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        if rows is None:
-            table = pq.read_table(source, columns=columns, filesystem=filesystem)
+        handle = pq.ParquetFile(source, filesystem=filesystem)
+        if rows is None:  # one thread: a worker's parallelism is its tasks (files)
+            table = handle.read(columns=columns, use_threads=False)
         else:
-            handle = pq.ParquetFile(source, filesystem=filesystem)
             batch = next(handle.iter_batches(batch_size=rows, columns=columns), None)
             empty = handle.schema_arrow.empty_table()
             table = (pa.Table.from_batches([batch]) if batch is not None
                      else empty if columns is None else empty.select(columns))
-        frame = table.to_pandas()
+        frame = table.to_pandas(use_threads=False)
     return frame if index is None else frame.set_index(index)
 
 

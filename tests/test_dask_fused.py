@@ -139,3 +139,54 @@ def test_device_report_on_parquet_reads_its_sample_row_on_the_driver(
     for clients in (lazy, with_empty):
         pd.testing.assert_frame_equal(clients.compute().sort_index(), expected,
                                       check_categorical=False, check_like=True)
+
+
+def test_files_read_in_batches_give_the_in_memory_report(states_partition: Partition,
+                                                         tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch
+                                                         ) -> None:
+    # one thread: 4 tasks of 3 files for 12 files (not 12 tasks: Dask's cost per task,
+    # about 4 ms of CPU, was most of the overhead over a one-process per-file loop)
+    monkeypatch.setattr(_dask, "worker_threads", lambda: 1)
+    examples = _examples(states_partition, 600, seed=5)
+    for i, part in enumerate(np.array_split(np.arange(600), 12)):
+        examples[examples.client_id.isin(part)].to_parquet(tmp_path / f"p{i:02d}.parquet",
+                                                             index=False)
+    lazy = read_parquet(tmp_path, index="client_id", columns=["region_id", "loss"])
+    assert lazy.known_divisions
+    expected = _report(device_report(examples, loss_spec=LOSS, partition=states_partition),
+                       states_partition)
+    clients = device_report(lazy, loss_spec=LOSS, partition=states_partition)
+    with dask.config.set(scheduler="sync"), _Tasks() as tasks:
+        got = _report(clients, states_partition)
+    _assert_same(got, expected)
+    assert tasks.n <= 4 + 2  # the batches, the settings, the sum
+
+
+def test_both_workers_share_the_batches_without_work_stealing(states_partition: Partition,
+                                                              tmp_path: Path) -> None:
+    # the settings were a key of the graph that every batch depended on: all batches ran
+    # on the worker holding it (no speed-up from a second worker with work stealing off)
+    import logging
+
+    from distributed import Client, LocalCluster, get_task_stream
+
+    examples = _examples(states_partition, 800, seed=6)
+    for i, part in enumerate(np.array_split(np.arange(800), 16)):
+        examples[examples.client_id.isin(part)].to_parquet(tmp_path / f"p{i:02d}.parquet",
+                                                             index=False)
+    expected = _report(device_report(examples, loss_spec=LOSS, partition=states_partition),
+                       states_partition)
+    with (dask.config.set({"distributed.scheduler.work-stealing": False}),
+          LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                       dashboard_address=":0", silence_logs=logging.ERROR) as cluster,
+          Client(cluster) as client):
+        lazy = read_parquet(tmp_path, index="client_id", columns=["region_id", "loss"])
+        clients = device_report(lazy, loss_spec=LOSS, partition=states_partition)
+        with get_task_stream(client) as stream:
+            got = _report(clients, states_partition)
+    _assert_same(got, expected)
+    batches = [t for t in stream.data if str(t["key"]).startswith("('read-parquet-totals")
+               and isinstance(t["key"][1], int)]
+    assert len({t["worker"] for t in batches}) == 2
+    assert len(batches) == 8  # 4 a thread

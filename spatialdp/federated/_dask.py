@@ -16,6 +16,8 @@ ever draws noise or touches the ledger.
 
 from __future__ import annotations
 
+import operator
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -31,9 +33,11 @@ from spatialdp._dask_frames import (
     _add,
     compute,
     first_rows,
+    graph_results,
     parquet_source,
     require_frame,
     tree_sum,
+    worker_threads,
 )
 from spatialdp._validation import check_flag, fail
 from spatialdp.exceptions import InvalidInput
@@ -252,12 +256,12 @@ def totals_on_dask(client_reports: Any, metrics: Sequence[Spec], partition: Part
     reports = require_frame(client_reports, "client_reports")
     from dask import delayed
 
-    spec_d, part_d = delayed(list(metrics), pure=True), delayed(partition, pure=True)
     recipe = _SORTED_REPORTS.get(reports._name)
     if recipe is not None:  # straight from sorted examples: one task per partition
-        (totals,) = compute(_fused_totals(recipe, spec_d, part_d), progress=show)
+        (totals,) = compute(_fused_totals(recipe, metrics, partition), progress=show)
         _refuse_empty_or_mixed(totals)
         return _refuse_non_finite_sums(totals, metrics)
+    spec_d, part_d = delayed(list(metrics), pure=True), delayed(partition, pure=True)
     parts = reports.to_delayed()
     totals_d = tree_sum([delayed(region_totals, pure=True)(chunk, spec_d, part_d)
                          for chunk in parts])
@@ -401,83 +405,158 @@ def _whole_clients_sorted(frame: Any, report: Reporter, meta: pd.DataFrame) -> A
     One partition per input partition holds the reports of its inner clients;
     one more holds the clients at the partitions' edges, gathered from every
     partition (:func:`_edge_reports`): a client split across files is reported
-    once, from all of its examples, whatever the divisions say.
+    once, from all of its examples, whatever the divisions say. The graph is
+    built by hand (:func:`~spatialdp._dask_frames.graph_results`): the regional
+    report of these reports never computes it (:func:`_fused_totals`), and
+    ``dask.delayed`` calls cost the driver about a millisecond a task.
     """
     import dask.dataframe as dd
-    from dask import delayed
 
-    report_d, meta_d = delayed(report, pure=True), delayed(meta, pure=True)
-    split = [delayed(_inner_reports, pure=True, nout=2)(p, report_d, meta_d)
-             for p in frame.to_delayed()]
-    edges = delayed(_edge_reports, pure=True)([e for _, e in split], report_d, meta_d)
-    return dd.from_delayed([inner for inner, _ in split] + [edges], meta=meta,
-                           verify_meta=False)
+    token = uuid.uuid4().hex  # fresh keys: tokenising the device module's settings
+    # (the partition's polygons included) cost more than the rest of the graph
+    name, split = f"client-reports-{token}", f"client-reports-split-{token}"
+    report_key, meta_key = f"client-reports-device-{token}", f"client-reports-meta-{token}"
+    tasks: dict[Any, Any] = {report_key: report, meta_key: meta}
+    source = parquet_source(frame)
+    parts: list[Any] = []
+    if source is not None:  # each file read in the task that reports it
+        files, read = source
+        read_key = f"client-reports-read-{token}"
+        tasks[read_key] = read
+        inputs: list[Any] = [(_read_with_ids, file, read_key) for file in files]
+    else:
+        parts = frame.to_delayed()
+        inputs = [part.key for part in parts]
+    for i, part in enumerate(inputs):
+        tasks[(split, i)] = (_inner_reports, part, report_key, meta_key)
+        tasks[(name, i)] = (operator.getitem, (split, i), 0)
+    tasks[(name, len(inputs))] = (
+        _edge_reports, [(operator.getitem, (split, i), 1) for i in range(len(inputs))],
+        report_key, meta_key)
+    outputs = graph_results([(name, i) for i in range(len(inputs) + 1)], tasks, layer=name,
+                            dependencies=parts[:1])
+    return dd.from_delayed(outputs, meta=meta, verify_meta=False)
 
 
-def _file_totals(part: pd.DataFrame, report: Reporter, meta: pd.DataFrame,
-                 specs: Sequence[Spec], partition: Partition
-                 ) -> tuple[RegionTotals, _Edges | None]:
-    """Region totals of one partition's inner clients, and its edge rows (one task, a worker)."""
-    inner, edges = _inner_reports(part, report, meta)
-    return region_totals(inner, specs, partition), edges
+def _read_with_ids(file: str, read: Callable[..., pd.DataFrame]) -> pd.DataFrame:
+    """Read a Parquet file with the frame's reader, ``client_id`` left a column (a worker).
 
-
-def _read_file_totals(file: str, read: Callable[..., pd.DataFrame], report: Reporter,
-                      meta: pd.DataFrame, specs: Sequence[Spec], partition: Partition
-                      ) -> tuple[RegionTotals, _Edges | None]:
-    """:func:`_file_totals` of one Parquet file, read in the same task.
-
-    ``read`` is the frame's reader (:func:`~spatialdp._dask_frames.parquet_source`),
-    told to leave ``client_id`` a column: the device module wants it there, and a
-    frame made by ``reset_index`` shares its arrays, which copy-on-write then copies
-    (about 30% more time in the device module).
+    The device module wants it there, and a frame made by ``reset_index`` shares
+    its arrays, which copy-on-write then copies (about 30% more time in the
+    device module).
     """
-    return _file_totals(read(file, index=None), report, meta, specs, partition)
+    return read(file, index=None)
 
 
-def _sum_inner(pairs: list[tuple[RegionTotals, _Edges | None]]) -> RegionTotals:
-    return _add([totals for totals, _ in pairs])
+@dataclass(frozen=True)
+class _FileJob:
+    """What every task of :func:`_fused_totals` needs, in one argument.
+
+    The device module with its settings, the reports' empty frame, the metrics,
+    the partition, and the reader of a Parquet file (None: the partitions come
+    from the frame's own tasks).
+    """
+
+    report: Reporter
+    meta: pd.DataFrame
+    specs: tuple[Spec, ...]
+    partition: Partition
+    read: Callable[..., pd.DataFrame] | None = None
 
 
-def _edge_totals(pairs: list[tuple[RegionTotals, _Edges | None]], report: Reporter,
-                 meta: pd.DataFrame, specs: Sequence[Spec], partition: Partition
-                 ) -> RegionTotals:
-    """Region totals of the clients at the partitions' edges (:func:`_edge_reports`)."""
-    reports = _edge_reports([edges for _, edges in pairs], report, meta)
-    return region_totals(reports, specs, partition)
+#: What a fused task hands on: the totals of its partitions' inner clients, their edge rows.
+_Pair = tuple[RegionTotals, list["_Edges | None"]]
+
+#: Tasks per worker thread when Parquet files are read in batches (:func:`_file_batches`):
+#: enough for the threads to finish together within about a quarter of a share, few
+#: enough that Dask's cost per task (about 4 ms of CPU on driver and worker) stays small.
+TASKS_PER_THREAD = 4
 
 
-def _fused_totals(recipe: _SortedRecipe, spec_d: Any, part_d: Any, fan_in: int = 8) -> Any:
+def _file_totals(part: pd.DataFrame, job: _FileJob) -> _Pair:
+    """Region totals of one partition's inner clients, and its edge rows (one task, a worker)."""
+    inner, edges = _inner_reports(part, job.report, job.meta)
+    return region_totals(inner, job.specs, job.partition), [edges]
+
+
+def _read_files_totals(files: list[str], job: _FileJob) -> _Pair:
+    """:func:`_file_totals` of Parquet files, each read in turn in the same task.
+
+    One file is in memory at a time; what stays is small (each file's totals,
+    added up, and its edge rows). ``job.read`` is the frame's reader
+    (:func:`~spatialdp._dask_frames.parquet_source`; see :func:`_read_with_ids`).
+    """
+    assert job.read is not None
+    pairs = [_file_totals(_read_with_ids(file, job.read), job) for file in files]
+    return _add([totals for totals, _ in pairs]), [e for _, edges in pairs for e in edges]
+
+
+def _sum_with_edges(pairs: list[_Pair], job: _FileJob) -> RegionTotals:
+    """Add the tasks' inner totals and those of the clients at the partitions' edges.
+
+    The edge clients are reported from all of their rows (:func:`_edge_reports`).
+    """
+    inner = _add([totals for totals, _ in pairs])
+    reports = _edge_reports([e for _, edges in pairs for e in edges], job.report, job.meta)
+    return inner + region_totals(reports, job.specs, job.partition)
+
+
+def _file_batches(files: list[str], threads: int) -> list[list[str]]:
+    """Split ``files`` (in order) into about :data:`TASKS_PER_THREAD` batches a thread.
+
+    ``threads`` 0 (no worker yet, e.g. an adaptive cluster): a file a batch.
+
+    Examples
+    --------
+    >>> [len(b) for b in _file_batches([f"{i}.parquet" for i in range(40)], threads=2)]
+    [5, 5, 5, 5, 5, 5, 5, 5]
+    >>> [len(b) for b in _file_batches(["a", "b", "c"], threads=2)]
+    [1, 1, 1]
+    >>> len(_file_batches(["a"] * 9, threads=0))
+    9
+    """
+    size = -(-len(files) // (TASKS_PER_THREAD * threads)) if threads > 0 else 1
+    return [files[i:i + size] for i in range(0, len(files), size)]
+
+
+def _fused_totals(recipe: _SortedRecipe, specs: Sequence[Spec], partition: Partition) -> Any:
     """Lazy region totals of the reports of sorted examples, each partition in one task.
 
     The same functions as the reports' collection (:func:`_inner_reports`,
     :func:`_edge_reports`) then :func:`region_totals`, but the reports of a
     partition never leave the task that makes them: a partition of examples
-    becomes one small pair (totals of its inner clients, its edge rows), the
-    pairs are added in a tree and their edge rows reported in one more task.
+    becomes one small pair (totals of its inner clients, its edge rows); one more
+    task adds the pairs and reports their edge rows. Parquet files from
+    :func:`~spatialdp.read_parquet` are read in the tasks that reduce them, a
+    batch of files a task (:func:`_file_batches`: Dask's cost per task, not the
+    work, decided the CPU time). The settings travel as one :class:`_FileJob`,
+    an argument of every task rather than a key of the graph: tasks that depend
+    on one key are run where it is, all on one worker when work stealing is off
+    (it is pickled once per task: a few hundred kB with the partition's
+    polygons). The graph is built by hand, with fresh keys (it is computed at
+    once, by one caller): no argument is tokenised on the driver.
     """
-    from dask import delayed
-
-    report_d, meta_d = delayed(recipe.report, pure=True), delayed(recipe.meta, pure=True)
+    token = uuid.uuid4().hex
+    # named as the read tasks they replace (dashboards, task streams)
+    name, total = f"read-parquet-totals-{token}", f"region-totals-{token}"
     source = parquet_source(recipe.examples)
-    if source is not None:  # read and reduce each file in one task
-        from dask.base import tokenize
-
+    tasks: dict[Any, Any] = {}
+    dependencies: list[Any] = []
+    if source is not None:  # read and reduce the files in batches, one batch a task
         files, read = source
-        read_d = delayed(read, pure=True)
-        # named as the read tasks they replace (dashboards, task streams)
-        name = "read-parquet-totals-" + tokenize(recipe.examples._name, report_d.key,
-                                                  meta_d.key, spec_d.key, part_d.key)
-        pairs = [delayed(_read_file_totals)(f, read_d, report_d, meta_d, spec_d, part_d,
-                                            dask_key_name=(name, i))
-                 for i, f in enumerate(files)]
+        job = _FileJob(recipe.report, recipe.meta, tuple(specs), partition, read)
+        for i, batch in enumerate(_file_batches(files, worker_threads())):
+            tasks[(name, i)] = (_read_files_totals, batch, job)
     else:
-        pairs = [delayed(_file_totals, pure=True)(p, report_d, meta_d, spec_d, part_d)
-                 for p in recipe.examples.to_delayed()]
-    inner = [delayed(_sum_inner, pure=True)(pairs[i:i + fan_in])
-             for i in range(0, len(pairs), fan_in)]
-    edges = delayed(_edge_totals, pure=True)(pairs, report_d, meta_d, spec_d, part_d)
-    return tree_sum([*inner, edges], fan_in)
+        job = _FileJob(recipe.report, recipe.meta, tuple(specs), partition)
+        dependencies = recipe.examples.to_delayed()
+        for i, part in enumerate(dependencies):
+            tasks[(name, i)] = (_file_totals, part.key, job)
+    pairs = list(tasks)
+    tasks[total] = (_sum_with_edges, pairs, job)
+    (totals,) = graph_results([total], tasks, layer=name,
+                              dependencies=dependencies[:1])
+    return totals
 
 
 def device_report_on_dask(examples: Any, report: Reporter) -> Any:
