@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from scipy import sparse
 
+from spatialdp.exceptions import InvalidInput
 from spatialdp.smooth import cholesky
 from spatialdp.smooth.cholesky import BACKENDS, NotPositiveDefinite, sparse_cholesky
 from tests.test_smooth_sparse import simulated
@@ -51,7 +52,7 @@ def test_a_factor_stays_right_after_another_matrix_of_its_pattern_is_factored():
 
 
 def test_an_unknown_backend_is_refused():
-    with pytest.raises(ValueError, match="backend must be one of"):
+    with pytest.raises(InvalidInput, match=r"backend='umfpack' is not one of .*\[sparse\]"):
         sparse_cholesky(sparse.identity(2, format="csc"), "umfpack")
 
 

@@ -40,6 +40,8 @@ from numpy.typing import NDArray
 from scipy import sparse
 from scipy.sparse import linalg as sla
 
+from spatialdp._validation import fail
+
 __all__ = ["BACKENDS", "NotPositiveDefinite", "SparseFactor", "default_backend",
            "sparse_cholesky"]
 
@@ -96,7 +98,8 @@ def sparse_cholesky(matrix: sparse.sparray | sparse.spmatrix, backend: str | Non
     """
     chosen = default_backend() if backend is None else backend
     if chosen not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        raise fail("backend", backend, f"is not one of {BACKENDS}",
+                   "pass 'cholmod' (needs cvxopt: spatialdp[sparse]), 'superlu' or None")
     csc = sparse.csc_array(matrix)
     if not csc.data[_off_diagonal(csc)].any():
         return _DiagonalFactor(csc.diagonal())
