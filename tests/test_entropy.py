@@ -61,6 +61,26 @@ def test_random_bytes_is_chacha20_keyed_by_os_urandom(monkeypatch: pytest.Monkey
     assert list(inspect.signature(random_bytes).parameters) == ["nbytes"]
 
 
+def test_fill_random_writes_what_random_bytes_returns(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the in-place form (a large release reuses one buffer for its chunks): the same
+    # keystream under the same (here: zero) keys, one fresh key per call and per MiB,
+    # and every byte overwritten
+    monkeypatch.setattr(os, "urandom", lambda n: bytes(n))
+    for nbytes in (100, 4096, PIECE + 4096):
+        buf = bytearray(b"\xff" * nbytes)
+        exact.fill_random(memoryview(buf))
+        assert buf == random_bytes(nbytes)
+
+
+def test_chunks_of_one_release_draw_fresh_words() -> None:
+    # the chunks of a long release share one workspace: each must be drawn afresh
+    chunk = exact._CHUNK
+    noise = LaplaceMechanism(0.4, 19.0).release(np.zeros(3 * chunk)).reshape(3, chunk)
+    assert len({row.tobytes() for row in noise}) == 3
+    r = np.corrcoef(noise)[np.triu_indices(3, 1)]
+    assert np.all(np.abs(r) < 6 / np.sqrt(chunk))  # 6 SE of a correlation under independence
+
+
 def test_each_call_and_each_mib_gets_a_fresh_key() -> None:
     big = random_bytes(2 * PIECE + 4096)
     assert len(big) == 2 * PIECE + 4096
