@@ -24,7 +24,8 @@ Algorithm 3, vectorised: discrete Laplace proposals of scale
 ``t = floor(S) + 1`` from the exact OS-entropy sampler of
 :mod:`spatialdp.privacy.exact`, accepted with probability
 ``exp(-(|Y| - S**2 / t)**2 / (2 S**2))``. Each acceptance compares a 32-bit
-uniform from :func:`os.urandom` with a float bracket of that probability that
+uniform from :func:`~spatialdp.privacy.exact.random_bytes` (OS entropy, the one
+source of every release's random bits) with a float bracket of that probability that
 is wide enough to contain it for certain (relative ``2**-40`` times the
 conditioning); the rare draw inside the bracket (about one in ``10**9``) is
 decided exactly with more random bits against a decimal bracket of any needed
@@ -41,7 +42,6 @@ Examples
 from __future__ import annotations
 
 import math
-import os
 from decimal import Decimal, localcontext
 from fractions import Fraction
 from typing import Any
@@ -58,6 +58,7 @@ from spatialdp.privacy.exact import (
     MAX_SAMPLER_SCALE,
     discrete_laplace_noise,
     lattice_exponent,
+    random_bytes,
 )
 
 __all__ = [
@@ -130,11 +131,11 @@ def gaussian_exponent(sigma: float, sensitivity: float, rho: float, size: int) -
 
 
 def _uniform64(n: int) -> NDArray[np.uint64]:
-    return np.frombuffer(os.urandom(8 * n), dtype=np.uint64).copy()
+    return np.frombuffer(random_bytes(8 * n), dtype=np.uint64).copy()
 
 
 def _uniform32(n: int) -> NDArray[np.uint32]:
-    return np.frombuffer(os.urandom(4 * n), dtype=np.uint32)
+    return np.frombuffer(random_bytes(4 * n), dtype=np.uint32)
 
 
 def _decide_exactly(u: int, x: Fraction) -> bool:
