@@ -529,3 +529,22 @@ def test_simulation_maps_say_so(report: gpd.GeoDataFrame) -> None:
                                     "accounting": "simulation"}
     ax = plot_uncertainty_choropleth(simulated)
     assert ax.get_title(loc="left").startswith("[SIMULATION]")
+
+
+def test_add_polygon_patch_sets_the_limits_add_patch_sets() -> None:
+    # the vectorised limit update (no Python walk over the segments) agrees with
+    # matplotlib's own for real outlines: every state, holes and islands included
+    from spatialdp.datasets import load_us_states
+    from spatialdp.viz._patches import add_polygon_patch
+    from spatialdp.viz.maps import _region_path
+
+    paths = [p for p in map(_region_path, load_us_states().geometry.values) if p is not None]
+    fig, (ours, theirs) = plt.subplots(1, 2)
+    for path in paths:
+        add_polygon_patch(ours, PathPatch(path))
+        theirs.add_patch(PathPatch(path))
+    np.testing.assert_allclose(ours.dataLim.extents, theirs.dataLim.extents, rtol=0, atol=1e-12)
+    assert len(ours.patches) == len(theirs.patches) == len(paths)
+    # clipped to the axes as add_patch clips (a box: the axes patch is a rectangle)
+    assert all(p.get_clip_box() is not None for p in [*ours.patches, *theirs.patches])
+    plt.close(fig)

@@ -153,6 +153,7 @@ def draw_coverage(world: World, result: EpochResult, folder: Path) -> Path:
     from matplotlib.colors import LogNorm
     from matplotlib.patches import Patch
 
+    from spatialdp.viz._patches import add_polygon_patch
     from spatialdp.viz.maps import save_figure
     from spatialdp.viz.projection import map_axes, resolve_crs
 
@@ -178,7 +179,7 @@ def draw_coverage(world: World, result: EpochResult, folder: Path) -> Path:
                                norm=norm, linewidths=0.2, edgecolor="white")
         layer.set_array(clients[covered])
         ax.add_collection(layer)
-        ax.add_patch(_hatched_patch([rings[i] for i in np.flatnonzero(~covered)]))
+        add_polygon_patch(ax, _hatched_patch([rings[i] for i in np.flatnonzero(~covered)]))
         ax.autoscale_view()
         map_axes(ax, drawn)
         ax.set_title(f"{name}: {release.n_confirmed:,} of {len(frame):,} confirmed reached "

@@ -19,6 +19,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from spatialdp._validation import check_axes, check_cmap, check_count, check_flag
+from spatialdp.viz._patches import add_polygon_patch
 from spatialdp.viz._report import (
     _check_report,
     _column_name,
@@ -140,7 +141,7 @@ def plot_bivariate(
             patch = PathPatch(path, facecolor=palette[row[i], cls], edgecolor="white",
                               linewidth=0.5, zorder=1)
             patch.set_gid(f"{_RELIABILITY_ROWS[row[i]]}:{cls}:{rid}")
-        ax.add_patch(patch)
+        add_polygon_patch(ax, patch)
     ax.margins(0.02)
     ax.autoscale_view()
     _set_map_aspect(ax, drawn)

@@ -37,6 +37,7 @@ from spatialdp._validation import check_axes, check_cmap, check_flag, check_numb
 from spatialdp.exceptions import InvalidInput
 from spatialdp.viz._explore import explore_report
 from spatialdp.viz._legend import _dot, _draw_class_legend, _draw_legend, _extend
+from spatialdp.viz._patches import add_polygon_patch
 from spatialdp.viz._report import (
     RELIABILITY_ALPHA,
     REPORT_COLUMNS,
@@ -435,7 +436,7 @@ def plot_uncertainty_choropleth(
             continue
         patch = PathPatch(paths[i], **supp_style, zorder=1.5)
         patch.set_gid(f"suppressed:{ids[i]}")
-        ax.add_patch(patch)
+        add_polygon_patch(ax, patch)
     if suppressed.any():
         handles.append(Patch(**supp_style, label=label))
 

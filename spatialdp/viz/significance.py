@@ -44,6 +44,7 @@ from spatialdp.privacy.combined_noise import (
     noise_sum_quantiles,
     ratio_noise_scales,
 )
+from spatialdp.viz._patches import add_polygon_patch
 from spatialdp.viz._report import (
     _check_report,
     _column_name,
@@ -254,7 +255,7 @@ def plot_significance(
                           if verdict != "suppressed" else "#8a8a8a", linewidth=0.5,
                           hatch="///" if verdict == "suppressed" else None)
         patch.set_gid(f"{verdict}:{drawn.index[i]}")
-        ax.add_patch(patch)
+        add_polygon_patch(ax, patch)
     ax.margins(0.02)
     ax.autoscale_view()
     _set_map_aspect(ax, drawn)
