@@ -29,7 +29,12 @@ from spatialdp.privacy import Simulation
 from spatialdp.regression import Modulation, fit_one_shot, transform_clients
 from spatialdp.regression import covariance as covariance_module
 from spatialdp.regression import oneshot as oneshot_module
-from spatialdp.regression._blocks import block_rows, fused_moments
+from spatialdp.regression._blocks import (
+    block_gram,
+    block_rows,
+    fused_moments,
+    symmetric_from_upper,
+)
 from spatialdp.regression.covariance import fit_covariance, sandwich_covariance
 from spatialdp.regression.oneshot import centered_moments, mean_noise_covariance
 from spatialdp.regression.regularization import (
@@ -69,17 +74,21 @@ def test_fused_pass_equals_three_separate_products(K, d, block):
 @pytest.mark.parametrize(("K", "d", "block"), [(200_000, 20, 4_096), (30_000, 300, None),
                                                (70_000, 1, 1_000), (5, 2, 2)])
 def test_fused_sums_equal_adding_block_after_block_exactly(K, d, block):
-    # the per-block products wait in slots and are summed in block order: bit for bit
-    # the sums of adding each block's products to running totals (several collections)
+    # the per-block products wait in slots (several blocks per call) and are summed in
+    # block order: bit for bit the sums of adding each block's products, one block at a
+    # time, to running totals (several collections)
     rng = np.random.default_rng(d)
     A, w = rng.normal(size=(K, d)) + 0.5, rng.normal(size=K)
     rows = block_rows(d) if block is None else block
     second, cross, total = np.zeros((d, d)), np.zeros(d), np.zeros(d)
+    gram = np.zeros((d, d))
     for start in range(0, K, rows):
         part = A[start:start + rows]
         cross += w[start:start + rows] @ part
-        second += part.T @ part
+        block_gram(part, gram)
+        second += np.triu(gram)
         total += np.ones(part.shape[0]) @ part
+    second = symmetric_from_upper(second)
     got = fused_moments(A, w, block=block)
     for value, expected in zip(got, (second, cross, total), strict=True):
         np.testing.assert_array_equal(value, expected)
