@@ -94,6 +94,21 @@ def test_fused_sums_equal_adding_block_after_block_exactly(K, d, block):
         np.testing.assert_array_equal(value, expected)
 
 
+@pytest.mark.parametrize("layout", ["fortran", "column_view", "row_step"])
+def test_fused_pass_reads_strided_reports_without_copying_them(layout):
+    # the full blocks are strided views of the reports, whatever their memory layout
+    rng = np.random.default_rng(5)
+    base, w = rng.normal(size=(2 * 9_000, 23)) + 1.0, rng.normal(size=2 * 9_000)
+    A = {"fortran": np.asfortranarray(base[:9_000, :20]), "column_view": base[:9_000, 2:22],
+         "row_step": base[::2, :20]}[layout]
+    w = w[::2] if layout == "row_step" else w[:9_000]
+    second, cross, total = fused_moments(A, w, block=1_000)
+    np.testing.assert_allclose(second, A.T @ A, rtol=1e-13)
+    np.testing.assert_allclose(cross, w @ A, rtol=1e-12)
+    np.testing.assert_allclose(total, A.sum(axis=0), rtol=1e-13)
+    np.testing.assert_array_equal(second, second.T)
+
+
 def test_blocks_stay_near_640_kB_whatever_the_number_of_features():
     assert block_rows(20) == 4_096
     assert block_rows(1) * 8 <= 640 * 1024

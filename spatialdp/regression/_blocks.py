@@ -130,11 +130,10 @@ class BlockMoments:
     """Running ``(sum part^T part, sum w @ part, sum of part's column sums)`` over row blocks.
 
     Each block's three products are written into the next free slot of small stacks
-    (no allocation, no addition per block: on 10^6 x 20 reports, 245 blocks of
-    4,096 rows, the per-block additions cost about 1 ms); every
-    :data:`PENDING_BYTES` of Grams, one reduction adds the slots to the running sum
-    held in slot 0, in block order, so the sums are exactly those of adding block
-    after block. The Grams are kept as upper triangles (:func:`block_gram`).
+    (no allocation per block, and one numpy call per product for several blocks);
+    every :data:`PENDING_BYTES` of Grams the slots are added to the running sums held
+    in slot 0, in block order, so the sums are exactly those of adding block after
+    block. The Grams are kept as upper triangles (:func:`block_gram`).
 
     Examples
     --------
@@ -183,10 +182,17 @@ class BlockMoments:
         self._used += n
 
     def _collect(self) -> None:
-        """Add the pending slots to slot 0, one after the other (``accumulate`` is sequential)."""
+        """Add the pending slots to slot 0, one after the other, in place.
+
+        ``np.add.accumulate`` over the slot axis gives the same sums but runs its inner
+        loop along that axis: about 1.3 ms per collection of 300 x 300 Grams (one
+        per block), against 0.16 ms for these additions.
+        """
         n = self._used
         for stack in (self._second, self._cross, self._total):
-            stack[0] = np.add.accumulate(stack[:n], axis=0)[-1]
+            running = stack[0]
+            for slot in stack[1:n]:
+                np.add(running, slot, out=running)
         self._used = 1
 
     def result(self) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
