@@ -94,12 +94,13 @@ def block_gram(part: NDArray[np.float64], out: NDArray[np.float64]) -> None:
     they were, except for ``d <= 8`` (one product, numpy's ``syrk``, which writes
     both triangles): read the result with :func:`symmetric_from_upper`.
 
-    Why not one ``syrk``: OpenBLAS runs a product of at most 10^6 multiply-adds
-    whose output has 8 rows on its small-matrix kernel, without packing the
-    operands; ``syrk`` on a 4,096 x 20 block packs them and, on this machine,
-    computes the full square anyway. Measured on 10^6 x 20 reports, one thread:
-    about 17 ms for the Gram products against 33 ms for one ``syrk`` per block
-    (or one for the whole array). A block of :data:`FUSED_BLOCK_BYTES` keeps
+    Why not one ``syrk``: the OpenBLAS numpy ships runs a product of at most 10^6
+    multiply-adds whose output has 8 rows on its small-matrix kernels, without
+    packing the operands; ``syrk`` on a 4,096 x 20 block packs them and (measured)
+    costs what the full square does. Measured on 10^6 x 20 reports, one thread
+    (AVX-512 ``SkylakeX`` kernels): about 17 ms for the Gram products against 33 ms
+    for one ``syrk`` per block or for the whole array; with blocks of 8,192 rows,
+    over that size, 31 ms. A block of :data:`FUSED_BLOCK_BYTES` keeps
     ``d x 8 x rows`` at 655,360, under that limit, for any ``d`` up to 320.
 
     Examples
