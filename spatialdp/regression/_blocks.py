@@ -32,6 +32,12 @@ BLOCK = 32_768
 #: in a 1 MB L2 cache while the three products read it.
 FUSED_BLOCK_BYTES = 640 * 1024
 
+#: Columns of ``part`` per product in :func:`block_gram`.
+GRAM_CHUNK = 8
+
+#: Blocks per call of :meth:`BlockMoments.add` in :func:`fused_moments`.
+GROUP = 4
+
 
 def fused_moments(A: NDArray[np.float64], w: NDArray[np.float64], block: int | None = None,
                   ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
@@ -76,13 +82,6 @@ def _stacked_rows(a: NDArray[np.float64], rows: int, count: int) -> NDArray[np.f
 def block_rows(d: int) -> int:
     """Return the rows per block of ``d`` columns that fit :data:`FUSED_BLOCK_BYTES`."""
     return max(256, FUSED_BLOCK_BYTES // (8 * max(d, 1)))
-
-
-#: Columns of ``part`` per product in :func:`block_gram`.
-GRAM_CHUNK = 8
-
-#: Blocks per call of :meth:`BlockMoments.add` in :func:`fused_moments`.
-GROUP = 4
 
 
 def block_gram(part: NDArray[np.float64], out: NDArray[np.float64]) -> None:
