@@ -16,14 +16,16 @@ True
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 from numpy.typing import NDArray
 
 from spatialdp._blas import single_blas
 
 __all__ = ["BLOCK", "FUSED_BLOCK_BYTES", "GRAM_CHUNK", "GROUP", "PENDING_BYTES", "BlockMoments",
-           "block_gram", "block_rows", "centred_squares", "fused_moments", "row_matmul",
-           "single_blas", "symmetric_from_upper"]
+           "block_gram", "block_rows", "centred_squares", "fused_moments", "row_groups",
+           "row_matmul", "single_blas", "symmetric_from_upper"]
 
 #: Rows per block.
 BLOCK = 32_768
@@ -62,14 +64,31 @@ def fused_moments(A: NDArray[np.float64], w: NDArray[np.float64], block: int | N
     block = block_rows(d) if block is None else block
     ones = np.ones(min(block, K))
     sums = BlockMoments(d)
-    full, step = K // block, min(GROUP, sums.capacity)
-    parts, weights = _stacked_rows(A, block, full), _stacked_rows(w, block, full)
     with single_blas():
-        for first in range(0, full, step):
-            sums.add(parts[first:first + step], weights[first:first + step], ones)
-        if full * block < K:
-            sums.add(A[full * block:], w[full * block:], ones)
+        for part, weights in row_groups(A, w, block, min(GROUP, sums.capacity)):
+            sums.add(part, weights, ones)
     return sums.result()
+
+
+def row_groups(A: NDArray[np.float64], w: NDArray[np.float64], block: int, step: int,
+               ) -> Iterator[tuple[NDArray[np.float64], NDArray[np.float64]]]:
+    """Yield ``A`` and ``w`` in row blocks, ``step`` blocks at a time, in order, without copies.
+
+    Full blocks come as stacks ``(n, block, d)`` and ``(n, block)`` (strided views,
+    read-only); the last, shorter block alone as ``(rows, d)`` and ``(rows,)``.
+
+    Examples
+    --------
+    >>> [part.shape for part, _ in row_groups(np.zeros((11, 2)), np.zeros(11), 3, 2)]
+    [(2, 3, 2), (1, 3, 2), (2, 2)]
+    """
+    K = A.shape[0]
+    full = K // block
+    parts, weights = _stacked_rows(A, block, full), _stacked_rows(w, block, full)
+    for first in range(0, full, step):
+        yield parts[first:first + step], weights[first:first + step]
+    if full * block < K:
+        yield A[full * block:], w[full * block:]
 
 
 def _stacked_rows(a: NDArray[np.float64], rows: int, count: int) -> NDArray[np.float64]:
