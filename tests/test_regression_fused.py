@@ -29,7 +29,12 @@ from spatialdp.privacy import Simulation
 from spatialdp.regression import Modulation, fit_one_shot, transform_clients
 from spatialdp.regression import covariance as covariance_module
 from spatialdp.regression import oneshot as oneshot_module
-from spatialdp.regression._blocks import block_rows, fused_moments
+from spatialdp.regression._blocks import (
+    block_gram,
+    block_rows,
+    fused_moments,
+    symmetric_from_upper,
+)
 from spatialdp.regression.covariance import fit_covariance, sandwich_covariance
 from spatialdp.regression.oneshot import centered_moments, mean_noise_covariance
 from spatialdp.regression.regularization import (
@@ -69,20 +74,39 @@ def test_fused_pass_equals_three_separate_products(K, d, block):
 @pytest.mark.parametrize(("K", "d", "block"), [(200_000, 20, 4_096), (30_000, 300, None),
                                                (70_000, 1, 1_000), (5, 2, 2)])
 def test_fused_sums_equal_adding_block_after_block_exactly(K, d, block):
-    # the per-block products wait in slots and are summed in block order: bit for bit
-    # the sums of adding each block's products to running totals (several collections)
+    # the per-block products wait in slots (several blocks per call) and are summed in
+    # block order: bit for bit the sums of adding each block's products, one block at a
+    # time, to running totals (several collections)
     rng = np.random.default_rng(d)
     A, w = rng.normal(size=(K, d)) + 0.5, rng.normal(size=K)
     rows = block_rows(d) if block is None else block
     second, cross, total = np.zeros((d, d)), np.zeros(d), np.zeros(d)
+    gram = np.zeros((d, d))
     for start in range(0, K, rows):
         part = A[start:start + rows]
         cross += w[start:start + rows] @ part
-        second += part.T @ part
+        block_gram(part, gram)
+        second += np.triu(gram)
         total += np.ones(part.shape[0]) @ part
+    second = symmetric_from_upper(second)
     got = fused_moments(A, w, block=block)
     for value, expected in zip(got, (second, cross, total), strict=True):
         np.testing.assert_array_equal(value, expected)
+
+
+@pytest.mark.parametrize("layout", ["fortran", "column_view", "row_step"])
+def test_fused_pass_reads_strided_reports_without_copying_them(layout):
+    # the full blocks are strided views of the reports, whatever their memory layout
+    rng = np.random.default_rng(5)
+    base, w = rng.normal(size=(2 * 9_000, 23)) + 1.0, rng.normal(size=2 * 9_000)
+    A = {"fortran": np.asfortranarray(base[:9_000, :20]), "column_view": base[:9_000, 2:22],
+         "row_step": base[::2, :20]}[layout]
+    w = w[::2] if layout == "row_step" else w[:9_000]
+    second, cross, total = fused_moments(A, w, block=1_000)
+    np.testing.assert_allclose(second, A.T @ A, rtol=1e-13)
+    np.testing.assert_allclose(cross, w @ A, rtol=1e-12)
+    np.testing.assert_allclose(total, A.sum(axis=0), rtol=1e-13)
+    np.testing.assert_array_equal(second, second.T)
 
 
 def test_blocks_stay_near_640_kB_whatever_the_number_of_features():
