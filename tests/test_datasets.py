@@ -146,6 +146,32 @@ def test_fleet_progress_bar(capsys: pytest.CaptureFixture[str]) -> None:
         synthetic_fleet(10, progress="yes")  # type: ignore[arg-type]
 
 
+class _Stream:
+    def __init__(self, tty: bool) -> None:
+        self.tty = tty
+
+    def isatty(self) -> bool:
+        return self.tty
+
+
+@pytest.mark.parametrize(("stderr", "stdout", "expected"), [
+    (False, False, True),  # no terminal: tqdm would disable the bar; it is not imported
+    (True, False, None),   # the text bar's stream is a terminal: tqdm decides
+    (False, True, None),   # the notebook bar's stream
+])
+def test_a_large_fleet_shows_a_bar_only_where_tqdm_would(
+        monkeypatch: pytest.MonkeyPatch, stderr: bool, stdout: bool,
+        expected: bool | None) -> None:
+    from spatialdp import datasets
+
+    monkeypatch.setattr("sys.stderr", _Stream(stderr))
+    monkeypatch.setattr("sys.stdout", _Stream(stdout))
+    assert datasets._bar_disabled(datasets.PROGRESS_FROM, None) is expected
+    assert datasets._bar_disabled(datasets.PROGRESS_FROM - 1, None) is True
+    assert datasets._bar_disabled(10, True) is False
+    assert datasets._bar_disabled(10, False) is True
+
+
 def test_the_data_comes_from_the_top_level_data_folder() -> None:
     """A source checkout reads data/, the one source of the files the wheel ships."""
     assert data_dir() == Path(__file__).resolve().parent.parent / "data"
