@@ -192,7 +192,7 @@ def load_us_cities() -> gpd.GeoDataFrame:
     )
 
 
-def _points(lon: Any, lat: Any) -> GeometryArray:
+def _points(lon: Any, lat: Any, crs: Any = None) -> GeometryArray:
     """Return Points from coordinates, the garbage collector paused while they are made.
 
     Points hold no references, so they form no cycle; a million of them would
@@ -200,7 +200,7 @@ def _points(lon: Any, lat: Any) -> GeometryArray:
     :mod:`spatialdp._gc`).
     """
     with collector_paused():
-        return gpd.points_from_xy(lon, lat)
+        return gpd.points_from_xy(lon, lat, crs=crs)
 
 
 def us_states_partition() -> Partition:
@@ -332,19 +332,30 @@ def synthetic_fleet(
             "partition whose regions fill a good part of their bounding box (or split it)"
         )
     heading = gen.uniform(0.0, 360.0, n)
-    return gpd.GeoDataFrame(
-        {
-            "device_id": np.arange(n, dtype=np.int64),
-            "lon": lon,
-            "lat": lat,
-            "heading_deg": heading,
-            # The ids' own array taken by position: a str column at once, not a million
-            # object references pandas would convert to str one by one (0.05-0.1 s).
-            "region_id": part.region_ids.array.take(region),
-        },
-        geometry=_points(lon, lat),
-        crs=4326,
-    )
+    return _fleet_frame(lon, lat, heading, part.region_ids, region)
+
+
+def _fleet_frame(lon: NDArray[np.float64], lat: NDArray[np.float64],
+                 heading: NDArray[np.float64], region_ids: pd.Index,
+                 region: NDArray[np.int64]) -> gpd.GeoDataFrame:
+    """Return the fleet's GeoDataFrame, holding the arrays it is given (no copies).
+
+    The frame takes ``lon``, ``lat`` and ``heading`` as they are (``copy=False``:
+    pandas would otherwise copy each and stack the three into one block, 40 MB of
+    new memory for a million devices, which a fresh process pays for page by page),
+    the region ids' own str array taken by position (not a million object references
+    that pandas would turn into str one by one: 0.05-0.1 s), and Points made with
+    their CRS (set afterwards, it costs a copy of the geometry array).
+    """
+    columns = {
+        "device_id": np.arange(lon.size, dtype=np.int64),
+        "lon": lon,
+        "lat": lat,
+        "heading_deg": heading,
+        "region_id": region_ids.array.take(region),
+    }
+    return gpd.GeoDataFrame(pd.DataFrame(columns, copy=False),
+                            geometry=_points(lon, lat, crs=4326), copy=False)
 
 
 #: Fleets of at least this many devices show a progress bar by default.
