@@ -499,7 +499,7 @@ class _WeightedChoice:
         """Return ``size`` items drawn with replacement, as ``gen.choice`` would."""
         u = gen.random(size)
         if size < _CHOICE_TABLE_FROM:
-            return np.searchsorted(self.cdf, u, side="right").astype(np.int64)
+            return np.searchsorted(self.cdf, u, side="right").astype(np.int64, copy=False)
         out = self.table()[(u * _CHOICE_BUCKETS).astype(np.int64)]
         ask = np.flatnonzero(out < 0)
         out[ask] = np.searchsorted(self.cdf, u[ask], side="right")
