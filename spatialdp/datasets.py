@@ -397,7 +397,7 @@ class _Sampler:
         self.spread_km = 2.0 + 7.5 * np.sqrt(self.weights / 1e6)
         self.rural_share = rural_share if self.weights.size else 1.0
         self.pick = _WeightedChoice(self.weights / self.weights.sum()
-                                          if self.weights.size else self.weights)
+                                    if self.weights.size else self.weights)
         self.local = local
         self.bounds = part.regions.total_bounds
         self.accept = 1.0  # share of last round's rural draws that landed (local mode)
@@ -443,7 +443,6 @@ class _Sampler:
             region[r_idx[take.size:]] = -1
         return pending[region[pending] < 0]
 
-
     def _around(self, pick: NDArray[np.intp], dist: NDArray[np.float64],
                 bearing: NDArray[np.float64]) -> tuple[NDArray[np.float64],
                                                        NDArray[np.float64]]:
@@ -473,7 +472,7 @@ class _Sampler:
 #: Buckets of :class:`_WeightedChoice`'s table: a power of two, so that a draw's
 #: bucket (``u * 2**18``, rounded down) and the buckets' bounds are exact.
 _CHOICE_BUCKETS = 1 << 18
-#: Draws from which :class:`_WeightedChoice` tabulates (about 1 ms); fewer are searched.
+#: Draws from which :class:`_WeightedChoice` tabulates (about 3 ms); fewer are searched.
 _CHOICE_TABLE_FROM = 1 << 15
 
 
