@@ -8,16 +8,21 @@ US cities with 15,000+ inhabitants (GeoNames, CC BY 4.0).
 from __future__ import annotations
 
 import os
+import sys
 import sysconfig
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import geopandas as gpd
 import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
+if TYPE_CHECKING:
+    from geopandas.array import GeometryArray
+
+from spatialdp._gc import collector_paused
 from spatialdp._random import RandomLike, as_generator
 from spatialdp._validation import check_flag, check_instance, check_integer, check_probability
 from spatialdp.exceptions import InvalidInput
@@ -183,8 +188,19 @@ def load_us_cities() -> gpd.GeoDataFrame:
     """
     frame = pd.read_csv(data_dir() / "us_cities.csv")
     return gpd.GeoDataFrame(
-        frame, geometry=gpd.points_from_xy(frame.longitude, frame.latitude), crs=4326
+        frame, geometry=_points(frame.longitude, frame.latitude), crs=4326
     )
+
+
+def _points(lon: Any, lat: Any, crs: Any = None) -> GeometryArray:
+    """Return Points from coordinates, the garbage collector paused while they are made.
+
+    Points hold no references, so they form no cycle; a million of them would
+    otherwise run the collector over them some 1,300 times (about 0.3 s: see
+    :mod:`spatialdp._gc`).
+    """
+    with collector_paused():
+        return gpd.points_from_xy(lon, lat, crs=crs)
 
 
 def us_states_partition() -> Partition:
@@ -279,11 +295,7 @@ def synthetic_fleet(
     if partition is not None:
         check_instance(partition, "partition", Partition, "pass one built with "
                        "Partition.from_geodataframe or from_h3_cover, or None")
-    # True: always; None: large fleets on a terminal (tqdm's own check); False: never.
-    if progress is None:
-        disable: bool | None = None if n >= PROGRESS_FROM else True
-    else:
-        disable = not check_flag(progress, "progress")
+    disable = _bar_disabled(n, progress)
     gen = as_generator(rng)
     part = partition if partition is not None else _fleet_partition()
     cities = pd.read_csv(data_dir() / "us_cities.csv")
@@ -320,17 +332,30 @@ def synthetic_fleet(
             "partition whose regions fill a good part of their bounding box (or split it)"
         )
     heading = gen.uniform(0.0, 360.0, n)
-    return gpd.GeoDataFrame(
-        {
-            "device_id": np.arange(n, dtype=np.int64),
-            "lon": lon,
-            "lat": lat,
-            "heading_deg": heading,
-            "region_id": np.asarray(part.region_ids)[region],
-        },
-        geometry=gpd.points_from_xy(lon, lat),
-        crs=4326,
-    )
+    return _fleet_frame(lon, lat, heading, part.region_ids, region)
+
+
+def _fleet_frame(lon: NDArray[np.float64], lat: NDArray[np.float64],
+                 heading: NDArray[np.float64], region_ids: pd.Index,
+                 region: NDArray[np.int64]) -> gpd.GeoDataFrame:
+    """Return the fleet's GeoDataFrame, holding the arrays it is given (no copies).
+
+    The frame takes ``lon``, ``lat`` and ``heading`` as they are (``copy=False``:
+    pandas would otherwise copy each and stack the three into one block, 40 MB of
+    new memory for a million devices, which a fresh process pays for page by page),
+    the region ids' own str array taken by position (not a million object references
+    that pandas would turn into str one by one: 0.05-0.1 s), and Points made with
+    their CRS (set afterwards, it costs a copy of the geometry array).
+    """
+    columns = {
+        "device_id": np.arange(lon.size, dtype=np.int64),
+        "lon": lon,
+        "lat": lat,
+        "heading_deg": heading,
+        "region_id": region_ids.array.take(region),
+    }
+    return gpd.GeoDataFrame(pd.DataFrame(columns, copy=False),
+                            geometry=_points(lon, lat, crs=4326), copy=False)
 
 
 #: Fleets of at least this many devices show a progress bar by default.
@@ -371,6 +396,8 @@ class _Sampler:
         # about 25 km for a city of ten million.
         self.spread_km = 2.0 + 7.5 * np.sqrt(self.weights / 1e6)
         self.rural_share = rural_share if self.weights.size else 1.0
+        self.pick = _WeightedChoice(self.weights / self.weights.sum()
+                                    if self.weights.size else self.weights)
         self.local = local
         self.bounds = part.regions.total_bounds
         self.accept = 1.0  # share of last round's rural draws that landed (local mode)
@@ -385,16 +412,10 @@ class _Sampler:
         u_idx = pending[urban]
         r_idx = pending[~urban]
         if u_idx.size:
-            pick = gen.choice(self.weights.size, size=u_idx.size,
-                              p=self.weights / self.weights.sum())
+            pick = self.pick(gen, u_idx.size)
             dist = gen.exponential(self.spread_km[pick])
             bearing = gen.uniform(0.0, 2 * np.pi, u_idx.size)
-            dlat = np.degrees(dist * np.cos(bearing) / _EARTH_RADIUS_KM)
-            dlon = np.degrees(dist * np.sin(bearing) / _EARTH_RADIUS_KM) / np.cos(
-                np.radians(self.lat[pick])
-            )
-            lat[u_idx] = self.lat[pick] + dlat
-            lon[u_idx] = self.lon[pick] + dlon
+            lat[u_idx], lon[u_idx] = self._around(pick, dist, bearing)
             if self.local:
                 region[u_idx] = _positions(self.part, lon[u_idx], lat[u_idx])
         if not self.local:
@@ -422,6 +443,84 @@ class _Sampler:
             region[r_idx[take.size:]] = -1
         return pending[region[pending] < 0]
 
+    def _around(self, pick: NDArray[np.intp], dist: NDArray[np.float64],
+                bearing: NDArray[np.float64]) -> tuple[NDArray[np.float64],
+                                                       NDArray[np.float64]]:
+        """Return (lat, lon) ``dist`` km from the cities ``pick`` along ``bearing``.
+
+        The local flat-earth step ``lat + degrees(dist cos(bearing) / R)``, ``lon +
+        degrees(dist sin(bearing) / R) / cos(radians(lat))``, computed in place
+        (the same operations on the same values: the same numbers, without a
+        dozen temporary arrays). ``bearing`` is overwritten.
+        """
+        city_lat = self.lat[pick]
+        dlat = np.cos(bearing)
+        dlat *= dist
+        dlat /= _EARTH_RADIUS_KM
+        np.degrees(dlat, out=dlat)
+        dlat += city_lat
+        dlon = np.sin(bearing, out=bearing)
+        dlon *= dist
+        dlon /= _EARTH_RADIUS_KM
+        np.degrees(dlon, out=dlon)
+        np.radians(city_lat, out=city_lat)
+        dlon /= np.cos(city_lat, out=city_lat)
+        dlon += self.lon[pick]
+        return dlat, dlon
+
+
+#: Buckets of :class:`_WeightedChoice`'s table: a power of two, so that a draw's
+#: bucket (``u * 2**18``, rounded down) and the buckets' bounds are exact.
+_CHOICE_BUCKETS = 1 << 18
+#: Draws from which :class:`_WeightedChoice` tabulates (about 3 ms); fewer are searched.
+_CHOICE_TABLE_FROM = 1 << 15
+
+
+class _WeightedChoice:
+    """``gen.choice(len(p), size, p=p)``: the same draws and the same answers, faster.
+
+    numpy's ``Generator.choice`` draws ``gen.random(size)`` and returns, for each
+    draw ``u``, the number of entries of ``cdf = p.cumsum() / p.cumsum()[-1]`` that
+    are ``<= u``: a binary search per draw (about 0.1 s for a million draws among
+    the 3,400 cities). Here ``[0, 1)`` is cut into :data:`_CHOICE_BUCKETS` buckets
+    ``[b / 2**18, (b + 1) / 2**18)``: in a bucket that no cdf entry falls strictly
+    inside, that number is the same for every draw, and a table holds it; only
+    the draws in buckets that hold an entry (at most 3,400 of 262,144) are searched.
+    """
+
+    def __init__(self, p: NDArray[np.float64]) -> None:
+        self.cdf = np.ascontiguousarray(p, dtype=np.float64).cumsum()  # as numpy's choice
+        if self.cdf.size:
+            self.cdf /= self.cdf[-1]
+        self._table: NDArray[np.int64] | None = None
+
+    def __call__(self, gen: np.random.Generator, size: int) -> NDArray[np.int64]:
+        """Return ``size`` items drawn with replacement, as ``gen.choice`` would."""
+        u = gen.random(size)
+        if size < _CHOICE_TABLE_FROM:
+            return np.searchsorted(self.cdf, u, side="right").astype(np.int64, copy=False)
+        out = self.table()[(u * _CHOICE_BUCKETS).astype(np.int64)]
+        ask = np.flatnonzero(out < 0)
+        out[ask] = np.searchsorted(self.cdf, u[ask], side="right")
+        return out
+
+    def table(self) -> NDArray[np.int64]:
+        """Return each bucket's answer, -1 for a bucket with a cdf entry inside (built once).
+
+        An entry ``c`` is ``<= b / 2**18`` when ``ceil(c * 2**18) <= b`` (scaling by a
+        power of two is exact), and strictly inside bucket ``b`` when ``c * 2**18`` lies
+        between ``b`` and ``b + 1``; counting both takes two bincounts.
+        """
+        if self._table is None:
+            scaled = self.cdf * _CHOICE_BUCKETS
+            at_start = np.cumsum(np.bincount(np.ceil(scaled).astype(np.int64),
+                                             minlength=_CHOICE_BUCKETS + 1))
+            floor = np.floor(scaled)
+            inside = np.bincount(floor[floor != scaled].astype(np.int64),
+                                 minlength=_CHOICE_BUCKETS + 1)
+            self._table = np.where(inside == 0, at_start, -1)[:_CHOICE_BUCKETS]
+        return self._table
+
 
 class _NoBar:
     """A disabled progress bar that needs no tqdm import (about 0.02 s for a cold call)."""
@@ -437,6 +536,33 @@ class _NoBar:
 
     def update(self, n: int) -> None:
         """Ignore progress."""
+
+
+def _bar_disabled(n: int, progress: bool | None) -> bool | None:
+    """Return tqdm's ``disable`` for a fleet of ``n`` devices (True: no tqdm at all).
+
+    ``progress`` True: always a bar; False: never. None: fleets of
+    :data:`PROGRESS_FROM` devices or more, on a terminal (None lets tqdm check its
+    own stream). Without any terminal on stderr or stdout (the streams tqdm's text
+    and notebook bars write to) tqdm would disable that bar anyway: True at once,
+    so that no tqdm import is paid (about 0.015 s of a cold first call).
+    """
+    if progress is not None:
+        return not check_flag(progress, "progress")
+    if n < PROGRESS_FROM or not (_is_terminal(sys.stderr) or _is_terminal(sys.stdout)):
+        return True
+    return None
+
+
+def _is_terminal(stream: Any) -> bool:
+    """Whether ``stream`` is a terminal (tqdm's test: no ``isatty`` counts as one)."""
+    isatty = getattr(stream, "isatty", None)
+    if isatty is None:
+        return stream is not None
+    try:
+        return bool(isatty())
+    except (OSError, ValueError):  # a closed stream: tqdm would fail on it, not skip it
+        return True
 
 
 def _tqdm_class() -> Any:

@@ -146,6 +146,53 @@ def test_fleet_progress_bar(capsys: pytest.CaptureFixture[str]) -> None:
         synthetic_fleet(10, progress="yes")  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("size", [1, 1_000, 40_000, 300_000])
+@pytest.mark.parametrize("weights", ["cities", "uniform", "dyadic", "zeros", "one"])
+def test_the_weighted_choice_draws_what_numpy_choice_draws(size: int, weights: str) -> None:
+    """The city draws of the fleet equal ``Generator.choice``'s, with or without the
+    bucket table (from 2**15 draws), including zero weights, a single item and cdf
+    entries exactly on the buckets' edges."""
+    from spatialdp.datasets import _WeightedChoice
+
+    w = {"cities": load_us_cities().population.to_numpy(dtype=float),
+         "uniform": np.ones(1000), "dyadic": np.ones(1024),  # cdf entries on bucket edges
+         "one": np.array([3.0]),
+         "zeros": np.array([0.0, 5.0, 0.0, 0.0, 1e-9, 2.0, 0.0])}[weights]
+    p = w / w.sum()
+    choice = _WeightedChoice(p)
+    for seed in range(3):
+        ours = choice(np.random.default_rng(seed), size)
+        theirs = np.random.default_rng(seed).choice(p.size, size=size, p=p)
+        assert ours.dtype == np.int64
+        np.testing.assert_array_equal(ours, theirs)
+
+
+class _Stream:
+    def __init__(self, tty: bool) -> None:
+        self.tty = tty
+
+    def isatty(self) -> bool:
+        return self.tty
+
+
+@pytest.mark.parametrize(("stderr", "stdout", "expected"), [
+    (False, False, True),  # no terminal: tqdm would disable the bar; it is not imported
+    (True, False, None),   # the text bar's stream is a terminal: tqdm decides
+    (False, True, None),   # the notebook bar's stream
+])
+def test_a_large_fleet_shows_a_bar_only_where_tqdm_would(
+        monkeypatch: pytest.MonkeyPatch, stderr: bool, stdout: bool,
+        expected: bool | None) -> None:
+    from spatialdp import datasets
+
+    monkeypatch.setattr("sys.stderr", _Stream(stderr))
+    monkeypatch.setattr("sys.stdout", _Stream(stdout))
+    assert datasets._bar_disabled(datasets.PROGRESS_FROM, None) is expected
+    assert datasets._bar_disabled(datasets.PROGRESS_FROM - 1, None) is True
+    assert datasets._bar_disabled(10, True) is False
+    assert datasets._bar_disabled(10, False) is True
+
+
 def test_the_data_comes_from_the_top_level_data_folder() -> None:
     """A source checkout reads data/, the one source of the files the wheel ships."""
     assert data_dir() == Path(__file__).resolve().parent.parent / "data"
