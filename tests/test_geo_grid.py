@@ -89,13 +89,13 @@ def add_bin_lines(bins: BoxBins, lon: np.ndarray, lat: np.ndarray, rng: np.rando
                             box[:, 1], box[:, 3]]))
 
 
-@pytest.mark.parametrize("loop_max", [0, 64], ids=["strtree", "region-loop"])
+@pytest.mark.parametrize("loop_max", [0, 64], ids=["strtree", "box-pairs"])
 @pytest.mark.parametrize("max_cells", [_grid.MIN_GRID_CELLS, 1 << 14], ids=["coarse", "fine"])
 @pytest.mark.parametrize("enclave_first", [True, False])
 def test_both_exact_paths_and_coarse_grids_match_sjoin(
         monkeypatch: pytest.MonkeyPatch, loop_max: int, max_cells: int,
         enclave_first: bool) -> None:
-    """The region loop (few regions) and the STRtree path give sjoin's first match, and
+    """The box pairs (few regions) and the STRtree path give sjoin's first match, and
     so does a grid of any size (the cost model builds coarse grids first)."""
     monkeypatch.setattr(_grid, "LOOP_MAX_REGIONS", loop_max)
     big = shapely.box(0, 0, 12, 10)  # overlaps the donut world: the first region wins
