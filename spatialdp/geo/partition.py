@@ -536,8 +536,8 @@ class Partition:
         Give either a point GeoDataFrame/GeoSeries (in any CRS: another than EPSG:4326
         is reprojected, with a warning) or ``lon`` and ``lat`` in degrees.
         H3 partitions index all points at once (h3ronpy) and look the cells up in a
-        direct-address table; once a partition has assigned 2 points per cell (in
-        a first call: a batch of 4 per cell) it builds, once, a table keyed by H3's
+        direct-address table; once a partition has assigned 1 point per cell (in
+        a first call: a batch of 2 per cell) it builds, once, a table keyed by H3's
         face and hexagon, found by numpy arithmetic, and once it has assigned 2
         million points a raster whose pure pixels (wholly inside one cell) answer
         most points by arithmetic; both give exactly H3's answer and leave only
