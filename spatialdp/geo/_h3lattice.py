@@ -16,7 +16,10 @@ and is the key of no partition cell's centre is in no partition cell: such a
 hexagon is a whole cell, whose centre lies in it. Every other point (a hexagon
 cut by a face edge, a centre on a face edge, a tie) goes to H3. The lattice of
 each face (its centre, axes and spacing) is read off H3's own cells once per
-resolution (:func:`face_lattices`), not copied from its source.
+resolution (:func:`face_lattices`), not copied from its source. The keys of
+the partition cells' centres are derived from those of their parents' centres,
+which H3 finds, and the cells' last digits (:func:`cell_keys`), so that
+building the table asks H3 about one cell in seven.
 ``tests/test_h3lattice.py`` checks the answers against h3ronpy on points drawn
 densely along cell and face edges.
 """
