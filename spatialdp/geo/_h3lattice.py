@@ -35,7 +35,7 @@ from numpy.typing import NDArray
 from spatialdp.geo._h3grid import UNKNOWN
 
 __all__ = ["ASK_H3", "FIRST_BATCH_PER_CELL", "MIN_POINTS_PER_CELL", "MIN_RESOLUTION",
-           "FaceLattices", "H3LatticeTable", "face_lattices"]
+           "FaceLattices", "H3LatticeTable", "cell_keys", "centre_keys", "face_lattices"]
 
 #: Label of a point whose cell only H3 can tell (the raster's, too).
 ASK_H3 = UNKNOWN
