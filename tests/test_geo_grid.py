@@ -143,6 +143,27 @@ def donut_world() -> list[shapely.Geometry]:
     return [donut, island, archipelago, neighbour, wedge]
 
 
+def test_box_pairs_find_points_on_box_edges_strip_lines_and_outside() -> None:
+    """The few-regions test: points on every box edge and corner, on the strip and band
+    lines of its sort, and outside the extent get sjoin's first match; more than one
+    block of points."""
+    geoms = np.asarray(donut_world(), dtype=object)
+    bounds = shapely.bounds(geoms)
+    west, south = bounds[:, 0].min(), bounds[:, 1].min()
+    east, north = bounds[:, 2].max(), bounds[:, 3].max()
+    xs = np.r_[bounds[:, [0, 2]].ravel(), np.linspace(west, east, _grid.STRIPS + 1),
+               west - 1.0, east + 1.0, 10.0, 11.5]
+    ys = np.r_[bounds[:, [1, 3]].ravel(), np.linspace(south, north, 97), south - 1.0, 5.0]
+    lon, lat = (grid.ravel() for grid in np.meshgrid(xs, ys))
+    rng = np.random.default_rng(5)
+    extra = _grid.LOOKUP_BLOCK + 10 - lon.size
+    lon = np.r_[lon, rng.uniform(west - 0.5, east + 0.5, extra)]
+    lat = np.r_[lat, rng.uniform(south - 0.5, north + 0.5, extra)]
+    shapely.prepare(geoms)
+    np.testing.assert_array_equal(exact_positions(geoms, None, lon, lat),
+                                  reference(geoms, lon, lat))
+
+
 def test_holes_islands_multipolygons_and_shared_borders() -> None:
     grid = check_exact(donut_world())
     assert grid.n_mixed > 0
