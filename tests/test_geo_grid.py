@@ -143,10 +143,13 @@ def donut_world() -> list[shapely.Geometry]:
     return [donut, island, archipelago, neighbour, wedge]
 
 
-def test_box_pairs_find_points_on_box_edges_strip_lines_and_outside() -> None:
+@pytest.mark.parametrize("max_pairs", [_grid.MAX_PAIRS, 200], ids=["blocks", "halved"])
+def test_box_pairs_find_points_on_box_edges_strip_lines_and_outside(
+        monkeypatch: pytest.MonkeyPatch, max_pairs: int) -> None:
     """The few-regions test: points on every box edge and corner, on the strip and band
     lines of its sort, and outside the extent get sjoin's first match; more than one
-    block of points."""
+    block of points, and blocks halved down to single points."""
+    monkeypatch.setattr(_grid, "MAX_PAIRS", max_pairs)
     geoms = np.asarray(donut_world(), dtype=object)
     bounds = shapely.bounds(geoms)
     west, south = bounds[:, 0].min(), bounds[:, 1].min()

@@ -57,6 +57,9 @@ STRIPS = 64
 _BANDS = 1024
 #: Points looked up per block.
 LOOKUP_BLOCK = 1 << 16
+#: Most (region, point) pairs the few-regions exact test lists at once (about 50
+#: bytes each in all its arrays).
+MAX_PAIRS = 1 << 18
 #: :class:`BoxBins` makes its bins this many times narrower than the median region box
 #: (a box then covers about 3 x 3 bins, and a bin holds few boxes)...
 BIN_SIDE_PER_BOX = 2
@@ -116,34 +119,52 @@ def _exact_few_regions(geoms: NDArray[np.object_], lon: NDArray[np.float64],
                        lat: NDArray[np.float64]) -> NDArray[np.int64]:
     """Test points exactly against a few regions: every box candidate in one GEOS call.
 
-    Points are taken in blocks of :data:`LOOKUP_BLOCK` (which bounds the pair arrays).
-    :func:`_box_pairs` lists the (region, point) pairs whose region's bounding box
-    may hold the point, ordered by region; one prepared :func:`shapely.intersects_xy`
-    call tests them all (a region's points come one after another, south to north
-    within a strip, so its GEOS point locator stays in cache), and each point keeps
-    the first region, in partition order, that it intersects. No per-region Python
-    loop, no Point objects, no tree: for the 48 states and 10^4 points the numpy
-    part costs about a tenth of the GEOS tests, against about half of them for a
-    per-region bounding-box mask loop.
+    Points are taken in blocks of :data:`LOOKUP_BLOCK`, halved while a block has more
+    than :data:`MAX_PAIRS` candidate pairs (regions whose boxes overlap widely),
+    which bounds the pair arrays. :func:`_box_pairs` lists the (region, point) pairs
+    whose region's bounding box may hold the point, ordered by region; one prepared
+    :func:`shapely.intersects_xy` call tests them all (a region's points come one
+    after another, south to north within a strip, so its GEOS point locator stays
+    in cache), and each point keeps the first region, in partition order, that it
+    intersects. No per-region Python loop, no Point objects, no tree: for the 48
+    states and 10^4 points the numpy part costs about a tenth of the GEOS tests,
+    against about half of them for a per-region bounding-box mask loop.
     """
-    out = np.empty(lon.size, dtype=np.int64)
     bounds = np.asarray(shapely.bounds(geoms), dtype=np.float64)
+    out = np.empty(lon.size, dtype=np.int64)
     for start in range(0, lon.size, LOOKUP_BLOCK):
         block = slice(start, start + LOOKUP_BLOCK)
-        x, y = lon[block], lat[block]
-        region, point = _box_pairs(bounds, x, y)
-        hit = shapely.intersects_xy(geoms[region], x[point], y[point])
-        first = np.full(x.size, len(geoms), dtype=np.int64)
-        np.minimum.at(first, point[hit], region[hit])
-        first[first == len(geoms)] = -1
-        out[block] = first
+        out[block] = _first_boxed_regions(geoms, bounds, lon[block], lat[block])
     return out
 
 
+def _first_boxed_regions(geoms: NDArray[np.object_], bounds: NDArray[np.float64],
+                         lon: NDArray[np.float64], lat: NDArray[np.float64]
+                         ) -> NDArray[np.int64]:
+    """Return each point's first region (-1: none) by its box pairs.
+
+    A batch with more than :data:`MAX_PAIRS` pairs is halved (a single point has
+    one pair per region at most, and is never split).
+    """
+    pairs = _box_pairs(bounds, lon, lat, MAX_PAIRS if lon.size > 1 else len(geoms))
+    if pairs is None:
+        half = lon.size // 2
+        return np.concatenate([_first_boxed_regions(geoms, bounds, lon[:half], lat[:half]),
+                               _first_boxed_regions(geoms, bounds, lon[half:], lat[half:])])
+    region, point = pairs
+    hit = shapely.intersects_xy(geoms[region], lon[point], lat[point])
+    first = np.full(lon.size, len(geoms), dtype=np.int64)
+    np.minimum.at(first, point[hit], region[hit])
+    first[first == len(geoms)] = -1
+    return first
+
+
 def _box_pairs(bounds: NDArray[np.float64], lon: NDArray[np.float64],
-               lat: NDArray[np.float64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+               lat: NDArray[np.float64], most: int
+               ) -> tuple[NDArray[np.int64], NDArray[np.int64]] | None:
     """Return the (region, point) pairs whose region's box may hold the point, by region.
 
+    None when there are more than ``most`` pairs (counted before they are listed).
     A superset of the pairs whose box holds the point: the points are sorted by
     :data:`STRIPS` strips of longitude, then by :data:`_BANDS` bands of latitude
     (one radix sort of the 16-bit keys ``strip * _BANDS + band``); within each
@@ -178,8 +199,11 @@ def _box_pairs(bounds: NDArray[np.float64], lon: NDArray[np.float64],
     hi = np.searchsorted(sorted_key, (high[owner] + (step + 1 - count[owner]) * _BANDS
                                       ).astype(np.uint16), "right")
     size = hi - lo
+    total = int(size.sum())
+    if total > most:
+        return None
     region = np.repeat(owner, size)
-    run = np.arange(region.size) + np.repeat(lo - (np.cumsum(size) - size), size)
+    run = np.arange(total) + np.repeat(lo - (np.cumsum(size) - size), size)
     return region, order[run].astype(np.int64)
 
 
