@@ -286,12 +286,15 @@ def cell_keys(cells: NDArray[np.uint64], resolution: int, lattices: FaceLattices
     its digit's step. The steps are H3's six unit vectors turned by the base
     cell's rotation on the face, one set per (base cell, face, digit): each is read
     off two cells of that set whose parent lies a hexagon or more inside its face
-    (their own keys found by H3), and used only when the two agree. A key is kept
+    (their own keys found by H3), and used only when the two agree on a step to a
+    neighbouring hexagon (none for digit 0). A key is kept
     when its parent's centre key is sure, the base cell is no pentagon's (those
     turn their digits), the step was read and the hexagon lies wholly inside the
     face; every other cell (near a face edge, mostly) gets its own centre key from
     H3. ``tests/test_h3lattice.py`` checks the keys against :func:`centre_keys`.
     """
+    if resolution < 1:
+        return centre_keys(cells, lattices)
     shift = 3 * (15 - resolution)
     signed = cells.view(np.int64)
     digit = (signed >> shift) & 7
@@ -315,9 +318,11 @@ def cell_keys(cells: NDArray[np.uint64], resolution: int, lattices: FaceLattices
     sface, sa, sb, ssure = centre_keys(cells[sample], lattices)
     da, db = sa - a[sample], sb - b[sample]
     half = read.size
+    unit = np.maximum(np.maximum(np.abs(da), np.abs(db)), np.abs(da + db))  # 0 or 1: a step
     agree = (ssure[:half] & ssure[half:] & (sface[:half] == face[first[read]])
              & (sface[half:] == face[last[read]])
-             & (da[:half] == da[half:]) & (db[:half] == db[half:]))
+             & (da[:half] == da[half:]) & (db[:half] == db[half:])
+             & (unit[:half] == np.where(read % 8 == 0, 0, 1)))  # digit 0: no step
     step_a, step_b = np.zeros(sets, np.int64), np.zeros(sets, np.int64)
     known = np.zeros(sets, dtype=bool)
     step_a[read], step_b[read], known[read] = da[:half], db[:half], agree
