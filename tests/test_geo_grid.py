@@ -89,13 +89,13 @@ def add_bin_lines(bins: BoxBins, lon: np.ndarray, lat: np.ndarray, rng: np.rando
                             box[:, 1], box[:, 3]]))
 
 
-@pytest.mark.parametrize("loop_max", [0, 64], ids=["strtree", "region-loop"])
+@pytest.mark.parametrize("loop_max", [0, 64], ids=["strtree", "box-pairs"])
 @pytest.mark.parametrize("max_cells", [_grid.MIN_GRID_CELLS, 1 << 14], ids=["coarse", "fine"])
 @pytest.mark.parametrize("enclave_first", [True, False])
 def test_both_exact_paths_and_coarse_grids_match_sjoin(
         monkeypatch: pytest.MonkeyPatch, loop_max: int, max_cells: int,
         enclave_first: bool) -> None:
-    """The region loop (few regions) and the STRtree path give sjoin's first match, and
+    """The box pairs (few regions) and the STRtree path give sjoin's first match, and
     so does a grid of any size (the cost model builds coarse grids first)."""
     monkeypatch.setattr(_grid, "LOOP_MAX_REGIONS", loop_max)
     big = shapely.box(0, 0, 12, 10)  # overlaps the donut world: the first region wins
@@ -141,6 +141,30 @@ def donut_world() -> list[shapely.Geometry]:
     # Shares a diagonal border with the neighbour.
     wedge = shapely.Polygon([(11.5, 10), (11, 6), (11.8, 2), (11.5, 0), (11.9, 0), (11.9, 10)])
     return [donut, island, archipelago, neighbour, wedge]
+
+
+@pytest.mark.parametrize("max_pairs", [_grid.MAX_PAIRS, 200], ids=["blocks", "halved"])
+def test_box_pairs_find_points_on_box_edges_strip_lines_and_outside(
+        monkeypatch: pytest.MonkeyPatch, max_pairs: int) -> None:
+    """The few-regions test: points on every box edge and corner, on the strip and band
+    lines of its sort, and outside the extent get sjoin's first match; more than one
+    block of points, and blocks halved down to single points."""
+    monkeypatch.setattr(_grid, "MAX_PAIRS", max_pairs)
+    geoms = np.asarray(donut_world(), dtype=object)
+    bounds = shapely.bounds(geoms)
+    west, south = bounds[:, 0].min(), bounds[:, 1].min()
+    east, north = bounds[:, 2].max(), bounds[:, 3].max()
+    xs = np.r_[bounds[:, [0, 2]].ravel(), np.linspace(west, east, _grid.STRIPS + 1),
+               west - 1.0, east + 1.0, 10.0, 11.5]
+    ys = np.r_[bounds[:, [1, 3]].ravel(), np.linspace(south, north, 97), south - 1.0, 5.0]
+    lon, lat = (grid.ravel() for grid in np.meshgrid(xs, ys))
+    rng = np.random.default_rng(5)
+    extra = _grid.LOOKUP_BLOCK + 10 - lon.size
+    lon = np.r_[lon, rng.uniform(west - 0.5, east + 0.5, extra)]
+    lat = np.r_[lat, rng.uniform(south - 0.5, north + 0.5, extra)]
+    shapely.prepare(geoms)
+    np.testing.assert_array_equal(exact_positions(geoms, None, lon, lat),
+                                  reference(geoms, lon, lat))
 
 
 def test_holes_islands_multipolygons_and_shared_borders() -> None:

@@ -18,6 +18,8 @@ from spatialdp.geo._h3lattice import (
     FIRST_BATCH_PER_CELL,
     MIN_POINTS_PER_CELL,
     H3LatticeTable,
+    cell_keys,
+    centre_keys,
     face_lattices,
 )
 
@@ -105,6 +107,38 @@ def test_the_lattices_are_h3s() -> None:
     table = H3LatticeTable.build(np.sort(cells), 5)
     assert table is not None
     assert np.count_nonzero(table.labels >= 0) > 0.99 * cells.size
+
+
+def _pentagon_disks(resolution: int, k: int) -> np.ndarray:
+    return np.unique(np.array([h3.str_to_int(c) for p in h3.get_pentagons(resolution)
+                               for c in h3.grid_disk(p, k)], dtype=np.uint64))
+
+
+@pytest.mark.parametrize("name", ["conus", "europe", "pentagons", *(b[0] for b in BOXES)])
+def test_cell_keys_from_parents_are_the_keys_of_h3s_centres(name: str) -> None:
+    """Keys derived from the parents' centres and the digits equal those of H3's centres:
+    across face edges, in pentagon base cells, at every resolution from 2."""
+    if name == "conus":
+        sets = [(np.asarray(Partition.from_h3_cover(load_us_states(), r,
+                                                    containment="overlap").cells), r)
+                for r in (2, 3, 4, 5)]
+    elif name == "europe":
+        sets = [(np.asarray(h3vector.geometry_to_cells(shapely.box(-10, 30, 40, 60), r)), r)
+                for r in (4, 5, 6)]
+    elif name == "pentagons":
+        sets = [(_pentagon_disks(r, 10), r) for r in (2, 3, 4, 5, 6, 7, 8)]
+    else:
+        box, resolution = next((b[1], b[2]) for b in BOXES if b[0] == name)
+        sets = [(np.asarray(h3vector.geometry_to_cells(shapely.box(*box), resolution)),
+                 resolution)]
+    for cells, resolution in sets:
+        cells = np.unique(cells.astype(np.uint64))
+        lattices = face_lattices(resolution)
+        face, a, b, sure = cell_keys(cells, resolution, lattices)
+        h3_face, h3_a, h3_b, h3_sure = centre_keys(cells, lattices)
+        np.testing.assert_array_equal(sure, h3_sure)
+        for mine, theirs in ((face, h3_face), (a, h3_a), (b, h3_b)):
+            np.testing.assert_array_equal(mine[sure], theirs[sure])
 
 
 def test_coarse_or_spread_partitions_get_no_table() -> None:
