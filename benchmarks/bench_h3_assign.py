@@ -34,6 +34,11 @@ equal before timing; peak memory from one separate run of each).
   (built untimed from the same cells: the partition is the data a user loads),
   with the per-process cache of H3's face lattices cleared;
   the baselines sort the cell ids / build the hash table inside.
+- ``ratio_first_calls:`` the total of the first ``--calls`` calls (default 10) on a
+  fresh partition, every build inside, whenever its policy makes it: the cost
+  model's amortisation made visible (at 10^4 points a call the lattice table is
+  built inside one of them). The baselines build their sorted array / hash table
+  once, in the first call, and reuse it.
 - per-point loop (``--loop-n`` points, scaled to N): ``h3.latlng_to_cell`` and a
   dict; printed for reference, never a ratio.
 
@@ -122,6 +127,32 @@ def cold_contenders(cells: np.ndarray, resolution: int, lon: np.ndarray, lat: np
     }
 
 
+def first_calls_contenders(cells: np.ndarray, resolution: int, lon: np.ndarray,
+                           lat: np.ndarray, calls: int) -> dict[str, Contender]:
+    """The first ``calls`` calls on fresh state, each side building what it builds once."""
+    def ours(part: Partition) -> np.ndarray:
+        for _ in range(calls):
+            positions = part.assign(lon=lon, lat=lat).positions
+        return positions
+
+    def get_indexer(own: np.ndarray) -> np.ndarray:
+        index = pd.Index(own)
+        for _ in range(calls):
+            positions = index.get_indexer(h3ronpy_cells(lon, lat, resolution))
+        return positions
+
+    def searchsorted(own: np.ndarray) -> np.ndarray:
+        ordered = np.sort(own)
+        for _ in range(calls):
+            positions = searchsorted_positions(ordered, lon, lat, resolution)
+        return positions
+
+    fresh = cold_contenders(cells, resolution, lon, lat)["ours"]
+    assert isinstance(fresh, tuple)
+    return {"ours": (fresh[0], ours), "h3ronpy+searchsorted": (cells.copy, searchsorted),
+            "h3ronpy+get_indexer": (cells.copy, get_indexer)}
+
+
 def build_seconds(cells: np.ndarray) -> tuple[float, float]:
     """Time the one-off build of the raster on a fresh partition; return (s, raster MB)."""
     fresh = Partition.from_h3_cells(cells.copy())
@@ -189,6 +220,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--loop-n", type=int, default=100_000)
+    parser.add_argument("--calls", type=int, default=10,
+                        help="calls timed together for ratio_first_calls (0: skip it)")
     parser.add_argument("--scaling", action="store_true")
     parser.add_argument("--sizes", type=int, nargs="+",
                         default=[10_000, 100_000, 1_000_000, 10_000_000])
@@ -219,6 +252,13 @@ def main() -> None:
 
     lon, lat = make_points(args.n, args.points, args.seed)
     res = run(partition, lon, lat, args.repeats)
+    if args.calls:
+        res["ratio_first_calls"] = compare(
+            first_calls_contenders(np.asarray(partition.cells), int(partition.resolution or 0),
+                                   lon, lat, args.calls),
+            repeats=max(3, args.repeats // 2), warmup=0, memory=False)
+        print_results(res["ratio_first_calls"], f"the first {args.calls} calls on a fresh "
+                      "partition, every build inside (their total):")
     seconds, megabytes, known = lattice_build_seconds(np.asarray(partition.cells), lon, lat)
     per_cell = _h3lattice.MIN_POINTS_PER_CELL
     print(f"  one-off lattice table build (per partition, after {per_cell} "
