@@ -30,6 +30,7 @@ from numpy.typing import NDArray
 
 from spatialdp._clients import CLIENT_COLUMN, canonical_ids, id_kind, one_kind
 from spatialdp._dask_frames import (
+    Shared,
     _add,
     compute,
     first_rows,
@@ -473,29 +474,32 @@ _Pair = tuple[RegionTotals, list["_Edges | None"]]
 TASKS_PER_THREAD = 4
 
 
-def _file_totals(part: pd.DataFrame, job: _FileJob) -> _Pair:
+def _file_totals(part: pd.DataFrame, shared: Shared[_FileJob]) -> _Pair:
     """Region totals of one partition's inner clients, and its edge rows (one task, a worker)."""
+    job = shared.value
     inner, edges = _inner_reports(part, job.report, job.meta)
     return region_totals(inner, job.specs, job.partition), [edges]
 
 
-def _read_files_totals(files: list[str], job: _FileJob) -> _Pair:
+def _read_files_totals(files: list[str], shared: Shared[_FileJob]) -> _Pair:
     """:func:`_file_totals` of Parquet files, each read in turn in the same task.
 
     One file is in memory at a time; what stays is small (each file's totals,
     added up, and its edge rows). ``job.read`` is the frame's reader
     (:func:`~spatialdp._dask_frames.parquet_source`; see :func:`_read_with_ids`).
     """
-    assert job.read is not None
-    pairs = [_file_totals(_read_with_ids(file, job.read), job) for file in files]
+    read = shared.value.read
+    assert read is not None
+    pairs = [_file_totals(_read_with_ids(file, read), shared) for file in files]
     return _add([totals for totals, _ in pairs]), [e for _, edges in pairs for e in edges]
 
 
-def _sum_with_edges(pairs: list[_Pair], job: _FileJob) -> RegionTotals:
+def _sum_with_edges(pairs: list[_Pair], shared: Shared[_FileJob]) -> RegionTotals:
     """Add the tasks' inner totals and those of the clients at the partitions' edges.
 
     The edge clients are reported from all of their rows (:func:`_edge_reports`).
     """
+    job = shared.value
     inner = _add([totals for totals, _ in pairs])
     reports = _edge_reports([e for _, edges in pairs for e in edges], job.report, job.meta)
     return inner + region_totals(reports, job.specs, job.partition)
@@ -531,9 +535,11 @@ def _fused_totals(recipe: _SortedRecipe, specs: Sequence[Spec], partition: Parti
     batch of files a task (:func:`_file_batches`: Dask's cost per task, not the
     work, decided the CPU time). The settings travel as one :class:`_FileJob`,
     an argument of every task rather than a key of the graph: tasks that depend
-    on one key are run where it is, all on one worker when work stealing is off
-    (it is pickled once per task: a few hundred kB with the partition's
-    polygons). The graph is built by hand, with fresh keys (it is computed at
+    on one key are run where it is, all on one worker when work stealing is off.
+    It is a :class:`~spatialdp._dask_frames.Shared`: pickled once on the driver
+    and unpickled once per worker (a few hundred kB with the partitions'
+    polygons; pickled and unpickled with every task, it cost about 3 ms of CPU
+    a task). The graph is built by hand, with fresh keys (it is computed at
     once, by one caller): no argument is tokenised on the driver.
     """
     token = uuid.uuid4().hex
@@ -544,11 +550,11 @@ def _fused_totals(recipe: _SortedRecipe, specs: Sequence[Spec], partition: Parti
     dependencies: list[Any] = []
     if source is not None:  # read and reduce the files in batches, one batch a task
         files, read = source
-        job = _FileJob(recipe.report, recipe.meta, tuple(specs), partition, read)
+        job = Shared(_FileJob(recipe.report, recipe.meta, tuple(specs), partition, read))
         for i, batch in enumerate(_file_batches(files, worker_threads())):
             tasks[(name, i)] = (_read_files_totals, batch, job)
     else:
-        job = _FileJob(recipe.report, recipe.meta, tuple(specs), partition)
+        job = Shared(_FileJob(recipe.report, recipe.meta, tuple(specs), partition))
         dependencies = recipe.examples.to_delayed()
         for i, part in enumerate(dependencies):
             tasks[(name, i)] = (_file_totals, part.key, job)
