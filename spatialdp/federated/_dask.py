@@ -346,15 +346,31 @@ def _inner_reports(part: pd.DataFrame, report: Reporter, meta: pd.DataFrame
     kind = id_kind(ids)
     reports = report(examples)  # refuses missing ids, as in memory
     low, high = _id_range(reports.index)  # its clients: the distinct ids of the examples
-    if reports.index.is_monotonic_increasing and ids.is_monotonic_increasing:
+    if reports.index.is_monotonic_increasing and _is_sorted(ids):
         # sorted (as Parquet sorted by client is): the edge clients are the ends
         values = ids.to_numpy()
         first, last = np.searchsorted(values, low, "right"), np.searchsorted(values, high)
-        rows = pd.concat([examples.iloc[:first], examples.iloc[max(first, last):]])
-        return reports.iloc[1:-1], _Edges(low, high, kind, rows)
+        ends = np.r_[0:first, max(first, last):values.size]  # one copy of the edge rows
+        return reports.iloc[1:-1], _Edges(low, high, kind, examples.take(ends))
     edge = ((ids == low) | (ids == high)).to_numpy()
     inner = reports[~reports.index.isin([low, high])]
     return inner, _Edges(low, high, kind, examples[edge])
+
+
+def _is_sorted(ids: pd.Series) -> bool:
+    """Return True if ``ids`` never decrease (integers: one numpy pass, ~7x pandas' check).
+
+    Examples
+    --------
+    >>> _is_sorted(pd.Series([1, 1, 2])), _is_sorted(pd.Series([2, 1]))
+    (True, False)
+    >>> _is_sorted(pd.Series(["a", "b"])), _is_sorted(pd.Series(["b", "a"]))
+    (True, False)
+    """
+    values = ids.to_numpy() if isinstance(ids.dtype, np.dtype) else None
+    if values is not None and values.dtype.kind in "iu":
+        return bool((values[1:] >= values[:-1]).all())
+    return bool(ids.is_monotonic_increasing)
 
 
 def _id_range(ids: pd.Index) -> tuple[Any, Any]:
@@ -379,6 +395,17 @@ def _edge_reports(edges: list[_Edges | None], report: Reporter, meta: pd.DataFra
     ``[.., 5), [5, ..)`` though the first file ends with client 5): that
     client is reported here once, from all of its rows.
     """
+    found = _refuse_unsorted(edges)
+    if not found:
+        return meta
+    return report(pd.concat([e.rows for e in found], ignore_index=True))
+
+
+def _refuse_unsorted(edges: list[_Edges | None]) -> list[_Edges]:
+    """Return the partitions' edges if their id ranges share at most their ends; else refuse.
+
+    Also refuses ids of another kind in another partition.
+    """
     found = [e for e in edges if e is not None]
     one_kind([e.kind for e in found])
     ordered = sorted(found, key=lambda e: (e.low, e.high))
@@ -390,9 +417,7 @@ def _edge_reports(edges: list[_Edges | None], report: Reporter, meta: pd.DataFra
                 f"{low!r} to {high!r}, another from {other!r}), although "
                 "their divisions say so; drop the divisions (frame.clear_divisions()) and "
                 "device_report gathers each client's examples with a shuffle")
-    if not found:
-        return meta
-    return report(pd.concat([e.rows for e in found], ignore_index=True))
+    return found
 
 
 def _plain(value: Any) -> Any:
@@ -482,16 +507,25 @@ def _file_totals(part: pd.DataFrame, shared: Shared[_FileJob]) -> _Pair:
 
 
 def _read_files_totals(files: list[str], shared: Shared[_FileJob]) -> _Pair:
-    """:func:`_file_totals` of Parquet files, each read in turn in the same task.
+    """:func:`_file_totals` of Parquet files, each read and reported in turn in the same task.
 
-    One file is in memory at a time; what stays is small (each file's totals,
-    added up, and its edge rows). ``job.read`` is the frame's reader
+    One file is in memory at a time; what stays is small (each file's inner
+    client reports and its edge rows). The inner reports of all the files are
+    then summed at once (one :func:`region_totals`: its checks cost about 0.5 ms
+    a call whatever the rows), after their id ranges are checked as
+    :func:`_edge_reports` checks them (an inner client is in one file only).
+    ``job.read`` is the frame's reader
     (:func:`~spatialdp._dask_frames.parquet_source`; see :func:`_read_with_ids`).
     """
-    read = shared.value.read
-    assert read is not None
-    pairs = [_file_totals(_read_with_ids(file, read), shared) for file in files]
-    return _add([totals for totals, _ in pairs]), [e for _, edges in pairs for e in edges]
+    job = shared.value
+    assert job.read is not None
+    inner, edges = [], []
+    for file in files:
+        reports, edge = _inner_reports(_read_with_ids(file, job.read), job.report, job.meta)
+        inner.append(reports)
+        edges.append(edge)
+    _refuse_unsorted(edges)
+    return region_totals(pd.concat(inner), job.specs, job.partition), edges
 
 
 def _sum_with_edges(pairs: list[_Pair], shared: Shared[_FileJob]) -> RegionTotals:
