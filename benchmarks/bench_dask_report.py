@@ -28,8 +28,10 @@ order, suppression exactly).
   DataFrame, on a ``distributed.LocalCluster`` of 2 (and, for the speed-up, 1)
   worker processes of 1 thread, started with :func:`dask_settings`
   (:func:`spatialdp.worker_environment`, and :data:`QUIET`: distributed's
-  profiler, tick monitor and work stealing off or slowed). Each file is read and
-  reduced to 48 per-region sums in one task; the driver receives the sums.
+  profiler, tick monitor and work stealing off or slowed). Files are read in
+  batches (about 4 tasks per worker thread), each file reported in turn and the
+  batch reduced to 48 per-region sums in its task; the settings reach each
+  worker once; the driver receives the sums.
 
 Timing follows the convention of ``benchmarks/_common.py``: median of
 ``--repeat`` interleaved rounds after one warm-up call each, min and max

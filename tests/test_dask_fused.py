@@ -22,6 +22,7 @@ from dask.callbacks import Callback
 
 from spatialdp import read_parquet
 from spatialdp._dask_frames import parquet_source
+from spatialdp.exceptions import InvalidInput
 from spatialdp.federated import (
     MetricSpec,
     RegionalReport,
@@ -190,3 +191,23 @@ def test_both_workers_share_the_batches_without_work_stealing(states_partition: 
                and isinstance(t["key"][1], int)]
     assert len({t["worker"] for t in batches}) == 2
     assert len(batches) == 8  # 4 a thread
+
+
+def test_files_rewritten_out_of_order_are_refused_within_a_batch(
+        states_partition: Partition, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a batch sums the inner clients of its files at once: their id ranges are checked
+    # first, with the message of the edge task (files changed after read_parquet)
+    monkeypatch.setattr(_dask, "worker_threads", lambda: 1)  # 8 files: 4 batches of 2
+    examples = _examples(states_partition, 160, seed=7)
+    for i, part in enumerate(np.array_split(np.arange(160), 8)):
+        examples[examples.client_id.isin(part)].to_parquet(tmp_path / f"p{i}.parquet",
+                                                             index=False)
+    lazy = read_parquet(tmp_path, index="client_id", columns=["region_id", "loss"])
+    assert lazy.known_divisions
+    # file 1 now holds clients 5 to 34: clients 6 to 18 are inner clients of files 0 and 1
+    examples[examples.client_id.isin(np.arange(5, 35))].to_parquet(tmp_path / "p1.parquet",
+                                                                     index=False)
+    clients = device_report(lazy, loss_spec=LOSS, partition=states_partition)
+    with (dask.config.set(scheduler="sync"),
+          pytest.raises(InvalidInput, match="partitions are not sorted by client_id")):
+        _report(clients, states_partition)
