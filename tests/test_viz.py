@@ -535,8 +535,8 @@ def test_add_polygon_patch_sets_the_limits_add_patch_sets() -> None:
     # the vectorised limit update (no Python walk over the segments) agrees with
     # matplotlib's own for real outlines: every state, holes and islands included
     from spatialdp.datasets import load_us_states
-    from spatialdp.viz._patches import add_polygon_patch
     from spatialdp.viz.maps import _region_path
+    from spatialdp.viz.patches import add_polygon_patch
 
     paths = [p for p in map(_region_path, load_us_states().geometry.values) if p is not None]
     fig, (ours, theirs) = plt.subplots(1, 2)

@@ -153,8 +153,8 @@ def draw_coverage(world: World, result: EpochResult, folder: Path) -> Path:
     from matplotlib.colors import LogNorm
     from matplotlib.patches import Patch
 
-    from spatialdp.viz._patches import add_polygon_patch
     from spatialdp.viz.maps import save_figure
+    from spatialdp.viz.patches import add_polygon_patch
     from spatialdp.viz.projection import map_axes, resolve_crs
 
     plt = _pyplot()

@@ -19,7 +19,6 @@ import numpy as np
 from numpy.typing import NDArray
 
 from spatialdp._validation import check_axes, check_cmap, check_count, check_flag
-from spatialdp.viz._patches import add_polygon_patch
 from spatialdp.viz._report import (
     _check_report,
     _column_name,
@@ -30,6 +29,7 @@ from spatialdp.viz._report import (
     _suppressed,
     _title,
 )
+from spatialdp.viz.patches import add_polygon_patch
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -37,7 +37,6 @@ from spatialdp._validation import check_axes, check_cmap, check_flag, check_numb
 from spatialdp.exceptions import InvalidInput
 from spatialdp.viz._explore import explore_report
 from spatialdp.viz._legend import _dot, _draw_class_legend, _draw_legend, _extend
-from spatialdp.viz._patches import add_polygon_patch
 from spatialdp.viz._report import (
     RELIABILITY_ALPHA,
     REPORT_COLUMNS,
@@ -56,6 +55,7 @@ from spatialdp.viz._report import (
     _title,
 )
 from spatialdp.viz.classify import MapColours, map_colours
+from spatialdp.viz.patches import add_polygon_patch
 from spatialdp.viz.projection import (
     _name_crs,
     _project,

@@ -44,7 +44,6 @@ from spatialdp.privacy.combined_noise import (
     noise_sum_quantiles,
     ratio_noise_scales,
 )
-from spatialdp.viz._patches import add_polygon_patch
 from spatialdp.viz._report import (
     _check_report,
     _column_name,
@@ -56,6 +55,7 @@ from spatialdp.viz._report import (
     _size,
     _suppressed,
 )
+from spatialdp.viz.patches import add_polygon_patch
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
