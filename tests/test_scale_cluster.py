@@ -184,22 +184,21 @@ def test_clients_split_across_files_are_one_client_each_on_workers(
     assert len(ledger.audit(0)) == 1
 
 
-def _shared_tokens() -> set[str]:
-    from spatialdp import _dask_frames
-
-    return set(_dask_frames._SHARED)
-
-
 def test_parquet_on_workers_gives_memory_and_unpickles_the_settings_once(
         client: Client, states_partition: Partition, tmp_path: Path) -> None:
     # issue 27: the settings (device module, partitions: a few hundred kB of polygons)
     # were pickled and unpickled with every task; they are now unpickled once a worker
+    def shared_tokens() -> set[str]:  # local: pickled by value (workers cannot import tests)
+        from spatialdp import _dask_frames
+
+        return set(_dask_frames._SHARED)
+
     examples = _examples(states_partition, 3_000, seed=6).sort_values("client_id",
                                                                      kind="stable")
     for i, part in enumerate(np.array_split(np.arange(3_000), 12)):
         examples[examples.client_id.isin(part)].to_parquet(tmp_path / f"p{i:02d}.parquet",
                                                              index=False)
-    before = client.run(_shared_tokens)
+    before = client.run(shared_tokens)
     lazy = read_parquet(tmp_path, index="client_id", columns=["region_id", "loss"])
     scaled = regional_report(device_report(lazy, loss_spec=LOSS, partition=states_partition),
                              states_partition, [LOSS], epsilon=0.5, target=Simulation(rng=3),
@@ -208,7 +207,7 @@ def test_parquet_on_workers_gives_memory_and_unpickles_the_settings_once(
                              states_partition, [LOSS], epsilon=0.5, target=Simulation(rng=3),
                              min_cohort=20)
     pd.testing.assert_frame_equal(scaled["loss"], memory["loss"])
-    after = client.run(_shared_tokens)
+    after = client.run(shared_tokens)
     # 8 batches (4 a thread) and a sum over both workers, one unpickled value each
     assert [len(after[w] - before[w]) for w in sorted(after)] == [1, 1]
 
