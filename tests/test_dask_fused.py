@@ -44,6 +44,13 @@ def _examples(partition: Partition, n_clients: int, seed: int) -> pd.DataFrame:
     return pd.DataFrame({"client_id": client, "region_id": region[client],
                          "loss": rng.integers(0, 12, client.size) / 4.0})
 
+def _write_by_client(examples: pd.DataFrame, folder: Path, files: int) -> None:
+    """Write ``examples`` to ``files`` Parquet files of consecutive clients (p00, p01, ...)."""
+    for i, part in enumerate(np.array_split(np.unique(examples.client_id), files)):
+        examples[examples.client_id.isin(part)].to_parquet(folder / f"p{i:02d}.parquet",
+                                                             index=False)
+
+
 
 def _report(clients: Any, partition: Partition) -> RegionalReport:
     return regional_report(clients, partition, [LOSS], epsilon=1.0, target=Simulation(rng=0),
@@ -70,9 +77,7 @@ def test_each_parquet_file_is_read_and_reduced_in_one_task(states_partition: Par
                                                             tmp_path: Path) -> None:
     examples = _examples(states_partition, 400, seed=1)
     files = 6
-    for i, part in enumerate(np.array_split(np.arange(400), files)):
-        examples[examples.client_id.isin(part)].to_parquet(tmp_path / f"p{i}.parquet",
-                                                             index=False)
+    _write_by_client(examples, tmp_path, files)
     lazy = read_parquet(tmp_path, index="client_id", columns=["region_id", "loss"])
     assert lazy.known_divisions
     assert parquet_source(lazy) is not None
@@ -150,9 +155,7 @@ def test_files_read_in_batches_give_the_in_memory_report(states_partition: Parti
     # about 4 ms of CPU, was most of the overhead over a one-process per-file loop)
     monkeypatch.setattr(_dask, "worker_threads", lambda: 1)
     examples = _examples(states_partition, 600, seed=5)
-    for i, part in enumerate(np.array_split(np.arange(600), 12)):
-        examples[examples.client_id.isin(part)].to_parquet(tmp_path / f"p{i:02d}.parquet",
-                                                             index=False)
+    _write_by_client(examples, tmp_path, 12)
     lazy = read_parquet(tmp_path, index="client_id", columns=["region_id", "loss"])
     assert lazy.known_divisions
     expected = _report(device_report(examples, loss_spec=LOSS, partition=states_partition),
@@ -173,9 +176,7 @@ def test_both_workers_share_the_batches_without_work_stealing(states_partition: 
     from distributed import Client, LocalCluster, get_task_stream
 
     examples = _examples(states_partition, 800, seed=6)
-    for i, part in enumerate(np.array_split(np.arange(800), 16)):
-        examples[examples.client_id.isin(part)].to_parquet(tmp_path / f"p{i:02d}.parquet",
-                                                             index=False)
+    _write_by_client(examples, tmp_path, 16)
     expected = _report(device_report(examples, loss_spec=LOSS, partition=states_partition),
                        states_partition)
     with (dask.config.set({"distributed.scheduler.work-stealing": False}),
@@ -199,13 +200,11 @@ def test_files_rewritten_out_of_order_are_refused_within_a_batch(
     # first, with the message of the edge task (files changed after read_parquet)
     monkeypatch.setattr(_dask, "worker_threads", lambda: 1)  # 8 files: 4 batches of 2
     examples = _examples(states_partition, 160, seed=7)
-    for i, part in enumerate(np.array_split(np.arange(160), 8)):
-        examples[examples.client_id.isin(part)].to_parquet(tmp_path / f"p{i}.parquet",
-                                                             index=False)
+    _write_by_client(examples, tmp_path, 8)
     lazy = read_parquet(tmp_path, index="client_id", columns=["region_id", "loss"])
     assert lazy.known_divisions
     # file 1 now holds clients 5 to 34: clients 6 to 18 are inner clients of files 0 and 1
-    examples[examples.client_id.isin(np.arange(5, 35))].to_parquet(tmp_path / "p1.parquet",
+    examples[examples.client_id.isin(np.arange(5, 35))].to_parquet(tmp_path / "p01.parquet",
                                                                      index=False)
     clients = device_report(lazy, loss_spec=LOSS, partition=states_partition)
     with (dask.config.set(scheduler="sync"),
