@@ -191,9 +191,9 @@ class Partition:
         # Lookup structures, each built on first use and kept (never pickled).
         self._tree: shapely.STRtree | None = None
         # The region geometries as an object array (each pandas column access builds a
-        # new GeoSeries: about 0.25 ms, a tenth of a small cold call), prepared on first use.
-        self._geometry: NDArray[np.object_] | None = np.asarray(
-            self.regions.geometry.values, dtype=object)
+        # new GeoSeries: about 0.25 ms, a tenth of a small cold call); the content hash
+        # below fills it, and _prepared_geometries prepares it on first use.
+        self._geometry: NDArray[np.object_] | None = None
         self._geoms: NDArray[np.object_] | None = None
         self._grid: GridIndex | H3PixelIndex | None = None
         self._grid_tried = False  # True once no further (finer) grid will be built
