@@ -558,7 +558,9 @@ def dg_log_tail(m: int, j: int, sigma: float) -> float:
     """Return log P(S >= j), S a sum of m discrete Gaussian(sigma), integer j >= 1 (cached)."""
     if sigma < _DG_NOISELESS:
         return -math.inf
-    k = math.ceil(j / m)  # union bound as for the discrete Laplace
+    # union bound as for the discrete Laplace; a float, so that k * k overflows to inf
+    # (the bound then says -inf) where an int would not convert (j near 1e154 and up)
+    k = float(math.ceil(j / m))
     if math.log(2.0 * m) - k * k / (2 * sigma**2) - math.log(-math.expm1(-k / sigma**2)) < -800:
         return -math.inf
     if m == 1 and sigma <= _POISSON_SIGMA:
