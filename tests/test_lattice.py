@@ -318,14 +318,21 @@ def test_split_low_part_through_the_exact_comparison(monkeypatch: pytest.MonkeyP
 
 
 @pytest.mark.parametrize("low", [0, 1, 17, 2**30 + 5, 2**39 - 1])
-def test_split_float_brackets_contain_one_minus_exp(low: int) -> None:
+@pytest.mark.parametrize(("k", "factor_bits"), [(39, 0), (39, 20), (33, 8)])
+def test_split_float_brackets_contain_one_minus_exp(low: int, k: int, factor_bits: int) -> None:
+    # k = 39: t up to 2**39 / S = 0.82 (the series bound holds for any t < 1); k = 33:
+    # t <= 2**-6 as the sampler chooses, where the bracket must also be narrow
     scale = Fraction(2**45 + 12345, 3)
-    s = exact._split_plan(scale, 39)
-    lo, hi = exact._one_minus_exp_brackets(s, np.array([low], dtype=np.uint64))
+    s = exact._split_plan(scale, k)
+    low = min(low, 2**k - 1)
+    factor = 2.0**factor_bits
+    lo, hi = exact._one_minus_exp_brackets(s, np.array([low], dtype=np.uint64), factor)
     with localcontext() as ctx:
         ctx.prec = 120
-        true = 1 - exp_neg_decimal(Fraction(low) / scale)
+        true = (1 - exp_neg_decimal(Fraction(low) / scale)) * Decimal(factor)
         assert Decimal(float(lo[0])) <= true <= Decimal(float(hi[0]))
+        if k == 33:
+            assert Decimal(float(hi[0])) - Decimal(float(lo[0])) <= true * Decimal(2.0**-19)
 
 
 def test_split_exact_comparison_direct() -> None:
@@ -377,6 +384,26 @@ def test_lattice_sum_equals_the_integer_path(exponent: int, spread: float) -> No
     values = values[np.isfinite(values)]
     noise = rng.integers(-(2**40), 2**40, values.size)
     fast = exact._lattice_sum(values, noise, exponent)
+    reference = exact._lattice_sum_in_integers(values, noise, exponent)
+    assert np.array_equal(fast, reference)
+    assert np.array_equal(np.signbit(fast), np.signbit(reference))
+
+
+@pytest.mark.parametrize("exponent", [-40, -3, 0, 5, -1022, 960])
+def test_small_lattice_sum_equals_the_integer_path(exponent: int) -> None:
+    """Values below 2**52 lattice units and noise up to 2**52: no check needed, exact."""
+    rng = np.random.default_rng(4)
+    step = 2.0**exponent
+    limit = 2.0**52
+    units = np.concatenate([rng.uniform(-limit, limit, 5000), rng.uniform(-3, 3, 1000),
+                            [0.5, -0.5, 1.5, -2.5, -0.0, 0.0, limit - 1, -(limit - 1)]])
+    values = units * step  # exact: a power of two
+    noise = np.concatenate([rng.integers(-(2**52), 2**52 + 1, values.size - 4),
+                            [2**52, -(2**52), 0, 0]])
+    assert np.all(np.abs(values) < 2.0 ** (52 + exponent))
+    out = np.empty_like(values)
+    fast = exact._small_lattice_sum(values, noise, exponent, out)
+    assert fast is out
     reference = exact._lattice_sum_in_integers(values, noise, exponent)
     assert np.array_equal(fast, reference)
     assert np.array_equal(np.signbit(fast), np.signbit(reference))

@@ -191,7 +191,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
-from math import exp, expm1, floor, log2
+from math import exp, expm1, floor, ldexp, log2
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -641,16 +641,30 @@ def _draw(d: _Digit, count: int, w16: NDArray[np.unsignedinteger] | None = None,
     ``w16``: the 16-bit prefixes of the uniforms to invert (drawn if not given);
     ``out``: a buffer of ``count`` entries to write them to (allocated if not given).
     """
+    return _draw_top(d, count, w16, out)[0]
+
+
+def _draw_top(d: _Digit, count: int, w16: NDArray[np.unsignedinteger] | None = None,
+              out: NDArray[np.uint16] | None = None
+              ) -> tuple[NDArray[np.uint16], NDArray[np.intp]]:
+    """Return :func:`_draw`'s draws and the indices of those in the top bucket ``B-1``.
+
+    One pass finds both the undecided draws and the top bucket (``_UNDECIDED`` is
+    above ``B - 1``).
+    """
     if w16 is None:
         w16 = _raw_bits(_LUT_BITS, count)
     if out is None:
         out = d.lut[w16]
     else:  # "clip" takes no buffered copy; every 16-bit prefix is in range anyway
         np.take(d.lut, w16, out=out, mode="clip")
-    undecided = (out == _UNDECIDED).nonzero()[0]
+    hard = (out >= _BASE - 1).nonzero()[0]
+    if not hard.size:
+        return out, hard
+    undecided = hard[out[hard] == _UNDECIDED]
     if undecided.size:
         out[undecided] = _resolve(d, w16[undecided], _LUT_BITS)
-    return out
+    return out, hard[out[hard] == _BASE - 1]
 
 
 def _draw_signed(d: _Digit, count: int) -> NDArray[np.int16]:
@@ -716,8 +730,7 @@ def _top_geometric(top: _Digit, count: int, w16: NDArray[np.unsignedinteger] | N
     ``w16``: the 16-bit prefixes of the first uniforms (drawn if not given);
     ``work``: buffers to write to (the draws are then ``work.g[:count]``).
     """
-    g16 = _draw(top, count, w16, None if work is None else work.g16[:count])
-    tail = (g16 == _BASE - 1).nonzero()[0]
+    g16, tail = _draw_top(top, count, w16, None if work is None else work.g16[:count])
     if work is None:
         g = g16.astype(np.int64)
     else:
@@ -726,9 +739,9 @@ def _top_geometric(top: _Digit, count: int, w16: NDArray[np.unsignedinteger] | N
     for _ in range(MAX_ROUNDS):
         if not tail.size:
             return g
-        more = _draw(top, tail.size)
+        more, top_bucket = _draw_top(top, tail.size)
         g[tail] += more
-        tail = tail[more == _BASE - 1]
+        tail = tail[top_bucket]
     raise _stalled("the geometric sampler")
 
 
@@ -804,27 +817,32 @@ def _split(scale: Fraction) -> _Split:
     return _split_plan(scale)
 
 
-def _one_minus_exp_brackets(s: _Split, low: NDArray[np.uint64]
+def _one_minus_exp_brackets(s: _Split, low: NDArray[np.uint64], factor: float = 1.0
                             ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """Return floats ``lo <= 1 - exp(-t) <= hi`` for ``t = low / S`` (``0 <= t < 1``).
+    """Return floats ``lo <= factor (1 - exp(-t)) <= hi`` for ``t = low / S`` (``0 <= t < 1``).
 
-    ``S_4 <= 1 - exp(-t) <= S_4 + t**5/120`` with ``S_4 = t - t**2/2 + t**3/6
-    - t**4/24`` (partial sums of an alternating series whose terms decrease
-    for ``t < 1``). ``t`` is computed from ``low`` (exact below
-    ``2**53``) and ``float(1/S)``, each rounding at most ``2**-53`` relative;
-    the few float operations add a few more ``2**-53 t``, and ``1 - exp(-t) >=
-    t / 2``: so the computed values are within ``2**-48`` relative of the
-    polynomials at the true ``t``, and widening them by ``2**-40`` relative
-    (:data:`_FLOAT_MARGIN`) brackets ``1 - exp(-t)`` for certain. Only IEEE
-    basic operations (correctly rounded) are used; no libm function.
+    ``factor`` is a power of two (scaling by it is exact). ``S_2 <= 1 - exp(-t)
+    <= S_2 + t**3/6`` with ``S_2 = t - t**2/2`` (partial sums of an alternating
+    series whose terms decrease for ``t < 1``; the bracket is ``t**3/6``
+    wide, below ``2**-14 t`` for the ``t <= 2**-6`` of the split sampler).
+    ``t`` is computed from ``low`` (exact below ``2**53``) and ``float(1/S)``,
+    each rounding at most ``2**-53`` relative; the few float operations add a
+    few more ``2**-53 t``, and ``1 - exp(-t) >= t / 2``: so the computed
+    values are within ``2**-48`` relative of the polynomials at the true
+    ``t``, and widening them by ``2**-40`` relative (:data:`_FLOAT_MARGIN`)
+    brackets ``1 - exp(-t)`` for certain. Only IEEE basic operations
+    (correctly rounded) are used; no libm function.
     """
     t = low.astype(np.float64)
     t *= s.inv_float
     t2 = t * t
-    lo = t - 0.5 * t2 + t2 * t * (1.0 / 6.0 - t / 24.0)
-    hi = lo + t2 * t2 * t / 120.0
-    lo *= 1.0 - _FLOAT_MARGIN
-    hi *= 1.0 + _FLOAT_MARGIN
+    hi = t2 * t
+    hi *= 1.0 / 6.0
+    t2 *= -0.5
+    lo = np.add(t, t2, out=t)  # S_2
+    hi += lo
+    lo *= (1.0 - _FLOAT_MARGIN) * factor
+    hi *= (1.0 + _FLOAT_MARGIN) * factor
     return lo, hi
 
 
@@ -873,13 +891,11 @@ def _rejected(s: _Split, words: NDArray[np.uint64], bits: int) -> NDArray[np.boo
         return out
     low = words[cand] & np.uint64((1 << k) - 1)
     prefix = words[cand] >> np.uint64(k)
-    q_lo, q_hi = _one_minus_exp_brackets(s, low)
+    q_lo, q_hi = _one_minus_exp_brackets(s, low, 2.0**bits)
     more = 32
     # V 2**bits lies in [v, v + 2**-32); prefix < 2**(bits - 6) + 1, so v is an exact float
     ext = _raw_bits(more, cand.size)
     v = prefix.astype(np.float64) + ext.astype(np.float64) * 2.0**-more
-    q_lo *= 2.0**bits  # exact: scaling by a power of two
-    q_hi *= 2.0**bits
     reject = v + 2.0**-more <= q_lo
     for i in (~reject & (v < q_hi)).nonzero()[0]:
         w = (int(prefix[i]) << more) | int(ext[i])
@@ -910,6 +926,7 @@ def _accepted_low(s: _Split, low: NDArray[np.uint64], bits: int) -> NDArray[np.u
 
 
 _G_LANE = 3 if sys.byteorder == "little" else 0  # the 16-bit lane of bits 48 .. 63
+_NONE = np.zeros(0, dtype=np.intp)  # no index
 
 
 class _Workspace:
@@ -919,14 +936,16 @@ class _Workspace:
     would, in a process whose heap has not grown yet, hand them back to the system
     after every chunk and page-fault them in again for the next (about 2 MB per
     chunk of 65,536 values: 0.3-0.5 s more for 10^7 values). The draws of one
-    chunk are read before the next chunk overwrites them.
+    chunk are read before the next chunk overwrites them. ``noise_bound``: after
+    each chunk, an exclusive bound on the magnitude of its noise (None: unknown).
     """
 
-    __slots__ = ("g", "g16", "low", "raw", "sign", "words")
+    __slots__ = ("g", "g16", "low", "noise_bound", "raw", "sign", "words")
 
     def __init__(self, size: int) -> None:
-        self.raw = memoryview(bytearray(8 * size))  # the random words
-        self.words = np.frombuffer(self.raw, dtype=np.uint64)
+        self.words = np.empty(size, dtype=np.uint64)  # the random words (filled before use)
+        self.raw = self.words.data.cast("B")
+        self.noise_bound: int | None = None
         self.sign = np.empty(size, dtype=np.int64)
         self.g16 = np.empty(size, dtype=np.uint16)
         self.g = np.empty(size, dtype=np.int64)  # G, then the noise itself
@@ -967,7 +986,8 @@ def _split_noise(s: _Split, count: int, work: _Workspace | None = None) -> NDArr
                          ).view(np.int64)
     sign >>= 63  # 0 or -1 (all bits set): bit 47 of the word
     g = _top_geometric(s.top, count, words.view(np.uint16)[_G_LANE::4], work)
-    if int(g.max(initial=0)) >= _INT64_LIMIT >> k:
+    g_max = int(g.max(initial=0))
+    if g_max >= _INT64_LIMIT >> k:
         raise _overflow()
     z = np.left_shift(g, k, out=g)
     bits = min(47 - k, _CHECK_BITS)
@@ -978,12 +998,14 @@ def _split_noise(s: _Split, count: int, work: _Workspace | None = None) -> NDArr
         low |= _raw_bits(16, count).astype(np.uint64) << np.uint64(k)
         bits = 16
     z |= _accepted_low(s, low, bits).view(np.int64)
-    retry = (z == 0).nonzero()[0]
+    work.noise_bound = (g_max + 1) << k  # |z| <= g_max 2**k + 2**k - 1
+    retry = (z == 0).nonzero()[0] if np.count_nonzero(z) < count else _NONE
     retry = retry[sign[retry] != 0]
     z ^= sign
     z -= sign  # two's complement: -z where negative
     if retry.size:
         z[retry] = _split_noise(s, retry.size)
+        work.noise_bound = None  # redrawn from a workspace of their own
     return z
 
 
@@ -1143,20 +1165,28 @@ def lattice_laplace(values: NDArray[np.float64], scale: float,
     units = check_units(scale, exponent, values.size)
     split = _lattice_split(scale, exponent)
     flat = values.ravel()
-
     work = None if split is None else _Workspace(min(flat.size, _CHUNK))
+    # values below 2**52 lattice units (checked once): with noise below 2**52 too,
+    # every sum is below 2**53, exact in floats with no further check
+    small_values = (-1022 <= exponent <= 1022
+                    and _within(flat, ldexp(1.0, min(_SMALL_BITS + exponent, 1023))))
 
-    def noise(count: int) -> NDArray[np.int64]:  # at most one chunk
-        return (discrete_laplace_noise(count, units) if split is None
-                else _split_noise(split, count, work))
+    def noisy(part: NDArray[np.float64], dest: NDArray[np.float64] | None
+              ) -> NDArray[np.float64]:
+        if split is None:
+            return _lattice_sum(part, discrete_laplace_noise(part.size, units), exponent, dest)
+        assert work is not None
+        noise = _split_noise(split, part.size, work)
+        if small_values and work.noise_bound is not None and work.noise_bound <= _SMALL_LIMIT:
+            return _small_lattice_sum(part, noise, exponent, dest)
+        return _lattice_sum(part, noise, exponent, dest)
 
     if flat.size <= _CHUNK:  # one chunk: no output buffer to copy into
-        return _lattice_sum(flat, noise(flat.size), exponent).reshape(values.shape)
+        return noisy(flat, None).reshape(values.shape)
     out = np.empty(flat.size, dtype=np.float64)
     for start in range(0, flat.size, _CHUNK):  # elementwise: chunks stay in cache
-        part = flat[start:start + _CHUNK]
-        dest = out[start:start + part.size]
-        summed = _lattice_sum(part, noise(part.size), exponent, dest)
+        dest = out[start:start + _CHUNK]
+        summed = noisy(flat[start:start + _CHUNK], dest)
         if summed is not dest:  # a checked path returned its own array
             dest[...] = summed
     return out.reshape(values.shape)
@@ -1185,6 +1215,26 @@ def _lattice_split(scale: float, exponent: int) -> _Split | None:
 
 
 _FLOAT_EXACT = 2.0**53  # every integer up to this magnitude is a float64
+
+
+_SMALL_BITS = 52
+_SMALL_LIMIT = 1 << _SMALL_BITS  # values and noise below this: sums below 2**53, exact
+
+
+def _small_lattice_sum(flat: NDArray[np.float64], noise: NDArray[np.int64], exponent: int,
+                       out: NDArray[np.float64] | None = None) -> NDArray[np.float64]:
+    """Return ``(round(flat / step) + noise) * step`` when both parts are known to be small.
+
+    The caller has checked ``|flat| < 2**(52 + exponent)``, ``-1022 <= exponent <=
+    1022`` and ``|noise| <= 2**52``: the scaled values and the noise are exact floats
+    below ``2**52`` and their sum is below ``2**53``, so the float sum is exact and the
+    product by ``2**exponent`` too (:func:`_lattice_sum` without its range checks).
+    """
+    units = np.multiply(flat, 2.0**-exponent, out=out)  # never the input
+    np.rint(units, out=units)
+    units += noise
+    units *= 2.0**exponent
+    return units
 
 
 def _within(arr: NDArray[np.floating] | NDArray[np.integer], limit: float) -> bool:
