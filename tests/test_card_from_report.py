@@ -95,6 +95,10 @@ def test_card_of_a_report_folder_through_the_cli(report_folder: tuple[Path, Path
     assert set(card["figures"]) == {"loss_choropleth", "speed_choropleth"}
     markdown = (tmp_path / "model_card.md").read_text()
     assert "loss_choropleth.png" in markdown
+    # no cohort selection in a report folder: the card says coverage is not recorded
+    assert card["coverage"] is None
+    coverage = markdown.split("## Coverage", 1)[1].split("\n## ", 1)[0]
+    assert "Not recorded for this run" in coverage
 
 
 def test_card_without_the_ledger_keeps_the_reports_accounting(

@@ -178,8 +178,12 @@ def _share(value: Any) -> str:
 
 def _coverage(c: Mapping[str, Any]) -> list[str]:
     cov = c["coverage"]
-    if cov is None:
-        return []
+    if cov is None:  # said, not left out: a reader must not take silence for full coverage
+        return [*_heading(2, "Coverage"),
+                "Not recorded for this run: it selected no cohorts (e.g. a report of client "
+                "reports selected elsewhere), or no coverage was given to the card. The card "
+                "cannot say which strata, regions or cells were reached; the card of the run "
+                "that selected the cohorts can.", ""]
     if cov["provenance"] == "release":
         return _released_coverage(cov)
     out = _heading(2, "Coverage", cov["provenance"])
