@@ -71,6 +71,20 @@ def test_auto_projection_is_equal_area_for_the_extent(geoms: list, epsg: int) ->
     ax = plot_uncertainty_choropleth(report)
     (label,) = [t for t in ax.texts if t.get_gid() == "crs"]
     assert label.get_text().startswith(f"EPSG:{epsg}")
+    # under the map, not on it (inside, it sat on Antarctica in the world map), and
+    # inside the figure; the legend too, with a plain savefig (no bbox_inches="tight")
+    figure = ax.figure
+    figure.canvas.draw()
+    renderer = figure.canvas.get_renderer()  # type: ignore[attr-defined]
+    frame = figure.bbox
+    extent = label.get_window_extent(renderer)
+    assert extent.y1 <= ax.get_window_extent(renderer).y0 + 0.5
+    assert frame.x0 <= extent.x0
+    assert extent.x1 <= frame.x1
+    assert extent.y0 >= frame.y0
+    legend = ax.get_legend().get_window_extent(renderer)
+    assert frame.x0 <= legend.x0
+    assert legend.x1 <= frame.x1 + 0.5
 
 
 def test_any_other_extent_gets_an_azimuthal_equal_area_centred_on_it() -> None:

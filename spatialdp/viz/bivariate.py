@@ -103,12 +103,17 @@ def plot_bivariate(
     >>> [c.get_gid() for c in ax.child_axes]
     ['legend:bivariate']
     """
-    import matplotlib.pyplot as plt
     from matplotlib.patches import Patch, PathPatch
 
     from spatialdp.viz.classify import classify_report
     from spatialdp.viz.maps import _SUPPRESSED_STYLE, _region_path
-    from spatialdp.viz.projection import _name_crs, _project, _resolve_crs, _set_map_aspect
+    from spatialdp.viz.projection import (
+        _name_crs,
+        _new_map_axes,
+        _project,
+        _resolve_crs,
+        _set_map_aspect,
+    )
 
     frame = _check_report(report)
     check_axes(ax)
@@ -124,7 +129,7 @@ def plot_bivariate(
     crs = _resolve_crs(frame, projection)
     drawn = _project(frame, crs)
     if ax is None:
-        _, ax = plt.subplots(figsize=size)
+        ax = _new_map_axes(size)
     style = {k_: v for k_, v in _SUPPRESSED_STYLE.items() if k_ != "label"}
     counts = np.zeros((3, classes.k), dtype=np.int64)
     for i, geom in enumerate(drawn.geometry.values):

@@ -58,6 +58,7 @@ from spatialdp.viz.classify import MapColours, map_colours
 from spatialdp.viz.patches import add_polygon_patch
 from spatialdp.viz.projection import (
     _name_crs,
+    _new_map_axes,
     _project,
     _resolve_crs,
     _set_map_aspect,
@@ -348,7 +349,6 @@ def plot_uncertainty_choropleth(
     ['suppressed:VT', 'suppressed:WY']
     >>> plt.close(ax.figure)
     """
-    import matplotlib.pyplot as plt
     from matplotlib.collections import PathCollection
     from matplotlib.colors import Normalize, to_rgba_array
     from matplotlib.patches import Patch, PathPatch
@@ -387,7 +387,7 @@ def plot_uncertainty_choropleth(
     norm = Normalize(vmin=fills.vmin, vmax=fills.vmax, clip=True)
 
     if ax is None:
-        _, ax = plt.subplots(figsize=figsize)
+        ax = _new_map_axes(figsize)
     ax.set_facecolor("white")
 
     # Published regions: one collection per reliability class, faded by class. A

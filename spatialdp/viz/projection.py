@@ -479,10 +479,30 @@ def _crs_text(crs: Any) -> str:
     return f"{code} ({crs.name})"
 
 
+def _new_map_axes(figsize: tuple[float, float]) -> Axes:
+    """Return the axes of a new map figure, laid out so that a legend to its right fits.
+
+    Constrained layout reserves the legend's width, and the map (whose equal
+    aspect leaves it narrower than its slot) is anchored to the left of its slot,
+    so the legend beside it stays inside the figure: a plain ``savefig`` (no
+    ``bbox_inches="tight"``) cuts nothing off.
+    """
+    import matplotlib.pyplot as plt
+
+    _, ax = plt.subplots(figsize=figsize, layout="constrained")
+    ax.set_anchor("W")
+    return ax
+
+
 def _name_crs(ax: Axes, crs: Any) -> None:
-    """Name the drawing CRS on the map, so an overlay can match it."""
-    text = ax.text(0.995, 0.005, _crs_text(crs), transform=ax.transAxes, ha="right",
-                   va="bottom", fontsize=6.5, color="#6b6b6b", zorder=4)
+    """Name the drawing CRS under the map's bottom-right corner, so an overlay can match it.
+
+    Below the axes, not inside them: inside, it sat on the land of a world map's
+    southern edge (Antarctica in Equal Earth).
+    """
+    text = ax.annotate(_crs_text(crs), xy=(1.0, 0.0), xycoords="axes fraction",
+                       xytext=(0, -2), textcoords="offset points", ha="right", va="top",
+                       fontsize=6.5, color="#6b6b6b", annotation_clip=False)
     text.set_gid("crs")
 
 

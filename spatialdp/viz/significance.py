@@ -228,11 +228,16 @@ def plot_significance(
     >>> sorted(t.get_text() for t in ax.get_legend().get_texts())[0]
     'above (1)'
     """
-    import matplotlib.pyplot as plt
     from matplotlib.patches import Patch, PathPatch
 
     from spatialdp.viz.maps import _region_path
-    from spatialdp.viz.projection import _name_crs, _project, _resolve_crs, _set_map_aspect
+    from spatialdp.viz.projection import (
+        _name_crs,
+        _new_map_axes,
+        _project,
+        _resolve_crs,
+        _set_map_aspect,
+    )
 
     frame = _check_report(report, extra=["noise_std"])
     size = _size(figsize, "figsize")
@@ -245,7 +250,7 @@ def plot_significance(
     crs = _resolve_crs(frame, projection)
     drawn = _project(frame, crs)
     if ax is None:
-        _, ax = plt.subplots(figsize=size)
+        ax = _new_map_axes(size)
     for i, geom in enumerate(drawn.geometry.values):
         path = _region_path(geom)
         if path is None:
