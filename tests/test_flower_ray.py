@@ -11,6 +11,7 @@ with the reason.
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 from typing import Any
 
@@ -118,10 +119,18 @@ def test_run_simulation_on_ray_publishes_bars_displays_and_keeps_instructions(tm
                                    config=ServerConfig(num_rounds=ROUNDS))
 
     ray_starts_or_skip()
-    run_simulation(server_app=ServerApp(server_fn=server_fn),
-                   client_app=ClientApp(client_fn=client_fn), num_supernodes=N_CLIENTS,
-                   backend_config={"client_resources": {"num_cpus": 1, "num_gpus": 0.0},
-                                   "init_args": {"num_cpus": 2}})
+    try:
+        run_simulation(server_app=ServerApp(server_fn=server_fn),
+                       client_app=ClientApp(client_fn=client_fn), num_supernodes=N_CLIENTS,
+                       backend_config={"client_resources": {"num_cpus": 1, "num_gpus": 0.0},
+                                       "init_args": {"num_cpus": 2}})
+    finally:
+        # Ray leaves its daemons' /dev/null files to the garbage collector: shut down and
+        # collected here, not in whichever later test the collector happens to run
+        import ray
+
+        ray.shutdown()
+        gc.collect()
     assert "history" in built, "the ServerApp did not finish Flower's loop (see its log)"
     strategy, history = built["strategy"], built["history"]
     assert sorted(strategy.releases) == list(range(1, ROUNDS + 1))
