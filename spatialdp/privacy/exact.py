@@ -1166,9 +1166,10 @@ def lattice_laplace(values: NDArray[np.float64], scale: float,
     split = _lattice_split(scale, exponent)
     flat = values.ravel()
     work = None if split is None else _Workspace(min(flat.size, _CHUNK))
-    # values below 2**52 lattice units (checked once): with noise below 2**52 too,
-    # every sum is below 2**53, exact in floats with no further check
-    small_values = (-1022 <= exponent <= 1022
+    # values below 2**52 lattice units (checked once, for the split sampler, whose noise
+    # bound is known): with noise below 2**52 too, every sum is below 2**53, exact in
+    # floats with no further check
+    small_values = (split is not None and -1022 <= exponent <= 1022
                     and _within(flat, ldexp(1.0, min(_SMALL_BITS + exponent, 1023))))
 
     def noisy(part: NDArray[np.float64], dest: NDArray[np.float64] | None

@@ -59,6 +59,7 @@ from spatialdp.privacy.exact import (
     discrete_laplace_noise,
     lattice_exponent,
     random_bytes,
+    uniform_below,
 )
 
 __all__ = [
@@ -130,14 +131,6 @@ def gaussian_exponent(sigma: float, sensitivity: float, rho: float, size: int) -
     return e
 
 
-def _uniform64(n: int) -> NDArray[np.uint64]:
-    return np.frombuffer(random_bytes(8 * n), dtype=np.uint64).copy()
-
-
-def _uniform32(n: int) -> NDArray[np.uint32]:
-    return np.frombuffer(random_bytes(4 * n), dtype=np.uint32)
-
-
 def _decide_exactly(u: int, x: Fraction) -> bool:
     """Is ``U < exp(-x)`` for the uniform whose first 32 bits are ``u``? Draws more bits."""
     num, bits, prec = u, 32, 40
@@ -155,7 +148,7 @@ def _decide_exactly(u: int, x: Fraction) -> bool:
             return False
         if width < (hi - lo):
             prec *= 2
-        num = (num << 64) | int(_uniform64(1)[0])
+        num = (num << 64) | int.from_bytes(random_bytes(8), "little")
         bits += 64
     raise SpatialDPError("the exact Bernoulli(exp(-x)) comparison did not finish; check "
                          "os.urandom, then report it")
@@ -170,7 +163,7 @@ def _accept(y: NDArray[np.int64], tau: Fraction, sigma2: Fraction) -> NDArray[np
     tol = 2.0**-_TOL_BITS * (1.0 + x + np.abs(a) / math.sqrt(s2_f))
     p_lo = p * (1.0 - tol)
     p_hi = p * (1.0 + tol) + 1e-300
-    u = _uniform32(y.size)
+    u = uniform_below(2**32, y.size)  # 32 uniform bits each
     u_lo = u * 2.0**-32  # exact: 32-bit integers are floats
     u_hi = (u + 1.0) * 2.0**-32
     accept = u_hi <= p_lo
